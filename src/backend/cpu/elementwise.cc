@@ -1,0 +1,73 @@
+// Embedding gather (any float table to f32), residual add, and silu(a) * b.
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/check.h"
+#include "backend/cpu/cpu_facets.h"
+#include "core/thread_pool.h"
+
+namespace kiln::cpu {
+
+Support Elementwise::supports(const ElementwiseRequest& r) const {
+  if (r.op == ElementwiseOp::kEmbed) {
+    if (!is_float(r.dtype)) return Support::declined("embedding table must be f32, bf16 or f16");
+    return Support::native();
+  }
+  if (r.dtype != DType::kF32) return Support::declined("activations must be f32 on the cpu backend");
+  return Support::native();
+}
+
+Status Elementwise::embed(const EmbedArgs& a) {
+  ElementwiseRequest r = describe(a);
+  std::string req = r.describe();
+  Support s = supports(r);
+  if (!s.runs_natively()) return declined(req, s.constraint);
+  KILN_RETURN_IF_ERROR(check_tensor(a.ids, "ids", 1, DType::kI32, req));
+  KILN_RETURN_IF_ERROR(check_tensor(a.table, "table", 2, a.table.dtype(), req));
+  KILN_RETURN_IF_ERROR(check_tensor(a.out, "out", 2, DType::kF32, req));
+  KILN_RETURN_IF_ERROR(check_dim(a.out, "out", 0, r.rows, req));
+  KILN_RETURN_IF_ERROR(check_dim(a.out, "out", 1, r.width, req));
+  const int32_t* ids = a.ids.data<int32_t>();
+  const int64_t vocab = a.table.dim(0), W = r.width;
+  for (int64_t t = 0; t < r.rows; ++t)
+    if (ids[t] < 0 || ids[t] >= vocab)
+      return invalid_argument(req + ": token id " + std::to_string(ids[t]) + " at position " + std::to_string(t) +
+                              " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+  const size_t esz = dtype_size(a.table.dtype());
+  for (int64_t t = 0; t < r.rows; ++t) {
+    const char* row = static_cast<const char*>(a.table.raw()) + static_cast<size_t>(ids[t]) * a.table.stride(0) * esz;
+    to_f32(a.table.dtype(), row, a.out.data<float>() + t * a.out.stride(0), static_cast<size_t>(W));
+  }
+  return {};
+}
+
+Status Elementwise::binary(const BinaryArgs& a) {
+  ElementwiseRequest r = describe(a);
+  std::string req = r.describe();
+  Support s = supports(r);
+  if (!s.runs_natively()) return declined(req, s.constraint);
+  if (r.op == ElementwiseOp::kEmbed) return invalid_argument(req + ": embed is not a binary op");
+  KILN_RETURN_IF_ERROR(check_tensor(a.a, "a", 2, DType::kF32, req));
+  KILN_RETURN_IF_ERROR(check_tensor(a.b, "b", 2, DType::kF32, req));
+  KILN_RETURN_IF_ERROR(check_tensor(a.out, "out", 2, DType::kF32, req));
+  for (const Tensor* t : {&a.b, &a.out}) {
+    KILN_RETURN_IF_ERROR(check_dim(*t, "b/out", 0, r.rows, req));
+    KILN_RETURN_IF_ERROR(check_dim(*t, "b/out", 1, r.width, req));
+  }
+  const int64_t W = r.width;
+  default_thread_pool().parallel_for(r.rows, 4, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t i = r0; i < r1; ++i) {
+      const float* x = a.a.data<float>() + i * a.a.stride(0);
+      const float* y = a.b.data<float>() + i * a.b.stride(0);
+      float* o = a.out.data<float>() + i * a.out.stride(0);
+      if (r.op == ElementwiseOp::kAdd) {
+        for (int64_t j = 0; j < W; ++j) o[j] = x[j] + y[j];
+      } else {
+        for (int64_t j = 0; j < W; ++j) o[j] = x[j] / (1.f + std::exp(-x[j])) * y[j];
+      }
+    }
+  });
+  return {};
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,176 @@
+// The facets: small interfaces, one per concern, through which model, engine and trainer code
+// reach a backend. Each facet answers `supports(request)` for a concrete request and runs the
+// work; a method asked to run a request its predicate declines returns kUnsupported naming it.
+// Tensors are views on the backend's device; activations are f32 on the CPU reference.
+#pragma once
+
+#include <string>
+
+#include "backend/batch_layout.h"
+#include "backend/requests.h"
+#include "backend/support.h"
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace kiln {
+
+// ---- storage: device memory and host transfers ----
+class StorageFacet {
+ public:
+  virtual ~StorageFacet() = default;
+  virtual Result<Tensor> allocate(Shape shape, DType dtype) = 0;  // zero-filled
+  // A device tensor holding `host`'s contents. May alias `host` where the device is the host.
+  virtual Result<Tensor> upload(const Tensor& host) = 0;
+  virtual Status copy_from_host(const Tensor& host_src, const Tensor& dst) = 0;
+  virtual Status copy_to_host(const Tensor& src, const Tensor& host_dst) = 0;
+  virtual Status zero(const Tensor& dst) = 0;  // a contiguous tensor
+  virtual Status synchronize() = 0;
+};
+
+// ---- linear: projections ----
+struct MatmulArgs {
+  Tensor x;    // [m, k] f32, rows may be strided
+  Tensor w;    // [n, k] f32 / bf16 / f16, contiguous (a weight)
+  Tensor out;  // [m, n] f32, rows may be strided
+  bool accumulate = false;
+};
+MatmulRequest describe(const MatmulArgs& a);
+
+class LinearFacet {
+ public:
+  virtual ~LinearFacet() = default;
+  virtual Support supports(const MatmulRequest& r) const = 0;
+  virtual Status matmul(const MatmulArgs& a) = 0;
+};
+
+// ---- norm ----
+struct NormArgs {
+  NormKind kind = NormKind::kOnePlus;
+  Tensor x;         // [rows, width] (rows may be strided)
+  Tensor residual;  // optional [rows, width]: residual += x, then the residual is normalised
+  Tensor weight;    // [width] f32
+  Tensor gate;      // [rows, width], kGated only (z)
+  Tensor out;       // [rows, width]
+  float eps = 1e-6f;
+};
+NormRequest describe(const NormArgs& a);
+
+class NormFacet {
+ public:
+  virtual ~NormFacet() = default;
+  virtual Support supports(const NormRequest& r) const = 0;
+  virtual Status rms_norm(const NormArgs& a) = 0;
+};
+
+// ---- attention: rotary embedding, paged K/V writes, causal GQA attention ----
+struct RopeArgs {
+  Tensor q;          // [tokens, q_heads, head_dim] (strided), rotated in place
+  Tensor k;          // [tokens, kv_heads, head_dim] (strided), rotated in place
+  Tensor positions;  // [tokens] i32
+  int64_t rotary_dim = 0;  // leading dims of each head that rotate ("rotate half" inside them)
+  float theta = 10000.f;
+};
+RopeRequest describe(const RopeArgs& a);
+
+struct KvWriteArgs {
+  Tensor k, v;              // [tokens, kv_heads, head_dim]
+  Tensor k_cache, v_cache;  // [blocks, block_size, kv_heads, head_dim]
+  Tensor slot_mapping;      // [tokens] i32
+};
+KvWriteRequest describe(const KvWriteArgs& a);
+
+struct AttentionArgs {
+  Tensor q;     // [tokens, q_heads, head_dim] (strided)
+  Tensor gate;  // optional [tokens, q_heads, head_dim]: out *= sigmoid(gate)
+  Tensor out;   // [tokens, q_heads, head_dim]
+  Tensor k_cache, v_cache;  // [blocks, block_size, kv_heads, head_dim], already holding the new tokens
+  const BatchLayout* layout = nullptr;
+  float scale = 1.f;
+};
+AttentionRequest describe(const AttentionArgs& a);
+
+class AttentionFacet {
+ public:
+  virtual ~AttentionFacet() = default;
+  virtual Support supports(const RopeRequest& r) const = 0;
+  virtual Support supports(const KvWriteRequest& r) const = 0;
+  virtual Support supports(const AttentionRequest& r) const = 0;
+  virtual Status rope(const RopeArgs& a) = 0;
+  virtual Status write_kv(const KvWriteArgs& a) = 0;
+  virtual Status attend(const AttentionArgs& a) = 0;
+};
+
+// ---- conv: depthwise causal conv1d + silu with per-sequence state ----
+struct ConvArgs {
+  Tensor x;       // [tokens, channels] (rows may be strided)
+  Tensor weight;  // [channels, kernel] f32
+  Tensor state;   // [slots, kernel - 1, channels] f32: the last K-1 inputs of each sequence
+  Tensor out;     // [tokens, channels]
+  const BatchLayout* layout = nullptr;
+};
+ConvRequest describe(const ConvArgs& a);
+
+class ConvFacet {
+ public:
+  virtual ~ConvFacet() = default;
+  virtual Support supports(const ConvRequest& r) const = 0;
+  virtual Status causal_conv1d(const ConvArgs& a) = 0;
+};
+
+// ---- GDN: the gated delta rule ----
+struct GdnArgs {
+  GdnForm form = GdnForm::kChunked;
+  int chunk = 64;
+  Tensor q, k;         // [tokens, k_heads, dk] (strided), raw: normalised inside
+  Tensor v;            // [tokens, v_heads, dv] (strided)
+  Tensor a, b;         // [tokens, v_heads] (strided): decay and beta pre-activations
+  Tensor a_log, dt_bias;  // [v_heads] f32
+  Tensor state;        // [slots, v_heads, dk, dv] f32
+  Tensor out;          // [tokens, v_heads, dv]
+  const BatchLayout* layout = nullptr;
+};
+GdnRequest describe(const GdnArgs& a);
+
+class GdnFacet {
+ public:
+  virtual ~GdnFacet() = default;
+  virtual Support supports(const GdnRequest& r) const = 0;
+  virtual Status delta_rule(const GdnArgs& a) = 0;
+};
+
+// ---- elementwise: embedding gather, residual add, SiLU-gated product ----
+struct EmbedArgs {
+  Tensor ids;    // [tokens] i32
+  Tensor table;  // [vocab, width] any float dtype
+  Tensor out;    // [tokens, width] f32
+};
+struct BinaryArgs {
+  ElementwiseOp op = ElementwiseOp::kAdd;  // kAdd: out = a + b; kSiluMul: out = silu(a) * b
+  Tensor a, b, out;  // [rows, width] (rows may be strided)
+};
+ElementwiseRequest describe(const EmbedArgs& a);
+ElementwiseRequest describe(const BinaryArgs& a);
+
+class ElementwiseFacet {
+ public:
+  virtual ~ElementwiseFacet() = default;
+  virtual Support supports(const ElementwiseRequest& r) const = 0;
+  virtual Status embed(const EmbedArgs& a) = 0;
+  virtual Status binary(const BinaryArgs& a) = 0;
+};
+
+// ---- sampling ----
+struct ArgmaxArgs {
+  Tensor logits;  // [rows, vocab] f32
+  Tensor ids;     // [rows] i32
+};
+SampleRequest describe(const ArgmaxArgs& a);
+
+class SamplingFacet {
+ public:
+  virtual ~SamplingFacet() = default;
+  virtual Support supports(const SampleRequest& r) const = 0;
+  virtual Status argmax(const ArgmaxArgs& a) = 0;
+};
+
+}  // namespace kiln

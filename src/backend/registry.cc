@@ -1,0 +1,31 @@
+#include "backend/registry.h"
+
+#include "backend/cpu/cpu_backend.h"
+
+namespace kiln {
+
+const std::vector<BackendEntry>& backend_registry() {
+  static const std::vector<BackendEntry> entries = {
+      {"cpu", true, "openblas, " KILN_CPU_ARCH_STRING},
+#ifdef KILN_HAVE_CUDA
+      {"cuda", true, "nvcc, sm_90a"},
+#else
+      {"cuda", false, "nvcc not found at configure time"},
+#endif
+      {"vulkan", false, "no Vulkan backend in this build"},
+      {"rocm", false, "no ROCm backend in this build"},
+      {"metal", false, "no Metal backend in this build"},
+  };
+  return entries;
+}
+
+Result<std::unique_ptr<Backend>> create_backend(std::string_view name) {
+  if (name == "cpu") return make_cpu_backend();
+  for (const auto& e : backend_registry())
+    if (e.name == name) return unsupported("backend '" + std::string(name) + "' is not built: " + e.build_flags);
+  std::string known;
+  for (const auto& e : backend_registry()) known += (known.empty() ? "" : ", ") + e.name;
+  return not_found("unknown backend '" + std::string(name) + "' (known: " + known + ")");
+}
+
+}  // namespace kiln

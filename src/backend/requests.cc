@@ -1,0 +1,149 @@
+#include "backend/facets.h"
+#include "backend/requests.h"
+#include "backend/support.h"
+
+#include <sstream>
+
+namespace kiln {
+
+std::string_view support_state_name(SupportState s) {
+  switch (s) {
+    case SupportState::kNative: return "native";
+    case SupportState::kNativeWithConstraints: return "native_with_constraints";
+    case SupportState::kHostFallbackAllowed: return "host_fallback_allowed";
+    case SupportState::kDeclined: return "declined";
+    case SupportState::kNotBuilt: return "not_built";
+  }
+  return "?";
+}
+
+std::string_view phase_name(Phase p) { return p == Phase::kPrefill ? "prefill" : "decode"; }
+
+namespace {
+std::string dt(DType t) { return std::string(dtype_name(t)); }
+}  // namespace
+
+std::string MatmulRequest::describe() const {
+  std::ostringstream s;
+  s << "matmul m=" << m << " n=" << n << " k=" << k << " x=" << dt(x_dtype) << " w=" << dt(w_dtype)
+    << " out=" << dt(out_dtype) << (accumulate ? " accumulate" : "");
+  return s.str();
+}
+
+std::string NormRequest::describe() const {
+  static const char* kinds[] = {"rms_norm(1+w)", "rms_norm(w)", "gated_rms_norm"};
+  std::ostringstream s;
+  s << kinds[static_cast<int>(kind)] << " rows=" << rows << " width=" << width << " " << dt(dtype)
+    << (fused_residual ? " +residual" : "");
+  return s.str();
+}
+
+std::string RopeRequest::describe() const {
+  std::ostringstream s;
+  s << "rope tokens=" << tokens << " heads=" << heads << " head_dim=" << head_dim << " rotary_dim=" << rotary_dim;
+  return s.str();
+}
+
+std::string KvWriteRequest::describe() const {
+  std::ostringstream s;
+  s << "kv_write tokens=" << tokens << " kv_heads=" << kv_heads << " head_dim=" << head_dim
+    << " block=" << block_size << " kv=" << dt(kv_dtype);
+  return s.str();
+}
+
+std::string AttentionRequest::describe() const {
+  std::ostringstream s;
+  s << "attention " << phase_name(phase) << " rows=" << rows << " tokens=" << tokens << " q_heads=" << q_heads
+    << " kv_heads=" << kv_heads << " head_dim=" << head_dim << " max_kv=" << max_kv_len << " block=" << block_size
+    << (output_gate ? " gated" : "") << " " << dt(dtype) << " kv=" << dt(kv_dtype);
+  return s.str();
+}
+
+std::string ConvRequest::describe() const {
+  std::ostringstream s;
+  s << "causal_conv1d " << phase_name(phase) << " rows=" << rows << " tokens=" << tokens << " channels=" << channels
+    << " kernel=" << kernel;
+  return s.str();
+}
+
+std::string GdnRequest::describe() const {
+  std::ostringstream s;
+  s << "gdn " << phase_name(phase) << (form == GdnForm::kChunked ? " chunked(" + std::to_string(chunk) + ")" : " recurrent")
+    << " rows=" << rows << " tokens=" << tokens << " k_heads=" << k_heads << " v_heads=" << v_heads << " dk=" << dk
+    << " dv=" << dv << " state=" << dt(state_dtype);
+  return s.str();
+}
+
+std::string ElementwiseRequest::describe() const {
+  static const char* ops[] = {"embed", "add", "silu_mul"};
+  std::ostringstream s;
+  s << ops[static_cast<int>(op)] << " rows=" << rows << " width=" << width << " " << dt(dtype);
+  return s.str();
+}
+
+std::string SampleRequest::describe() const {
+  std::ostringstream s;
+  s << (greedy ? "argmax" : "sample") << " rows=" << rows << " vocab=" << vocab;
+  return s.str();
+}
+
+MatmulRequest describe(const MatmulArgs& a) {
+  return {a.x.dim(0), a.w.dim(0), a.w.dim(1), a.x.dtype(), a.w.dtype(), a.out.dtype(), a.accumulate};
+}
+
+NormRequest describe(const NormArgs& a) {
+  return {a.kind, a.x.dim(0), a.x.dim(1), a.x.dtype(), a.residual.defined()};
+}
+
+RopeRequest describe(const RopeArgs& a) {
+  return {a.q.dim(0), a.q.dim(1) + a.k.dim(1), a.q.dim(2), a.rotary_dim};
+}
+
+KvWriteRequest describe(const KvWriteArgs& a) {
+  return {a.k.dim(0), a.k.dim(1), a.k.dim(2), static_cast<int>(a.k_cache.dim(1)), a.k_cache.dtype()};
+}
+
+AttentionRequest describe(const AttentionArgs& a) {
+  AttentionRequest r;
+  r.phase = a.layout->phase;
+  r.rows = a.layout->rows;
+  r.tokens = a.q.dim(0);
+  r.q_heads = a.q.dim(1);
+  r.kv_heads = a.k_cache.dim(2);
+  r.head_dim = a.q.dim(2);
+  r.max_kv_len = a.layout->max_kv_len;
+  r.block_size = static_cast<int>(a.k_cache.dim(1));
+  r.output_gate = a.gate.defined();
+  r.dtype = a.q.dtype();
+  r.kv_dtype = a.k_cache.dtype();
+  return r;
+}
+
+ConvRequest describe(const ConvArgs& a) {
+  return {a.layout->phase, a.layout->rows, a.x.dim(0), a.x.dim(1), a.weight.dim(1)};
+}
+
+GdnRequest describe(const GdnArgs& a) {
+  GdnRequest r;
+  r.phase = a.layout->phase;
+  r.form = a.form;
+  r.rows = a.layout->rows;
+  r.tokens = a.q.dim(0);
+  r.k_heads = a.q.dim(1);
+  r.v_heads = a.v.dim(1);
+  r.dk = a.q.dim(2);
+  r.dv = a.v.dim(2);
+  r.chunk = a.chunk;
+  r.state_dtype = a.state.dtype();
+  return r;
+}
+
+ElementwiseRequest describe(const EmbedArgs& a) {
+  return {ElementwiseOp::kEmbed, a.ids.dim(0), a.table.dim(1), a.table.dtype()};
+}
+
+ElementwiseRequest describe(const BinaryArgs& a) { return {a.op, a.a.dim(0), a.a.dim(1), a.a.dtype()}; }
+
+SampleRequest describe(const ArgmaxArgs& a) { return {a.logits.dim(0), a.logits.dim(1), true}; }
+
+}  // namespace kiln

@@ -1,0 +1,166 @@
+// `kiln bench`: prefill and decode throughput of one backend on one checkpoint, each figure
+// printed (JSON) next to its roofline measured in the same run: copy bandwidth for decode
+// (bytes of weights per token / bandwidth), the backend's own large-GEMM rate for prefill.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <numeric>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/registry.h"
+#include "cli/commands.h"
+#include "cli/default_model.h"
+#include "core/thread_pool.h"
+#include "model/qwen35.h"
+
+namespace kiln::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Host copy bandwidth, counting bytes read plus bytes written, over buffers far larger than cache.
+double measure_copy_bandwidth(size_t bytes) {
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  ThreadPool& pool = default_thread_pool();
+  std::vector<double> times;
+  for (int rep = 0; rep < 6; ++rep) {
+    auto t = Clock::now();
+    pool.parallel_for(static_cast<int64_t>(bytes >> 20), 1, [&](int64_t m0, int64_t m1, int) {
+      std::memcpy(b.data() + (m0 << 20), a.data() + (m0 << 20), static_cast<size_t>((m1 - m0) << 20));
+    });
+    if (rep > 0) times.push_back(seconds_since(t));  // the first pass faults pages in
+  }
+  return 2.0 * static_cast<double>(bytes) / median(times);
+}
+
+// The backend's large f32 GEMM rate, through its own matmul facet.
+Result<double> measure_matmul_rate(Backend& be) {
+  const int64_t M = 512, N = 2048, K = 2048;
+  KILN_ASSIGN_OR_RETURN(Tensor x, be.storage().allocate({M, K}, DType::kF32));
+  KILN_ASSIGN_OR_RETURN(Tensor w, be.storage().allocate({N, K}, DType::kF32));
+  KILN_ASSIGN_OR_RETURN(Tensor y, be.storage().allocate({M, N}, DType::kF32));
+  std::vector<double> times;
+  for (int rep = 0; rep < 4; ++rep) {
+    auto t = Clock::now();
+    KILN_RETURN_IF_ERROR(be.linear().matmul({x, w, y}));
+    KILN_RETURN_IF_ERROR(be.storage().synchronize());
+    if (rep > 0) times.push_back(seconds_since(t));
+  }
+  return 2.0 * M * N * K / median(times);
+}
+
+struct BenchOpts {
+  std::string model, backend = "cpu";
+  int64_t prompt_tokens = 256, decode_tokens = 32;
+  int repeats = 3;
+};
+
+Status run(const BenchOpts& o) {
+  if (o.prompt_tokens < 1 || o.decode_tokens < 1 || o.repeats < 1)
+    return invalid_argument("--prompt-tokens, --decode-tokens and --repeats must be positive");
+  KILN_ASSIGN_OR_RETURN(std::string dir, resolve_model_dir(o.model));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, create_backend(o.backend));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Qwen35Model> model, Qwen35Model::load(dir, *be));
+  const ModelConfig& c = model->config();
+
+  std::fprintf(stderr, "bench: measuring copy bandwidth and matmul rate...\n");
+  const double bandwidth = measure_copy_bandwidth(size_t{1} << 30);
+  KILN_ASSIGN_OR_RETURN(double matmul_rate, measure_matmul_rate(*be));
+
+  const int64_t ctx = o.prompt_tokens + o.decode_tokens;
+  KILN_ASSIGN_OR_RETURN(ModelState state, model->create_state({1, (ctx + 63) / 64}));
+  std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_tokens));
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 13) % c.vocab_size);
+
+  std::vector<double> prefill_s, decode_s;
+  Tensor ids = Tensor::empty({1}, DType::kI32);
+  for (int rep = 0; rep < o.repeats; ++rep) {
+    KILN_ASSIGN_OR_RETURN(SequenceState seq, state.new_sequence());
+    std::fprintf(stderr, "bench: repeat %d/%d: prefill %lld tokens, decode %lld tokens\n", rep + 1, o.repeats,
+                 static_cast<long long>(o.prompt_tokens), static_cast<long long>(o.decode_tokens));
+    auto t = Clock::now();
+    SequenceInput row{&seq, prompt};
+    KILN_ASSIGN_OR_RETURN(Tensor logits, model->forward({&row, 1}, LogitsMode::kLast, state));
+    KILN_RETURN_IF_ERROR(be->sampling().argmax({logits, ids}));
+    prefill_s.push_back(seconds_since(t));
+    t = Clock::now();
+    for (int64_t i = 0; i < o.decode_tokens; ++i) {
+      int32_t tok = ids.data<int32_t>()[0];
+      SequenceInput step{&seq, {&tok, 1}};
+      KILN_ASSIGN_OR_RETURN(logits, model->forward({&step, 1}, LogitsMode::kLast, state));
+      KILN_RETURN_IF_ERROR(be->sampling().argmax({logits, ids}));
+    }
+    decode_s.push_back(seconds_since(t));
+    state.release(seq);
+  }
+
+  const double matmul_params = static_cast<double>(model->weights().matmul_bytes) /
+                               static_cast<double>(dtype_size(model->weights().embed.dtype()));
+  const double prefill_time = median(prefill_s), decode_time = median(decode_s);
+  const double prefill_tps = o.prompt_tokens / prefill_time;
+  const double prefill_flops = 2.0 * matmul_params * o.prompt_tokens / prefill_time;
+  const double bytes_per_token = static_cast<double>(model->weights().matmul_bytes);
+  const double decode_tps = o.decode_tokens / decode_time;
+  const double roofline_tps = bandwidth / bytes_per_token;
+
+  char stamp[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  nlohmann::json j = {
+      {"timestamp_utc", stamp},
+      {"backend", be->identity().name},
+      {"device", be->identity().device_name},
+      {"threads", be->identity().threads},
+      {"model", {{"dir", dir},
+                 {"hidden_size", c.hidden_size},
+                 {"num_layers", c.num_layers},
+                 {"vocab_size", c.vocab_size},
+                 {"weight_dtype", std::string(dtype_name(model->weights().embed.dtype()))},
+                 {"matmul_params", matmul_params},
+                 {"matmul_bytes_per_token", bytes_per_token}}},
+      {"roofline", {{"copy_bandwidth_gb_s", bandwidth / 1e9},
+                    {"copy_bandwidth_note", "bytes read + bytes written per second, 1 GiB memcpy on all threads"},
+                    {"matmul_gflop_s", matmul_rate / 1e9},
+                    {"matmul_note", "the backend's own f32 matmul, 512x2048x2048"}}},
+      {"prefill", {{"tokens", o.prompt_tokens},
+                   {"seconds", prefill_time},
+                   {"tokens_per_s", prefill_tps},
+                   {"matmul_gflop_s", prefill_flops / 1e9},
+                   {"fraction_of_matmul_rate", prefill_flops / matmul_rate}}},
+      {"decode", {{"tokens", o.decode_tokens},
+                  {"context", ctx},
+                  {"seconds", decode_time},
+                  {"tokens_per_s", decode_tps},
+                  {"roofline_tokens_per_s", roofline_tps},
+                  {"fraction_of_roofline", decode_tps / roofline_tps}}},
+      {"repeats", o.repeats},
+  };
+  std::printf("%s\n", j.dump(2).c_str());
+  return {};
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench", "Measure prefill and decode throughput next to their rooflines (JSON)");
+  auto o = std::make_shared<BenchOpts>();
+  cmd->add_option("--model", o->model, "Checkpoint directory; default: the random-weight 'small' checkpoint");
+  cmd->add_option("--backend", o->backend, "Backend to measure")->capture_default_str();
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "Prompt length of the prefill measurement")->capture_default_str();
+  cmd->add_option("--decode-tokens", o->decode_tokens, "Tokens decoded after the prefill")->capture_default_str();
+  cmd->add_option("--repeats", o->repeats, "Repetitions; the median is reported")->capture_default_str();
+  cmd->callback([o] { report(run(*o)); });
+}
+
+}  // namespace kiln::cli

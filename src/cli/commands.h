@@ -1,0 +1,21 @@
+// Each subcommand lives in its own cmd_*.cc and registers itself on the root CLI11 app here.
+// A command's callback sets the process exit code through `exit_code`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "core/status.h"
+
+namespace kiln::cli {
+
+extern int exit_code;
+
+void add_generate_command(CLI::App& app);
+void add_model_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+void add_qualify_command(CLI::App& app);
+
+// Prints "error: <status>" to stderr and sets exit_code to 1 when the status is an error.
+void report(const Status& status);
+
+}  // namespace kiln::cli

@@ -1,0 +1,35 @@
+// kiln: the one binary. This file only parses argv and dispatches to the subcommands.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "core/status.h"
+
+namespace kiln::cli {
+
+int exit_code = 0;
+
+void report(const Status& status) {
+  if (status.ok()) return;
+  std::fprintf(stderr, "error: %s\n", status.to_string().c_str());
+  exit_code = 1;
+}
+
+}  // namespace kiln::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Kiln serves, trains and qualifies Qwen3.5 models (Gated DeltaNet + gated attention).\n"
+      "Run `kiln <command> --help` for each command's options."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kiln 0.1.0");
+  kiln::cli::add_generate_command(app);
+  kiln::cli::add_model_command(app);
+  kiln::cli::add_bench_command(app);
+  kiln::cli::add_qualify_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return kiln::cli::exit_code;
+}

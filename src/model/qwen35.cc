@@ -1,0 +1,201 @@
+#include "model/qwen35.h"
+
+#include <cmath>
+
+namespace kiln {
+
+Result<std::unique_ptr<Qwen35Model>> Qwen35Model::load(const std::string& dir, Backend& backend) {
+  KILN_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::load(dir));
+  KILN_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(dir));
+  KILN_ASSIGN_OR_RETURN(ModelWeights weights, load_weights(config, ckpt, backend.storage()));
+  return std::make_unique<Qwen35Model>(std::move(config), std::move(weights), backend);
+}
+
+Qwen35Model::Qwen35Model(ModelConfig config, ModelWeights weights, Backend& backend)
+    : config_(std::move(config)), weights_(std::move(weights)), backend_(backend) {}
+
+// Activations of one forward, [tokens, ...] each, allocated on the backend per call.
+struct Qwen35Model::Workspace {
+  Tensor x, h;                                  // residual stream and normed input
+  Tensor mixed, conv, z, a, b, core, normed;    // GDN
+  Tensor qg, k, v, attn;                        // full attention
+  Tensor gate, up;                              // MLP
+
+  static Result<Workspace> create(const ModelConfig& c, int64_t T, StorageFacet& s) {
+    Workspace w;
+    const DType f = DType::kF32;
+    KILN_ASSIGN_OR_RETURN(w.x, s.allocate({T, c.hidden_size}, f));
+    KILN_ASSIGN_OR_RETURN(w.h, s.allocate({T, c.hidden_size}, f));
+    if (c.count(LayerKind::kLinearAttention)) {
+      KILN_ASSIGN_OR_RETURN(w.mixed, s.allocate({T, c.gdn_conv_dim()}, f));
+      KILN_ASSIGN_OR_RETURN(w.conv, s.allocate({T, c.gdn_conv_dim()}, f));
+      KILN_ASSIGN_OR_RETURN(w.z, s.allocate({T, c.gdn_value_dim()}, f));
+      KILN_ASSIGN_OR_RETURN(w.a, s.allocate({T, c.linear_num_value_heads}, f));
+      KILN_ASSIGN_OR_RETURN(w.b, s.allocate({T, c.linear_num_value_heads}, f));
+      KILN_ASSIGN_OR_RETURN(w.core, s.allocate({T, c.linear_num_value_heads, c.linear_value_head_dim}, f));
+      KILN_ASSIGN_OR_RETURN(w.normed, s.allocate({T, c.gdn_value_dim()}, f));
+    }
+    if (c.count(LayerKind::kFullAttention)) {
+      KILN_ASSIGN_OR_RETURN(w.qg, s.allocate({T, c.q_proj_rows()}, f));
+      KILN_ASSIGN_OR_RETURN(w.k, s.allocate({T, c.num_kv_heads * c.head_dim}, f));
+      KILN_ASSIGN_OR_RETURN(w.v, s.allocate({T, c.num_kv_heads * c.head_dim}, f));
+      KILN_ASSIGN_OR_RETURN(w.attn, s.allocate({T, c.num_heads, c.head_dim}, f));
+    }
+    KILN_ASSIGN_OR_RETURN(w.gate, s.allocate({T, c.intermediate_size}, f));
+    KILN_ASSIGN_OR_RETURN(w.up, s.allocate({T, c.intermediate_size}, f));
+    return w;
+  }
+};
+
+namespace {
+
+
+// A [rows, width] view of `t` whose rows are `row_stride` elements apart, starting `offset` in.
+Tensor rows_view(const Tensor& t, int64_t rows, int64_t width, int64_t row_stride, int64_t offset = 0) {
+  return t.as_strided({rows, width}, {row_stride, 1}, offset);
+}
+
+Tensor heads_view(const Tensor& t, int64_t tokens, int64_t heads, int64_t dim, int64_t token_stride,
+                  int64_t head_stride, int64_t offset = 0) {
+  return t.as_strided({tokens, heads, dim}, {token_stride, head_stride, 1}, offset);
+}
+
+}  // namespace
+
+Result<BatchLayout> Qwen35Model::build_layout(std::span<const SequenceInput> rows, ModelState& state) {
+  HostBatchLayout h;
+  h.block_size = ModelState::kBlockSize;
+  for (const auto& r : rows) {
+    const int64_t n = static_cast<int64_t>(r.tokens.size());
+    if (n == 0) return invalid_argument("forward: a row has no tokens");
+    if (r.seq->slot < 0) return invalid_argument("forward: a row's sequence has no state slot");
+    KILN_RETURN_IF_ERROR(state.reserve(*r.seq, n));
+    h.add_row(r.seq->length, n, r.seq->blocks, r.seq->slot);
+  }
+  return make_batch_layout(h, backend_.storage());
+}
+
+Status Qwen35Model::attention_layer(const LayerWeights& L, int64_t layer, const BatchLayout& bl, ModelState& state,
+                                    Workspace& ws) {
+  const auto& c = config_;
+  const int64_t T = bl.tokens, Hq = c.num_heads, Hkv = c.num_kv_heads, D = c.head_dim;
+  const int64_t qrow = c.q_proj_rows(), per_head = c.attn_output_gate ? 2 * D : D;
+  LinearFacet& lin = backend_.linear();
+  KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.attn.q_proj, ws.qg}));
+  KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.attn.k_proj, ws.k}));
+  KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.attn.v_proj, ws.v}));
+  // q_proj rows per head: the query, then (when gated) the output gate.
+  Tensor q = heads_view(ws.qg, T, Hq, D, qrow, per_head);
+  Tensor gate = c.attn_output_gate ? heads_view(ws.qg, T, Hq, D, qrow, per_head, D) : Tensor();
+  Tensor k = heads_view(ws.k, T, Hkv, D, Hkv * D, D);
+  Tensor v = heads_view(ws.v, T, Hkv, D, Hkv * D, D);
+  NormFacet& norm = backend_.norm();
+  Tensor q_rows = rows_view(ws.qg, T * Hq, D, per_head);
+  Tensor k_rows = rows_view(ws.k, T * Hkv, D, D);
+  KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, q_rows, {}, L.attn.q_norm, {}, q_rows, float(c.rms_norm_eps)}));
+  KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, k_rows, {}, L.attn.k_norm, {}, k_rows, float(c.rms_norm_eps)}));
+  AttentionFacet& att = backend_.attention();
+  KILN_RETURN_IF_ERROR(att.rope({q, k, bl.positions, c.rotary_dim(), float(c.rope_theta)}));
+  KILN_RETURN_IF_ERROR(att.write_kv({k, v, state.k_cache(layer), state.v_cache(layer), bl.slot_mapping}));
+  KILN_RETURN_IF_ERROR(att.attend({q, gate, ws.attn, state.k_cache(layer), state.v_cache(layer), &bl,
+                                   1.f / std::sqrt(static_cast<float>(D))}));
+  MatmulArgs o{ws.attn.reshape({T, Hq * D}), L.attn.o_proj, ws.x};
+  o.accumulate = true;  // x += attn W_o^T
+  return lin.matmul(o);
+}
+
+Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchLayout& bl, ModelState& state,
+                              Workspace& ws) {
+  const auto& c = config_;
+  const int64_t T = bl.tokens, Hk = c.linear_num_key_heads, dk = c.linear_key_head_dim;
+  const int64_t Hv = c.linear_num_value_heads, dv = c.linear_value_head_dim, C = c.gdn_conv_dim();
+  LinearFacet& lin = backend_.linear();
+  KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.gdn.in_proj_qkv, ws.mixed}));
+  KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.gdn.in_proj_z, ws.z}));
+  KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.gdn.in_proj_a, ws.a}));
+  KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.gdn.in_proj_b, ws.b}));
+  KILN_RETURN_IF_ERROR(backend_.conv().causal_conv1d({ws.mixed, L.gdn.conv, state.conv(layer), ws.conv, &bl}));
+  GdnArgs g;
+  g.form = bl.phase == Phase::kDecode ? GdnForm::kRecurrent : options_.prefill_form;
+  g.chunk = options_.gdn_chunk;
+  g.q = heads_view(ws.conv, T, Hk, dk, C, dk);
+  g.k = heads_view(ws.conv, T, Hk, dk, C, dk, Hk * dk);
+  g.v = heads_view(ws.conv, T, Hv, dv, C, dv, 2 * Hk * dk);
+  g.a = ws.a;
+  g.b = ws.b;
+  g.a_log = L.gdn.a_log;
+  g.dt_bias = L.gdn.dt_bias;
+  g.state = state.recurrent(layer);
+  g.out = ws.core;
+  g.layout = &bl;
+  KILN_RETURN_IF_ERROR(backend_.gdn().delta_rule(g));
+  Tensor core_rows = ws.core.reshape({T * Hv, dv});
+  Tensor z_rows = ws.z.reshape({T * Hv, dv});
+  Tensor out_rows = ws.normed.reshape({T * Hv, dv});
+  KILN_RETURN_IF_ERROR(backend_.norm().rms_norm(
+      {NormKind::kGated, core_rows, {}, L.gdn.norm, z_rows, out_rows, float(c.rms_norm_eps)}));
+  MatmulArgs o{ws.normed, L.gdn.out_proj, ws.x};
+  o.accumulate = true;  // x += y W_out^T
+  return lin.matmul(o);
+}
+
+Status Qwen35Model::mlp(const LayerWeights& L, Workspace& ws) {
+  LinearFacet& lin = backend_.linear();
+  KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.gate_proj, ws.gate}));
+  KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.up_proj, ws.up}));
+  KILN_RETURN_IF_ERROR(backend_.elementwise().binary({ElementwiseOp::kSiluMul, ws.gate, ws.up, ws.gate}));
+  MatmulArgs d{ws.gate, L.down_proj, ws.x};
+  d.accumulate = true;
+  return lin.matmul(d);
+}
+
+Result<Tensor> Qwen35Model::forward(std::span<const SequenceInput> rows, LogitsMode mode, ModelState& state) {
+  if (rows.empty()) return invalid_argument("forward: no rows");
+  KILN_ASSIGN_OR_RETURN(BatchLayout bl, build_layout(rows, state));
+  const auto& c = config_;
+  const int64_t T = bl.tokens, H = c.hidden_size;
+  StorageFacet& s = backend_.storage();
+  KILN_ASSIGN_OR_RETURN(Workspace ws, Workspace::create(c, T, s));
+
+  std::vector<int32_t> ids;
+  for (const auto& r : rows) ids.insert(ids.end(), r.tokens.begin(), r.tokens.end());
+  KILN_ASSIGN_OR_RETURN(Tensor dev_ids, s.upload(Tensor::from_values(ids, {T})));
+  KILN_RETURN_IF_ERROR(backend_.elementwise().embed({dev_ids, weights_.embed, ws.x}));
+
+  NormFacet& norm = backend_.norm();
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const LayerWeights& L = weights_.layers[i];
+    KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, ws.x, {}, L.input_norm, {}, ws.h, eps}));
+    if (L.kind == LayerKind::kFullAttention) KILN_RETURN_IF_ERROR(attention_layer(L, i, bl, state, ws));
+    else KILN_RETURN_IF_ERROR(gdn_layer(L, i, bl, state, ws));
+    KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, ws.x, {}, L.post_norm, {}, ws.h, eps}));
+    KILN_RETURN_IF_ERROR(mlp(L, ws));
+  }
+
+  // The rows whose logits are wanted: every token, or each sequence's last.
+  Tensor final_in = ws.x;
+  if (mode == LogitsMode::kLast) {
+    KILN_ASSIGN_OR_RETURN(final_in, s.allocate({bl.rows, H}, DType::kF32));
+    int64_t t = 0;
+    for (int64_t r = 0; r < bl.rows; ++r) {
+      t += static_cast<int64_t>(rows[r].tokens.size());
+      // A one-row add of zero is a device-side row copy through the facet.
+      Tensor src = ws.x.slice(0, t - 1, t), dst = final_in.slice(0, r, r + 1);
+      KILN_RETURN_IF_ERROR(backend_.elementwise().binary({ElementwiseOp::kAdd, src, dst, dst}));
+    }
+  }
+  const int64_t R = final_in.dim(0);
+  Tensor normed = ws.h.slice(0, 0, R);
+  KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, final_in, {}, weights_.final_norm, {}, normed, eps}));
+  KILN_ASSIGN_OR_RETURN(Tensor logits, s.allocate({R, c.vocab_size}, DType::kF32));
+  KILN_RETURN_IF_ERROR(backend_.linear().matmul({normed, weights_.lm_head, logits}));
+
+  for (const auto& r : rows) r.seq->length += static_cast<int64_t>(r.tokens.size());
+  if (logits.device().kind == DeviceKind::kHost) return logits;
+  Tensor host = Tensor::empty(logits.shape(), DType::kF32);
+  KILN_RETURN_IF_ERROR(s.copy_to_host(logits, host));
+  return host;
+}
+
+}  // namespace kiln

@@ -1,0 +1,57 @@
+// The Qwen3.5 forward, written once against the backend facets: a batch of rows, each a prefill
+// chunk or a decode token continuing from its sequence's state.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "backend/backend.h"
+#include "model/config.h"
+#include "model/state.h"
+#include "model/weights.h"
+
+namespace kiln {
+
+struct SequenceInput {
+  SequenceState* seq;
+  std::span<const int32_t> tokens;  // at least one
+};
+
+enum class LogitsMode : uint8_t { kAll, kLast };
+
+struct ForwardOptions {
+  int gdn_chunk = 64;                           // chunk of the GDN prefill; results do not depend on it
+  GdnForm prefill_form = GdnForm::kChunked;     // decode steps always use the recurrent form
+};
+
+class Qwen35Model {
+ public:
+  static Result<std::unique_ptr<Qwen35Model>> load(const std::string& dir, Backend& backend);
+  Qwen35Model(ModelConfig config, ModelWeights weights, Backend& backend);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  Backend& backend() { return backend_; }
+  ForwardOptions& options() { return options_; }
+
+  Result<ModelState> create_state(StateCapacity cap) { return ModelState::create(config_, backend_.storage(), cap); }
+
+  // Advances every row's sequence by its tokens and returns host f32 logits: one row per token
+  // (kAll) or per sequence, for its last token (kLast).
+  Result<Tensor> forward(std::span<const SequenceInput> rows, LogitsMode mode, ModelState& state);
+
+ private:
+  struct Workspace;
+  Status attention_layer(const LayerWeights& L, int64_t layer, const BatchLayout& bl, ModelState& state, Workspace& ws);
+  Status gdn_layer(const LayerWeights& L, int64_t layer, const BatchLayout& bl, ModelState& state, Workspace& ws);
+  Status mlp(const LayerWeights& L, Workspace& ws);
+  Result<BatchLayout> build_layout(std::span<const SequenceInput> rows, ModelState& state);
+
+  ModelConfig config_;
+  ModelWeights weights_;
+  Backend& backend_;
+  ForwardOptions options_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,142 @@
+#include "qualify/git_repo.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "qualify/environment_filter.h"
+#include "qualify/process.h"
+#include "qualify/sha256.h"
+
+namespace kiln::qualify {
+namespace {
+
+Result<std::string> run_git(const std::string& cwd, const std::vector<std::string>& args, bool* failed) {
+  ProcessSpec spec;
+  spec.argv = {"git"};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  spec.working_directory = cwd;
+  spec.environment = filtered_environment();
+  set_environment(spec.environment, "GIT_OPTIONAL_LOCKS", "0");
+  set_environment(spec.environment, "LC_ALL", "C");
+  spec.timeout_seconds = 120;
+  spec.capture_limit_bytes = 256u << 20;
+  KILN_ASSIGN_OR_RETURN(ProcessOutcome o, run_process(spec));
+  std::string cmd = "git";
+  for (const std::string& a : args) cmd += " " + a;
+  if (!o.started) return failed_precondition(cmd + ": " + o.start_error);
+  if (o.stdout_truncated) return resource_exhausted(cmd + ": output too large");
+  if (!o.exited || o.exit_code != 0) {
+    if (failed != nullptr) {
+      *failed = true;
+      return std::string();
+    }
+    return failed_precondition(cmd + " in " + cwd + " failed: " + o.stderr_text);
+  }
+  return std::move(o.stdout_text);
+}
+
+std::vector<std::string> split_nul(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t end = s.find('\0', start);
+    if (end == std::string::npos) end = s.size();
+    out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<GitRepo> GitRepo::discover(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec);
+  if (ec) return invalid_argument("cannot resolve " + path);
+  std::filesystem::path dir = std::filesystem::is_directory(p, ec) ? p : p.parent_path();
+  KILN_ASSIGN_OR_RETURN(std::string top, run_git(dir.string(), {"rev-parse", "--show-toplevel"}, nullptr));
+  while (!top.empty() && top.back() == '\n') top.pop_back();
+  return GitRepo(top);
+}
+
+Result<std::string> GitRepo::git(const std::vector<std::string>& args, bool* failed) const {
+  return run_git(root_, args, failed);
+}
+
+Result<std::string> GitRepo::head_commit() const {
+  KILN_ASSIGN_OR_RETURN(std::string head, git({"rev-parse", "--verify", "HEAD^{commit}"}));
+  while (!head.empty() && head.back() == '\n') head.pop_back();
+  return head;
+}
+
+Result<std::vector<std::string>> GitRepo::dirty_paths() const {
+  KILN_ASSIGN_OR_RETURN(std::string status, git({"status", "--porcelain=v1", "-z", "--untracked-files=all"}));
+  std::vector<std::string> out;
+  std::vector<std::string> entries = split_nul(status);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const std::string& e = entries[i];
+    if (e.size() < 4) continue;
+    std::string path = e.substr(3);
+    if (e[0] == 'R' || e[0] == 'C') ++i;  // a rename carries its source as the next entry
+    if (path.rfind(".qualification/", 0) == 0) continue;
+    out.push_back(path);
+  }
+  return out;
+}
+
+Result<std::string> GitRepo::file_at_head(const std::string& relative_path) const {
+  bool failed = false;
+  KILN_ASSIGN_OR_RETURN(std::string bytes, git({"cat-file", "blob", "HEAD:" + relative_path}, &failed));
+  if (failed) return not_found(relative_path + " is not committed at HEAD");
+  return bytes;
+}
+
+Result<std::vector<std::string>> GitRepo::tracked_files() const {
+  KILN_ASSIGN_OR_RETURN(std::string files, git({"ls-files", "-z"}));
+  std::vector<std::string> out = split_nul(files);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+Result<bool> GitRepo::has_commit(const std::string& commit) const {
+  bool failed = false;
+  KILN_ASSIGN_OR_RETURN(std::string ignored, git({"cat-file", "-e", commit + "^{commit}"}, &failed));
+  (void)ignored;
+  return !failed;
+}
+
+Result<std::string> source_tree_hash(const GitRepo& repo) {
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> files, repo.tracked_files());
+  std::string manifest;
+  for (const std::string& f : files) {
+    if (f.rfind("qualification/receipts/", 0) == 0 || f.rfind(".qualification/", 0) == 0) continue;
+    std::string full = repo.root() + "/" + f;
+    struct stat st {};
+    if (lstat(full.c_str(), &st) != 0) {
+      manifest += f;
+      manifest += '\0';
+      manifest += "deleted\n";
+      continue;
+    }
+    std::string digest;
+    if (S_ISLNK(st.st_mode)) {
+      std::error_code ec;
+      digest = "link:" + std::filesystem::read_symlink(full, ec).string();
+    } else if (S_ISREG(st.st_mode)) {
+      KILN_ASSIGN_OR_RETURN(FileDigest d, sha256_file(full));
+      digest = d.sha256;
+    } else {
+      digest = "other";  // a submodule directory
+    }
+    manifest += f;
+    manifest += '\0';
+    manifest += (st.st_mode & S_IXUSR) ? "x" : "-";
+    manifest += digest + "\n";
+  }
+  return "sha256:" + sha256_hex(manifest);
+}
+
+}  // namespace kiln::qualify

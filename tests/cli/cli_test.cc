@@ -1,0 +1,110 @@
+// The kiln binary as a user runs it: help texts name the real options, bad input is refused
+// with a message naming it, and generation agrees with the reference model's greedy choice.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "model/safetensors.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+struct CommandResult {
+  int code;
+  std::string out;  // stdout and stderr together
+};
+
+CommandResult kiln(const std::string& args) {
+  std::string cmd = std::string(KILN_BINARY_PATH) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  CommandResult r{-1, ""};
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+void expect_mentions(const CommandResult& r, std::initializer_list<const char*> words) {
+  for (const char* w : words) EXPECT_NE(r.out.find(w), std::string::npos) << "'" << w << "' missing from:\n" << r.out;
+}
+
+TEST(Cli, HelpListsTheCommands) {
+  CommandResult r = kiln("--help");
+  EXPECT_EQ(r.code, 0);
+  expect_mentions(r, {"generate", "model", "bench"});
+  EXPECT_EQ(r.out.find("\n  serve"), std::string::npos) << "help must not list a command that does not exist";
+}
+
+TEST(Cli, EachSubcommandHelpNamesItsOptions) {
+  CommandResult g = kiln("generate --help");
+  EXPECT_EQ(g.code, 0);
+  expect_mentions(g, {"--model", "--prompt-ids", "--max-tokens", "--backend", "--gdn-chunk", "--ignore-eos"});
+  CommandResult i = kiln("model init --help");
+  EXPECT_EQ(i.code, 0);
+  expect_mentions(i, {"--preset", "tiny, small, qwen3.5-4b", "--seed", "--dtype", "--out"});
+  CommandResult b = kiln("bench --help");
+  EXPECT_EQ(b.code, 0);
+  expect_mentions(b, {"--model", "--backend", "--prompt-tokens", "--decode-tokens", "--repeats"});
+}
+
+TEST(Cli, RefusesBadInputNamingIt) {
+  CommandResult r = kiln("generate --model /nonexistent/dir --prompt-ids 1,2");
+  EXPECT_EQ(r.code, 1);
+  expect_mentions(r, {"/nonexistent/dir/config.json"});
+  r = kiln("generate --model " + std::string(KILN_FIXTURES_DIR) + "/reference/gqa_untied --prompt-ids 1,x,3");
+  EXPECT_EQ(r.code, 1);
+  expect_mentions(r, {"'x' is not a token id"});
+  r = kiln("generate --model " + std::string(KILN_FIXTURES_DIR) + "/reference/gqa_untied --prompt-ids 1,300");
+  EXPECT_EQ(r.code, 1);
+  expect_mentions(r, {"token 300 is outside the vocabulary (300)"});
+  r = kiln("generate --model " + std::string(KILN_FIXTURES_DIR) + "/reference/gqa_untied --prompt-ids 1 --backend vulkan");
+  EXPECT_EQ(r.code, 1);
+  expect_mentions(r, {"'vulkan' is not built"});
+  r = kiln("model init --preset huge --out /tmp/x");
+  EXPECT_EQ(r.code, 1);
+  expect_mentions(r, {"unknown preset 'huge'"});
+  EXPECT_NE(kiln("frobnicate").code, 0);
+}
+
+// The first generated token is the argmax of transformers' logits for the prompt's last position.
+TEST(Cli, GenerateFollowsTheReferenceGreedyChoice) {
+  const std::string dir = std::string(KILN_FIXTURES_DIR) + "/reference/gqa_untied";
+  auto ref = Checkpoint::open_file(dir + "/reference.safetensors").value();
+  const Tensor& ids = ref.find("ids")->tensor;
+  const Tensor& logits = ref.find("prefill_63")->tensor;
+  std::string prompt;
+  for (int i = 0; i < 63; ++i) prompt += (i ? "," : "") + std::to_string(ids.data<int32_t>()[i]);
+  const int64_t V = logits.dim(1);
+  const float* last = logits.data<float>() + 62 * V;
+  int64_t best = 0;
+  for (int64_t j = 1; j < V; ++j)
+    if (last[j] > last[best]) best = j;
+  CommandResult r = kiln("generate --model " + dir + " --prompt-ids " + prompt + " --max-tokens 3");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind(std::to_string(best) + ",", 0), 0u) << r.out;
+  expect_mentions(r, {"generated 3 tokens"});
+}
+
+TEST(Cli, ModelInitWritesALoadableCheckpoint) {
+  std::string dir = testing::temp_dir("cli-init");
+  CommandResult r = kiln("model init --preset tiny --seed 3 --dtype f32 --out " + dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/config.json"));
+  auto ck = Checkpoint::open(dir);
+  ASSERT_TRUE(ck.ok());
+  EXPECT_EQ(ck.value().find("model.norm.weight")->tensor.dtype(), DType::kF32);
+  CommandResult g = kiln("generate --model " + dir + " --prompt-ids 5,6,7 --max-tokens 4 --ignore-eos");
+  EXPECT_EQ(g.code, 0) << g.out;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln
