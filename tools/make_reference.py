@@ -50,6 +50,8 @@ DECODE_REL_TOLERANCE = 1e-4
 SPEC_REL_TOLERANCE = 1e-3
 
 # Random weight distributions (every parameter is overwritten; HF's init is not used).
+ORACLE_NOISE_LIMIT = 4e-5  # max |transformers f32 - float64 spec| accepted for a fixture
+ORACLE_ATTEMPTS = 12
 EMBED_STD_TIMES_SQRT_H = 1.0  # embed ~ N(0, 1/sqrt(H)): tied logits come out O(1), so f32 noise stays ~1e-5
 NORM_OFFSET_STD = 0.3  # "(1 + w)" RMSNorm weights ~ N(0, 0.3)
 GATED_NORM_STD = 0.3  # GDN gated-norm weight (plain w) ~ 1 + N(0, 0.3)
@@ -744,8 +746,22 @@ def main():
 
     out_dir = os.path.abspath(args.out)
     os.makedirs(out_dir, exist_ok=True)
-    results = [make_one(model_cls, config_cls, spec, i, args.seed, out_dir, versions)
-               for i, spec in enumerate(CONFIGS)]
+    # An oracle is only useful when its own error is well below the tests' tolerance (1e-4):
+    # redraw a config's weights and ids until transformers' f32 logits sit within
+    # ORACLE_NOISE_LIMIT of the float64 evaluation of the spec at every position.
+    results = []
+    for i, spec in enumerate(CONFIGS):
+        for attempt in range(ORACLE_ATTEMPTS):
+            seed = args.seed + 100 * attempt
+            r = make_one(model_cls, config_cls, spec, i, seed, out_dir, versions)
+            r["seed"] = seed
+            if r["checks"]["max_spec_diff"] <= ORACLE_NOISE_LIMIT:
+                break
+            log(f"  {spec['name']}: transformers' f32 noise {r['checks']['max_spec_diff']:.2e} > "
+                f"{ORACLE_NOISE_LIMIT:.0e}; redrawing (attempt {attempt + 2}/{ORACLE_ATTEMPTS})")
+        else:
+            raise SystemExit(f"{spec['name']}: no draw kept transformers' f32 noise under {ORACLE_NOISE_LIMIT}")
+        results.append(r)
 
     manifest = {
         "generator": "tools/make_reference.py",

@@ -14,6 +14,7 @@ void add_generate_command(CLI::App& app);
 void add_model_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_qualify_command(CLI::App& app);
+void add_tokenizer_commands(CLI::App& app);
 
 // Prints "error: <status>" to stderr and sets exit_code to 1 when the status is an error.
 void report(const Status& status);

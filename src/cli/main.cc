@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_model_command(app);
   kiln::cli::add_bench_command(app);
   kiln::cli::add_qualify_command(app);
+  kiln::cli::add_tokenizer_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -50,7 +50,6 @@ Repetition run_repetition(const CaseContext& ctx, const WorkloadCase& c, int ind
   for (const std::string& arg : c.command) spec.argv.push_back(expand_placeholder(arg, ctx.placeholders));
   spec.working_directory = (fs::path(ctx.repo_root) / c.working_directory).lexically_normal().string();
   spec.environment = filtered_environment();
-  std::vector<std::string> env_names = inherited_environment_names();
   for (const auto& [k, v] : c.environment) set_environment(spec.environment, k, expand_placeholder(v, ctx.placeholders));
   std::string result_path = dir + "/result.json";
   if (c.producer == "command") set_environment(spec.environment, kCaseResultEnv, result_path);

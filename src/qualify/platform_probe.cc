@@ -64,7 +64,7 @@ void probe_host(PlatformFacts& f) {
 std::optional<std::string> run_tool(const std::vector<std::string>& argv, std::string* why) {
   ProcessSpec spec;
   spec.argv = argv;
-  spec.working_directory = "/";
+  spec.working_directory.assign(1, '/');  // probes do not depend on the caller's directory
   spec.environment = filtered_environment();
   spec.timeout_seconds = 30;
   spec.capture_limit_bytes = 1u << 20;
@@ -78,7 +78,10 @@ std::optional<std::string> run_tool(const std::vector<std::string>& argv, std::s
     return std::nullopt;
   }
   if (!o->exited || o->exit_code != 0) {
-    *why = argv[0] + " exited with " + std::to_string(o->exit_code) + ": " + trim(o->combined_text);
+    std::string message = argv[0];
+    message += " exited with " + std::to_string(o->exit_code) + ": ";
+    message += trim(o->combined_text);
+    *why = std::move(message);
     return std::nullopt;
   }
   return o->stdout_text;
@@ -101,7 +104,12 @@ void probe_cuda(PlatformFacts& f) {
       f.unsupported.push_back({"device", "unparseable nvidia-smi line: " + line});
       continue;
     }
-    if (f.device.count == 0) f.device = d;  // the first visible device is the one CUDA selects by default
+    if (f.device.count == 0) {  // the first visible device is the one CUDA selects by default
+      f.device = d;
+      if (!d.memory_bytes) f.unsupported.push_back({"device.memory_bytes", "nvidia-smi reports no memory size"});
+      if (!d.driver) f.unsupported.push_back({"device.driver", "nvidia-smi reports no driver version"});
+      if (!d.architecture) f.unsupported.push_back({"device.architecture", "nvidia-smi reports no compute capability"});
+    }
     f.device.count += 1;
   }
   f.device.available = f.device.count > 0;
@@ -128,15 +136,15 @@ bool parse_nvidia_smi_line(const std::string& line, DeviceFacts& d) {
   while (std::getline(ss, field, ',')) fields.push_back(trim(field));
   if (fields.size() != 4 || fields[0].empty()) return false;
   d.name = fields[0];
-  try {
+  // Fields nvidia-smi cannot report read "[N/A]": they stay empty rather than guessed.
+  if (!fields[1].empty() && fields[1].find_first_not_of("0123456789") == std::string::npos) {
     d.memory_bytes = static_cast<uint64_t>(std::stoull(fields[1])) * 1024 * 1024;
-  } catch (...) {
-    return false;
   }
-  d.driver = fields[2];
+  if (!fields[2].empty() && fields[2][0] != '[') d.driver = fields[2];
   size_t dot = fields[3].find('.');
-  if (dot == std::string::npos) return false;
-  d.architecture = "sm_" + fields[3].substr(0, dot) + fields[3].substr(dot + 1);
+  if (dot != std::string::npos && fields[3][0] != '[') {
+    d.architecture = "sm_" + fields[3].substr(0, dot) + fields[3].substr(dot + 1);
+  }
   return true;
 }
 

@@ -40,7 +40,8 @@ struct PlatformFacts {
 PlatformFacts probe_platform(const std::string& backend);
 
 // Parses one line of `nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap
-// --format=csv,noheader,nounits` into `d` (memory in MiB). False when the line is malformed.
+// --format=csv,noheader,nounits` into `d` (memory in MiB); "[N/A]" fields stay empty. False
+// when the line does not have the four fields and a name.
 bool parse_nvidia_smi_line(const std::string& line, DeviceFacts& d);
 
 }  // namespace kiln::qualify

@@ -40,8 +40,10 @@ double diff(const Tensor& a, const Tensor& b) {
   return testing::max_abs_diff(a.data<float>(), b.data<float>(), a.numel());
 }
 
-// Decode uses the recurrent GDN form, prefill the chunked one: they agree to f32 rounding, which
-// four layers amplify to a few 1e-5 on logits of magnitude ~5.
+// Decode uses the recurrent GDN form, prefill the chunked one, and chunk sizes and batch shapes
+// change the order of f32 sums (and the BLAS kernel): results agree to f32 rounding, which four
+// layers amplify to ~1e-5 on logits of magnitude ~5 (seen up to 1.25e-5 on the accelerator
+// machine's CPU); the bound leaves room for that.
 constexpr double kFormsTol = 5e-5;
 
 TEST(Consistency, PrefillThenDecodeEqualsLongerPrefill) {
@@ -52,9 +54,9 @@ TEST(Consistency, PrefillThenDecodeEqualsLongerPrefill) {
 TEST(Consistency, ChunkSizeAndSplitsDoNotChangeResults) {
   ModelUnderTest s;
   Tensor base = s.run({150});
-  for (int chunk : {16, 128}) EXPECT_LE(diff(s.run({150}, chunk), base), 1e-5) << chunk;
-  EXPECT_LE(diff(s.run({64, 64, 22}), base), 1e-5);
-  EXPECT_LE(diff(s.run({1, 70, 3, 76}), base), 1e-5);
+  for (int chunk : {16, 128}) EXPECT_LE(diff(s.run({150}, chunk), base), kFormsTol) << chunk;
+  EXPECT_LE(diff(s.run({64, 64, 22}), base), kFormsTol);
+  EXPECT_LE(diff(s.run({1, 70, 3, 76}), base), kFormsTol);
 }
 
 TEST(Consistency, BatchedRowsEqualSeparateRuns) {
@@ -73,7 +75,7 @@ TEST(Consistency, BatchedRowsEqualSeparateRuns) {
   const int64_t V = pre.dim(1);
   for (int i = 0; i < 3; ++i) {
     Tensor a = s.run({lens[i]}), b = s.run({lens[i], 1});
-    EXPECT_LE(testing::max_abs_diff(pre.data<float>() + i * V, a.data<float>(), V), 1e-5) << i;
+    EXPECT_LE(testing::max_abs_diff(pre.data<float>() + i * V, a.data<float>(), V), kFormsTol) << i;
     EXPECT_LE(testing::max_abs_diff(dec.data<float>() + i * V, b.data<float>(), V), kFormsTol) << i;
   }
 }

@@ -120,6 +120,24 @@ TEST(Receipt, NonFiniteNumbersAreRejectedByTheParser) {
   EXPECT_TRUE(c.issues.has("$.results[0].metrics[2].value", "json")) << c.issues.to_string();
 }
 
+TEST(CommittedReceipts, ValidateWithRequireKnownCommit) {
+  namespace fs = std::filesystem;
+  std::string dir = std::string(KILN_SOURCE_DIR) + "/qualification/receipts";
+  size_t seen = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".json") continue;
+    ++seen;
+    ReceiptCheck c = check_receipt_text(testing::read_text(e.path().string()));
+    EXPECT_TRUE(c.issues.empty()) << e.path() << ":\n" << c.issues.to_string();
+    check_receipt_requirements(c.receipt, {false, false, true}, KILN_SOURCE_DIR, c.issues);
+    EXPECT_TRUE(c.issues.empty()) << e.path() << ":\n" << c.issues.to_string();
+    // The workload the receipt names is still committed with the same bytes.
+    std::string workload = std::string(KILN_SOURCE_DIR) + "/qualification/workloads/" + c.receipt.workload_id + ".json";
+    EXPECT_EQ(testing::digest_of(testing::read_text(workload)), c.receipt.workload_sha256) << e.path();
+  }
+  EXPECT_GE(seen, 1u);
+}
+
 // --require-* against a real run in a throwaway repository.
 class ReceiptRequirementsTest : public ::testing::Test {
  protected:

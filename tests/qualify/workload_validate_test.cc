@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "qualify/regex.h"
 #include "qualify/workload.h"
 #include "qualify/workload_fixtures.h"
 
@@ -292,6 +293,20 @@ TEST(ProjectWorkloads, EveryCommittedWorkloadValidates) {
     EXPECT_EQ(check.workload.workload_id + ".json", e.path().filename().string()) << "file name follows the workload id";
   }
   EXPECT_GE(seen, 4u);
+}
+
+TEST(ProjectWorkloads, CoreSuiteTreatsSkipMarkersNotTestNamesAsSkips) {
+  Result<Workload> w = load_workload(std::string(KILN_SOURCE_DIR) + "/qualification/workloads/correctness-core-v1.json");
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  const WorkloadCase& tests = w->variants[0].cases[1];
+  ASSERT_EQ(tests.id, "core-tests");
+  ASSERT_EQ(tests.output_assertions[0].match, "forbidden");
+  Result<Regex> skip = Regex::compile(tests.output_assertions[0].pattern);
+  ASSERT_TRUE(skip.ok());
+  EXPECT_TRUE(skip->search("  5/20 Test  #5: Gdn.Chunked ......................***Skipped   0.01 sec\n"));
+  EXPECT_TRUE(skip->search("[  SKIPPED ] Cuda.Parity (0 ms)\n"));
+  EXPECT_TRUE(skip->search("ok\nSKIPPED: no CUDA device\n"));
+  EXPECT_FALSE(skip->search("12/20 Test #12: RunnerTest.CommandReportingSkippedCannotPass ....   Passed\n"));
 }
 
 TEST(WorkloadValidation, ReportsEveryProblemNotJustTheFirst) {

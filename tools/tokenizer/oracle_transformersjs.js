@@ -4,6 +4,10 @@
 //   node tools/tokenizer/oracle_transformersjs.js ids      writes tests/fixtures/tokenizer/corpus_expected.jsonl
 //                                                          (per corpus line: {"ids": [...], "normalized": NFC text})
 //   node tools/tokenizer/oracle_transformersjs.js bench    encode throughput on the corpus (MB/s)
+//   node tools/tokenizer/oracle_transformersjs.js variants writes tests/fixtures/tokenizer/variants_expected.json:
+//        ids for every VARIANT_STRIDE-th corpus string under modified copies of the Qwen3
+//        tokenizer.json (other normalizers, pre-tokenizers, merges format, ignore_merges,
+//        lstrip/rstrip added tokens), restricted to components transformers.js implements as HF does
 //   node tools/tokenizer/oracle_transformersjs.js templates
 //        renders tests/fixtures/tokenizer/conversations.json with @huggingface/jinja (transformers.js's
 //        Jinja engine; the copy bundled in @lenml/tokenizers 3.7.2 cannot parse Qwen3's template) and
@@ -49,6 +53,56 @@ function writeIds() {
   }
   fs.writeFileSync(path.join(FIXTURES, "corpus_expected.jsonl"), out.join("\n") + "\n");
   console.log(`wrote ids for ${corpus.length} strings; transformers.js decode != NFC(text) for ${roundTripMismatches}`);
+}
+
+const VARIANT_STRIDE = 10;
+
+// Each variant patches the Qwen3 tokenizer.json; tests/tokenizer/tokenizer_variants_test.cc
+// applies the same patches (see applyPatch) before comparing ids.
+const VARIANTS = [
+  { name: "nfkc", patch: { normalizer: { type: "NFKC" } } },
+  { name: "nfkc_then_nfc", patch: { normalizer: { type: "Sequence", normalizers: [{ type: "NFKC" }, { type: "NFC" }] } } },
+  { name: "no_normalizer", patch: { normalizer: null } },
+  { name: "gpt2_byte_level_with_prefix_space",
+    patch: { pre_tokenizer: { type: "ByteLevel", add_prefix_space: true, trim_offsets: true, use_regex: true } } },
+  { name: "split_whitespace_removed",
+    patch: { pre_tokenizer: { type: "Sequence", pretokenizers: [
+      { type: "Split", pattern: { Regex: "\\s+" }, behavior: "Removed", invert: false },
+      { type: "ByteLevel", add_prefix_space: false, trim_offsets: false, use_regex: false }] } } },
+  { name: "split_letters_digits_inverted",
+    patch: { pre_tokenizer: { type: "Sequence", pretokenizers: [
+      { type: "Split", pattern: { Regex: "\\p{L}+|\\p{N}+" }, behavior: "Removed", invert: true },
+      { type: "ByteLevel", add_prefix_space: false, trim_offsets: false, use_regex: false }] } } },
+  { name: "ignore_merges", patch: { model: { ignore_merges: true } } },
+  { name: "merges_as_strings", patch: { merges_as_strings: true } },
+  { name: "added_tokens_lstrip_rstrip",
+    patch: { added_tokens: { "<|im_start|>": { lstrip: true }, "<|im_end|>": { rstrip: true },
+                             "<think>": { lstrip: true, rstrip: true } } } },
+];
+
+function applyPatch(json, patch) {
+  const out = { ...json, model: { ...json.model }, added_tokens: json.added_tokens.map((t) => ({ ...t })) };
+  for (const key of ["normalizer", "pre_tokenizer"]) if (key in patch) out[key] = patch[key];
+  if (patch.model) Object.assign(out.model, patch.model);
+  if (patch.merges_as_strings) out.model.merges = out.model.merges.map((m) => (Array.isArray(m) ? m.join(" ") : m));
+  for (const [content, flags] of Object.entries(patch.added_tokens || {})) {
+    Object.assign(out.added_tokens.find((t) => t.content === content), flags);
+  }
+  return out;
+}
+
+function writeVariants() {
+  const base = JSON.parse(fs.readFileSync(path.join(TOKENIZER_DIR, "tokenizer.json"), "utf8"));
+  const config = JSON.parse(fs.readFileSync(path.join(TOKENIZER_DIR, "tokenizer_config.json"), "utf8"));
+  const corpus = loadCorpus().filter((_, i) => i % VARIANT_STRIDE === 0);
+  const out = [{ stride: VARIANT_STRIDE }];
+  for (const v of VARIANTS) {
+    const tok = TokenizerLoader.fromPreTrained({ tokenizerJSON: applyPatch(base, v.patch), tokenizerConfig: config });
+    out.push({ name: v.name, patch: v.patch, ids: corpus.map((s) => tok.encode(s, { add_special_tokens: true })) });
+  }
+  const text = "[\n" + out.map((v) => JSON.stringify(v)).join(",\n") + "\n]\n";
+  fs.writeFileSync(path.join(FIXTURES, "variants_expected.json"), text);
+  console.log(`wrote ${out.length - 1} variants x ${corpus.length} strings`);
 }
 
 function bench() {
@@ -103,9 +157,10 @@ function templates() {
 
 const mode = process.argv[2];
 if (mode === "ids") writeIds();
+else if (mode === "variants") writeVariants();
 else if (mode === "bench") bench();
 else if (mode === "templates") templates();
 else {
-  console.error("usage: oracle_transformersjs.js ids|bench|templates");
+  console.error("usage: oracle_transformersjs.js ids|variants|bench|templates");
   process.exit(2);
 }

@@ -38,18 +38,29 @@ void recurrent(HeadInputs& in, float* S, float* out, int64_t out_stride) {
     const float* q = &in.q[t * dk];
     const float* v = &in.v[t * dv];
     const float decay = std::exp(in.g[t]);
-    for (int64_t i = 0; i < dk * dv; ++i) S[i] *= decay;
+    // Pass 1: S' = decay * S and u = S'^T k, row by row of S.
+    std::fill(u.begin(), u.end(), 0.f);
+    for (int64_t i = 0; i < dk; ++i) {
+      float* s = S + i * dv;
+      const float ki = k[i];
+      for (int64_t j = 0; j < dv; ++j) {
+        s[j] *= decay;
+        u[j] += s[j] * ki;
+      }
+    }
     // u = beta * (v - S'^T k)
-    for (int64_t j = 0; j < dv; ++j) u[j] = v[j];
-    for (int64_t i = 0; i < dk; ++i)
-      for (int64_t j = 0; j < dv; ++j) u[j] -= S[i * dv + j] * k[i];
-    for (int64_t j = 0; j < dv; ++j) u[j] *= in.beta[t];
-    for (int64_t i = 0; i < dk; ++i)
-      for (int64_t j = 0; j < dv; ++j) S[i * dv + j] += k[i] * u[j];
+    for (int64_t j = 0; j < dv; ++j) u[j] = in.beta[t] * (v[j] - u[j]);
+    // Pass 2: S = S' + k u^T and o = S^T q.
     float* o = out + t * out_stride;
-    for (int64_t j = 0; j < dv; ++j) o[j] = 0.f;
-    for (int64_t i = 0; i < dk; ++i)
-      for (int64_t j = 0; j < dv; ++j) o[j] += S[i * dv + j] * q[i];
+    std::fill(o, o + dv, 0.f);
+    for (int64_t i = 0; i < dk; ++i) {
+      float* s = S + i * dv;
+      const float ki = k[i], qi = q[i];
+      for (int64_t j = 0; j < dv; ++j) {
+        s[j] += ki * u[j];
+        o[j] += s[j] * qi;
+      }
+    }
   }
 }
 
