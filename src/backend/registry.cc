@@ -1,6 +1,9 @@
 #include "backend/registry.h"
 
 #include "backend/cpu/cpu_backend.h"
+#ifdef KILN_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace kiln {
 
@@ -10,7 +13,7 @@ const std::vector<BackendEntry>& backend_registry() {
 #ifdef KILN_HAVE_CUDA
       {"cuda", true, "nvcc, sm_90a"},
 #else
-      {"cuda", false, "nvcc not found at configure time"},
+      {"cuda", false, "not configured: nvcc not found, or KILN_ENABLE_CUDA=OFF"},
 #endif
       {"vulkan", false, "no Vulkan backend in this build"},
       {"rocm", false, "no ROCm backend in this build"},
@@ -21,6 +24,9 @@ const std::vector<BackendEntry>& backend_registry() {
 
 Result<std::unique_ptr<Backend>> create_backend(std::string_view name) {
   if (name == "cpu") return make_cpu_backend();
+#ifdef KILN_HAVE_CUDA
+  if (name == "cuda") return make_cuda_backend();  // an error naming the cause where there is no device
+#endif
   for (const auto& e : backend_registry())
     if (e.name == name) return unsupported("backend '" + std::string(name) + "' is not built: " + e.build_flags);
   std::string known;

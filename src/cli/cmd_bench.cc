@@ -16,6 +16,9 @@
 #include "cli/default_model.h"
 #include "core/thread_pool.h"
 #include "model/qwen35.h"
+#ifdef KILN_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace kiln::cli {
 
@@ -44,11 +47,20 @@ double measure_copy_bandwidth(size_t bytes) {
   return 2.0 * static_cast<double>(bytes) / median(times);
 }
 
-// The backend's large f32 GEMM rate, through its own matmul facet.
-Result<double> measure_matmul_rate(Backend& be) {
-  const int64_t M = 512, N = 2048, K = 2048;
-  KILN_ASSIGN_OR_RETURN(Tensor x, be.storage().allocate({M, K}, DType::kF32));
-  KILN_ASSIGN_OR_RETURN(Tensor w, be.storage().allocate({N, K}, DType::kF32));
+// The backend's large GEMM rate through its own matmul facet, with weights of `w_dtype`, on
+// non-zero data (zeros can run faster than real data on some devices).
+Result<double> measure_matmul_rate(Backend& be, DType w_dtype, int64_t M, int64_t N, int64_t K) {
+  auto filled = [&](int64_t rows, int64_t cols, DType dt) -> Result<Tensor> {
+    Tensor h = Tensor::empty({rows, cols}, DType::kF32);
+    for (int64_t i = 0; i < h.numel(); ++i) h.data<float>()[i] = static_cast<float>((i * 7919) % 17) / 17.f - 0.5f;
+    if (dt == DType::kF32) return be.storage().upload(h);
+    Tensor c = Tensor::empty({rows, cols}, dt);
+    if (dt == DType::kBF16) f32_to_bf16(h.data<float>(), c.data<uint16_t>(), static_cast<size_t>(h.numel()));
+    else f32_to_f16(h.data<float>(), c.data<uint16_t>(), static_cast<size_t>(h.numel()));
+    return be.storage().upload(c);
+  };
+  KILN_ASSIGN_OR_RETURN(Tensor x, filled(M, K, DType::kF32));
+  KILN_ASSIGN_OR_RETURN(Tensor w, filled(N, K, w_dtype));
   KILN_ASSIGN_OR_RETURN(Tensor y, be.storage().allocate({M, N}, DType::kF32));
   std::vector<double> times;
   for (int rep = 0; rep < 4; ++rep) {
@@ -75,8 +87,27 @@ Status run(const BenchOpts& o) {
   const ModelConfig& c = model->config();
 
   std::fprintf(stderr, "bench: measuring copy bandwidth and matmul rate...\n");
-  const double bandwidth = measure_copy_bandwidth(size_t{1} << 30);
-  KILN_ASSIGN_OR_RETURN(double matmul_rate, measure_matmul_rate(*be));
+  // On an accelerator the rooflines are the device's: its memory bandwidth and its GEMM rate in
+  // the checkpoint's weight dtype, on a problem large enough to fill it (docs/ARCHITECTURE.md).
+  const bool device = be->identity().device.kind != DeviceKind::kHost;
+  double bandwidth = 0;
+  std::string bandwidth_note = "bytes read + bytes written per second, 1 GiB memcpy on all threads";
+  std::string matmul_note = "the backend's own f32 matmul, 512x2048x2048";
+  DType rate_dtype = DType::kF32;
+  int64_t rate_m = 512, rate_nk = 2048;
+  if (!device) {
+    bandwidth = measure_copy_bandwidth(size_t{1} << 30);
+  } else {
+#ifdef KILN_HAVE_CUDA
+    KILN_ASSIGN_OR_RETURN(bandwidth, cuda_device_copy_bandwidth(*be, size_t{1} << 30));
+#endif
+    bandwidth_note = "bytes read + bytes written per second, 1 GiB device-to-device copy";
+    rate_dtype = model->weights().embed.dtype();
+    rate_m = rate_nk = 4096;
+    matmul_note = "the backend's own matmul, 4096x4096x4096, " + std::string(dtype_name(rate_dtype)) + " weights";
+  }
+  if (bandwidth <= 0) return unsupported("bench: no copy-bandwidth measurement for backend " + o.backend);
+  KILN_ASSIGN_OR_RETURN(double matmul_rate, measure_matmul_rate(*be, rate_dtype, rate_m, rate_nk, rate_nk));
 
   const int64_t ctx = o.prompt_tokens + o.decode_tokens;
   KILN_ASSIGN_OR_RETURN(ModelState state, model->create_state({1, (ctx + 63) / 64}));
@@ -130,9 +161,9 @@ Status run(const BenchOpts& o) {
                  {"matmul_params", matmul_params},
                  {"matmul_bytes_per_token", bytes_per_token}}},
       {"roofline", {{"copy_bandwidth_gb_s", bandwidth / 1e9},
-                    {"copy_bandwidth_note", "bytes read + bytes written per second, 1 GiB memcpy on all threads"},
+                    {"copy_bandwidth_note", bandwidth_note},
                     {"matmul_gflop_s", matmul_rate / 1e9},
-                    {"matmul_note", "the backend's own f32 matmul, 512x2048x2048"}}},
+                    {"matmul_note", matmul_note}}},
       {"prefill", {{"tokens", o.prompt_tokens},
                    {"seconds", prefill_time},
                    {"tokens_per_s", prefill_tps},
@@ -146,6 +177,13 @@ Status run(const BenchOpts& o) {
                   {"fraction_of_roofline", decode_tps / roofline_tps}}},
       {"repeats", o.repeats},
   };
+#ifdef KILN_HAVE_CUDA
+  if (auto st = cuda_backend_stats(*be); st.ok())
+    j["cuda"] = {{"matmul_cache_hits", st->matmul_cache_hits},
+                 {"matmul_cache_misses", st->matmul_cache_misses},
+                 {"device_pool_peak_in_use_bytes", st->pool_peak_in_use_bytes},
+                 {"device_pool_reserved_bytes", st->pool_reserved_bytes}};
+#endif
   std::printf("%s\n", j.dump(2).c_str());
   return {};
 }

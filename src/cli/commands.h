@@ -13,6 +13,7 @@ extern int exit_code;
 void add_generate_command(CLI::App& app);
 void add_model_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_capabilities_command(CLI::App& app);
 void add_qualify_command(CLI::App& app);
 void add_tokenizer_commands(CLI::App& app);
 

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_generate_command(app);
   kiln::cli::add_model_command(app);
   kiln::cli::add_bench_command(app);
+  kiln::cli::add_capabilities_command(app);
   kiln::cli::add_qualify_command(app);
   kiln::cli::add_tokenizer_commands(app);
   try {

@@ -11,8 +11,6 @@
 namespace kiln {
 namespace {
 
-constexpr size_t kCacheMaxEntries = 1 << 17;
-constexpr size_t kCacheMaxWordBytes = 256;
 // Words with more symbols than this merge through a heap; shorter ones by scanning.
 constexpr size_t kScanLimit = 48;
 
@@ -173,13 +171,11 @@ void BpeModel::merge_symbols(std::vector<TokenId>& symbols) const {
 
 bool BpeModel::tokenize(std::string_view word, bool byte_level, Scratch& scratch, std::vector<TokenId>& out) const {
   if (word.empty()) return true;
-  const bool cacheable = word.size() <= kCacheMaxWordBytes;
-  if (cacheable) {
-    auto it = scratch.cache.find(word);
-    if (it != scratch.cache.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
-      return true;
-    }
+  bool cached = false;
+  const std::span<const TokenId> hit = scratch.cache.find(word, &cached);
+  if (cached) {
+    out.insert(out.end(), hit.begin(), hit.end());
+    return true;
   }
   std::vector<TokenId>& symbols = scratch.symbols;
   symbols.clear();
@@ -219,10 +215,7 @@ bool BpeModel::tokenize(std::string_view word, bool byte_level, Scratch& scratch
     merge_symbols(symbols);
   }
   out.insert(out.end(), symbols.begin(), symbols.end());
-  if (cacheable) {
-    if (scratch.cache.size() >= kCacheMaxEntries) scratch.cache.clear();
-    scratch.cache.emplace(std::string(word), symbols);
-  }
+  scratch.cache.insert(word, symbols);
   return true;
 }
 

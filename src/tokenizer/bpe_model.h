@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "tokenizer/word_cache.h"
 
 namespace kiln {
 
@@ -31,7 +32,7 @@ class BpeModel {
 
   // Per-thread scratch: the word cache and merge buffers. Not shared between threads.
   struct Scratch {
-    std::unordered_map<std::string, std::vector<TokenId>, StringHash, std::equal_to<>> cache;
+    WordCache cache;
     std::vector<TokenId> symbols;
     std::string mapped;
   };
@@ -47,6 +48,7 @@ class BpeModel {
     return id >= 0 && static_cast<size_t>(id) < tokens_.size() && has_token_[id] ? &tokens_[id] : nullptr;
   }
   size_t vocab_size() const { return vocab_.size(); }
+  bool has_unk() const { return unk_id_ >= 0; }
   // True when every byte-level alphabet character is a token (required by byte-level words).
   bool byte_level_complete() const;
 

@@ -30,23 +30,32 @@ Status add_forms(const nlohmann::json& config, std::vector<Normalizer::Form>& fo
   return {};
 }
 
-// True when every code point of `text` is left unchanged by `form` whatever surrounds it: below
-// U+0300 nothing composes or decomposes canonically (ASCII alone for the compatibility forms), and
-// CJK unified ideographs never change.
-bool is_stable(std::string_view text, Normalizer::Form form) {
+// True when `cp` cannot change under `form` whatever surrounds it: combining class 0, no
+// decomposition of the kind the form applies, and never the second half of a canonical
+// composition (utf8proc marks those with comb_index >= 0x8000; Hangul medial and final jamo
+// compose algorithmically). Text made only of such code points is already normalised.
+bool is_stable_code_point(char32_t cp, Normalizer::Form form) {
   const bool compat = form == Normalizer::Form::kNfkc || form == Normalizer::Form::kNfkd;
   const bool decompose = form == Normalizer::Form::kNfd || form == Normalizer::Form::kNfkd;
-  const char32_t limit = compat ? 0x80 : (decompose ? 0xC0 : 0x300);
+  const utf8proc_property_t* p = utf8proc_get_property(static_cast<utf8proc_int32_t>(cp));
+  if (p->combining_class != 0) return false;
+  if (p->decomp_seqindex != UINT16_MAX && (compat || p->decomp_type == 0)) return false;
+  if (p->comb_index != UINT16_MAX && p->comb_index >= 0x8000) return false;
+  if ((cp >= 0x1161 && cp <= 0x1175) || (cp >= 0x11A8 && cp <= 0x11C2)) return false;
+  if (decompose && cp >= 0xAC00 && cp <= 0xD7A3) return false;  // Hangul syllables decompose
+  return true;
+}
+
+bool is_stable(std::string_view text, Normalizer::Form form) {
   size_t i = 0;
   while (i < text.size()) {
-    const auto b = static_cast<uint8_t>(text[i]);
-    if (b < 0x80) {
+    if (static_cast<uint8_t>(text[i]) < 0x80) {  // ASCII never changes under any form
       ++i;
       continue;
     }
     size_t len;
     const char32_t cp = utf8::decode(text, i, &len);
-    if (cp >= limit && !(cp >= 0x4E00 && cp <= 0x9FFF)) return false;
+    if (!is_stable_code_point(cp, form)) return false;
     i += len;
   }
   return true;

@@ -4,6 +4,9 @@
 
 #include <pcre2.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace kiln {
 namespace {
 
@@ -105,7 +108,16 @@ bool Regex::find(std::string_view text, size_t start, size_t* begin, size_t* end
   pcre2_match_data* md = thread_match_data();
   const int rc = pcre2_match(code_.get(), reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), start,
                              PCRE2_NO_UTF_CHECK, md, nullptr);
-  if (rc < 0) return false;  // PCRE2_ERROR_NOMATCH (or a resource limit on pathological input)
+  if (rc == PCRE2_ERROR_NOMATCH) return false;
+  if (rc < 0) {
+    // A resource limit (JIT stack, match limit) on input the pre-tokenizer patterns should never
+    // need: stopping beats silently tokenising the rest of the text differently.
+    PCRE2_UCHAR message[256];
+    pcre2_get_error_message(rc, message, sizeof(message));
+    std::fprintf(stderr, "kiln: regex \"%s\" failed at offset %zu: %s\n", pattern_.c_str(), start,
+                 reinterpret_cast<const char*>(message));
+    std::abort();
+  }
   const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
   *begin = ov[0];
   *end = ov[1];

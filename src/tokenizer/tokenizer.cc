@@ -81,6 +81,10 @@ Result<Tokenizer> Tokenizer::from_json(const nlohmann::json& config, const std::
   if (t.pre_tokenizer_.byte_level() && !t.model_.byte_level_complete()) {
     return fail(format_error("the ByteLevel pre-tokenizer needs all 256 byte characters in the vocabulary"));
   }
+  if (!t.pre_tokenizer_.byte_level() && !t.model_.has_unk()) {
+    // The tokenizers library would fail at encode time on a character outside the vocabulary.
+    return fail(unsupported("a BPE model without ByteLevel pre-tokenization and without unk_token is not supported"));
+  }
 
   auto added = AddedVocabulary::from_json(get("added_tokens"), t.normalizer_);
   if (!added.ok()) return fail(added.status());
@@ -117,14 +121,13 @@ Tokenizer::Scratch& Tokenizer::scratch_for(uint64_t serial) {
   return scratch;
 }
 
-void Tokenizer::encode_segment(std::string_view text, SpecialTokens special, Scratch& scratch,
-                               std::vector<TokenId>& ids) const {
+void Tokenizer::encode_segment(std::string_view text, Scratch& scratch, std::vector<TokenId>& ids) const {
   scratch.words.clear();
   scratch.owned.clear();
   pre_tokenizer_.split(text, scratch.words, scratch.owned);
   for (std::string_view word : scratch.words) {
-    // Byte-level vocabularies are complete (checked at load); other models map unknown characters
-    // to unk and fail only without one, which from_json also rules out for byte-level inputs.
+    // Cannot fail: byte-level vocabularies are complete (from_json checks), and other models
+    // either have an unk token or were rejected at load.
     model_.tokenize(word, pre_tokenizer_.byte_level(), scratch.bpe, ids);
   }
 }
@@ -160,7 +163,7 @@ void Tokenizer::encode_into(std::string_view input, SpecialTokens special, Scrat
       if (p.token >= 0) {
         ids.push_back(p.token);
       } else {
-        encode_segment(segment.substr(p.begin, p.end - p.begin), special, scratch, ids);
+        encode_segment(segment.substr(p.begin, p.end - p.begin), scratch, ids);
       }
     }
   }

@@ -60,7 +60,7 @@ class Tokenizer {
   struct Scratch;
   static Scratch& scratch_for(uint64_t serial);
   void encode_into(std::string_view text, SpecialTokens special, Scratch& scratch, std::vector<TokenId>& ids) const;
-  void encode_segment(std::string_view text, SpecialTokens special, Scratch& scratch, std::vector<TokenId>& ids) const;
+  void encode_segment(std::string_view text, Scratch& scratch, std::vector<TokenId>& ids) const;
 
   uint64_t serial_ = 0;  // distinguishes tokenizers in the per-thread scratch
   Normalizer normalizer_;

@@ -15,9 +15,7 @@ using testing::qwen3;
 using testing::read_jsonl;
 
 std::string show(const std::vector<TokenId>& ids) {
-  std::string s = "[";
-  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
-  return s + "]";
+  return nlohmann::json(ids).dump();
 }
 
 TEST(TokenizerCorpus, CorpusIsLargeAndMatchesExpectations) {

@@ -682,16 +682,15 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
   const int64_t n = python_len(obj);
   const int64_t st = step.is_none() ? 1 : to_int(step, "slice step");
   if (st == 0) throw TemplateError("slice step cannot be zero");
-  auto clamp = [&](const Value& v, int64_t fallback, bool is_start) {
+  // Python's slice.indices(): negative bounds count from the end, then clamp to the sequence.
+  auto clamp = [&](const Value& v, int64_t fallback) {
     if (v.is_none()) return fallback;
     int64_t i = to_int(v, "slice index");
     if (i < 0) i += n;
-    if (st > 0) return std::clamp<int64_t>(i, 0, n);
-    return std::clamp<int64_t>(i, -1, n - 1);
-    (void)is_start;
+    return st > 0 ? std::clamp<int64_t>(i, 0, n) : std::clamp<int64_t>(i, -1, n - 1);
   };
-  const int64_t b = clamp(start, st > 0 ? 0 : n - 1, true);
-  const int64_t e = clamp(stop, st > 0 ? n : -1, false);
+  const int64_t b = clamp(start, st > 0 ? 0 : n - 1);
+  const int64_t e = clamp(stop, st > 0 ? n : -1);
   std::vector<int64_t> idx;
   for (int64_t i = b; st > 0 ? i < e : i > e; i += st) idx.push_back(i);
   if (obj.is_list()) {

@@ -149,7 +149,7 @@ class Parser {
     if (name == "for") {
       advance();
       n->kind = Node::Kind::kFor;
-      parse_targets(*n, "in");
+      parse_targets(*n);
       if (!skip_name("in")) fail("expected 'in'");
       n->expr = parse_tuple(false);
       if (skip_name("if")) n->filter = parse_expression(true);
@@ -174,7 +174,7 @@ class Parser {
         advance();
         n->text = expect_name();  // namespace attribute
       } else {
-        parse_targets(*n, "=");
+        parse_targets(*n);
       }
       if (skip_op("=")) {
         n->expr = parse_tuple(true);
@@ -245,7 +245,7 @@ class Parser {
   }
 
   // Loop / assignment targets: "a" or "a, b" or "(a, b)".
-  void parse_targets(Node& n, const char* stop) {
+  void parse_targets(Node& n) {
     const bool parens = skip_op("(");
     n.targets.push_back(expect_name());
     while (skip_op(",")) {
@@ -612,7 +612,7 @@ class Parser {
       first = false;
       auto e = make(Expr::Kind::kFilter, cur().offset);
       e->name = expect_name();
-      while (skip_op(".")) e->name += "." + expect_name();
+      while (skip_op(".")) e->name.append(".").append(expect_name());
       e->items.push_back(std::move(operand));
       if (is_op("(")) parse_call_args(*e);
       operand = std::move(e);

@@ -1,0 +1,78 @@
+// `kiln capabilities`: the backend capability report (Markdown or JSON), and the checked-in
+// copy's writer and freshness check.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "model/init.h"
+#include "report/capability_report.h"
+
+namespace kiln::cli {
+
+namespace {
+
+struct CapOpts {
+  bool json = false, canonical = false;
+  std::string backend, model, evidence = "evidence", write_dir, check_dir;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Status run(const CapOpts& o) {
+  ReportOptions ro;
+  if (o.model.empty()) {
+    KILN_ASSIGN_OR_RETURN(ro.model, preset_config("qwen3.5-4b"));
+    ro.model_label = "the qwen3.5-4b preset";
+  } else {
+    KILN_ASSIGN_OR_RETURN(ro.model, ModelConfig::load(o.model));
+    ro.model_label = o.model;
+  }
+  ro.evidence_dir = o.evidence;
+  ro.only_backend = o.backend;
+  ro.canonical = o.canonical || !o.write_dir.empty() || !o.check_dir.empty();
+  KILN_ASSIGN_OR_RETURN(nlohmann::json report, build_capability_report(ro));
+  const std::string json_text = report.dump(2) + "\n", md_text = render_markdown(report);
+  if (!o.write_dir.empty()) {
+    for (auto [name, text] : {std::pair{"/backend-capability-report.json", &json_text},
+                              std::pair{"/backend-capability-report.md", &md_text}}) {
+      std::ofstream out(o.write_dir + name);
+      out << *text;
+      if (!out) return io_error(o.write_dir + name + ": write failed");
+      std::fprintf(stderr, "wrote %s%s\n", o.write_dir.c_str(), name);
+    }
+    return {};
+  }
+  if (!o.check_dir.empty()) {
+    for (auto [name, text] : {std::pair{"/backend-capability-report.json", &json_text},
+                              std::pair{"/backend-capability-report.md", &md_text}})
+      if (slurp(o.check_dir + name) != *text)
+        return failed_precondition(o.check_dir + name + " is stale: regenerate it with scripts/capability-report");
+    std::printf("capability report in %s is fresh\n", o.check_dir.c_str());
+    return {};
+  }
+  std::printf("%s", o.json ? json_text.c_str() : md_text.c_str());
+  return {};
+}
+
+}  // namespace
+
+void add_capabilities_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("capabilities", "The backend capability report, from the running code (Markdown or JSON)");
+  auto o = std::make_shared<CapOpts>();
+  cmd->add_flag("--json", o->json, "Print JSON instead of Markdown");
+  cmd->add_option("--backend", o->backend, "Only this backend (cpu, cuda, vulkan, rocm, metal)");
+  cmd->add_option("--model", o->model, "Checkpoint whose shapes the representative requests use; default: the qwen3.5-4b preset");
+  cmd->add_option("--evidence", o->evidence, "Folder of recorded test results behind the gates")->capture_default_str();
+  cmd->add_flag("--canonical", o->canonical, "Leave out what differs between machines (device names, live counters)");
+  cmd->add_option("--write", o->write_dir, "Write backend-capability-report.{md,json} (canonical) into this folder");
+  cmd->add_option("--check", o->check_dir, "Exit 1 unless the report files in this folder equal a fresh canonical report");
+  cmd->callback([o] { report(run(*o)); });
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,26 @@
+// `kiln capabilities`: the backend capability report, built from the live registry, the
+// backends' own support predicates on representative requests of the served model's shapes,
+// their immutable capabilities, the fallback counters, and the conformance gates' evidence.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "model/config.h"
+
+namespace kiln {
+
+struct ReportOptions {
+  ModelConfig model;             // whose shapes the representative requests use
+  std::string model_label;       // how the report names it ("qwen3.5-4b preset", a directory)
+  std::string evidence_dir;      // committed test results (evidence/)
+  std::string only_backend;      // empty: all
+  bool canonical = false;        // leave out what differs between machines of the same build
+};
+
+Result<nlohmann::json> build_capability_report(const ReportOptions& opts);
+std::string render_markdown(const nlohmann::json& report);
+
+}  // namespace kiln

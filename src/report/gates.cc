@@ -1,0 +1,150 @@
+#include "report/gates.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace kiln {
+
+std::string_view gate_state_name(GateState s) {
+  switch (s) {
+    case GateState::kCovered: return "covered";
+    case GateState::kPartial: return "partial";
+    case GateState::kPending: return "pending";
+    case GateState::kNotApplicable: return "not_applicable";
+  }
+  return "?";
+}
+
+const std::vector<Gate>& conformance_gates() {
+  static const std::vector<Gate> gates = {
+      {"storage_round_trip", "allocate, zero, copy to and from the host return the exact bytes",
+       {{"cpu", {"CpuStorage.RoundTripIsExact"}, ""}, {"cuda", {}, ""}}},
+      {"host_transfer_parity", "host <-> device transfers preserve every dtype bit for bit; misuse is a clear error",
+       {{"cpu", {"CpuStorage.RoundTripIsExact", "CpuStorage.MisuseIsAClearError"}, ""}, {"cuda", {}, ""}}},
+      {"device_op_parity", "norms, embedding gather, elementwise ops and argmax equal a double-precision reference",
+       {{"cpu", {"CpuKernels.RmsNormKinds", "CpuKernels.EmbedAndArgmax"}, ""}, {"cuda", {}, ""}}},
+      {"matmul_linear_parity", "every projection shape and weight dtype equals a double-precision reference",
+       {{"cpu", {"CpuKernels.MatmulMatchesDoubleReference", "CpuKernels.MatmulWritesStridedRows"}, ""}, {"cuda", {}, ""}}},
+      {"attention_gdn_conv_parity",
+       "paged attention, partial RoPE, causal conv, chunked and recurrent GDN equal their references; the whole "
+       "forward equals transformers on the fixtures",
+       {{"cpu",
+         {"CpuKernels.PartialRopeRotatesOnlyLeadingDims", "CpuKernels.PagedAttentionMatchesDirectSoftmax",
+          "CpuKernels.CausalConvContinuesFromState", "Gdn.ChunkedEqualsRecurrentAcrossChunkBoundaries",
+          "Gdn.RecurrentMatchesSpecInDouble", "Reference.PrefillLogitsMatchTransformers",
+          "Reference.DecodeAfterPrefillMatchesTransformers"},
+         ""},
+        {"cuda", {}, ""}}},
+      {"support_mismatch_audit", "no support predicate is contradicted by its method (audit over every facet)",
+       {{"cpu", {"SupportAudit.CpuBackendHasNoMismatches", "SupportAudit.BrokenPredicateIsCaught"}, ""}, {"cuda", {}, ""}}},
+      {"optimizer_parity", "SGD, AdamW and Muon steps equal the f32 reference",
+       {{"cpu", {}, ""}, {"cuda", {}, ""}}},
+      {"replay_parity", "a replayed decode step equals the eager one",
+       {{"cpu", {}, "the CPU runs every step eagerly; there is nothing to replay"}, {"cuda", {}, ""}}},
+      {"one_step_training_proof", "one LoRA training step lowers the loss and changes the adapter as the reference does",
+       {{"cpu", {}, ""}, {"cuda", {}, ""}}},
+      {"no_unexpected_host_fallback",
+       "real decode and a real training step on the accelerator leave every host-fallback counter at zero",
+       {{"cpu", {}, "the CPU is the reference; it has no host fallback"}, {"cuda", {}, ""}}},
+      {"decode_launches_per_token", "a decode step is one graph replay (or a bounded launch count) per token",
+       {{"cpu", {}, "the CPU launches no kernels"}, {"cuda", {}, ""}}},
+      {"matmul_algorithm_cache_reporting", "the GEMM algorithm cache reports its hits and misses",
+       {{"cpu", {}, "OpenBLAS has no algorithm cache"}, {"cuda", {}, ""}}},
+      {"hardware_latency_thresholds", "microbenchmarks of the 4B shapes stay under locked thresholds",
+       {{"cpu", {}, "thresholds are locked for the accelerator only"}, {"cuda", {}, ""}}},
+      {"report_freshness", "the checked-in capability report equals what the generator produces",
+       {{"cpu", {"Capabilities.CheckedInReportIsFresh"}, ""}}},
+  };
+  return gates;
+}
+
+Result<std::vector<EvidenceFile>> load_evidence(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<EvidenceFile> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  std::vector<fs::path> paths;
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec))
+    if (e.is_regular_file() && e.path().extension() == ".json") paths.push_back(e.path().lexically_normal());
+  std::sort(paths.begin(), paths.end());
+  for (const auto& p : paths) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+    // Paths are recorded relative to the evidence folder's parent (the repository), so a report
+    // reads the same wherever it is generated.
+    const std::string where = p.lexically_relative(fs::path(dir).lexically_normal().parent_path()).string();
+    if (j.is_discarded() || !j.is_object() || j.value("schema", "") != "kiln.test-evidence/1")
+      return format_error(where + ": not a kiln.test-evidence/1 file");
+    EvidenceFile f;
+    f.path = where;
+    f.binary = j.value("binary", "");
+    f.commit = j.value("commit", "");
+    f.timestamp = j.value("timestamp_utc", "");
+    if (j.contains("host") && j["host"].is_object() && j["host"].value("cuda_device", nlohmann::json()).is_string())
+      f.cuda_device = j["host"]["cuda_device"].get<std::string>();
+    if (!j.contains("tests") || !j["tests"].is_object()) return format_error(where + ": no 'tests' object");
+    for (auto it = j["tests"].begin(); it != j["tests"].end(); ++it) {
+      if (!it->is_string()) return format_error(where + ": result of '" + it.key() + "' is not a string");
+      f.tests[it.key()] = it->get<std::string>();
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+std::string gate_command(const GateBackend& b) {
+  if (b.tests.empty()) return "";
+  std::string alternatives;
+  for (const auto& t : b.tests) alternatives += (alternatives.empty() ? "" : "|") + t;
+  const bool device = b.backend != "cpu";
+  return std::string("ctest --test-dir ") + (device ? "build-device -L gpu" : "build") +
+         " --output-on-failure -R '^(" + alternatives + ")$'";
+}
+
+GateStatus evaluate_gate(const Gate& gate, const GateBackend& b, const std::vector<EvidenceFile>& evidence) {
+  GateStatus s;
+  s.command = gate_command(b);
+  if (!b.not_applicable.empty()) {
+    s.state = GateState::kNotApplicable;
+    s.reason = b.not_applicable;
+    return s;
+  }
+  if (b.tests.empty()) {
+    s.state = GateState::kPending;
+    s.reason = "no test proves this on " + b.backend + " yet";
+    return s;
+  }
+  // A result counts only from a run where the backend was really present.
+  auto present = [&](const EvidenceFile& f) { return b.backend == "cpu" || (b.backend == "cuda" && !f.cuda_device.empty()); };
+  int passed = 0;
+  std::vector<std::string> missing;
+  for (const auto& test : b.tests) {
+    const EvidenceFile* proof = nullptr;
+    for (const auto& f : evidence) {
+      auto it = f.tests.find(test);
+      if (it != f.tests.end() && it->second == "passed" && present(f)) proof = &f;
+    }
+    if (proof) {
+      ++passed;
+      if (std::find(s.evidence.begin(), s.evidence.end(), proof->path) == s.evidence.end()) s.evidence.push_back(proof->path);
+    } else {
+      missing.push_back(test);
+    }
+  }
+  if (passed == static_cast<int>(b.tests.size())) {
+    s.state = GateState::kCovered;
+    s.reason = "all " + std::to_string(passed) + " tests passed with the backend present";
+  } else {
+    s.state = passed ? GateState::kPartial : GateState::kPending;
+    std::string list;
+    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    s.reason = "no passing result recorded for: " + list;
+  }
+  return s;
+}
+
+}  // namespace kiln

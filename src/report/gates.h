@@ -1,0 +1,56 @@
+// Conformance gates as data: what each gate requires, the exact command that proves it, the
+// tests behind it per backend, and a status derived only from recorded test results
+// (evidence files written by the test binaries), never from the existence of files.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace kiln {
+
+enum class GateState : uint8_t { kCovered, kPartial, kPending, kNotApplicable };
+std::string_view gate_state_name(GateState s);
+
+struct GateBackend {
+  std::string backend;
+  std::vector<std::string> tests;  // gtest full names that must pass; empty: no test yet
+  std::string not_applicable;      // non-empty: the gate does not apply to this backend, and why
+};
+
+struct Gate {
+  std::string name;
+  std::string requirement;
+  std::vector<GateBackend> backends;
+};
+
+const std::vector<Gate>& conformance_gates();
+
+// One test binary's recorded run (tests/evidence_main.cc writes them).
+struct EvidenceFile {
+  std::string path;  // as given to the loader (relative to the repository when committed)
+  std::string binary, commit, timestamp;
+  std::string cuda_device;  // empty when no CUDA device was present
+  std::map<std::string, std::string> tests;  // name -> passed | failed | skipped
+};
+
+// Reads every *.json under `dir` (missing dir: no evidence). Malformed files are errors.
+Result<std::vector<EvidenceFile>> load_evidence(const std::string& dir);
+
+struct GateStatus {
+  GateState state = GateState::kPending;
+  std::string reason;
+  std::string command;                  // what re-verifies it
+  std::vector<std::string> evidence;    // files whose results were used
+};
+
+GateStatus evaluate_gate(const Gate& gate, const GateBackend& backend, const std::vector<EvidenceFile>& evidence);
+
+// The command that runs exactly these tests for this backend.
+std::string gate_command(const GateBackend& backend);
+
+}  // namespace kiln

@@ -1,0 +1,70 @@
+// The capability report renders from the live registry, and the checked-in copy is fresh.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/registry.h"
+
+namespace kiln {
+namespace {
+
+std::pair<int, std::string> kiln_cmd(const std::string& args) {
+  std::string cmd = std::string(KILN_BINARY_PATH) + " " + args + " 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while (p && (n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int status = p ? pclose(p) : -1;
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(Capabilities, ReportComesFromTheLiveRegistry) {
+  auto [code, out] = kiln_cmd("capabilities --json --evidence " + std::string(KILN_SOURCE_DIR) + "/evidence");
+  ASSERT_EQ(code, 0) << out;
+  auto j = nlohmann::json::parse(out);
+  std::vector<std::string> names;
+  for (const auto& b : j["backends"]) names.push_back(b["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"cpu", "cuda", "vulkan", "rocm", "metal"}));
+  const auto& cpu = j["backends"][0];
+  EXPECT_EQ(cpu["status"], "evaluated");
+  EXPECT_EQ(cpu["support_audit"]["mismatches"], 0);
+  // The CPU answers for the 4B shapes: bf16 K/V is declined with its reason, the rest native.
+  bool saw_bf16_kv_decline = false;
+  for (const auto& s : cpu["facet_support"])
+    if (s["facet"] == "attention" && s["request"].get<std::string>().find("kv=bf16") != std::string::npos) {
+      EXPECT_EQ(s["support"], "declined");
+      EXPECT_EQ(s["constraint"], "the cpu backend attends in f32");
+      saw_bf16_kv_decline = true;
+    }
+  EXPECT_TRUE(saw_bf16_kv_decline);
+  for (const auto& b : j["backends"])
+    if (b["name"] == "vulkan" || b["name"] == "rocm" || b["name"] == "metal") EXPECT_EQ(b["status"], "not_built");
+  EXPECT_NE(j["read_this_first"].dump().find("contains no throughput figures"), std::string::npos);
+  EXPECT_EQ(j["fallback_policy"][0]["decode_hot_path"], "correctness_allowed");
+}
+
+TEST(Capabilities, MarkdownListsOpenWorkBeforeTheTables) {
+  auto [code, out] = kiln_cmd("capabilities --canonical --backend cpu --evidence /nonexistent");
+  ASSERT_EQ(code, 0) << out;
+  auto open = out.find("## Open coverage work"), backends = out.find("## Compiled backends");
+  ASSERT_NE(open, std::string::npos);
+  EXPECT_LT(open, backends);
+  EXPECT_NE(out.find("| conformance gate | optimizer_parity (cpu) | pending"), std::string::npos) << out;
+}
+
+TEST(Capabilities, CheckedInReportIsFresh) {
+  if (auto cuda = create_backend("cuda"); cuda.ok())
+    GTEST_SKIP() << "SKIPPED: a CUDA device is present; the checked-in report is the CPU machine's rendering";
+  const std::string src = KILN_SOURCE_DIR;
+  auto [code, out] = kiln_cmd("capabilities --evidence " + src + "/evidence --check " + src + "/docs");
+  EXPECT_EQ(code, 0) << out;
+}
+
+}  // namespace
+}  // namespace kiln
