@@ -3,7 +3,7 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/cpu/check.h"
+#include "backend/arg_checks.h"
 #include "backend/cpu/cpu_facets.h"
 #include "backend/cpu/layout_view.h"
 #include "core/thread_pool.h"
@@ -31,13 +31,8 @@ Status Attention::rope(const RopeArgs& a) {
   RopeRequest r = describe(a);
   std::string req = r.describe();
   Support s = supports(r);
-  if (!s.runs_natively()) return declined(req, s.constraint);
-  KILN_RETURN_IF_ERROR(check_tensor(a.q, "q", 3, DType::kF32, req));
-  KILN_RETURN_IF_ERROR(check_tensor(a.k, "k", 3, DType::kF32, req));
-  KILN_RETURN_IF_ERROR(check_tensor(a.positions, "positions", 1, DType::kI32, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.k, "k", 0, r.tokens, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.k, "k", 2, r.head_dim, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.positions, "positions", 0, r.tokens, req));
+  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
+  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
   const int64_t half = a.rotary_dim / 2;
   // inv_freq_i = theta^(-2i / rotary_dim), rounded to f32 as the reference does; angles in f32.
   std::vector<float> inv_freq(static_cast<size_t>(half));
@@ -71,16 +66,8 @@ Status Attention::write_kv(const KvWriteArgs& a) {
   KvWriteRequest r = describe(a);
   std::string req = r.describe();
   Support s = supports(r);
-  if (!s.runs_natively()) return declined(req, s.constraint);
-  for (auto [t, n] : {std::pair{&a.k, "k"}, std::pair{&a.v, "v"}})
-    KILN_RETURN_IF_ERROR(check_tensor(*t, n, 3, DType::kF32, req));
-  for (auto [t, n] : {std::pair{&a.k_cache, "k_cache"}, std::pair{&a.v_cache, "v_cache"}}) {
-    KILN_RETURN_IF_ERROR(check_tensor(*t, n, 4, DType::kF32, req));
-    if (!t->is_contiguous()) return invalid_argument(req + ": " + n + " must be contiguous");
-    KILN_RETURN_IF_ERROR(check_dim(*t, n, 2, r.kv_heads, req));
-    KILN_RETURN_IF_ERROR(check_dim(*t, n, 3, r.head_dim, req));
-  }
-  KILN_RETURN_IF_ERROR(check_tensor(a.slot_mapping, "slot_mapping", 1, DType::kI32, req));
+  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
+  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
   const int64_t row = r.kv_heads * r.head_dim, slots = a.k_cache.dim(0) * a.k_cache.dim(1);
   const int32_t* map = a.slot_mapping.data<int32_t>();
   for (int64_t t = 0; t < r.tokens; ++t) {
@@ -100,15 +87,9 @@ Status Attention::attend(const AttentionArgs& a) {
   AttentionRequest r = describe(a);
   std::string req = r.describe();
   Support s = supports(r);
-  if (!s.runs_natively()) return declined(req, s.constraint);
-  KILN_RETURN_IF_ERROR(check_tensor(a.q, "q", 3, DType::kF32, req));
-  KILN_RETURN_IF_ERROR(check_tensor(a.out, "out", 3, DType::kF32, req));
-  if (r.output_gate) KILN_RETURN_IF_ERROR(check_tensor(a.gate, "gate", 3, DType::kF32, req));
-  KILN_RETURN_IF_ERROR(check_tensor(a.k_cache, "k_cache", 4, DType::kF32, req));
-  KILN_RETURN_IF_ERROR(check_tensor(a.v_cache, "v_cache", 4, DType::kF32, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.k_cache, "k_cache", 3, r.head_dim, req));
-  KILN_ASSIGN_OR_RETURN(LayoutView lv, LayoutView::of(a.layout, r.tokens, req));
-  if (lv.kv_lens == nullptr || lv.tables == nullptr) return invalid_argument(req + ": layout lacks kv_lens or block tables");
+  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
+  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
+  const LayoutView lv(a.layout);
   const int64_t Hq = r.q_heads, D = r.head_dim, group = r.q_heads / r.kv_heads;
   const int64_t kv_row = r.kv_heads * D;
   for (int64_t row = 0; row < r.rows; ++row)

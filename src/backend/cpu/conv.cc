@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "backend/cpu/check.h"
+#include "backend/arg_checks.h"
 #include "backend/cpu/cpu_facets.h"
 #include "backend/cpu/layout_view.h"
 #include "core/thread_pool.h"
@@ -20,21 +20,10 @@ Status Conv::causal_conv1d(const ConvArgs& a) {
   ConvRequest r = describe(a);
   std::string req = r.describe();
   Support s = supports(r);
-  if (!s.runs_natively()) return declined(req, s.constraint);
-  KILN_RETURN_IF_ERROR(check_tensor(a.x, "x", 2, DType::kF32, req));
-  KILN_RETURN_IF_ERROR(check_tensor(a.out, "out", 2, DType::kF32, req));
-  KILN_RETURN_IF_ERROR(check_tensor(a.weight, "weight", 2, DType::kF32, req));
-  KILN_RETURN_IF_ERROR(check_tensor(a.state, "state", 3, DType::kF32, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.weight, "weight", 0, r.channels, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.state, "state", 1, r.kernel - 1, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.state, "state", 2, r.channels, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.out, "out", 0, r.tokens, req));
-  KILN_ASSIGN_OR_RETURN(LayoutView lv, LayoutView::of(a.layout, r.tokens, req));
-  if (lv.slots == nullptr) return invalid_argument(req + ": layout lacks state slots");
-  for (int64_t row = 0; row < r.rows; ++row)
-    if (lv.slots[row] < 0 || lv.slots[row] >= a.state.dim(0))
-      return invalid_argument(req + ": state slot " + std::to_string(lv.slots[row]) + " of row " +
-                              std::to_string(row) + " is outside the pool");
+  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
+  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
+  const LayoutView lv(a.layout);
+  KILN_RETURN_IF_ERROR(lv.check_state_slots(a.state.dim(0), req));
   const int64_t C = r.channels, K = r.kernel;
   const float* w = a.weight.data<float>();
   default_thread_pool().parallel_for(r.rows * C, 64, [&](int64_t i0, int64_t i1, int) {

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <fstream>
 
-#include "backend/cpu/check.h"
 #include "backend/cpu/cpu_facets.h"
 #include "core/thread_pool.h"
 

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "backend/cpu/check.h"
+#include "backend/arg_checks.h"
 #include "backend/cpu/cpu_facets.h"
 #include "core/thread_pool.h"
 
@@ -21,12 +21,8 @@ Status Elementwise::embed(const EmbedArgs& a) {
   ElementwiseRequest r = describe(a);
   std::string req = r.describe();
   Support s = supports(r);
-  if (!s.runs_natively()) return declined(req, s.constraint);
-  KILN_RETURN_IF_ERROR(check_tensor(a.ids, "ids", 1, DType::kI32, req));
-  KILN_RETURN_IF_ERROR(check_tensor(a.table, "table", 2, a.table.dtype(), req));
-  KILN_RETURN_IF_ERROR(check_tensor(a.out, "out", 2, DType::kF32, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.out, "out", 0, r.rows, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.out, "out", 1, r.width, req));
+  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
+  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
   const int32_t* ids = a.ids.data<int32_t>();
   const int64_t vocab = a.table.dim(0), W = r.width;
   for (int64_t t = 0; t < r.rows; ++t)
@@ -45,15 +41,9 @@ Status Elementwise::binary(const BinaryArgs& a) {
   ElementwiseRequest r = describe(a);
   std::string req = r.describe();
   Support s = supports(r);
-  if (!s.runs_natively()) return declined(req, s.constraint);
+  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
   if (r.op == ElementwiseOp::kEmbed) return invalid_argument(req + ": embed is not a binary op");
-  KILN_RETURN_IF_ERROR(check_tensor(a.a, "a", 2, DType::kF32, req));
-  KILN_RETURN_IF_ERROR(check_tensor(a.b, "b", 2, DType::kF32, req));
-  KILN_RETURN_IF_ERROR(check_tensor(a.out, "out", 2, DType::kF32, req));
-  for (const Tensor* t : {&a.b, &a.out}) {
-    KILN_RETURN_IF_ERROR(check_dim(*t, "b/out", 0, r.rows, req));
-    KILN_RETURN_IF_ERROR(check_dim(*t, "b/out", 1, r.width, req));
-  }
+  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
   const int64_t W = r.width;
   default_thread_pool().parallel_for(r.rows, 4, [&](int64_t r0, int64_t r1, int) {
     for (int64_t i = r0; i < r1; ++i) {

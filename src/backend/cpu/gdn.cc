@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "backend/cpu/check.h"
+#include "backend/arg_checks.h"
 #include "backend/cpu/cpu_facets.h"
 #include "backend/cpu/layout_view.h"
 #include "core/thread_pool.h"
@@ -150,31 +150,10 @@ Status Gdn::delta_rule(const GdnArgs& a) {
   GdnRequest r = describe(a);
   std::string req = r.describe();
   Support s = supports(r);
-  if (!s.runs_natively()) return declined(req, s.constraint);
-  for (auto [t, n] : {std::pair{&a.q, "q"}, std::pair{&a.k, "k"}, std::pair{&a.v, "v"}, std::pair{&a.out, "out"}})
-    KILN_RETURN_IF_ERROR(check_tensor(*t, n, 3, DType::kF32, req));
-  for (auto [t, n] : {std::pair{&a.a, "a"}, std::pair{&a.b, "b"}}) {
-    KILN_RETURN_IF_ERROR(check_tensor(*t, n, 2, DType::kF32, req));
-    KILN_RETURN_IF_ERROR(check_dim(*t, n, 1, r.v_heads, req));
-  }
-  for (auto [t, n] : {std::pair{&a.a_log, "a_log"}, std::pair{&a.dt_bias, "dt_bias"}}) {
-    KILN_RETURN_IF_ERROR(check_tensor(*t, n, 1, DType::kF32, req));
-    KILN_RETURN_IF_ERROR(check_dim(*t, n, 0, r.v_heads, req));
-  }
-  KILN_RETURN_IF_ERROR(check_tensor(a.state, "state", 4, DType::kF32, req));
-  if (!a.state.is_contiguous()) return invalid_argument(req + ": state must be contiguous");
-  KILN_RETURN_IF_ERROR(check_dim(a.state, "state", 1, r.v_heads, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.state, "state", 2, r.dk, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.state, "state", 3, r.dv, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.k, "k", 2, r.dk, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.out, "out", 1, r.v_heads, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.out, "out", 2, r.dv, req));
-  KILN_ASSIGN_OR_RETURN(LayoutView lv, LayoutView::of(a.layout, r.tokens, req));
-  if (lv.slots == nullptr) return invalid_argument(req + ": layout lacks state slots");
-  for (int64_t row = 0; row < r.rows; ++row)
-    if (lv.slots[row] < 0 || lv.slots[row] >= a.state.dim(0))
-      return invalid_argument(req + ": state slot " + std::to_string(lv.slots[row]) + " of row " +
-                              std::to_string(row) + " is outside the pool");
+  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
+  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
+  const LayoutView lv(a.layout);
+  KILN_RETURN_IF_ERROR(lv.check_state_slots(a.state.dim(0), req));
 
   const int64_t Hv = r.v_heads, dk = r.dk, dv = r.dv, ratio = r.v_heads / r.k_heads;
   const float q_scale = 1.f / std::sqrt(static_cast<float>(dk));

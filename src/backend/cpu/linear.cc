@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "backend/cpu/check.h"
+#include "backend/arg_checks.h"
 #include "backend/cpu/cpu_facets.h"
 #include "core/thread_pool.h"
 
@@ -70,14 +70,8 @@ Status Linear::matmul(const MatmulArgs& a) {
   MatmulRequest r = describe(a);
   std::string req = r.describe();
   Support s = supports(r);
-  if (!s.runs_natively()) return declined(req, s.constraint);
-  KILN_RETURN_IF_ERROR(check_tensor(a.x, "x", 2, DType::kF32, req));
-  KILN_RETURN_IF_ERROR(check_tensor(a.w, "w", 2, a.w.dtype(), req));
-  KILN_RETURN_IF_ERROR(check_tensor(a.out, "out", 2, DType::kF32, req));
-  if (!a.w.is_contiguous()) return invalid_argument(req + ": weight must be contiguous");
-  KILN_RETURN_IF_ERROR(check_dim(a.x, "x", 1, r.k, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.out, "out", 0, r.m, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.out, "out", 1, r.n, req));
+  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
+  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
   const int64_t M = r.m, N = r.n, K = r.k, ldx = a.x.stride(0), ldo = a.out.stride(0);
   const float* x = a.x.data<float>();
   float* out = a.out.data<float>();

@@ -2,7 +2,7 @@
 // residual add. Sums of squares accumulate in f32, as the reference does.
 #include <cmath>
 
-#include "backend/cpu/check.h"
+#include "backend/arg_checks.h"
 #include "backend/cpu/cpu_facets.h"
 #include "core/thread_pool.h"
 
@@ -18,22 +18,8 @@ Status Norm::rms_norm(const NormArgs& a) {
   NormRequest r = describe(a);
   std::string req = r.describe();
   Support s = supports(r);
-  if (!s.runs_natively()) return declined(req, s.constraint);
-  KILN_RETURN_IF_ERROR(check_tensor(a.x, "x", 2, DType::kF32, req));
-  KILN_RETURN_IF_ERROR(check_tensor(a.out, "out", 2, DType::kF32, req));
-  KILN_RETURN_IF_ERROR(check_tensor(a.weight, "weight", 1, DType::kF32, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.weight, "weight", 0, r.width, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.out, "out", 0, r.rows, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.out, "out", 1, r.width, req));
-  if (r.fused_residual) {
-    KILN_RETURN_IF_ERROR(check_tensor(a.residual, "residual", 2, DType::kF32, req));
-    KILN_RETURN_IF_ERROR(check_dim(a.residual, "residual", 0, r.rows, req));
-  }
-  if (r.kind == NormKind::kGated) {
-    KILN_RETURN_IF_ERROR(check_tensor(a.gate, "gate", 2, DType::kF32, req));
-    KILN_RETURN_IF_ERROR(check_dim(a.gate, "gate", 0, r.rows, req));
-    KILN_RETURN_IF_ERROR(check_dim(a.gate, "gate", 1, r.width, req));
-  }
+  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
+  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
   const int64_t W = r.width;
   const float* w = a.weight.data<float>();
   default_thread_pool().parallel_for(r.rows, 8, [&](int64_t r0, int64_t r1, int) {

@@ -1,6 +1,6 @@
 // Greedy selection: the index of the largest logit per row (the first one on ties; NaN never wins).
 #include <cmath>
-#include "backend/cpu/check.h"
+#include "backend/arg_checks.h"
 #include "backend/cpu/cpu_facets.h"
 
 namespace kiln::cpu {
@@ -13,9 +13,9 @@ Support Sampling::supports(const SampleRequest& r) const {
 Status Sampling::argmax(const ArgmaxArgs& a) {
   SampleRequest r = describe(a);
   std::string req = r.describe();
-  KILN_RETURN_IF_ERROR(check_tensor(a.logits, "logits", 2, DType::kF32, req));
-  KILN_RETURN_IF_ERROR(check_tensor(a.ids, "ids", 1, DType::kI32, req));
-  KILN_RETURN_IF_ERROR(check_dim(a.ids, "ids", 0, r.rows, req));
+  Support s = supports(r);
+  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
+  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
   for (int64_t i = 0; i < r.rows; ++i) {
     const float* l = a.logits.data<float>() + i * a.logits.stride(0);
     int64_t best = 0;

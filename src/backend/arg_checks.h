@@ -1,0 +1,32 @@
+// Structural checks of facet arguments, shared by every backend: each failure names the request
+// and the tensor. (What a backend can run is its predicate's business; what the arguments must
+// look like is the same everywhere.)
+#pragma once
+
+#include <string>
+
+#include "backend/facets.h"
+
+namespace kiln {
+
+// A tensor on `device` of `rank` dims and `dtype`, unit-stride in its last dimension.
+Status check_tensor(const Tensor& t, const char* name, int rank, DType dtype, DeviceKind device,
+                    const std::string& request);
+Status check_dim(const Tensor& t, const char* name, int dim, int64_t expected, const std::string& request);
+// The error a method returns for a request its own predicate declines.
+Status declined(std::string_view backend, const std::string& request, const std::string& why);
+
+// Every tensor of the call present, of the right rank, dtype and device, with consistent
+// dimensions; activations f32. Index contents (slots, token ids) are the backend's to check.
+Status validate(const MatmulArgs& a, DeviceKind device, const std::string& request);
+Status validate(const NormArgs& a, DeviceKind device, const std::string& request);
+Status validate(const RopeArgs& a, DeviceKind device, const std::string& request);
+Status validate(const KvWriteArgs& a, DeviceKind device, const std::string& request);
+Status validate(const AttentionArgs& a, DeviceKind device, const std::string& request);
+Status validate(const ConvArgs& a, DeviceKind device, const std::string& request);
+Status validate(const GdnArgs& a, DeviceKind device, const std::string& request);
+Status validate(const EmbedArgs& a, DeviceKind device, const std::string& request);
+Status validate(const BinaryArgs& a, DeviceKind device, const std::string& request);
+Status validate(const ArgmaxArgs& a, DeviceKind device, const std::string& request);
+
+}  // namespace kiln
