@@ -57,6 +57,31 @@ void gemv_row(const W* w, DType wt, const float* x, int64_t ldx, int64_t M, int6
   }
 }
 
+// One x row against four weight rows at a time: four independent accumulator chains share each
+// load of x, which keeps the FMA units busy while the weights stream from memory.
+template <typename W>
+void gemv4(const W* w, DType wt, int64_t K, const float* x, float* out) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+    const __m256 xv = load8(x + k);
+    for (int r = 0; r < 4; ++r) {
+      __m256 wv;
+      if constexpr (sizeof(W) == 4) wv = load8(w + r * K + k);
+      else wv = load8(w + r * K + k, wt);
+      acc[r] = _mm256_fmadd_ps(wv, xv, acc[r]);
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    float s = hsum(acc[r]);
+    for (int64_t j = k; j < K; ++j) {
+      if constexpr (sizeof(W) == 4) s += w[r * K + j] * x[j];
+      else s += scalar(w + r * K + j, wt) * x[j];
+    }
+    out[r] = s;
+  }
+}
+
 }  // namespace
 
 Support Linear::supports(const MatmulRequest& r) const {
@@ -81,7 +106,15 @@ Status Linear::matmul(const MatmulArgs& a) {
   if (M <= kGemvMaxRows) {
     pool.parallel_for(N, 16, [&](int64_t n0, int64_t n1, int) {
       float acc[kGemvMaxRows];
-      for (int64_t n = n0; n < n1; ++n) {
+      int64_t n = n0;
+      if (M == 1) {  // the decode case: four weight rows per pass
+        for (; n + 4 <= n1; n += 4) {
+          if (wt == DType::kF32) gemv4(a.w.data<float>() + n * K, wt, K, x, acc);
+          else gemv4(a.w.data<uint16_t>() + n * K, wt, K, x, acc);
+          for (int r = 0; r < 4; ++r) out[n + r] = a.accumulate ? out[n + r] + acc[r] : acc[r];
+        }
+      }
+      for (; n < n1; ++n) {
         if (wt == DType::kF32) gemv_row(a.w.data<float>() + n * K, wt, x, ldx, M, K, acc);
         else gemv_row(a.w.data<uint16_t>() + n * K, wt, x, ldx, M, K, acc);
         for (int64_t m = 0; m < M; ++m) {

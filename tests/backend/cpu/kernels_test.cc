@@ -25,7 +25,8 @@ struct MatmulCase {
 
 TEST(CpuKernels, MatmulMatchesDoubleReference) {
   auto be = cpu();
-  const MatmulCase cases[] = {{1, 37, 70, DType::kBF16, false}, {3, 64, 129, DType::kF16, true},
+  const MatmulCase cases[] = {{1, 37, 70, DType::kBF16, false}, {1, 45, 33, DType::kF16, true}, {1, 8, 16, DType::kF32, true},
+                              {3, 64, 129, DType::kF16, true},
                               {8, 130, 64, DType::kF32, false},  {9, 65, 48, DType::kBF16, true},
                               {70, 200, 96, DType::kBF16, false}, {33, 17, 256, DType::kF32, true}};
   uint32_t seed = 1;
