@@ -85,10 +85,12 @@ Status validate(const RopeArgs& a, DeviceKind d, const std::string& r) {
 Status validate(const KvWriteArgs& a, DeviceKind d, const std::string& r) {
   CHECK(check_tensor(a.k, "k", 3, F, d, r));
   CHECK(check_tensor(a.v, "v", 3, F, d, r));
-  CHECK(check_dim(a.v, "v", 0, a.k.dim(0), r));
+  for (int dim = 0; dim < 3; ++dim) CHECK(check_dim(a.v, "v", dim, a.k.dim(dim), r));
   for (auto [t, n] : {std::pair{&a.k_cache, "k_cache"}, std::pair{&a.v_cache, "v_cache"}}) {
     CHECK(check_tensor(*t, n, 4, a.k_cache.dtype(), d, r));
     if (!t->is_contiguous()) return invalid_argument(r + ": " + n + " must be contiguous");
+    CHECK(check_dim(*t, n, 0, a.k_cache.dim(0), r));
+    CHECK(check_dim(*t, n, 1, a.k_cache.dim(1), r));
     CHECK(check_dim(*t, n, 2, a.k.dim(1), r));
     CHECK(check_dim(*t, n, 3, a.k.dim(2), r));
   }
@@ -97,6 +99,8 @@ Status validate(const KvWriteArgs& a, DeviceKind d, const std::string& r) {
 }
 
 namespace {
+// Shapes of a BatchLayout's index tensors. Index values are not read here (on a device that would
+// synchronise); backends check or bound them where they use them.
 Status check_layout(const BatchLayout* l, int64_t tokens, DeviceKind d, const std::string& r, bool kv, bool slots) {
   if (l == nullptr) return invalid_argument(r + ": no batch layout");
   if (l->tokens != tokens)
@@ -106,9 +110,15 @@ Status check_layout(const BatchLayout* l, int64_t tokens, DeviceKind d, const st
   CHECK(check_dim(l->cu_seqlens, "cu_seqlens", 0, l->rows + 1, r));
   if (kv) {
     CHECK(check_tensor(l->kv_lens, "kv_lens", 1, DType::kI32, d, r));
+    CHECK(check_dim(l->kv_lens, "kv_lens", 0, l->rows, r));
     CHECK(check_tensor(l->block_tables, "block_tables", 2, DType::kI32, d, r));
+    CHECK(check_dim(l->block_tables, "block_tables", 0, l->rows, r));
+    if (!l->block_tables.is_contiguous()) return invalid_argument(r + ": block_tables must be contiguous");
   }
-  if (slots) CHECK(check_tensor(l->state_slots, "state_slots", 1, DType::kI32, d, r));
+  if (slots) {
+    CHECK(check_tensor(l->state_slots, "state_slots", 1, DType::kI32, d, r));
+    CHECK(check_dim(l->state_slots, "state_slots", 0, l->rows, r));
+  }
   return {};
 }
 }  // namespace
@@ -121,12 +131,19 @@ Status validate(const AttentionArgs& a, DeviceKind d, const std::string& r) {
   CHECK(check_dim(a.out, "out", 2, a.q.dim(2), r));
   if (a.gate.defined()) {
     CHECK(check_tensor(a.gate, "gate", 3, F, d, r));
-    CHECK(check_dim(a.gate, "gate", 1, a.q.dim(1), r));
+    for (int dim = 0; dim < 3; ++dim) CHECK(check_dim(a.gate, "gate", dim, a.q.dim(dim), r));
   }
   CHECK(check_tensor(a.k_cache, "k_cache", 4, a.k_cache.dtype(), d, r));
   CHECK(check_tensor(a.v_cache, "v_cache", 4, a.k_cache.dtype(), d, r));
   CHECK(check_dim(a.k_cache, "k_cache", 3, a.q.dim(2), r));
-  return check_layout(a.layout, a.q.dim(0), d, r, true, false);
+  for (int dim = 0; dim < 4; ++dim) CHECK(check_dim(a.v_cache, "v_cache", dim, a.k_cache.dim(dim), r));
+  for (auto [t, n] : {std::pair{&a.k_cache, "k_cache"}, std::pair{&a.v_cache, "v_cache"}})
+    if (!t->is_contiguous()) return invalid_argument(r + ": " + n + " must be contiguous");
+  CHECK(check_layout(a.layout, a.q.dim(0), d, r, true, false));
+  if (a.layout->block_size != a.k_cache.dim(1))
+    return invalid_argument(r + ": the layout's block size " + std::to_string(a.layout->block_size) +
+                            " differs from the cache's " + std::to_string(a.k_cache.dim(1)));
+  return {};
 }
 
 Status validate(const ConvArgs& a, DeviceKind d, const std::string& r) {
@@ -147,6 +164,8 @@ Status validate(const GdnArgs& a, DeviceKind d, const std::string& r) {
   for (auto [t, n] : {std::pair{&a.q, "q"}, std::pair{&a.k, "k"}, std::pair{&a.v, "v"}, std::pair{&a.out, "out"}})
     CHECK(check_tensor(*t, n, 3, F, d, r));
   const int64_t T = a.q.dim(0), Hv = a.v.dim(1);
+  CHECK(check_dim(a.k, "k", 0, T, r));
+  CHECK(check_dim(a.v, "v", 0, T, r));
   CHECK(check_dim(a.k, "k", 1, a.q.dim(1), r));
   CHECK(check_dim(a.k, "k", 2, a.q.dim(2), r));
   for (auto [t, n] : {std::pair{&a.a, "a"}, std::pair{&a.b, "b"}}) {

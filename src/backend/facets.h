@@ -24,6 +24,8 @@ class StorageFacet {
   virtual Status copy_from_host(const Tensor& host_src, const Tensor& dst) = 0;
   virtual Status copy_to_host(const Tensor& src, const Tensor& host_dst) = 0;
   virtual Status zero(const Tensor& dst) = 0;  // a contiguous tensor
+  // Device to device, both contiguous, same dtype and size (GDN state snapshots of the prefix cache).
+  virtual Status copy(const Tensor& src, const Tensor& dst) = 0;
   virtual Status synchronize() = 0;
 };
 

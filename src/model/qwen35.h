@@ -38,7 +38,11 @@ class Qwen35Model {
   Result<ModelState> create_state(StateCapacity cap) { return ModelState::create(config_, backend_.storage(), cap); }
 
   // Advances every row's sequence by its tokens and returns host f32 logits: one row per token
-  // (kAll) or per sequence, for its last token (kLast).
+  // (kAll) or per sequence, for its last token (kLast). Each row's sequence must hold a GDN slot;
+  // forward reserves (through `state.reserve`) any K/V blocks a row still lacks for its new
+  // tokens. The engine reserves ahead, so there this is a no-op and cannot fail mid-batch.
+  // K/V is written only at positions from the sequence's length on, so full blocks before it
+  // may be shared (the prefix cache) and are only read.
   Result<Tensor> forward(std::span<const SequenceInput> rows, LogitsMode mode, ModelState& state);
 
  private:

@@ -16,6 +16,7 @@ Result<ModelState> ModelState::create(const ModelConfig& c, StorageFacet& storag
       Shape kv{cap.kv_blocks, kBlockSize, c.num_kv_heads, c.head_dim};
       KILN_ASSIGN_OR_RETURN(s.k_cache_[i], storage.allocate(kv, DType::kF32));
       KILN_ASSIGN_OR_RETURN(s.v_cache_[i], storage.allocate(kv, DType::kF32));
+      s.block_bytes_ += 2 * static_cast<int64_t>(s.k_cache_[i].select(0, 0).nbytes());
     } else {
       KILN_ASSIGN_OR_RETURN(s.recurrent_[i], storage.allocate({cap.max_sequences, c.linear_num_value_heads,
                                                                c.linear_key_head_dim, c.linear_value_head_dim},
@@ -23,44 +24,66 @@ Result<ModelState> ModelState::create(const ModelConfig& c, StorageFacet& storag
       KILN_ASSIGN_OR_RETURN(s.conv_[i], storage.allocate({cap.max_sequences, c.linear_conv_kernel_dim - 1,
                                                           c.gdn_conv_dim()},
                                                          DType::kF32));
+      s.slot_bytes_ += static_cast<int64_t>(s.recurrent_[i].select(0, 0).nbytes() + s.conv_[i].select(0, 0).nbytes());
     }
   }
-  for (int64_t b = cap.kv_blocks - 1; b >= 0; --b) s.free_blocks_.push_back(static_cast<int32_t>(b));
-  for (int64_t q = cap.max_sequences - 1; q >= 0; --q) s.free_slots_.push_back(static_cast<int32_t>(q));
+  s.blocks_ = IdPool(cap.kv_blocks, "K/V block");
+  s.slots_ = IdPool(cap.max_sequences, "GDN state slot");
   return s;
 }
 
-Result<SequenceState> ModelState::new_sequence() {
-  if (free_slots_.empty()) return resource_exhausted("no free GDN state slot (all sequences in use)");
-  SequenceState seq;
-  seq.slot = free_slots_.back();
-  free_slots_.pop_back();
+Result<int32_t> ModelState::acquire_slot() {
+  KILN_ASSIGN_OR_RETURN(int32_t slot, slots_.acquire());
   for (size_t i = 0; i < recurrent_.size(); ++i) {
     if (!recurrent_[i].defined()) continue;
-    KILN_RETURN_IF_ERROR(storage_->zero(recurrent_[i].select(0, seq.slot)));
-    KILN_RETURN_IF_ERROR(storage_->zero(conv_[i].select(0, seq.slot)));
+    Status st = storage_->zero(recurrent_[i].select(0, slot));
+    if (st.ok()) st = storage_->zero(conv_[i].select(0, slot));
+    if (!st.ok()) {
+      slots_.release(slot);
+      return st;
+    }
   }
+  return slot;
+}
+
+Status ModelState::copy_slot(int32_t src, int32_t dst) {
+  for (size_t i = 0; i < recurrent_.size(); ++i) {
+    if (!recurrent_[i].defined()) continue;
+    KILN_RETURN_IF_ERROR(storage_->copy(recurrent_[i].select(0, src), recurrent_[i].select(0, dst)));
+    KILN_RETURN_IF_ERROR(storage_->copy(conv_[i].select(0, src), conv_[i].select(0, dst)));
+  }
+  return {};
+}
+
+Result<SequenceState> ModelState::new_sequence() {
+  SequenceState seq;
+  KILN_ASSIGN_OR_RETURN(seq.slot, acquire_slot());
   return seq;
 }
 
 Status ModelState::reserve(SequenceState& seq, int64_t tokens) {
   const int64_t need = (seq.length + tokens + kBlockSize - 1) / kBlockSize;
   const int64_t more = need - static_cast<int64_t>(seq.blocks.size());
-  if (more > static_cast<int64_t>(free_blocks_.size()))
-    return resource_exhausted("K/V cache full: " + std::to_string(more) + " more blocks needed, " +
-                              std::to_string(free_blocks_.size()) + " free");
-  for (int64_t i = 0; i < more; ++i) {
-    seq.blocks.push_back(free_blocks_.back());
-    free_blocks_.pop_back();
-  }
+  if (more <= 0) return {};
+  auto got = blocks_.acquire(more);
+  if (!got.ok()) return Status(got.status().code(), "K/V cache full: " + got.status().message());
+  seq.blocks.insert(seq.blocks.end(), got->begin(), got->end());
   return {};
 }
 
-void ModelState::release(SequenceState& seq) {
-  for (int32_t b : seq.blocks) free_blocks_.push_back(b);
+void ModelState::release_blocks(SequenceState& seq) {
+  for (int32_t b : seq.blocks) blocks_.release(b);
   seq.blocks.clear();
-  if (seq.slot >= 0) free_slots_.push_back(seq.slot);
+}
+
+void ModelState::release_slot(SequenceState& seq) {
+  if (seq.slot >= 0) slots_.release(seq.slot);
   seq.slot = -1;
+}
+
+void ModelState::release(SequenceState& seq) {
+  release_blocks(seq);
+  release_slot(seq);
   seq.length = 0;
 }
 

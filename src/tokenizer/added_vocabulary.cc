@@ -96,7 +96,8 @@ int32_t AddedVocabulary::Trie::longest_at(std::string_view text, size_t pos, siz
   return best;
 }
 
-Result<AddedVocabulary> AddedVocabulary::from_json(const nlohmann::json& added_tokens, const Normalizer& normalizer) {
+Result<AddedVocabulary> AddedVocabulary::from_json(const nlohmann::json& added_tokens, const Normalizer& normalizer,
+                                                  const TokenIndex& model_vocab) {
   AddedVocabulary v;
   if (added_tokens.is_null()) return v;
   if (!added_tokens.is_array()) return format_error("added_tokens: expected an array");
@@ -108,7 +109,6 @@ Result<AddedVocabulary> AddedVocabulary::from_json(const nlohmann::json& added_t
       return format_error(where + ": expected an object with an integer \"id\" and a string \"content\"");
     }
     AddedToken token;
-    token.id = t["id"].get<TokenId>();
     token.content = t["content"].get<std::string>();
     if (token.content.empty()) return format_error(where + ": empty \"content\"");
     if (!utf8::is_valid(token.content)) return format_error(where + ": \"content\" is not valid UTF-8");
@@ -117,6 +117,24 @@ Result<AddedVocabulary> AddedVocabulary::from_json(const nlohmann::json& added_t
     token.rstrip = t.value("rstrip", false);
     token.single_word = t.value("single_word", false);
     token.normalized = t.value("normalized", !token.special);
+    auto same = std::find_if(v.tokens_.begin(), v.tokens_.end(), [&](const AddedToken& a) { return a.content == token.content; });
+    if (same != v.tokens_.end()) {
+      // The same text again: the library keeps its id and takes the new flags.
+      if (same->normalized != token.normalized) {
+        return unsupported(where + ": \"" + token.content + "\" is listed twice with different \"normalized\"");
+      }
+      token.id = same->id;
+      *same = std::move(token);
+      continue;
+    }
+    if (auto in_model = model_vocab.find(token.content); in_model != model_vocab.end()) {
+      token.id = in_model->second;
+    } else {
+      const auto vocab_size = static_cast<TokenId>(model_vocab.size());
+      TokenId max_added = -1;
+      for (const auto& a : v.tokens_) max_added = std::max(max_added, a.id);
+      token.id = max_added < 0 ? vocab_size : (max_added >= vocab_size || vocab_size == 0 ? max_added + 1 : vocab_size);
+    }
     const auto index = static_cast<int32_t>(v.tokens_.size());
     if (token.normalized) {
       const std::string match = normalizer.normalize(token.content);

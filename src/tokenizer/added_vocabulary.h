@@ -38,7 +38,12 @@ enum class SpecialTokens {
 
 class AddedVocabulary {
  public:
-  static Result<AddedVocabulary> from_json(const nlohmann::json& added_tokens, const Normalizer& normalizer);
+  // Ids are assigned as the tokenizers library assigns them when it loads tokenizer.json: a token
+  // whose content is in the model's vocabulary takes the model's id; any other takes the next id
+  // after the added ids so far (the first one: the model's vocabulary size). The "id" written in
+  // tokenizer.json does not count (the library only warns when it differs).
+  static Result<AddedVocabulary> from_json(const nlohmann::json& added_tokens, const Normalizer& normalizer,
+                                           const TokenIndex& model_vocab);
 
   const std::vector<AddedToken>& tokens() const { return tokens_; }
   const AddedToken* find_by_id(TokenId id) const;

@@ -4,10 +4,9 @@
 
 #include <atomic>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <filesystem>
 
 #include "core/thread_pool.h"
 #include "tokenizer/utf8.h"
@@ -86,7 +85,7 @@ Result<Tokenizer> Tokenizer::from_json(const nlohmann::json& config, const std::
     return fail(unsupported("a BPE model without ByteLevel pre-tokenization and without unk_token is not supported"));
   }
 
-  auto added = AddedVocabulary::from_json(get("added_tokens"), t.normalizer_);
+  auto added = AddedVocabulary::from_json(get("added_tokens"), t.normalizer_, t.model_.vocab());
   if (!added.ok()) return fail(added.status());
   t.added_ = std::move(added).value();
 

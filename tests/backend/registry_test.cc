@@ -13,7 +13,9 @@ TEST(Registry, ListsEveryKnownBackendOnce) {
 
 TEST(Registry, UnbuiltBackendsAreListedNotBuilt) {
   for (const auto& e : backend_registry()) {
-    if (e.name == "cpu") EXPECT_TRUE(e.built);
+    if (e.name == "cpu") {
+      EXPECT_TRUE(e.built);
+    }
     if (e.name == "vulkan" || e.name == "rocm" || e.name == "metal") {
       EXPECT_FALSE(e.built) << e.name;
       auto b = create_backend(e.name);

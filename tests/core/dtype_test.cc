@@ -73,8 +73,12 @@ TEST(DType, EveryHalfRoundTripsThroughF32) {
     const uint16_t v = static_cast<uint16_t>(h);
     const bool f16_nan = (v & 0x7c00) == 0x7c00 && (v & 0x3ff);
     const bool bf16_nan = (v & 0x7f80) == 0x7f80 && (v & 0x7f);
-    if (!f16_nan) EXPECT_EQ(f32_to_f16(f16_to_f32(v)), v) << std::hex << h;
-    if (!bf16_nan) EXPECT_EQ(f32_to_bf16(bf16_to_f32(v)), v) << std::hex << h;
+    if (!f16_nan) {
+      EXPECT_EQ(f32_to_f16(f16_to_f32(v)), v) << std::hex << h;
+    }
+    if (!bf16_nan) {
+      EXPECT_EQ(f32_to_bf16(bf16_to_f32(v)), v) << std::hex << h;
+    }
   }
   EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.f, -24));
   EXPECT_EQ(f16_to_f32(0x03ff), std::ldexp(1023.f, -24));

@@ -44,7 +44,9 @@ TEST(Capabilities, ReportComesFromTheLiveRegistry) {
     }
   EXPECT_TRUE(saw_bf16_kv_decline);
   for (const auto& b : j["backends"])
-    if (b["name"] == "vulkan" || b["name"] == "rocm" || b["name"] == "metal") EXPECT_EQ(b["status"], "not_built");
+    if (b["name"] == "vulkan" || b["name"] == "rocm" || b["name"] == "metal") {
+      EXPECT_EQ(b["status"], "not_built");
+    }
   EXPECT_NE(j["read_this_first"].dump().find("contains no throughput figures"), std::string::npos);
   EXPECT_EQ(j["fallback_policy"][0]["decode_hot_path"], "correctness_allowed");
 }

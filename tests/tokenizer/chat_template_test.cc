@@ -54,6 +54,31 @@ TEST(ChatTemplate, Qwen3RendersEveryConversationLikeTransformers) {
   EXPECT_EQ(rendered + errors, cases.size());
 }
 
+// Llama 3.1, Gemma 3 and DeepSeek V3 templates (tools/tokenizer/make_other_templates.py).
+TEST(ChatTemplate, OtherModelFamiliesRenderLikeTransformers) {
+  std::ifstream in(fixture_path("other_templates.json"));
+  const auto models = nlohmann::ordered_json::parse(in);
+  ASSERT_EQ(models.size(), 3u);
+  for (const auto& m : models) {
+    const std::string model = m["model"];
+    auto tmpl = ChatTemplate::from_source(m["chat_template"].get<std::string>(), m["tokenizer_config"]);
+    ASSERT_TRUE(tmpl.ok()) << model << ": " << tmpl.status().to_string();
+    for (size_t i = 0; i < m["cases"].size(); ++i) {
+      const auto& c = m["cases"][i];
+      ChatTemplateRequest r;
+      r.messages = c["messages"];
+      r.generation_prompt = c["add_generation_prompt"].get<bool>() ? GenerationPrompt::kAdd : GenerationPrompt::kOmit;
+      auto out = tmpl->render(r);
+      if (c.contains("error")) {
+        EXPECT_FALSE(out.ok()) << model << " case " << i << ": Python raised " << c["error"];
+        continue;
+      }
+      ASSERT_TRUE(out.ok()) << model << " case " << i << ": " << out.status().to_string();
+      EXPECT_EQ(out.value(), c["expected"].get<std::string>()) << model << " case " << i;
+    }
+  }
+}
+
 TEST(ChatTemplate, MissingTemplateIsNotFound) {
   auto tmpl = ChatTemplate::load(std::string(KILN_FIXTURES_DIR) + "/tokenizer/no-such-dir");
   ASSERT_FALSE(tmpl.ok());

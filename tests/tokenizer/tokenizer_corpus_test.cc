@@ -1,5 +1,5 @@
-// Parity with transformers.js (tools/tokenizer/oracle_transformersjs.js) on the committed corpus:
-// exact ids for every string, and decode(encode(s)) == NFC(s) as the oracle normalised it.
+// Parity with HF tokenizers 0.23.2 (tools/tokenizer/oracle_hf_tokenizers.js) on the committed
+// corpus: exact ids for every string, and decode(encode(s)) == NFC(s) (NFC by the JS runtime's ICU).
 #include <gtest/gtest.h>
 
 #include "qwen3_fixture.h"

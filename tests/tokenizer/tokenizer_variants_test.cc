@@ -1,5 +1,5 @@
 // Other tokenizer.json components, checked by patching the Qwen3 tokenizer.json the way
-// tools/tokenizer/oracle_transformersjs.js (variants) did and comparing ids with transformers.js;
+// tools/tokenizer/oracle_hf_tokenizers.js (variants) did and comparing ids with HF tokenizers;
 // plus load errors that name every unsupported component.
 #include <gtest/gtest.h>
 
@@ -44,7 +44,7 @@ nlohmann::json apply_patch(const nlohmann::json& base, const nlohmann::json& pat
   return out;
 }
 
-TEST(TokenizerVariants, EachVariantMatchesTransformersJs) {
+TEST(TokenizerVariants, EachVariantMatchesHfTokenizers) {
   ASSERT_FALSE(qwen3_json().is_null()) << "the Qwen3 tokenizer is missing; run scripts/fetch-tokenizer";
   std::ifstream in(fixture_path("variants_expected.json"));
   const auto variants = nlohmann::json::parse(in);
@@ -52,7 +52,7 @@ TEST(TokenizerVariants, EachVariantMatchesTransformersJs) {
   const auto all = corpus();
   std::vector<std::string> texts;
   for (size_t i = 0; i < all.size(); i += stride) texts.push_back(all[i]);
-  ASSERT_GE(variants.size(), 10u);
+  ASSERT_GE(variants.size(), 17u);
   for (size_t v = 1; v < variants.size(); ++v) {
     const std::string name = variants[v]["name"];
     auto tok = Tokenizer::from_json(apply_patch(qwen3_json(), variants[v]["patch"]), name);

@@ -3,9 +3,9 @@
 
 Deterministic (fixed seed). Each line is {"text": str} or, for byte strings that are not UTF-8,
 {"hex": "..."}; oracles decode hex with errors="replace" (maximal subparts), as Kiln does.
-Characters are drawn from scripts assigned long ago (Unicode <= 12), so that oracles built on
-different Unicode versions agree, and U+0085 / U+FEFF are left out of generated text because
-transformers.js's \\s differs from Oniguruma's there (see docs/tokenizer.md).
+Characters are drawn from scripts assigned long ago (Unicode <= 12), so that libraries built on
+different Unicode versions agree. A few strings probe where transformers.js and HF disagree
+(U+0085 and U+FEFF next to spaces; case-folded contractions), since HF is the reference.
 """
 import json
 import os
@@ -105,7 +105,10 @@ SEEDS = [
     "<|object_ref_start|>the cat<|object_ref_end|><|box_start|>(10,20),(30,40)<|box_end|><|quad_start|><|quad_end|>",
     "Almost special: <|im_start <|im_start| <im_start|> <|IM_START|> <| im_start |> <|im_end|<|im_end|>",
     "Adjacent: <|im_end|><|im_end|><|endoftext|><|endoftext|>x<think></think><tool_call></tool_call>",
-    "<<|im_start|>> <|<|im_end|>|> <<think>> text<|endoftext|>text",
+    "<<|im_start|>> <|<|im_start|>|> <<think>> text<|endoftext|>text",
+    # Where JavaScript's \s and Oniguruma's differ, and Unicode case folding in (?i:'s|...).
+    "next\u0085line  \ufeff bom \u0085 \ufeff\ufeff  end\u0085",
+    "It\u017fs (long s) KELVIN \u212a: it'\u017f, WE'\u212aL, I'\u017f",
 ]
 
 WORDS = [s for seed in SEEDS for s in seed.split()]
@@ -139,7 +142,7 @@ BLOCKS = {
     "modifiers": [(0x1F3FB, 0x1F3FF), (0x200D, 0x200D), (0xFE0F, 0xFE0F)],
     "digits": [(0x30, 0x39), (0x660, 0x669), (0x966, 0x96F), (0xFF10, 0xFF19), (0xB2, 0xB3), (0x2460, 0x2473)],
     "space": [(0x20, 0x20), (0x9, 0xD), (0xA0, 0xA0), (0x2000, 0x200A), (0x2028, 0x2029), (0x3000, 0x3000),
-              (0x202F, 0x202F), (0x205F, 0x205F), (0x1680, 0x1680)],
+              (0x202F, 0x202F), (0x205F, 0x205F), (0x1680, 0x1680), (0x85, 0x85), (0xFEFF, 0xFEFF)],
     "control": [(0x1, 0x8), (0xE, 0x1F), (0x7F, 0x84), (0x86, 0x9F)],
 }
 
@@ -186,7 +189,7 @@ def contractions(rng):
 
 
 def whitespace_run(rng):
-    pieces = [" ", "\t", "\n", "\r", "\r\n", "\u00a0", "\u3000", "\u2009", "\x0b", "\x0c"]
+    pieces = [" ", "\t", "\n", "\r", "\r\n", "\u00a0", "\u3000", "\u2009", "\x0b", "\x0c", "\u0085", "\ufeff", "\x1c"]
     out = []
     for _ in range(rng.randint(1, 6)):
         out.append(rng.choice(pieces) * rng.randint(1, 40))
@@ -269,7 +272,7 @@ def main():
     seen = set()
 
     def add_text(s):
-        if "\u0085" in s or "\ufeff" in s or s in seen:
+        if s in seen:
             return
         seen.add(s)
         entries.append({"text": s})

@@ -11,9 +11,11 @@ Checks, each against the committed fixture under tests/fixtures/tokenizer/:
   variants    the patched tokenizer.json variants           == variants_expected.json
   templates   AutoTokenizer.apply_chat_template(...)        == chat_template_expected.jsonl
   jinja       apply_chat_template(chat_template=each case)  == jinja_cases.json
+  families    Llama 3.1 / Gemma 3 / DeepSeek V3 templates   == other_templates.json
 --write rewrites corpus_expected.jsonl, variants_expected.json and chat_template_expected.jsonl
-from HF (the fixtures were first produced by transformers.js and Python Jinja2 on a CPU-only
-machine; HF is the reference). Exit status 1 when anything differs (and --write was not given).
+from HF. (On the CPU-only machine the ids come from HF tokenizers' npm bindings and the renders
+from Python Jinja2 set up as transformers sets it up; this script checks both against the Python
+libraries themselves.) Exit status 1 when anything differs (and --write was not given).
 """
 import argparse
 import copy
@@ -46,7 +48,7 @@ def read_jsonl(name):
 
 
 def apply_patch(base, patch):
-    """The same patch semantics as applyPatch() in oracle_transformersjs.js."""
+    """The same patch semantics as applyPatch() in tools/tokenizer/fixtures.js."""
     out = copy.deepcopy(base)
     for key in ("normalizer", "pre_tokenizer"):
         if key in patch:
@@ -159,6 +161,26 @@ def check_jinja(hf_tok, report):
     return not diffs
 
 
+def check_other_templates(hf_tok, report):
+    with open(os.path.join(FIXTURES, "other_templates.json"), encoding="utf-8") as f:
+        models = json.load(f)
+    diffs = []
+    for m in models:
+        tokens = {k: (v["content"] if isinstance(v, dict) else v) for k, v in m["tokenizer_config"].items()
+                  if k != "additional_special_tokens" and v is not None}
+        for i, case in enumerate(m["cases"]):
+            try:
+                got = {"expected": hf_tok.apply_chat_template(case["messages"], chat_template=m["chat_template"], tokenize=False,
+                                                              add_generation_prompt=case["add_generation_prompt"], **tokens)}
+            except Exception as e:
+                got = {"error": f"{type(e).__name__}: {e}"}
+            same = ("error" in got and "error" in case) or got.get("expected") == case.get("expected")
+            if not same:
+                diffs.append({"model": m["model"], "case": i, "hf": got})
+    report["families"] = {"mismatches": len(diffs), "first_mismatches": diffs[:5]}
+    return not diffs
+
+
 def bench(tokenizers, tok_dir, texts, rounds, kiln, report):
     tok = tokenizers.Tokenizer.from_file(os.path.join(tok_dir, "tokenizer.json"))
     nbytes = sum(len(t.encode("utf-8")) for t in texts)
@@ -212,6 +234,7 @@ def main():
     ok = check_variants(tokenizers, args.tokenizer, texts, args.write, report) and ok
     ok = check_templates(hf_tok, args.write, report) and ok
     ok = check_jinja(hf_tok, report) and ok
+    ok = check_other_templates(hf_tok, report) and ok
     bench(tokenizers, args.tokenizer, texts, args.rounds, args.kiln, report)
     report["all_match"] = ok
     text = json.dumps(report, ensure_ascii=False, indent=2)

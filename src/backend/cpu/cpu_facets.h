@@ -12,6 +12,7 @@ class Storage final : public StorageFacet {
   Status copy_from_host(const Tensor& host_src, const Tensor& dst) override;
   Status copy_to_host(const Tensor& src, const Tensor& host_dst) override;
   Status zero(const Tensor& dst) override;
+  Status copy(const Tensor& src, const Tensor& dst) override;
   Status synchronize() override { return {}; }
 };
 

@@ -95,7 +95,9 @@ TEST(CpuKernels, RmsNormKinds) {
             expect *= wj * zj / (1.0 + std::exp(-zj));
           }
           EXPECT_NEAR(out.data<float>()[i * W + j], expect, 1e-5);
-          if (fused) EXPECT_NEAR(res.data<float>()[i * W + j], in[j], 1e-6);
+          if (fused) {
+            EXPECT_NEAR(res.data<float>()[i * W + j], in[j], 1e-6);
+          }
         }
       }
     }

@@ -1,4 +1,5 @@
-// The CPU storage facet: allocation, zeroing and host transfers are exact; misuse is refused.
+// The CPU storage facet: allocation, zeroing, host transfers and device copies are exact; misuse
+// is refused.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -30,6 +31,19 @@ TEST(CpuStorage, RoundTripIsExact) {
     ASSERT_TRUE(up.ok());
     EXPECT_EQ(up.value().raw(), host.raw());
   }
+}
+
+TEST(CpuStorage, DeviceCopyIsExact) {
+  auto be = std::move(create_backend("cpu").value());
+  StorageFacet& s = be->storage();
+  Tensor src = testing::random_tensor({3, 5}, 7);
+  Tensor pool = s.allocate({4, 3, 5}, DType::kF32).value();
+  ASSERT_TRUE(s.copy(src, pool.select(0, 2)).ok());
+  EXPECT_EQ(std::memcmp(pool.select(0, 2).raw(), src.raw(), src.nbytes()), 0);
+  EXPECT_EQ(pool.select(0, 1).data<float>()[0], 0.f);  // neighbours untouched
+  Status st = s.copy(src.slice(1, 0, 2), pool.select(0, 0).slice(1, 0, 2));
+  EXPECT_NE(st.message().find("copy: both tensors must be contiguous"), std::string::npos) << st.message();
+  EXPECT_EQ(s.copy(src, pool.select(0, 0).slice(0, 0, 2)).code(), ErrorCode::kInvalidArgument);
 }
 
 TEST(CpuStorage, MisuseIsAClearError) {

@@ -1,0 +1,113 @@
+// Partial rotary embedding, paged K/V writes and causal GQA attention with the fused output gate
+// (kernels/rope.cu, kernels/kv_write.cu, kernels/paged_attention.cu).
+#include "backend/arg_checks.h"
+#include "backend/cuda/cuda_facets.h"
+#include "backend/cuda/kernels/kv_write.h"
+#include "backend/cuda/kernels/paged_attention.h"
+#include "backend/cuda/kernels/rope.h"
+
+namespace kiln::cuda {
+
+Support Attention::supports(const RopeRequest& r) const {
+  if (r.rotary_dim <= 0 || r.rotary_dim % 2 != 0 || r.rotary_dim > r.head_dim)
+    return Support::declined("rotary_dim must be even and within head_dim");
+  return Support::native();
+}
+
+Support Attention::supports(const KvWriteRequest& r) const {
+  if (r.kv_dtype != DType::kF32) return Support::declined("the cuda K/V cache is f32 so far");
+  return Support::native();
+}
+
+Support Attention::supports(const AttentionRequest& r) const {
+  if (r.dtype != DType::kF32 || r.kv_dtype != DType::kF32) return Support::declined("the cuda backend attends in f32");
+  if (r.kv_heads <= 0 || r.q_heads % r.kv_heads != 0) return Support::declined("q_heads must be a multiple of kv_heads");
+  if (r.head_dim > kAttentionMaxHeadDim)
+    return Support::declined("head_dim above " + std::to_string(kAttentionMaxHeadDim));
+  if (r.q_heads > 65535) return Support::declined("more than 65535 query heads");
+  return Support::constrained("simple paged kernel: one block per (token, query head), online softmax");
+}
+
+Status Attention::rope(const RopeArgs& a) {
+  RopeRequest r = describe(a);
+  std::string req = r.describe();
+  Support s = supports(r);
+  if (!s.runs_natively()) return declined("cuda", req, s.constraint);
+  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kCuda, req));
+  RopeParams p;
+  p.tokens = r.tokens;
+  p.q_heads = a.q.dim(1);
+  p.kv_heads = a.k.dim(1);
+  p.head_dim = r.head_dim;
+  p.rotary_dim = a.rotary_dim;
+  p.q = a.q.data<float>();
+  p.q_token_stride = a.q.stride(0);
+  p.q_head_stride = a.q.stride(1);
+  p.k = a.k.data<float>();
+  p.k_token_stride = a.k.stride(0);
+  p.k_head_stride = a.k.stride(1);
+  p.positions = a.positions.data<int32_t>();
+  p.theta = a.theta;
+  return cuda::rope(p, ctx_->stream).with_context(req);
+}
+
+Status Attention::write_kv(const KvWriteArgs& a) {
+  KvWriteRequest r = describe(a);
+  std::string req = r.describe();
+  Support s = supports(r);
+  if (!s.runs_natively()) return declined("cuda", req, s.constraint);
+  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kCuda, req));
+  KvWriteParams p;
+  p.tokens = r.tokens;
+  p.kv_heads = r.kv_heads;
+  p.head_dim = r.head_dim;
+  p.slots = a.k_cache.dim(0) * a.k_cache.dim(1);
+  p.k = a.k.data<float>();
+  p.k_token_stride = a.k.stride(0);
+  p.k_head_stride = a.k.stride(1);
+  p.v = a.v.data<float>();
+  p.v_token_stride = a.v.stride(0);
+  p.v_head_stride = a.v.stride(1);
+  p.k_cache = a.k_cache.data<float>();
+  p.v_cache = a.v_cache.data<float>();
+  p.slot_mapping = a.slot_mapping.data<int32_t>();
+  return cuda::kv_write(p, ctx_->stream).with_context(req);
+}
+
+Status Attention::attend(const AttentionArgs& a) {
+  if (a.layout == nullptr) return invalid_argument("attention: no batch layout");
+  AttentionRequest r = describe(a);
+  std::string req = r.describe();
+  Support s = supports(r);
+  if (!s.runs_natively()) return declined("cuda", req, s.constraint);
+  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kCuda, req));
+  PagedAttentionParams p;
+  p.rows = r.rows;
+  p.tokens = r.tokens;
+  p.q_heads = r.q_heads;
+  p.kv_heads = r.kv_heads;
+  p.head_dim = r.head_dim;
+  p.block_size = a.k_cache.dim(1);
+  p.max_blocks = a.layout->block_tables.dim(1);
+  p.cache_blocks = a.k_cache.dim(0);
+  p.q = a.q.data<float>();
+  p.q_token_stride = a.q.stride(0);
+  p.q_head_stride = a.q.stride(1);
+  if (r.output_gate) {
+    p.gate = a.gate.data<float>();
+    p.gate_token_stride = a.gate.stride(0);
+    p.gate_head_stride = a.gate.stride(1);
+  }
+  p.out = a.out.data<float>();
+  p.out_token_stride = a.out.stride(0);
+  p.out_head_stride = a.out.stride(1);
+  p.k_cache = a.k_cache.data<float>();
+  p.v_cache = a.v_cache.data<float>();
+  p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
+  p.kv_lens = a.layout->kv_lens.data<int32_t>();
+  p.block_tables = a.layout->block_tables.data<int32_t>();
+  p.scale = a.scale;
+  return cuda::paged_attention(p, ctx_->stream).with_context(req);
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,110 @@
+#include "backend/cuda/context.h"
+
+#include <algorithm>
+
+namespace kiln::cuda {
+
+Status cuda_status(cudaError_t err, const std::string& what) {
+  if (err == cudaSuccess) return {};
+  return internal_error(what + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+}
+
+size_t DevicePool::round_size(size_t bytes) {
+  constexpr size_t kSmall = 512, kLarge = size_t{2} << 20;
+  bytes = std::max<size_t>(bytes, 1);
+  if (bytes < (size_t{1} << 20)) return (bytes + kSmall - 1) / kSmall * kSmall;
+  return (bytes + kLarge - 1) / kLarge * kLarge;
+}
+
+Result<void*> DevicePool::allocate(size_t bytes, size_t* rounded) {
+  const size_t want = round_size(bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  // Best fit among cached blocks no more than 25% (plus one large granule) bigger than asked.
+  auto it = free_.lower_bound(want);
+  if (it != free_.end() && it->first <= want + want / 4 + (size_t{2} << 20) * (want >= (size_t{1} << 20))) {
+    void* p = it->second;
+    *rounded = it->first;
+    free_.erase(it);
+    ++stats_.hits;
+    stats_.in_use_bytes += *rounded;
+    stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
+    return p;
+  }
+  cudaSetDevice(device_);
+  void* p = nullptr;
+  cudaError_t err = cudaMalloc(&p, want);
+  if (err == cudaErrorMemoryAllocation && !free_.empty()) {
+    (void)cudaGetLastError();
+    free_cached_locked();  // give the cache back to the driver and try once more
+    err = cudaMalloc(&p, want);
+  }
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return resource_exhausted("cuda: cannot allocate " + std::to_string(want) + " bytes of device memory (" +
+                              std::to_string(stats_.in_use_bytes) + " in use): " + cudaGetErrorString(err));
+  }
+  *rounded = want;
+  ++stats_.misses;
+  stats_.reserved_bytes += want;
+  stats_.in_use_bytes += want;
+  stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
+  return p;
+}
+
+void DevicePool::release(void* p, size_t rounded) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.in_use_bytes -= rounded;
+  free_.emplace(rounded, p);
+}
+
+void DevicePool::free_cached_locked() {
+  for (auto& [size, p] : free_) {
+    cudaFree(p);
+    stats_.reserved_bytes -= size;
+  }
+  free_.clear();
+}
+
+PoolStats DevicePool::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+DevicePool::~DevicePool() {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_cached_locked();
+}
+
+Result<std::shared_ptr<Context>> Context::create() {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return failed_precondition(std::string("no CUDA device: ") + cudaGetErrorString(err));
+  }
+  if (count == 0) return failed_precondition("no CUDA device: the driver reports none");
+  auto c = std::make_shared<Context>();
+  c->device = 0;
+  KILN_RETURN_IF_ERROR(cuda_status(cudaSetDevice(c->device), "cudaSetDevice(0)"));
+  KILN_RETURN_IF_ERROR(cuda_status(cudaGetDeviceProperties(&c->props, c->device), "cudaGetDeviceProperties"));
+  KILN_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreate"));
+  c->pool = std::make_shared<DevicePool>(c->device);
+  return c;
+}
+
+Context::~Context() {
+  if (stream != nullptr) {
+    cudaStreamSynchronize(stream);
+    cudaStreamDestroy(stream);
+  }
+}
+
+Result<Tensor> Context::empty(Shape shape, DType dtype) {
+  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  size_t rounded = 0;
+  KILN_ASSIGN_OR_RETURN(void* p, pool->allocate(bytes, &rounded));
+  auto storage = std::make_shared<DeviceBuffer>(pool, p, bytes, rounded, device);
+  return Tensor(std::move(storage), dtype, shape);
+}
+
+}  // namespace kiln::cuda

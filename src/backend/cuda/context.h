@@ -1,0 +1,71 @@
+// The device state every CUDA facet shares: the device, one stream (all work is ordered on it),
+// the cuBLASLt handle and a caching allocator for device memory.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace kiln::cuda {
+
+// "what: <cuda error name>: <message>" as a Status, or OK.
+Status cuda_status(cudaError_t err, const std::string& what);
+
+struct PoolStats {
+  uint64_t hits = 0, misses = 0;         // allocations served from the cache / by cudaMalloc
+  uint64_t reserved_bytes = 0;           // held from the driver (in use + cached)
+  uint64_t in_use_bytes = 0, peak_in_use_bytes = 0;
+};
+
+// A caching allocator: freed blocks are kept, keyed by size, and handed out again. Reuse is safe
+// without events because every kernel and copy runs on the one stream of the Context, in order.
+// Shared by the Context and every device buffer, so buffers may outlive the backend.
+class DevicePool {
+ public:
+  explicit DevicePool(int device) : device_(device) {}
+  ~DevicePool();
+  Result<void*> allocate(size_t bytes, size_t* rounded);
+  void release(void* p, size_t rounded);
+  PoolStats stats() const;
+  static size_t round_size(size_t bytes);
+
+ private:
+  void free_cached_locked();
+  int device_;
+  mutable std::mutex mu_;
+  std::multimap<size_t, void*> free_;  // rounded size -> block
+  PoolStats stats_;
+};
+
+// Device memory owned by the pool; returned to it when the last tensor viewing it goes away.
+class DeviceBuffer final : public Storage {
+ public:
+  DeviceBuffer(std::shared_ptr<DevicePool> pool, void* p, size_t bytes, size_t rounded, int device)
+      : Storage(p, bytes, Device{DeviceKind::kCuda, device}), pool_(std::move(pool)), rounded_(rounded) {}
+  ~DeviceBuffer() override { pool_->release(data_, rounded_); }
+
+ private:
+  std::shared_ptr<DevicePool> pool_;
+  size_t rounded_;
+};
+
+struct Context {
+  int device = 0;
+  cudaDeviceProp props{};
+  cudaStream_t stream = nullptr;
+  std::shared_ptr<DevicePool> pool;
+
+  static Result<std::shared_ptr<Context>> create();
+  ~Context();
+  // An uninitialised contiguous f32/bf16/... device tensor from the pool (allocate() zero-fills).
+  Result<Tensor> empty(Shape shape, DType dtype);
+};
+
+}  // namespace kiln::cuda

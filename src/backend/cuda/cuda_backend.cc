@@ -1,0 +1,137 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/cuda/cuda_facets.h"
+#include "backend/cuda/kernels/paged_attention.h"
+
+namespace kiln {
+
+namespace {
+
+BackendCapabilities cuda_capabilities(const cudaDeviceProp& p) {
+  BackendCapabilities c;
+  c.storage.weight_dtypes = {DType::kF32, DType::kBF16, DType::kF16};
+  c.storage.activation_dtype = DType::kF32;
+  c.storage.zero_copy_host_weights = false;  // weights are uploaded once to device memory
+  c.storage.device_memory_bytes = p.totalGlobalMem;
+  c.startup.precompiles_kernels = true;  // sm_90a machine code is in the binary
+  c.matmul.engine = "cublaslt (bf16/f16 weights: x rounded to the weight dtype, f32 accumulate; f32: no tf32)";
+  c.matmul.weight_dtypes = {DType::kF32, DType::kBF16, DType::kF16};
+  c.matmul.algorithm_cache = true;
+  c.attention.prefill = c.attention.paged_decode = true;
+  c.attention.block_size = 64;
+  c.attention.max_head_dim = cuda::kAttentionMaxHeadDim;
+  c.attention.kv_dtypes = {DType::kF32};
+  c.gdn.chunked_prefill = false;  // prefill runs the recurrent kernel (see Gdn::supports)
+  c.gdn.recurrent_decode = true;
+  c.gdn.fused_decode = false;
+  c.gdn.state_dtype = DType::kF32;
+  c.decode.batched = true;
+  c.decode.max_batch = 65535;  // grid limit of the per-row kernels
+  c.decode_execution.mode = "eager";
+  c.replay.graphs = false;
+  c.replay.captured = "none yet: every step runs eagerly (CUDA graphs are future work)";
+  c.fallback = {FallbackMode::kStrict, FallbackMode::kNativeRequired, FallbackMode::kNativeRequired};
+  return c;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(std::shared_ptr<cuda::Context> ctx)
+      : ctx_(ctx), caps_(cuda_capabilities(ctx->props)), storage_(ctx), linear_(ctx), norm_(ctx), attention_(ctx),
+        conv_(ctx), gdn_(ctx), elementwise_(ctx), sampling_(ctx) {
+    const cudaDeviceProp& p = ctx->props;
+    id_.name = "cuda";
+    id_.device_name = std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
+                      std::to_string(p.multiProcessorCount) + " SMs, " +
+                      std::to_string(p.totalGlobalMem >> 20) + " MiB)";
+    id_.device = Device{DeviceKind::kCuda, ctx->device};
+    id_.threads = 1;
+  }
+  const BackendIdentity& identity() const override { return id_; }
+  const BackendCapabilities& capabilities() const override { return caps_; }
+  StorageFacet& storage() override { return storage_; }
+  LinearFacet& linear() override { return linear_; }
+  NormFacet& norm() override { return norm_; }
+  AttentionFacet& attention() override { return attention_; }
+  ConvFacet& conv() override { return conv_; }
+  GdnFacet& gdn() override { return gdn_; }
+  ElementwiseFacet& elementwise() override { return elementwise_; }
+  SamplingFacet& sampling() override { return sampling_; }
+
+  cuda::Context& context() { return *ctx_; }
+  const cuda::Linear& linear_impl() const { return linear_; }
+
+ private:
+  std::shared_ptr<cuda::Context> ctx_;
+  BackendIdentity id_;
+  const BackendCapabilities caps_;
+  cuda::Storage storage_;
+  cuda::Linear linear_;
+  cuda::Norm norm_;
+  cuda::Attention attention_;
+  cuda::Conv conv_;
+  cuda::Gdn gdn_;
+  cuda::Elementwise elementwise_;
+  cuda::Sampling sampling_;
+};
+
+Result<CudaBackend*> as_cuda(Backend& b) {
+  auto* c = dynamic_cast<CudaBackend*>(&b);
+  if (c == nullptr) return invalid_argument("backend '" + b.identity().name + "' is not the cuda backend");
+  return c;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_cuda_backend() {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::Context> ctx, cuda::Context::create());
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(std::move(ctx)));
+}
+
+Result<CudaBackendStats> cuda_backend_stats(Backend& backend) {
+  KILN_ASSIGN_OR_RETURN(CudaBackend * be, as_cuda(backend));
+  CudaBackendStats s;
+  cuda::MatmulCacheStats m = be->linear_impl().cache_stats();
+  s.matmul_cache_hits = m.hits;
+  s.matmul_cache_misses = m.misses;
+  s.matmul_cache_entries = m.entries;
+  cuda::PoolStats p = be->context().pool->stats();
+  s.pool_hits = p.hits;
+  s.pool_misses = p.misses;
+  s.pool_reserved_bytes = p.reserved_bytes;
+  s.pool_peak_in_use_bytes = p.peak_in_use_bytes;
+  return s;
+}
+
+Result<double> cuda_device_copy_bandwidth(Backend& backend, size_t bytes) {
+  KILN_ASSIGN_OR_RETURN(CudaBackend * be, as_cuda(backend));
+  cuda::Context& ctx = be->context();
+  KILN_ASSIGN_OR_RETURN(Tensor a, ctx.empty({static_cast<int64_t>(bytes)}, DType::kU8));
+  KILN_ASSIGN_OR_RETURN(Tensor b, ctx.empty({static_cast<int64_t>(bytes)}, DType::kU8));
+  KILN_RETURN_IF_ERROR(cuda::cuda_status(cudaMemsetAsync(a.raw(), 1, bytes, ctx.stream), "copy bandwidth: fill"));
+  cudaEvent_t start = nullptr, stop = nullptr;
+  KILN_RETURN_IF_ERROR(cuda::cuda_status(cudaEventCreate(&start), "copy bandwidth: event"));
+  KILN_RETURN_IF_ERROR(cuda::cuda_status(cudaEventCreate(&stop), "copy bandwidth: event"));
+  std::vector<float> ms;
+  Status st;
+  for (int rep = 0; rep < 8 && st.ok(); ++rep) {
+    cudaEventRecord(start, ctx.stream);
+    cudaMemcpyAsync(b.raw(), a.raw(), bytes, cudaMemcpyDeviceToDevice, ctx.stream);
+    cudaEventRecord(stop, ctx.stream);
+    st = cuda::cuda_status(cudaEventSynchronize(stop), "copy bandwidth: copy");
+    float t = 0.f;
+    if (st.ok()) st = cuda::cuda_status(cudaEventElapsedTime(&t, start, stop), "copy bandwidth: time");
+    if (rep > 0) ms.push_back(t);  // the first copy warms up
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  KILN_RETURN_IF_ERROR(st);
+  std::sort(ms.begin(), ms.end());
+  const double median_s = ms[ms.size() / 2] * 1e-3;
+  return 2.0 * static_cast<double>(bytes) / median_s;
+}
+
+}  // namespace kiln

@@ -1,0 +1,29 @@
+// The CUDA backend: f32 activations on the device, weights in their checkpoint dtype, cuBLASLt
+// GEMMs, one kernel per operation (kernels/). Correctness first; see docs/cuda.md for what is
+// measured and what is future work.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "backend/backend.h"
+
+namespace kiln {
+
+// The backend on device 0, or an error ("no CUDA device: ...") where there is none.
+Result<std::unique_ptr<Backend>> make_cuda_backend();
+
+// Counters a CUDA backend keeps, for tests and `kiln bench`.
+struct CudaBackendStats {
+  uint64_t matmul_cache_hits = 0, matmul_cache_misses = 0, matmul_cache_entries = 0;
+  uint64_t pool_hits = 0, pool_misses = 0;  // device allocations served from the cache / by cudaMalloc
+  uint64_t pool_reserved_bytes = 0, pool_peak_in_use_bytes = 0;
+};
+// Fails when `backend` is not a CUDA backend.
+Result<CudaBackendStats> cuda_backend_stats(Backend& backend);
+
+// Device-to-device copy bandwidth of `backend`'s device in bytes per second, counting bytes read
+// plus bytes written (the decode roofline's denominator), over two buffers of `bytes` each.
+Result<double> cuda_device_copy_bandwidth(Backend& backend, size_t bytes);
+
+}  // namespace kiln

@@ -1,0 +1,142 @@
+// The CUDA implementations of each facet, one class per facet (each in its own .cc). All share
+// one Context: every kernel, copy and GEMM runs in order on its stream.
+#pragma once
+
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "backend/cuda/context.h"
+#include "backend/facets.h"
+
+namespace kiln::cuda {
+
+class Storage final : public StorageFacet {
+ public:
+  explicit Storage(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  Result<Tensor> allocate(Shape shape, DType dtype) override;
+  Result<Tensor> upload(const Tensor& host) override;
+  Status copy_from_host(const Tensor& host_src, const Tensor& dst) override;
+  Status copy_to_host(const Tensor& src, const Tensor& host_dst) override;
+  Status copy(const Tensor& src, const Tensor& dst) override;
+  Status zero(const Tensor& dst) override;
+  Status synchronize() override;
+
+ private:
+  std::shared_ptr<Context> ctx_;
+};
+
+struct MatmulCacheStats {
+  uint64_t hits = 0, misses = 0, entries = 0;
+};
+
+// cuBLASLt GEMMs. bf16/f16 weights: x is rounded to the weight dtype in a scratch buffer, f32
+// accumulation and output. f32 weights: plain f32 (no TF32). Descriptors and the heuristic's
+// algorithm are cached per request shape (dims, leading dims, dtypes, pointer alignments).
+class Linear final : public LinearFacet {
+ public:
+  explicit Linear(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  ~Linear() override;
+  Support supports(const MatmulRequest& r) const override;
+  Status matmul(const MatmulArgs& a) override;
+  MatmulCacheStats cache_stats() const;
+
+  struct Key {
+    int64_t m, n, k, ldb, ldc;
+    int w_dtype, align_a, align_b, align_c;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const;
+  };
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+
+ private:
+  Status ensure_handle();
+  Result<const Plan*> plan_for(const Key& key, const std::string& req);
+  Result<void*> scratch(size_t bytes);
+
+  std::shared_ptr<Context> ctx_;
+  cublasLtHandle_t handle_ = nullptr;
+  Tensor workspace_, scratch_;
+  std::unordered_map<Key, Plan, KeyHash> plans_;
+  uint64_t hits_ = 0, misses_ = 0;
+  mutable std::mutex mu_;
+};
+
+class Norm final : public NormFacet {
+ public:
+  explicit Norm(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  Support supports(const NormRequest& r) const override;
+  Status rms_norm(const NormArgs& a) override;
+
+ private:
+  std::shared_ptr<Context> ctx_;
+};
+
+class Attention final : public AttentionFacet {
+ public:
+  explicit Attention(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  Support supports(const RopeRequest& r) const override;
+  Support supports(const KvWriteRequest& r) const override;
+  Support supports(const AttentionRequest& r) const override;
+  Status rope(const RopeArgs& a) override;
+  Status write_kv(const KvWriteArgs& a) override;
+  Status attend(const AttentionArgs& a) override;
+
+ private:
+  std::shared_ptr<Context> ctx_;
+};
+
+class Conv final : public ConvFacet {
+ public:
+  explicit Conv(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  Support supports(const ConvRequest& r) const override;
+  Status causal_conv1d(const ConvArgs& a) override;
+
+ private:
+  std::shared_ptr<Context> ctx_;
+};
+
+class Gdn final : public GdnFacet {
+ public:
+  explicit Gdn(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  Support supports(const GdnRequest& r) const override;
+  Status delta_rule(const GdnArgs& a) override;
+
+ private:
+  std::shared_ptr<Context> ctx_;
+};
+
+class Elementwise final : public ElementwiseFacet {
+ public:
+  explicit Elementwise(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  Support supports(const ElementwiseRequest& r) const override;
+  Status embed(const EmbedArgs& a) override;
+  Status binary(const BinaryArgs& a) override;
+
+ private:
+  std::shared_ptr<Context> ctx_;
+};
+
+// Greedy selection. Logits may be host tensors (the forward returns host logits today): they are
+// staged through a device buffer and the ids copied back, so callers written against the CPU
+// backend run unchanged. Device logits and ids stay on the device.
+class Sampling final : public SamplingFacet {
+ public:
+  explicit Sampling(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  Support supports(const SampleRequest& r) const override;
+  Status argmax(const ArgmaxArgs& a) override;
+
+ private:
+  std::shared_ptr<Context> ctx_;
+};
+
+}  // namespace kiln::cuda

@@ -1,0 +1,57 @@
+// Embedding gather (any float table to f32), residual add and silu(a) * b (kernels/elementwise.cu).
+#include "backend/arg_checks.h"
+#include "backend/cuda/cuda_facets.h"
+#include "backend/cuda/kernels/elementwise.h"
+
+namespace kiln::cuda {
+
+Support Elementwise::supports(const ElementwiseRequest& r) const {
+  if (r.op == ElementwiseOp::kEmbed) {
+    if (r.dtype != DType::kF32 && r.dtype != DType::kBF16 && r.dtype != DType::kF16)
+      return Support::declined("embedding table must be f32, bf16 or f16");
+    return Support::native();
+  }
+  if (r.dtype != DType::kF32) return Support::declined("activations must be f32 on the cuda backend");
+  return Support::native();
+}
+
+Status Elementwise::embed(const EmbedArgs& a) {
+  ElementwiseRequest r = describe(a);
+  std::string req = r.describe();
+  Support s = supports(r);
+  if (!s.runs_natively()) return declined("cuda", req, s.constraint);
+  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kCuda, req));
+  EmbeddingParams p;
+  p.tokens = r.rows;
+  p.width = r.width;
+  p.vocab = a.table.dim(0);
+  p.ids = a.ids.data<int32_t>();
+  p.table = a.table.raw();
+  p.table_stride = a.table.stride(0);
+  p.table_dtype = a.table.dtype();
+  p.out = a.out.data<float>();
+  p.out_stride = a.out.stride(0);
+  return cuda::embedding(p, ctx_->stream).with_context(req);
+}
+
+Status Elementwise::binary(const BinaryArgs& a) {
+  ElementwiseRequest r = describe(a);
+  std::string req = r.describe();
+  Support s = supports(r);
+  if (!s.runs_natively()) return declined("cuda", req, s.constraint);
+  if (r.op == ElementwiseOp::kEmbed) return invalid_argument(req + ": embed is not a binary op");
+  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kCuda, req));
+  BinaryParams p;
+  p.op = r.op == ElementwiseOp::kAdd ? BinaryOp::kAdd : BinaryOp::kSiluMul;
+  p.rows = r.rows;
+  p.width = r.width;
+  p.a = a.a.data<float>();
+  p.a_stride = a.a.stride(0);
+  p.b = a.b.data<float>();
+  p.b_stride = a.b.stride(0);
+  p.out = a.out.data<float>();
+  p.out_stride = a.out.stride(0);
+  return cuda::binary(p, ctx_->stream).with_context(req);
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,30 @@
+#include "backend/cuda/kernels/kv_write.h"
+#include "backend/cuda/kernels/launch.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+__global__ void kv_write_kernel(KvWriteParams p) {
+  const int64_t t = blockIdx.x;
+  const int64_t slot = p.slot_mapping[t];
+  if (slot < 0 || slot >= p.slots) return;
+  const int64_t row = p.kv_heads * p.head_dim;
+  for (int64_t idx = threadIdx.x; idx < row; idx += blockDim.x) {
+    const int64_t h = idx / p.head_dim, e = idx % p.head_dim;
+    p.k_cache[slot * row + idx] = p.k[t * p.k_token_stride + h * p.k_head_stride + e];
+    p.v_cache[slot * row + idx] = p.v[t * p.v_token_stride + h * p.v_head_stride + e];
+  }
+}
+
+}  // namespace
+
+Status kv_write(const KvWriteParams& p, cudaStream_t stream) {
+  const std::string shape = "tokens=" + std::to_string(p.tokens) + " kv_heads=" + std::to_string(p.kv_heads) +
+                            " head_dim=" + std::to_string(p.head_dim) + " slots=" + std::to_string(p.slots);
+  if (p.tokens == 0) return {};
+  kv_write_kernel<<<static_cast<unsigned>(p.tokens), 256, 0, stream>>>(p);
+  return launch_status("kv_write_kernel", shape, stream);
+}
+
+}  // namespace kiln::cuda

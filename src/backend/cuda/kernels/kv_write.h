@@ -1,0 +1,23 @@
+// Writes new K/V rows into the paged caches [slots, kv_heads, head_dim] through a slot mapping.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace kiln::cuda {
+
+struct KvWriteParams {
+  int64_t tokens = 0, kv_heads = 0, head_dim = 0, slots = 0;
+  const float* k = nullptr; int64_t k_token_stride = 0, k_head_stride = 0;
+  const float* v = nullptr; int64_t v_token_stride = 0, v_head_stride = 0;
+  float* k_cache = nullptr;
+  float* v_cache = nullptr;
+  const int32_t* slot_mapping = nullptr;  // [tokens]; slots outside [0, slots) are skipped
+};
+
+Status kv_write(const KvWriteParams& p, cudaStream_t stream);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,36 @@
+// What every kernel launcher shares: the Status of a launch, naming the kernel and its shape.
+// With KILN_CUDA_SYNC=1 in the environment each launch is also synchronised, so an asynchronous
+// fault is reported by the launch that caused it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "core/status.h"
+
+namespace kiln::cuda {
+
+inline bool sync_every_launch() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_CUDA_SYNC");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
+
+inline Status launch_status(const char* kernel, const std::string& shape, cudaStream_t stream) {
+  cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess && sync_every_launch()) err = cudaStreamSynchronize(stream);
+  if (err == cudaSuccess) return {};
+  return internal_error(std::string(kernel) + " (" + shape + "): " + cudaGetErrorName(err) + ": " +
+                        cudaGetErrorString(err));
+}
+
+inline unsigned grid_blocks(int64_t n, int64_t per_block, int64_t cap = 65535) {
+  int64_t b = (n + per_block - 1) / per_block;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > cap ? cap : b));
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,28 @@
+// RMSNorm over rows: (1 + w), plain w, or gated by silu(z); optionally residual += x first and
+// the residual normalised. Rows are strided; x may alias out.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace kiln::cuda {
+
+enum class RmsKind : int { kOnePlus = 0, kPlain = 1, kGated = 2 };
+
+struct RmsNormParams {
+  RmsKind kind = RmsKind::kOnePlus;
+  int64_t rows = 0, width = 0;
+  const float* x = nullptr;   int64_t x_stride = 0;
+  float* residual = nullptr;  int64_t residual_stride = 0;  // null: no fused residual
+  const float* weight = nullptr;                            // [width]
+  const float* gate = nullptr; int64_t gate_stride = 0;     // kGated
+  float* out = nullptr;       int64_t out_stride = 0;
+  float eps = 1e-6f;
+};
+
+Status rms_norm(const RmsNormParams& p, cudaStream_t stream);
+
+}  // namespace kiln::cuda

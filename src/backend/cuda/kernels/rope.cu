@@ -1,0 +1,39 @@
+#include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/rope.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+// One block per token; threads over (head, i < half). inv_freq and the angle are rounded to f32
+// exactly as the CPU reference does (angle = float(pos) * inv_freq), cos/sin taken in double.
+__global__ void rope_kernel(RopeParams p) {
+  const int64_t t = blockIdx.x;
+  const int64_t half = p.rotary_dim / 2, heads = p.q_heads + p.kv_heads;
+  const float pos = static_cast<float>(p.positions[t]);
+  for (int64_t idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
+    const int64_t h = idx / half, i = idx % half;
+    const float inv_freq = static_cast<float>(1.0 / pow(static_cast<double>(p.theta), (2.0 * i) / p.rotary_dim));
+    const float angle = pos * inv_freq;
+    const float c = static_cast<float>(cos(static_cast<double>(angle)));
+    const float s = static_cast<float>(sin(static_cast<double>(angle)));
+    float* v = h < p.q_heads ? p.q + t * p.q_token_stride + h * p.q_head_stride
+                             : p.k + t * p.k_token_stride + (h - p.q_heads) * p.k_head_stride;
+    const float x1 = v[i], x2 = v[i + half];
+    v[i] = x1 * c - x2 * s;
+    v[i + half] = x2 * c + x1 * s;
+  }
+}
+
+}  // namespace
+
+Status rope(const RopeParams& p, cudaStream_t stream) {
+  const std::string shape = "tokens=" + std::to_string(p.tokens) + " q_heads=" + std::to_string(p.q_heads) +
+                            " kv_heads=" + std::to_string(p.kv_heads) + " head_dim=" + std::to_string(p.head_dim) +
+                            " rotary_dim=" + std::to_string(p.rotary_dim);
+  if (p.tokens == 0) return {};
+  rope_kernel<<<static_cast<unsigned>(p.tokens), 128, 0, stream>>>(p);
+  return launch_status("rope_kernel", shape, stream);
+}
+
+}  // namespace kiln::cuda

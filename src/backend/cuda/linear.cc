@@ -1,0 +1,188 @@
+// y[m, n] (+)= x[m, k] w[n, k]^T through cuBLASLt. In column-major terms y^T = w^T-op * x^T:
+// A = w (k x n, ld k, transposed), B = x (k x m, ld = row stride), C = D = y (n x m, ld = row
+// stride). The algorithm cache is keyed by everything the heuristic sees.
+#include <algorithm>
+#include <functional>
+
+#include "backend/arg_checks.h"
+#include "backend/cuda/cuda_facets.h"
+#include "backend/cuda/kernels/elementwise.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+// cublasGetStatusName lives in libcublas, which this backend does not link.
+const char* status_name(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default: return "cublas status";
+  }
+}
+
+Status lt_status(cublasStatus_t s, const std::string& what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return {};
+  return internal_error("cublasLt " + what + ": " + status_name(s) + " (" + std::to_string(static_cast<int>(s)) + ")");
+}
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::kBF16: return CUDA_R_16BF;
+    case DType::kF16: return CUDA_R_16F;
+    default: return CUDA_R_32F;
+  }
+}
+
+// The largest power of two (up to 256) dividing the address: what cuBLASLt may assume.
+int alignment_of(const void* p) {
+  auto v = reinterpret_cast<uintptr_t>(p);
+  int a = 256;
+  while (a > 1 && v % a != 0) a >>= 1;
+  return a;
+}
+
+}  // namespace
+
+size_t Linear::KeyHash::operator()(const Key& k) const {
+  size_t h = 0;
+  for (int64_t v : {k.m, k.n, k.k, k.ldb, k.ldc, int64_t(k.w_dtype), int64_t(k.align_a), int64_t(k.align_b),
+                    int64_t(k.align_c)})
+    h = h * 1000003u ^ std::hash<int64_t>()(v);
+  return h;
+}
+
+Linear::~Linear() {
+  for (auto& [key, p] : plans_) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.desc);
+  }
+  if (handle_ != nullptr) cublasLtDestroy(handle_);
+}
+
+MatmulCacheStats Linear::cache_stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {hits_, misses_, plans_.size()};
+}
+
+Support Linear::supports(const MatmulRequest& r) const {
+  if (r.x_dtype != DType::kF32 || r.out_dtype != DType::kF32)
+    return Support::declined("activations and outputs must be f32 on the cuda backend");
+  if (r.w_dtype != DType::kF32 && r.w_dtype != DType::kBF16 && r.w_dtype != DType::kF16)
+    return Support::declined("weight dtype must be f32, bf16 or f16");
+  if (r.w_dtype != DType::kF32)
+    return Support::constrained("x is rounded to " + std::string(dtype_name(r.w_dtype)) +
+                                " for the tensor-core GEMM; f32 accumulation and output");
+  return Support::native();
+}
+
+Status Linear::ensure_handle() {
+  if (handle_ != nullptr) return {};
+  KILN_RETURN_IF_ERROR(lt_status(cublasLtCreate(&handle_), "create"));
+  KILN_ASSIGN_OR_RETURN(workspace_, ctx_->empty({static_cast<int64_t>(kWorkspaceBytes)}, DType::kU8));
+  return {};
+}
+
+Result<void*> Linear::scratch(size_t bytes) {
+  if (!scratch_.defined() || scratch_.nbytes() < bytes) {
+    scratch_ = Tensor();  // back to the pool first: stream order makes the reuse safe
+    KILN_ASSIGN_OR_RETURN(scratch_, ctx_->empty({static_cast<int64_t>(std::max<size_t>(bytes, 1 << 20))}, DType::kU8));
+  }
+  return scratch_.raw();
+}
+
+Result<const Linear::Plan*> Linear::plan_for(const Key& key, const std::string& req) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) {
+    ++hits_;
+    return &it->second;
+  }
+  ++misses_;
+  const DType wt = static_cast<DType>(key.w_dtype);
+  const cudaDataType_t ab = cuda_type(wt);
+  Plan p;
+  KILN_RETURN_IF_ERROR(lt_status(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc " + req));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  KILN_RETURN_IF_ERROR(lt_status(
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa " + req));
+  KILN_RETURN_IF_ERROR(lt_status(
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb " + req));
+  KILN_RETURN_IF_ERROR(lt_status(cublasLtMatrixLayoutCreate(&p.a, ab, key.k, key.n, key.k), "layout A " + req));
+  KILN_RETURN_IF_ERROR(lt_status(cublasLtMatrixLayoutCreate(&p.b, ab, key.k, key.m, key.ldb), "layout B " + req));
+  KILN_RETURN_IF_ERROR(lt_status(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, key.n, key.m, key.ldc), "layout C " + req));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  KILN_RETURN_IF_ERROR(lt_status(cublasLtMatmulPreferenceCreate(&pref), "preference " + req));
+  const uint64_t ws = kWorkspaceBytes;
+  const uint32_t aa = key.align_a, ba = key.align_b, ca = key.align_c;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ba, sizeof ba);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ca, sizeof ca);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ca, sizeof ca);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t hs =
+      cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.desc);
+    if (hs != CUBLAS_STATUS_SUCCESS) return lt_status(hs, "heuristic " + req);
+    return unsupported("cublasLt has no algorithm for " + req);
+  }
+  p.algo = result.algo;
+  return &plans_.emplace(key, p).first->second;
+}
+
+Status Linear::matmul(const MatmulArgs& a) {
+  MatmulRequest r = describe(a);
+  std::string req = r.describe();
+  Support s = supports(r);
+  if (!s.runs_natively()) return declined("cuda", req, s.constraint);
+  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kCuda, req));
+  if (r.m == 0 || r.n == 0) return {};
+  std::lock_guard<std::mutex> lock(mu_);
+  KILN_RETURN_IF_ERROR(ensure_handle());
+
+  const DType wt = a.w.dtype();
+  const void* b_ptr = a.x.raw();
+  int64_t ldb = std::max<int64_t>(a.x.stride(0), r.k);
+  if (r.m == 1) ldb = r.k;
+  if (wt != DType::kF32) {
+    KILN_ASSIGN_OR_RETURN(void* buf, scratch(static_cast<size_t>(r.m * r.k) * dtype_size(wt)));
+    ConvertParams cp;
+    cp.rows = r.m;
+    cp.cols = r.k;
+    cp.src = a.x.data<float>();
+    cp.src_stride = a.x.stride(0);
+    cp.dst = buf;
+    cp.dst_stride = r.k;
+    cp.dst_dtype = wt;
+    KILN_RETURN_IF_ERROR(convert_f32(cp, ctx_->stream).with_context(req));
+    b_ptr = buf;
+    ldb = r.k;
+  }
+  const int64_t ldc = r.m == 1 ? r.n : std::max<int64_t>(a.out.stride(0), r.n);
+  Key key{r.m, r.n, r.k, ldb, ldc, static_cast<int>(wt), alignment_of(a.w.raw()), alignment_of(b_ptr),
+          alignment_of(a.out.raw())};
+  KILN_ASSIGN_OR_RETURN(const Plan* plan, plan_for(key, req));
+  const float alpha = 1.f, beta = a.accumulate ? 1.f : 0.f;
+  return lt_status(cublasLtMatmul(handle_, plan->desc, &alpha, a.w.raw(), plan->a, b_ptr, plan->b, &beta, a.out.raw(),
+                                  plan->c, a.out.raw(), plan->c, &plan->algo, workspace_.raw(), kWorkspaceBytes,
+                                  ctx_->stream),
+                   "matmul " + req);
+}
+
+}  // namespace kiln::cuda

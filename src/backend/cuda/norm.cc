@@ -1,0 +1,41 @@
+// RMSNorm in its three forms, optionally fused with the residual add (kernels/rms_norm.cu).
+#include "backend/arg_checks.h"
+#include "backend/cuda/cuda_facets.h"
+#include "backend/cuda/kernels/rms_norm.h"
+
+namespace kiln::cuda {
+
+Support Norm::supports(const NormRequest& r) const {
+  if (r.dtype != DType::kF32) return Support::declined("activations must be f32 on the cuda backend");
+  if (r.kind == NormKind::kGated && r.fused_residual) return Support::declined("the gated norm has no residual form");
+  return Support::native();
+}
+
+Status Norm::rms_norm(const NormArgs& a) {
+  NormRequest r = describe(a);
+  std::string req = r.describe();
+  Support s = supports(r);
+  if (!s.runs_natively()) return declined("cuda", req, s.constraint);
+  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kCuda, req));
+  RmsNormParams p;
+  p.kind = static_cast<RmsKind>(static_cast<int>(r.kind));
+  p.rows = r.rows;
+  p.width = r.width;
+  p.x = a.x.data<float>();
+  p.x_stride = a.x.stride(0);
+  p.weight = a.weight.data<float>();
+  p.out = a.out.data<float>();
+  p.out_stride = a.out.stride(0);
+  p.eps = a.eps;
+  if (r.fused_residual) {
+    p.residual = a.residual.data<float>();
+    p.residual_stride = a.residual.stride(0);
+  }
+  if (r.kind == NormKind::kGated) {
+    p.gate = a.gate.data<float>();
+    p.gate_stride = a.gate.stride(0);
+  }
+  return cuda::rms_norm(p, ctx_->stream).with_context(req);
+}
+
+}  // namespace kiln::cuda

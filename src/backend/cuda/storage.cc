@@ -1,0 +1,73 @@
+// Device memory (from the context's caching pool) and host transfers, ordered on the stream.
+#include "backend/cuda/cuda_facets.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+Status check_pair(const Tensor& host, const Tensor& dev, const char* what) {
+  if (!host.defined() || !dev.defined()) return invalid_argument(std::string(what) + ": a tensor is missing");
+  if (host.device().kind != DeviceKind::kHost)
+    return invalid_argument(std::string(what) + ": " + host.describe() + " is not a host tensor");
+  if (dev.device().kind != DeviceKind::kCuda)
+    return invalid_argument(std::string(what) + ": " + dev.describe() + " is not a cuda tensor");
+  if (!host.is_contiguous() || !dev.is_contiguous())
+    return invalid_argument(std::string(what) + ": both tensors must be contiguous");
+  if (host.nbytes() != dev.nbytes() || host.dtype() != dev.dtype())
+    return invalid_argument(std::string(what) + ": " + host.describe() + " does not match " + dev.describe());
+  return {};
+}
+
+}  // namespace
+
+Result<Tensor> Storage::allocate(Shape shape, DType dtype) {
+  KILN_ASSIGN_OR_RETURN(Tensor t, ctx_->empty(shape, dtype));
+  KILN_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(t.raw(), 0, t.nbytes(), ctx_->stream),
+                                   "allocate: cudaMemsetAsync " + t.describe()));
+  return t;
+}
+
+Result<Tensor> Storage::upload(const Tensor& host) {
+  if (!host.defined() || host.device().kind != DeviceKind::kHost)
+    return invalid_argument("upload: source is not a host tensor");
+  if (!host.is_contiguous()) return invalid_argument("upload: " + host.describe() + " is not contiguous");
+  KILN_ASSIGN_OR_RETURN(Tensor t, ctx_->empty(host.shape(), host.dtype()));
+  // From pageable memory the call returns once the source has been staged: `host` may go at once.
+  KILN_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(t.raw(), host.raw(), host.nbytes(), cudaMemcpyHostToDevice,
+                                                   ctx_->stream),
+                                   "upload " + host.describe()));
+  return t;
+}
+
+Status Storage::copy_from_host(const Tensor& s, const Tensor& d) {
+  KILN_RETURN_IF_ERROR(check_pair(s, d, "copy_from_host"));
+  return cuda_status(cudaMemcpyAsync(d.raw(), s.raw(), s.nbytes(), cudaMemcpyHostToDevice, ctx_->stream),
+                     "copy_from_host " + s.describe());
+}
+
+Status Storage::copy_to_host(const Tensor& s, const Tensor& d) {
+  KILN_RETURN_IF_ERROR(check_pair(d, s, "copy_to_host"));
+  KILN_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(d.raw(), s.raw(), s.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream),
+                                   "copy_to_host " + s.describe()));
+  return cuda_status(cudaStreamSynchronize(ctx_->stream), "copy_to_host: synchronize");
+}
+
+Status Storage::copy(const Tensor& s, const Tensor& d) {
+  if (!s.defined() || !d.defined() || s.device().kind != DeviceKind::kCuda || d.device().kind != DeviceKind::kCuda)
+    return invalid_argument("copy: both tensors must be cuda tensors");
+  if (!s.is_contiguous() || !d.is_contiguous()) return invalid_argument("copy: both tensors must be contiguous");
+  if (s.nbytes() != d.nbytes() || s.dtype() != d.dtype())
+    return invalid_argument("copy: " + s.describe() + " does not match " + d.describe());
+  return cuda_status(cudaMemcpyAsync(d.raw(), s.raw(), s.nbytes(), cudaMemcpyDeviceToDevice, ctx_->stream),
+                     "copy " + s.describe());
+}
+
+Status Storage::zero(const Tensor& d) {
+  if (!d.defined() || d.device().kind != DeviceKind::kCuda) return invalid_argument("zero: not a cuda tensor");
+  if (!d.is_contiguous()) return invalid_argument("zero: " + d.describe() + " is not contiguous");
+  return cuda_status(cudaMemsetAsync(d.raw(), 0, d.nbytes(), ctx_->stream), "zero " + d.describe());
+}
+
+Status Storage::synchronize() { return cuda_status(cudaStreamSynchronize(ctx_->stream), "synchronize"); }
+
+}  // namespace kiln::cuda

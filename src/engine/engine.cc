@@ -1,0 +1,184 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+
+namespace kiln {
+
+Result<std::unique_ptr<Engine>> Engine::create(Qwen35Model& model, EngineConfig config) {
+  if (config.scheduler.max_batch_tokens <= 0) return invalid_argument("max_batch_tokens must be positive");
+  if (config.scheduler.max_running <= 0) return invalid_argument("max_running must be positive");
+  if (config.scheduler.max_queue < 0) return invalid_argument("max_queue must be >= 0");
+  if (config.snapshot_slots < 0) return invalid_argument("snapshot_slots must be >= 0");
+  if (config.channel_capacity == 0) return invalid_argument("channel_capacity must be positive");
+  KILN_ASSIGN_OR_RETURN(ModelState state,
+                        model.create_state({config.scheduler.max_running + config.snapshot_slots, config.kv_blocks}));
+  return std::make_unique<Engine>(model, std::move(config), std::move(state));
+}
+
+Engine::Engine(Qwen35Model& model, EngineConfig config, ModelState state)
+    : model_(model),
+      config_(std::move(config)),
+      state_(std::move(state)),
+      blocks_(state_),
+      slots_(state_),
+      cache_(config_.prefix_cache, blocks_, slots_, state_.block_bytes()),
+      scheduler_(config_.scheduler, blocks_, slots_, cache_) {}
+
+Engine::~Engine() {
+  for (auto& s : scheduler_.retire_all())
+    if (!s->channel->finished()) s->channel->push({-1, 0.f, {}, FinishReason::kCancelled, "engine stopped"});
+}
+
+Result<Submission> Engine::submit(RequestSpec spec) {
+  const int64_t V = model_.config().vocab_size;
+  if (spec.prompt.empty()) return invalid_argument("prompt: no tokens");
+  for (int32_t t : spec.prompt)
+    if (t < 0 || t >= V)
+      return invalid_argument("prompt: token " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(V) + ")");
+  for (int32_t t : spec.stop_token_ids)
+    if (t < 0 || t >= V) return invalid_argument("stop_token_ids: " + std::to_string(t) + " is outside the vocabulary");
+  if (spec.max_tokens < 1) return invalid_argument("max_tokens must be >= 1, got " + std::to_string(spec.max_tokens));
+  KILN_RETURN_IF_ERROR(validate(spec.sampling));
+  if (!spec.adapter.empty())
+    return not_found("adapter '" + spec.adapter + "' is not loaded (the engine serves the base model only)");
+  const int64_t need = BlockManager::blocks_for(static_cast<int64_t>(spec.prompt.size()) + spec.max_tokens);
+  if (need > blocks_.capacity())
+    return invalid_argument("prompt (" + std::to_string(spec.prompt.size()) + " tokens) + max_tokens (" +
+                            std::to_string(spec.max_tokens) + ") needs " + std::to_string(need) +
+                            " K/V blocks; the cache has " + std::to_string(blocks_.capacity()));
+  const uint64_t id = next_id_.fetch_add(1);
+  // Unseeded requests still get a fixed seed per id, so a run of the engine is reproducible.
+  const uint64_t seed = spec.seed.value_or(0x9e3779b97f4a7c15ull * id);
+  PrefixKey key{config_.model_identity, spec.adapter, spec.adapter_revision};
+  auto channel = std::make_shared<TokenChannel>(config_.channel_capacity);
+  KILN_RETURN_IF_ERROR(scheduler_.enqueue(std::make_unique<Sequence>(id, std::move(spec), std::move(key), seed, channel)));
+  return Submission{id, channel};
+}
+
+void Engine::emit(Sequence& seq, const SampledToken& t) {
+  seq.tokens.push_back(t.token);
+  const auto& eos = model_.config().eos_token_ids;
+  const auto& stops = seq.spec.stop_token_ids;
+  TokenEvent e{t.token, t.logprob, t.top, FinishReason::kNone, {}};
+  if ((!seq.spec.ignore_eos && std::find(eos.begin(), eos.end(), t.token) != eos.end()) ||
+      std::find(stops.begin(), stops.end(), t.token) != stops.end())
+    e.finish = FinishReason::kStop;
+  else if (static_cast<int64_t>(seq.generated().size()) >= seq.spec.max_tokens)
+    e.finish = FinishReason::kLength;
+  if (e.finish != FinishReason::kNone) {
+    seq.finish = e.finish;
+    seq.phase = SequencePhase::kFinished;
+  }
+  seq.channel->push(std::move(e));
+}
+
+void Engine::fail(Sequence& seq, const Status& st) {
+  seq.finish = FinishReason::kError;
+  seq.error = st.to_string();
+  seq.phase = SequencePhase::kFinished;
+}
+
+Status Engine::run_decode(const Cycle& c) {
+  if (c.decode.empty()) return {};
+  std::vector<SequenceInput> rows;
+  for (Sequence* s : c.decode) rows.push_back({&s->state, std::span<const int32_t>(&s->tokens.back(), 1)});
+  auto logits = model_.forward(rows, LogitsMode::kLast, state_);
+  if (!logits.ok()) {
+    for (Sequence* s : c.decode) fail(*s, logits.status());
+    return logits.status();
+  }
+  const int64_t V = logits->dim(1);
+  for (size_t i = 0; i < c.decode.size(); ++i) {
+    Sequence& s = *c.decode[i];
+    std::span<const float> row(logits->data<float>() + static_cast<int64_t>(i) * V, static_cast<size_t>(V));
+    emit(s, s.sampler.sample(row, s.tokens, s.generated()));
+  }
+  return {};
+}
+
+Status Engine::run_prefill(const Cycle& c) {
+  if (c.prefill.empty()) return {};
+  std::vector<SequenceInput> rows;
+  for (const PrefillChunk& p : c.prefill)
+    rows.push_back({&p.seq->state, std::span<const int32_t>(p.seq->tokens).subspan(
+                                       static_cast<size_t>(p.seq->state.length), static_cast<size_t>(p.len))});
+  auto logits = model_.forward(rows, LogitsMode::kLast, state_);
+  if (!logits.ok()) {
+    for (const PrefillChunk& p : c.prefill) fail(*p.seq, logits.status());
+    return logits.status();
+  }
+  const int64_t V = logits->dim(1);
+  for (size_t i = 0; i < c.prefill.size(); ++i) {
+    Sequence& s = *c.prefill[i].seq;
+    const int64_t done = s.state.length;
+    // A chunk that ends on a block boundary leaves the state a later prompt can resume from.
+    if (done % ModelState::kBlockSize == 0 && done <= s.prompt_len) {
+      Status st = cache_.insert(s.key, std::span<const int32_t>(s.tokens).first(static_cast<size_t>(done)),
+                                s.state.blocks, s.state.slot);
+      if (!st.ok()) {
+        fail(s, st);
+        continue;
+      }
+    }
+    if (s.prompt_remaining() > 0) continue;
+    s.phase = SequencePhase::kDecode;
+    std::span<const float> row(logits->data<float>() + static_cast<int64_t>(i) * V, static_cast<size_t>(V));
+    emit(s, s.sampler.sample(row, s.tokens, s.generated()));
+  }
+  return {};
+}
+
+int64_t Engine::retire_finished() {
+  std::vector<Sequence*> done;
+  for (const auto& s : scheduler_.running())
+    if (s->phase == SequencePhase::kFinished) done.push_back(s.get());
+  for (Sequence* s : done) {
+    std::unique_ptr<Sequence> seq = scheduler_.retire(s);
+    if (!seq->channel->finished()) seq->channel->push({-1, 0.f, {}, seq->finish, seq->error});
+  }
+  return static_cast<int64_t>(done.size());
+}
+
+Result<CycleReport> Engine::step() {
+  CycleReport report;
+  for (auto& s : scheduler_.take_cancelled_waiting()) s->channel->push({-1, 0.f, {}, FinishReason::kCancelled, {}});
+  for (const auto& s : scheduler_.running())
+    if (s->phase != SequencePhase::kFinished && s->channel->cancelled()) {
+      s->finish = FinishReason::kCancelled;
+      s->phase = SequencePhase::kFinished;
+    }
+  // Nothing is in flight between cycles (each forward returned host logits), so the cancelled
+  // requests' blocks can go back before this cycle is planned.
+  report.finished += retire_finished();
+
+  const Cycle cycle = scheduler_.schedule();
+  report.decode_rows = static_cast<int64_t>(cycle.decode.size());
+  report.prefill_rows = static_cast<int64_t>(cycle.prefill.size());
+  report.tokens = cycle.tokens();
+  Status decode = run_decode(cycle);
+  Status prefill = run_prefill(cycle);
+  // The cycle's device work must have settled before its requests' blocks and slots are reused.
+  Status sync = model_.backend().storage().synchronize();
+  report.finished += retire_finished();
+  if (!decode.ok()) return decode;
+  if (!prefill.ok()) return prefill;
+  if (!sync.ok()) return sync;
+  return report;
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s;
+  s.free_blocks = blocks_.free_blocks();
+  s.total_blocks = blocks_.capacity();
+  s.free_slots = slots_.free_slots();
+  s.total_slots = slots_.capacity();
+  s.running = static_cast<int64_t>(scheduler_.running().size());
+  s.waiting = static_cast<int64_t>(scheduler_.waiting());
+  s.cached_blocks = cache_.held_blocks();
+  s.cached_snapshots = cache_.held_snapshots();
+  s.prefix_hits = cache_.hits();
+  s.prefix_misses = cache_.misses();
+  return s;
+}
+
+}  // namespace kiln

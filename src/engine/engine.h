@@ -1,0 +1,80 @@
+// Engine: the batching actor's cycle. Each step() cancels what clients gave up, asks the
+// Scheduler for the cycle's work, runs it as at most two batched forwards (decode rows, then
+// prefill chunks), samples, streams tokens into each request's TokenChannel, and returns the
+// blocks and slots of finished requests once the cycle's device work has settled.
+// submit() is thread-safe; step() belongs to one thread (EngineActor, or a test).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/prefix_cache.h"
+#include "engine/scheduler.h"
+#include "model/qwen35.h"
+
+namespace kiln {
+
+struct EngineConfig {
+  SchedulerConfig scheduler;
+  int64_t kv_blocks = 256;       // 64-token K/V blocks
+  int64_t snapshot_slots = 16;   // GDN slots beyond max_running, for prefix-cache snapshots
+  PrefixCacheConfig prefix_cache;
+  size_t channel_capacity = 256;  // events buffered per request before its decoding pauses
+  std::string model_identity;     // the prefix-cache key's model part
+};
+
+struct EngineStats {
+  int64_t free_blocks = 0, total_blocks = 0, free_slots = 0, total_slots = 0;
+  int64_t running = 0, waiting = 0;
+  int64_t cached_blocks = 0, cached_snapshots = 0, prefix_hits = 0, prefix_misses = 0;
+};
+
+struct CycleReport {
+  int64_t decode_rows = 0, prefill_rows = 0, tokens = 0, finished = 0;
+};
+
+struct Submission {
+  uint64_t id = 0;
+  std::shared_ptr<TokenChannel> channel;
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(Qwen35Model& model, EngineConfig config);
+  Engine(Qwen35Model& model, EngineConfig config, ModelState state);
+  // Requests still queued or running get a kCancelled event ("engine stopped").
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates and queues a request. kInvalidArgument names the bad field; kNotFound an unknown
+  // adapter; kResourceExhausted a full queue.
+  Result<Submission> submit(RequestSpec spec);
+  // One cycle. An error of a forward finishes that forward's requests with kError and is
+  // returned; the engine stays usable.
+  Result<CycleReport> step();
+  bool has_work() const { return !scheduler_.running().empty() || scheduler_.waiting() > 0; }
+  EngineStats stats() const;
+
+ private:
+  // Appends a sampled token, decides whether it finishes the request, and streams it.
+  void emit(Sequence& seq, const SampledToken& t);
+  void fail(Sequence& seq, const Status& st);
+  Status run_decode(const Cycle& c);
+  Status run_prefill(const Cycle& c);
+  // Returns finished requests' blocks and slots; pushes the finishing event where none was.
+  int64_t retire_finished();
+
+  Qwen35Model& model_;
+  EngineConfig config_;
+  ModelState state_;
+  BlockManager blocks_;
+  GdnStateSlots slots_;
+  PrefixCache cache_;
+  Scheduler scheduler_;
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace kiln

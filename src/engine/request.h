@@ -1,0 +1,44 @@
+// What a client asks of the engine (RequestSpec) and what comes back, one event per token
+// (TokenEvent), ending with the event that carries the finish reason.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace kiln {
+
+enum class FinishReason : uint8_t {
+  kNone,       // still running
+  kStop,       // an EOS id of the model or one of the request's stop token ids
+  kLength,     // max_tokens generated
+  kCancelled,  // the client cancelled (or went away)
+  kError,      // the engine could not continue the request; TokenEvent::error says why
+};
+const char* finish_reason_name(FinishReason r);
+
+struct RequestSpec {
+  std::vector<int32_t> prompt;          // token ids, at least one
+  SamplingParams sampling;
+  std::optional<uint64_t> seed;         // unset: the engine picks one
+  int64_t max_tokens = 16;
+  std::vector<int32_t> stop_token_ids;  // besides the model's EOS ids
+  bool ignore_eos = false;
+  std::string adapter;                  // "" for the base model
+  uint64_t adapter_revision = 0;
+  // Stop strings are matched on detokenised text by the server (it owns the tokenizer); it
+  // cancels the request when one matches.
+};
+
+struct TokenEvent {
+  int32_t token = -1;  // -1 on an event that only finishes the request (cancel, error)
+  float logprob = 0.f;
+  std::vector<TokenLogprob> top_logprobs;
+  FinishReason finish = FinishReason::kNone;
+  std::string error;   // with kError
+};
+
+}  // namespace kiln

@@ -1,0 +1,44 @@
+// Sequence: the engine's record of one request in flight: its spec, sampler, output channel,
+// model state (block table + GDN slot) and how far its prompt and generation have got.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/block_manager.h"
+#include "engine/prefix_cache.h"
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "engine/token_channel.h"
+
+namespace kiln {
+
+enum class SequencePhase : uint8_t { kWaiting, kPrefill, kDecode, kFinished };
+
+struct Sequence {
+  Sequence(uint64_t id_, RequestSpec spec_, PrefixKey key_, uint64_t seed, std::shared_ptr<TokenChannel> ch)
+      : id(id_), spec(std::move(spec_)), key(std::move(key_)), sampler(spec.sampling, seed), channel(std::move(ch)),
+        tokens(spec.prompt), prompt_len(static_cast<int64_t>(spec.prompt.size())) {}
+
+  uint64_t id;
+  RequestSpec spec;
+  PrefixKey key;
+  Sampler sampler;
+  std::shared_ptr<TokenChannel> channel;
+  SequenceState state;
+  std::vector<int32_t> tokens;  // prompt, then generated tokens
+  int64_t prompt_len;
+  SequencePhase phase = SequencePhase::kWaiting;
+  FinishReason finish = FinishReason::kNone;
+  std::string error;
+
+  int64_t prompt_remaining() const { return prompt_len - state.length; }
+  std::span<const int32_t> generated() const { return std::span<const int32_t>(tokens).subspan(static_cast<size_t>(prompt_len)); }
+  // Every K/V block the request can ever need (its prompt and max_tokens), reserved against at
+  // admission so that a running request never waits for blocks (no deadlock, no preemption).
+  int64_t max_blocks() const { return BlockManager::blocks_for(prompt_len + spec.max_tokens); }
+};
+
+}  // namespace kiln

@@ -1,0 +1,239 @@
+// The whole Qwen3.5 forward on the CUDA backend: against HF transformers' logits on the committed
+// fixtures (f32 weights, so the GEMMs run in plain f32: max abs error <= 1e-3), greedy tokens equal
+// to the CPU backend's, a batch of rows of different lengths equal to the CPU's, and a bf16
+// checkpoint against the CPU with its GEMM inputs rounded to bf16 as the CUDA GEMMs do.
+// End to end, no host fallback is counted.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/fallback.h"
+#include "backend/cuda/cuda_test_util.h"
+#include "model/init.h"
+#include "model/qwen35.h"
+
+namespace kiln {
+namespace {
+
+constexpr double kRefTol = 1e-3;
+const char* kConfigs[] = {"gqa_untied", "tied_dk_ne_dv", "nested_mha"};
+
+std::string fixture_dir(const char* name) { return std::string(KILN_FIXTURES_DIR) + "/reference/" + name; }
+
+std::unique_ptr<Qwen35Model> load(const std::string& dir, Backend& be) {
+  auto m = Qwen35Model::load(dir, be);
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  return m.ok() ? std::move(m).value() : nullptr;
+}
+
+std::vector<int32_t> fixture_ids(const Checkpoint& ref) {
+  const TensorEntry* e = ref.find("ids");
+  return {e->tensor.data<int32_t>(), e->tensor.data<int32_t>() + e->tensor.numel()};
+}
+
+double max_err(const Tensor& got, const Tensor& want, int64_t n) {
+  return testing::max_abs_diff(got.data<float>(), want.data<float>(), n);
+}
+
+TEST(CudaModel, PrefillAndDecodeMatchTransformers) {
+  KILN_CUDA_OR_SKIP(be);
+  FallbackCounters::global().reset();
+  double worst_prefill = 0, worst_decode = 0;
+  for (const char* name : kConfigs) {
+    SCOPED_TRACE(name);
+    auto model = load(fixture_dir(name), *be);
+    ASSERT_TRUE(model);
+    Checkpoint ref = Checkpoint::open_file(fixture_dir(name) + "/reference.safetensors").value();
+    std::vector<int32_t> ids = fixture_ids(ref);
+    for (int64_t n : {1, 63, 64, 65, 200}) {
+      auto state = model->create_state({1, 4}).value();
+      auto seq = state.new_sequence().value();
+      SequenceInput row{&seq, {ids.data(), static_cast<size_t>(n)}};
+      auto logits = model->forward({&row, 1}, LogitsMode::kAll, state);
+      ASSERT_TRUE(logits.ok()) << logits.status().to_string();
+      const Tensor& want = ref.find("prefill_" + std::to_string(n))->tensor;
+      ASSERT_EQ(logits.value().shape(), want.shape());
+      const double e = max_err(logits.value(), want, want.numel());
+      worst_prefill = std::max(worst_prefill, e);
+      EXPECT_LE(e, kRefTol) << "prefill n=" << n;
+    }
+    for (int64_t n : {1, 63, 64, 65}) {
+      auto state = model->create_state({1, 4}).value();
+      auto seq = state.new_sequence().value();
+      SequenceInput prefill{&seq, {ids.data(), static_cast<size_t>(n)}};
+      ASSERT_TRUE(model->forward({&prefill, 1}, LogitsMode::kLast, state).ok());
+      const Tensor& want = ref.find("decode_after_" + std::to_string(n))->tensor;
+      for (int64_t j = 0; j < want.dim(0); ++j) {
+        SequenceInput step{&seq, {ids.data() + n + j, 1}};
+        auto logits = model->forward({&step, 1}, LogitsMode::kLast, state);
+        ASSERT_TRUE(logits.ok()) << logits.status().to_string();
+        const double e = testing::max_abs_diff(logits.value().data<float>(), want.data<float>() + j * want.dim(1),
+                                               want.dim(1));
+        worst_decode = std::max(worst_decode, e);
+        EXPECT_LE(e, kRefTol) << "decode after " << n << " step " << j;
+      }
+    }
+  }
+  EXPECT_EQ(FallbackCounters::global().total("cuda"), 0u);
+  CudaBackendStats st = cuda_backend_stats(*be).value();
+  std::printf("cuda vs transformers: max abs error prefill %.3g, decode %.3g; matmul cache %llu hits / %llu misses; "
+              "pool %llu hits / %llu misses\n",
+              worst_prefill, worst_decode, (unsigned long long)st.matmul_cache_hits,
+              (unsigned long long)st.matmul_cache_misses, (unsigned long long)st.pool_hits,
+              (unsigned long long)st.pool_misses);
+  RecordProperty("max_abs_error_prefill", std::to_string(worst_prefill));
+  RecordProperty("max_abs_error_decode", std::to_string(worst_decode));
+}
+
+// Greedy decoding from the same prompt: the CUDA backend picks the CPU backend's tokens.
+TEST(CudaModel, GreedyTokensEqualTheCpuBackend) {
+  KILN_CUDA_OR_SKIP(be);
+  auto cpu = std::move(create_backend("cpu").value());
+  for (const char* name : kConfigs) {
+    SCOPED_TRACE(name);
+    std::vector<int32_t> tokens[2];
+    Backend* backends[2] = {cpu.get(), be.get()};
+    for (int b = 0; b < 2; ++b) {
+      auto model = load(fixture_dir(name), *backends[b]);
+      ASSERT_TRUE(model);
+      auto state = model->create_state({1, 4}).value();
+      auto seq = state.new_sequence().value();
+      std::vector<int32_t> next = {1, 2, 3, 4, 5, 6, 7};
+      Tensor ids = Tensor::empty({1}, DType::kI32);
+      for (int step = 0; step < 48; ++step) {
+        SequenceInput row{&seq, next};
+        auto logits = model->forward({&row, 1}, LogitsMode::kLast, state);
+        ASSERT_TRUE(logits.ok()) << logits.status().to_string();
+        ASSERT_TRUE(backends[b]->sampling().argmax({logits.value(), ids}).ok());
+        tokens[b].push_back(ids.data<int32_t>()[0]);
+        next = {tokens[b].back()};
+      }
+    }
+    EXPECT_EQ(tokens[1], tokens[0]);
+  }
+}
+
+// Several sequences in one forward (prefill chunks of different lengths, then decode rows) give
+// the CPU backend's logits for the same batch.
+TEST(CudaModel, BatchedRowsMatchTheCpuBackend) {
+  KILN_CUDA_OR_SKIP(be);
+  auto cpu = std::move(create_backend("cpu").value());
+  const char* name = "gqa_untied";
+  auto mc = load(fixture_dir(name), *cpu);
+  auto mg = load(fixture_dir(name), *be);
+  ASSERT_TRUE(mc && mg);
+  auto sc = mc->create_state({3, 16}).value();
+  auto sg = mg->create_state({3, 16}).value();
+  std::vector<SequenceState> qc, qg;
+  for (int i = 0; i < 3; ++i) {
+    qc.push_back(sc.new_sequence().value());
+    qg.push_back(sg.new_sequence().value());
+  }
+  std::vector<int32_t> prompt(150);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 11) % 300);
+  const size_t lens[3] = {150, 70, 1};
+  double worst = 0;
+  for (int step = 0; step < 4; ++step) {
+    std::vector<SequenceInput> rc, rg;
+    std::vector<int32_t> one = {static_cast<int32_t>(step + 40)};
+    for (int i = 0; i < 3; ++i) {
+      std::span<const int32_t> toks = step == 0 ? std::span<const int32_t>(prompt.data(), lens[i])
+                                                : std::span<const int32_t>(one);
+      rc.push_back({&qc[i], toks});
+      rg.push_back({&qg[i], toks});
+    }
+    const LogitsMode mode = step == 0 ? LogitsMode::kAll : LogitsMode::kLast;
+    auto lc = mc->forward(rc, mode, sc);
+    auto lg = mg->forward(rg, mode, sg);
+    ASSERT_TRUE(lc.ok() && lg.ok()) << lc.status().to_string() << " " << lg.status().to_string();
+    const double e = testing::rel_error(lg.value(), lc.value());
+    worst = std::max(worst, e);
+    EXPECT_LE(e, 1e-4) << "step " << step;
+  }
+  std::printf("batched rows: max rel error vs cpu %.3g\n", worst);
+}
+
+// The CPU backend with the CUDA GEMM numerics: x rounded to the weight dtype before each matmul
+// on 16-bit weights (f32 accumulation either way). The oracle for bf16 checkpoints.
+class RoundedGemmInputs final : public LinearFacet {
+ public:
+  explicit RoundedGemmInputs(LinearFacet& inner) : inner_(inner) {}
+  Support supports(const MatmulRequest& r) const override { return inner_.supports(r); }
+  Status matmul(const MatmulArgs& a) override {
+    if (a.w.dtype() == DType::kF32) return inner_.matmul(a);
+    Tensor x = Tensor::empty(a.x.shape(), DType::kF32);
+    for (int64_t i = 0; i < a.x.dim(0); ++i)
+      for (int64_t j = 0; j < a.x.dim(1); ++j) {
+        const float v = a.x.data<float>()[i * a.x.stride(0) + j];
+        x.data<float>()[i * a.x.dim(1) + j] =
+            a.w.dtype() == DType::kBF16 ? bf16_to_f32(f32_to_bf16(v)) : f16_to_f32(f32_to_f16(v));
+      }
+    MatmulArgs b = a;
+    b.x = x;
+    return inner_.matmul(b);
+  }
+
+ private:
+  LinearFacet& inner_;
+};
+
+class CpuWithRoundedGemmInputs final : public Backend {
+ public:
+  CpuWithRoundedGemmInputs() : cpu_(std::move(create_backend("cpu").value())), linear_(cpu_->linear()) {}
+  const BackendIdentity& identity() const override { return cpu_->identity(); }
+  const BackendCapabilities& capabilities() const override { return cpu_->capabilities(); }
+  StorageFacet& storage() override { return cpu_->storage(); }
+  LinearFacet& linear() override { return linear_; }
+  NormFacet& norm() override { return cpu_->norm(); }
+  AttentionFacet& attention() override { return cpu_->attention(); }
+  ConvFacet& conv() override { return cpu_->conv(); }
+  GdnFacet& gdn() override { return cpu_->gdn(); }
+  ElementwiseFacet& elementwise() override { return cpu_->elementwise(); }
+  SamplingFacet& sampling() override { return cpu_->sampling(); }
+
+ private:
+  std::unique_ptr<Backend> cpu_;
+  RoundedGemmInputs linear_;
+};
+
+Tensor prefill_logits(Backend& be, const std::string& dir, const std::vector<int32_t>& prompt) {
+  auto m = load(dir, be);
+  if (!m) return {};
+  auto state = m->create_state({1, 4}).value();
+  auto seq = state.new_sequence().value();
+  SequenceInput row{&seq, prompt};
+  auto logits = m->forward({&row, 1}, LogitsMode::kAll, state);
+  EXPECT_TRUE(logits.ok()) << logits.status().to_string();
+  return logits.ok() ? logits.value() : Tensor();
+}
+
+// A bf16 checkpoint (the production dtype) against the CPU with the same GEMM input rounding:
+// 2e-2 relative (a random tiny model amplifies single bf16 rounding flips, which f32 reordering
+// causes, to ~6e-3 on the CPU alone). Against the unrounded CPU the same model moves by ~0.24:
+// printed, not asserted, as the scale of what bf16 GEMM inputs do to a random-weight model.
+TEST(CudaModel, Bf16CheckpointMatchesCpuWithRoundedGemmInputs) {
+  KILN_CUDA_OR_SKIP(be);
+  const std::string dir = testing::temp_dir("cuda-bf16");
+  ModelConfig cfg = preset_config("tiny").value();
+  InitOptions io;
+  io.seed = 7;
+  io.quiet = true;
+  ASSERT_TRUE(write_random_checkpoint(cfg, dir, io).ok());
+  std::vector<int32_t> prompt(100);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 13 + 5) % cfg.vocab_size);
+  CpuWithRoundedGemmInputs rounded;
+  auto cpu = std::move(create_backend("cpu").value());
+  Tensor lg = prefill_logits(*be, dir, prompt);
+  Tensor lr = prefill_logits(rounded, dir, prompt);
+  Tensor lc = prefill_logits(*cpu, dir, prompt);
+  ASSERT_TRUE(lg.defined() && lr.defined() && lc.defined());
+  const double e = testing::rel_error(lg, lr);
+  EXPECT_LE(e, 2e-2);
+  std::printf("bf16 tiny checkpoint: max rel error vs cpu with bf16 gemm inputs %.3g (vs plain cpu %.3g)\n", e,
+              testing::rel_error(lg, lc));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln

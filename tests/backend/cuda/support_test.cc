@@ -1,0 +1,128 @@
+// A CUDA support predicate that says yes must not be contradicted by its method, and a request it
+// declines must be refused by the method with kUnsupported naming the request. Also: the
+// capabilities come from the device, and the policy is strict.
+#include <gtest/gtest.h>
+
+#include "backend/fallback.h"
+#include "backend/cuda/cuda_test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::random_tensor;
+using testing::to_device;
+
+template <typename Run>
+void expect_agreement(const Support& s, Run run, const std::string& request) {
+  Status st = run();
+  if (s.runs_natively()) {
+    EXPECT_TRUE(st.ok()) << request << ": " << st.to_string();
+  } else {
+    EXPECT_EQ(st.code(), ErrorCode::kUnsupported) << request << ": " << st.to_string();
+    EXPECT_NE(st.message().find(request), std::string::npos) << st.message();
+    EXPECT_FALSE(s.constraint.empty());
+  }
+}
+
+TEST(CudaSupport, MatmulPredicateAgreesWithMethod) {
+  KILN_CUDA_OR_SKIP(be);
+  struct Case {
+    DType x, w;
+  } cases[] = {{DType::kF32, DType::kF32}, {DType::kF32, DType::kBF16}, {DType::kF32, DType::kF16},
+               {DType::kBF16, DType::kBF16}, {DType::kF32, DType::kI32}};
+  for (const auto& c : cases) {
+    Tensor x = to_device(*be, random_tensor({2, 8}, 1, 1.f, c.x));
+    Tensor w = c.w == DType::kI32 ? be->storage().allocate({4, 8}, DType::kI32).value()
+                                  : to_device(*be, random_tensor({4, 8}, 2, 1.f, c.w));
+    Tensor y = be->storage().allocate({2, 4}, DType::kF32).value();
+    MatmulArgs a{x, w, y};
+    expect_agreement(be->linear().supports(describe(a)), [&] { return be->linear().matmul(a); }, describe(a).describe());
+  }
+}
+
+TEST(CudaSupport, ConvGdnAndAttentionPredicatesAgreeWithMethods) {
+  KILN_CUDA_OR_SKIP(be);
+  HostBatchLayout h;
+  h.add_row(0, 3, {0}, 0);
+  BatchLayout l = make_batch_layout(h, be->storage()).value();
+  StorageFacet& s = be->storage();
+  // Conv: kernel 4 runs, kernel 9 is beyond the register window.
+  for (int64_t K : {4, 9}) {
+    ConvArgs a{s.allocate({3, 16}, DType::kF32).value(), s.allocate({16, K}, DType::kF32).value(),
+               s.allocate({1, K - 1, 16}, DType::kF32).value(), s.allocate({3, 16}, DType::kF32).value(), &l};
+    expect_agreement(be->conv().supports(describe(a)), [&] { return be->conv().causal_conv1d(a); },
+                     describe(a).describe());
+  }
+  // GDN: both forms run (the chunked one with its constraint stated); 3 key heads for 4 value
+  // heads do not divide.
+  for (auto [form, hk] : {std::pair{GdnForm::kRecurrent, 2}, std::pair{GdnForm::kChunked, 2},
+                          std::pair{GdnForm::kChunked, 3}}) {
+    GdnArgs a;
+    a.form = form;
+    a.q = s.allocate({3, hk, 8}, DType::kF32).value();
+    a.k = s.allocate({3, hk, 8}, DType::kF32).value();
+    a.v = s.allocate({3, 4, 8}, DType::kF32).value();
+    a.a = s.allocate({3, 4}, DType::kF32).value();
+    a.b = s.allocate({3, 4}, DType::kF32).value();
+    a.a_log = s.allocate({4}, DType::kF32).value();
+    a.dt_bias = s.allocate({4}, DType::kF32).value();
+    a.state = s.allocate({1, 4, 8, 8}, DType::kF32).value();
+    a.out = s.allocate({3, 4, 8}, DType::kF32).value();
+    a.layout = &l;
+    Support sup = be->gdn().supports(describe(a));
+    if (form == GdnForm::kChunked && hk == 2) {
+      EXPECT_EQ(sup.state, SupportState::kNativeWithConstraints);
+      EXPECT_NE(sup.constraint.find("recurrent kernel"), std::string::npos);
+    }
+    expect_agreement(sup, [&] { return be->gdn().delta_rule(a); }, describe(a).describe());
+  }
+  // Attention: GQA 4/2 runs; 6 query heads over 4 KV heads do not group.
+  for (int64_t hq : {4, 6}) {
+    Tensor kc = s.allocate({1, 64, hq == 4 ? 2 : 4, 16}, DType::kF32).value();
+    Tensor vc = s.allocate({1, 64, hq == 4 ? 2 : 4, 16}, DType::kF32).value();
+    AttentionArgs a{s.allocate({3, hq, 16}, DType::kF32).value(), Tensor(), s.allocate({3, hq, 16}, DType::kF32).value(),
+                    kc, vc, &l, 0.25f};
+    expect_agreement(be->attention().supports(describe(a)), [&] { return be->attention().attend(a); },
+                     describe(a).describe());
+  }
+  // RoPE: an odd rotary_dim is declined.
+  for (int64_t rot : {8, 5}) {
+    RopeArgs a{s.allocate({3, 2, 16}, DType::kF32).value(), s.allocate({3, 1, 16}, DType::kF32).value(), l.positions,
+               rot, 1e4f};
+    expect_agreement(be->attention().supports(describe(a)), [&] { return be->attention().rope(a); },
+                     describe(a).describe());
+  }
+  // Sampling: only greedy.
+  SampleRequest sr{1, 10, false};
+  EXPECT_EQ(be->sampling().supports(sr).state, SupportState::kDeclined);
+}
+
+TEST(CudaSupport, CapabilitiesComeFromTheDeviceAndThePolicyIsStrict) {
+  KILN_CUDA_OR_SKIP(be);
+  const BackendCapabilities& c = be->capabilities();
+  EXPECT_EQ(be->identity().name, "cuda");
+  EXPECT_EQ(be->identity().device.kind, DeviceKind::kCuda);
+  EXPECT_GT(c.storage.device_memory_bytes, uint64_t{1} << 30);
+  EXPECT_NE(be->identity().device_name.find("SMs"), std::string::npos);
+  EXPECT_EQ(c.fallback.generic_op, FallbackMode::kStrict);
+  EXPECT_EQ(c.fallback.decode_hot_path, FallbackMode::kNativeRequired);
+  EXPECT_EQ(c.fallback.training_optimizer, FallbackMode::kNativeRequired);
+  EXPECT_TRUE(c.matmul.algorithm_cache);
+  // A decline under this policy is an error, never a counted host trip.
+  Support declined = Support::declined("test");
+  auto r = resolve_fallback(c.fallback, "cuda", OpClass::kGenericOp, 1, declined, "op");
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(FallbackCounters::global().total("cuda"), 0u);
+  std::printf("device: %s\n", be->identity().device_name.c_str());
+}
+
+TEST(CudaSupport, HostTensorsAreRefusedByDeviceKernels) {
+  KILN_CUDA_OR_SKIP(be);
+  Tensor x = random_tensor({2, 8}, 1), w = random_tensor({4, 8}, 2), y = Tensor::empty({2, 4}, DType::kF32);
+  Status s = be->linear().matmul({x, w, y});
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("not cuda"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace kiln

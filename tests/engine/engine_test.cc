@@ -1,0 +1,341 @@
+// The engine end to end on the CPU backend: batched == alone (greedy), prefill split across
+// cycles == whole, prefix-cache hit == miss, cancellation and every finish return all blocks and
+// slots, the per-cycle budget, the bounded queue, seeded sampling, the actor thread.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <thread>
+
+#include "engine/engine.h"
+#include "engine/engine_actor.h"
+#include "model_fixture.h"
+
+namespace kiln {
+namespace {
+
+using testing::prompt_of;
+
+struct Output {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  std::vector<std::vector<std::pair<int32_t, float>>> top;
+  FinishReason finish = FinishReason::kNone;
+};
+
+// Greedy tokens of the simple path (`kiln generate`): one sequence, whole prompt, then decode.
+std::vector<int32_t> alone(Qwen35Model& model, const std::vector<int32_t>& prompt, int64_t max_tokens) {
+  auto state = model.create_state({1, (static_cast<int64_t>(prompt.size()) + max_tokens + 63) / 64}).value();
+  auto seq = state.new_sequence().value();
+  std::vector<int32_t> out, next = prompt;
+  SamplingParams greedy;
+  greedy.temperature = 0.f;
+  Sampler s(greedy, 0);
+  for (int64_t i = 0; i < max_tokens; ++i) {
+    SequenceInput row{&seq, next};
+    Tensor logits = model.forward({&row, 1}, LogitsMode::kLast, state).value();
+    out.push_back(s.sample({logits.data<float>(), static_cast<size_t>(logits.dim(1))}, {}, {}).token);
+    next = {out.back()};
+  }
+  state.release(seq);
+  return out;
+}
+
+RequestSpec greedy_request(std::vector<int32_t> prompt, int64_t max_tokens) {
+  RequestSpec r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0.f;
+  return r;
+}
+
+void drain(const Submission& s, std::map<uint64_t, Output>& outs) {
+  while (auto e = s.channel->try_pop()) {
+    Output& o = outs[s.id];
+    if (e->token >= 0) {
+      o.tokens.push_back(e->token);
+      o.logprobs.push_back(e->logprob);
+      o.top.emplace_back();
+      for (const auto& t : e->top_logprobs) o.top.back().emplace_back(t.token, t.logprob);
+    }
+    if (e->finish != FinishReason::kNone) o.finish = e->finish;
+  }
+}
+
+// Steps until the engine is idle, checking the per-cycle budget; returns each request's output.
+std::map<uint64_t, Output> run_all(Engine& e, const std::vector<Submission>& subs, int64_t budget = 512) {
+  std::map<uint64_t, Output> outs;
+  for (int guard = 0; e.has_work() && guard < 10000; ++guard) {
+    auto r = e.step();
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    if (r.ok()) {
+      EXPECT_LE(r->tokens, budget);
+    }
+    for (const auto& s : subs) drain(s, outs);
+  }
+  return outs;
+}
+
+// Everything is back in the free pools except what the prefix cache holds.
+void expect_no_leaks(const Engine& e) {
+  EngineStats s = e.stats();
+  EXPECT_EQ(s.running, 0);
+  EXPECT_EQ(s.waiting, 0);
+  EXPECT_EQ(s.free_blocks + s.cached_blocks, s.total_blocks);
+  EXPECT_EQ(s.free_slots + s.cached_snapshots, s.total_slots);
+}
+
+EngineConfig config(int64_t budget = 512, bool cache = true) {
+  EngineConfig c;
+  c.scheduler.max_batch_tokens = budget;
+  c.scheduler.max_running = 16;
+  c.kv_blocks = 96;
+  c.snapshot_slots = 8;
+  c.prefix_cache.enabled = cache;
+  c.model_identity = "gqa_untied";
+  return c;
+}
+
+TEST(Engine, BatchedGreedyEqualsAlone) {
+  testing::TinyModel m;
+  for (int n : {1, 4, 16}) {
+    auto e = Engine::create(*m.model, config()).value();
+    std::vector<Submission> subs;
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < n; ++i) {
+      prompts.push_back(prompt_of(3 + (i * 29) % 140, i));
+      subs.push_back(e->submit(greedy_request(prompts.back(), 6)).value());
+    }
+    auto outs = run_all(*e, subs);
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(outs[subs[i].id].tokens, alone(*m.model, prompts[i], 6)) << "n=" << n << " request " << i;
+      EXPECT_EQ(outs[subs[i].id].finish, FinishReason::kLength);
+    }
+    expect_no_leaks(*e);
+  }
+}
+
+TEST(Engine, PrefillSplitAcrossCyclesEqualsWhole) {
+  testing::TinyModel m;
+  const auto prompt = prompt_of(200, 3), other = prompt_of(90, 4);
+  const auto want = alone(*m.model, prompt, 5), want_other = alone(*m.model, other, 5);
+  for (int64_t budget : {16, 64, 512})
+    for (bool cache : {false, true}) {
+      auto e = Engine::create(*m.model, config(budget, cache)).value();
+      std::vector<Submission> subs = {e->submit(greedy_request(prompt, 5)).value(),
+                                      e->submit(greedy_request(other, 5)).value()};
+      auto outs = run_all(*e, subs, budget);
+      EXPECT_EQ(outs[subs[0].id].tokens, want) << "budget " << budget << " cache " << cache;
+      EXPECT_EQ(outs[subs[1].id].tokens, want_other) << "budget " << budget << " cache " << cache;
+      expect_no_leaks(*e);
+    }
+}
+
+TEST(Engine, PrefixCacheHitEqualsMiss) {
+  testing::TinyModel m;
+  const auto p = prompt_of(150, 5);
+  auto with_logprobs = [](std::vector<int32_t> prompt) {
+    RequestSpec r = greedy_request(std::move(prompt), 6);
+    r.sampling.top_logprobs = 3;
+    return r;
+  };
+  auto e = Engine::create(*m.model, config()).value();
+  auto first = e->submit(with_logprobs(p)).value();
+  Output miss = run_all(*e, {first})[first.id];
+  EXPECT_EQ(e->stats().prefix_hits, 0);
+  EXPECT_EQ(e->stats().cached_blocks, 2);  // the prompt's two full blocks
+
+  auto second = e->submit(with_logprobs(p)).value();
+  Output hit = run_all(*e, {second})[second.id];
+  EXPECT_EQ(e->stats().prefix_hits, 1);
+  EXPECT_EQ(hit.tokens, miss.tokens);
+  EXPECT_EQ(hit.logprobs, miss.logprobs);  // the hit runs exactly the miss's last chunk
+  EXPECT_EQ(hit.top, miss.top);
+  ASSERT_EQ(hit.top.size(), 6u);
+  EXPECT_EQ(hit.top[0].size(), 3u);
+  EXPECT_EQ(miss.tokens, alone(*m.model, p, 6));
+
+  // A prompt sharing the first two blocks and ending mid-block, against a fresh engine's miss.
+  auto p2 = std::vector<int32_t>(p.begin(), p.begin() + 128);
+  for (int i = 0; i < 37; ++i) p2.push_back((i * 7 + 3) % 300);
+  auto third = e->submit(with_logprobs(p2)).value();
+  Output hit2 = run_all(*e, {third})[third.id];
+  EXPECT_EQ(e->stats().prefix_hits, 2);
+  auto fresh = Engine::create(*m.model, config()).value();
+  auto f = fresh->submit(with_logprobs(p2)).value();
+  Output miss2 = run_all(*fresh, {f})[f.id];
+  EXPECT_EQ(fresh->stats().prefix_hits, 0);
+  EXPECT_EQ(hit2.tokens, miss2.tokens);
+  EXPECT_EQ(hit2.logprobs, miss2.logprobs);
+  EXPECT_EQ(hit2.top, miss2.top);
+  expect_no_leaks(*e);
+
+  // Several concurrent requests sharing one prompt (some hit what the first one cached).
+  std::vector<Submission> subs;
+  for (int i = 0; i < 4; ++i) subs.push_back(fresh->submit(greedy_request(p, 6)).value());
+  auto outs = run_all(*fresh, subs);
+  for (const auto& s : subs) EXPECT_EQ(outs[s.id].tokens, miss.tokens);
+  EXPECT_GE(fresh->stats().prefix_hits, 1);
+  expect_no_leaks(*fresh);
+}
+
+TEST(Engine, CancellationFreesEverything) {
+  testing::TinyModel m;
+  EngineConfig c = config(64);
+  c.scheduler.max_running = 2;
+  auto e = Engine::create(*m.model, c).value();
+  std::vector<Submission> subs;
+  for (int i = 0; i < 3; ++i) subs.push_back(e->submit(greedy_request(prompt_of(100, i), 40)).value());
+  std::map<uint64_t, Output> outs;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(e->step().ok());
+  EXPECT_EQ(e->stats().running, 2);
+  EXPECT_EQ(e->stats().waiting, 1);
+  subs[0].channel->cancel();  // running (decoding by now)
+  subs[2].channel->cancel();  // still waiting
+  ASSERT_TRUE(e->step().ok());
+  for (const auto& s : subs) drain(s, outs);
+  EXPECT_EQ(outs[subs[0].id].finish, FinishReason::kCancelled);
+  EXPECT_EQ(outs[subs[2].id].finish, FinishReason::kCancelled);
+  EXPECT_TRUE(outs[subs[2].id].tokens.empty());
+  subs[1].channel->cancel();
+  auto rest = run_all(*e, subs, 64);
+  EXPECT_EQ(rest[subs[1].id].finish, FinishReason::kCancelled);
+  EXPECT_FALSE(e->has_work());
+  expect_no_leaks(*e);
+  EXPECT_EQ(e->stats().cached_blocks, e->stats().total_blocks - e->stats().free_blocks);
+}
+
+TEST(Engine, BudgetSplitsDecodeAndPrefill) {
+  testing::TinyModel m;
+  auto e = Engine::create(*m.model, config(16)).value();
+  auto a = e->submit(greedy_request(prompt_of(10, 1), 30)).value();
+  ASSERT_TRUE(e->step().ok());  // a's whole prompt
+  auto b = e->submit(greedy_request(prompt_of(100, 2), 3)).value();
+  auto r = e->step().value();
+  EXPECT_EQ(r.decode_rows, 1);   // a decodes first
+  EXPECT_EQ(r.prefill_rows, 1);  // then b's first chunk gets the rest of the budget
+  EXPECT_EQ(r.tokens, 16);
+  run_all(*e, {a, b}, 16);
+  expect_no_leaks(*e);
+}
+
+TEST(Engine, QueueFullAndBadRequestsAreRefused) {
+  testing::TinyModel m;
+  EngineConfig c = config();
+  c.scheduler.max_queue = 2;
+  auto e = Engine::create(*m.model, c).value();
+  ASSERT_TRUE(e->submit(greedy_request(prompt_of(5), 2)).ok());
+  ASSERT_TRUE(e->submit(greedy_request(prompt_of(5), 2)).ok());
+  auto full = e->submit(greedy_request(prompt_of(5), 2));
+  EXPECT_EQ(full.status().code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(full.status().message().find("queue full"), std::string::npos);
+
+  struct Bad {
+    RequestSpec spec;
+    ErrorCode code;
+    const char* names;
+  };
+  std::vector<Bad> bad;
+  bad.push_back({greedy_request({}, 2), ErrorCode::kInvalidArgument, "prompt"});
+  bad.push_back({greedy_request({1, 300}, 2), ErrorCode::kInvalidArgument, "300"});
+  bad.push_back({greedy_request({1}, 0), ErrorCode::kInvalidArgument, "max_tokens"});
+  bad.push_back({greedy_request({1}, 96 * 64), ErrorCode::kInvalidArgument, "K/V blocks"});
+  RequestSpec adapter = greedy_request({1}, 2);
+  adapter.adapter = "nope";
+  bad.push_back({adapter, ErrorCode::kNotFound, "nope"});
+  RequestSpec top_p = greedy_request({1}, 2);
+  top_p.sampling.top_p = 1.5f;
+  bad.push_back({top_p, ErrorCode::kInvalidArgument, "top_p"});
+  for (const auto& b : bad) {
+    auto r = e->submit(b.spec);
+    EXPECT_EQ(r.status().code(), b.code) << b.names;
+    EXPECT_NE(r.status().message().find(b.names), std::string::npos) << r.status().message();
+  }
+  run_all(*e, {});
+  expect_no_leaks(*e);
+}
+
+TEST(Engine, SeededSamplingDoesNotDependOnTheBatch) {
+  testing::TinyModel m;
+  auto sampled = [](uint64_t seed) {
+    RequestSpec r;
+    r.prompt = prompt_of(20, 9);
+    r.max_tokens = 12;
+    r.sampling.temperature = 0.9f;
+    r.sampling.top_p = 0.9f;
+    r.seed = seed;
+    return r;
+  };
+  auto e = Engine::create(*m.model, config()).value();
+  std::vector<Submission> subs = {e->submit(sampled(42)).value(), e->submit(greedy_request(prompt_of(50), 12)).value(),
+                                  e->submit(sampled(42)).value(), e->submit(sampled(43)).value()};
+  auto outs = run_all(*e, subs);
+  auto lone = Engine::create(*m.model, config()).value();
+  auto l = lone->submit(sampled(42)).value();
+  auto lone_out = run_all(*lone, {l});
+  EXPECT_EQ(outs[subs[0].id].tokens, outs[subs[2].id].tokens);
+  EXPECT_EQ(outs[subs[0].id].tokens, lone_out[l.id].tokens);
+  EXPECT_NE(outs[subs[0].id].tokens, outs[subs[3].id].tokens);
+  expect_no_leaks(*e);
+}
+
+TEST(Engine, FullChannelPausesDecoding) {
+  testing::TinyModel m;
+  EngineConfig c = config();
+  c.channel_capacity = 2;
+  auto e = Engine::create(*m.model, c).value();
+  auto a = e->submit(greedy_request(prompt_of(8), 6)).value();
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(e->step().ok());
+  auto r = e->step().value();
+  EXPECT_EQ(r.tokens, 0);  // two events wait unread: no decoding
+  auto outs = run_all(*e, {a});
+  EXPECT_EQ(outs[a.id].tokens, alone(*m.model, prompt_of(8), 6));
+  expect_no_leaks(*e);
+}
+
+TEST(Engine, DestroyingTheEngineFinishesEveryRequest) {
+  testing::TinyModel m;
+  EngineConfig c = config();
+  c.scheduler.max_running = 1;
+  auto e = Engine::create(*m.model, c).value();
+  auto a = e->submit(greedy_request(prompt_of(10), 20)).value();
+  auto b = e->submit(greedy_request(prompt_of(10), 20)).value();
+  ASSERT_TRUE(e->step().ok());
+  e.reset();
+  std::map<uint64_t, Output> outs;
+  drain(a, outs);
+  drain(b, outs);
+  EXPECT_EQ(outs[a.id].finish, FinishReason::kCancelled);
+  EXPECT_EQ(outs[b.id].finish, FinishReason::kCancelled);
+}
+
+TEST(EngineActor, StreamsTokensFromItsThread) {
+  testing::TinyModel m;
+  std::vector<std::vector<int32_t>> prompts = {prompt_of(30, 1), prompt_of(70, 2), prompt_of(5, 3), prompt_of(129, 4)};
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& p : prompts) want.push_back(alone(*m.model, p, 8));
+  EngineActor actor(Engine::create(*m.model, config(64)).value());
+  std::vector<Submission> subs;
+  for (const auto& p : prompts) subs.push_back(actor.submit(greedy_request(p, 8)).value());
+  for (size_t i = 0; i < subs.size(); ++i) {
+    std::vector<int32_t> got;
+    FinishReason finish = FinishReason::kNone;
+    while (finish == FinishReason::kNone) {
+      auto ev = subs[i].channel->pop(std::chrono::milliseconds(20000));
+      ASSERT_TRUE(ev.has_value()) << "no event within 20 s";
+      if (ev->token >= 0) got.push_back(ev->token);
+      finish = ev->finish;
+    }
+    EXPECT_EQ(got, want[i]) << i;
+    EXPECT_EQ(finish, FinishReason::kLength);
+  }
+  EXPECT_EQ(actor.last_error(), "");
+  // Each request's last event is pushed before its blocks return, so wait for the release.
+  for (int i = 0; i < 2000 && actor.stats().running > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EngineStats s = actor.stats();
+  EXPECT_EQ(s.running, 0);
+  EXPECT_EQ(s.free_blocks + s.cached_blocks, s.total_blocks);
+  EXPECT_EQ(s.free_slots + s.cached_snapshots, s.total_slots);
+}
+
+}  // namespace
+}  // namespace kiln
