@@ -122,6 +122,9 @@ TEST(Receipt, NonFiniteNumbersAreRejectedByTheParser) {
 
 TEST(CommittedReceipts, ValidateWithRequireKnownCommit) {
   namespace fs = std::filesystem;
+  // A copy of the tree without its history (the accelerator machine gets one) cannot know commits.
+  if (!fs::exists(std::string(KILN_SOURCE_DIR) + "/.git"))
+    GTEST_SKIP() << "SKIPPED: " << KILN_SOURCE_DIR << " is not a git checkout, so no commit can be known";
   std::string dir = std::string(KILN_SOURCE_DIR) + "/qualification/receipts";
   size_t seen = 0;
   for (const auto& e : fs::directory_iterator(dir)) {
