@@ -2,6 +2,7 @@
 // parallelism (BLAS runs single-threaded inside it).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -35,8 +36,9 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int job_parts_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
+  // Written under mu_; read without it by the short spins that save a sleep/wake per loop.
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
   bool stop_ = false;
 };
 

@@ -57,28 +57,67 @@ void gemv_row(const W* w, DType wt, const float* x, int64_t ldx, int64_t M, int6
   }
 }
 
-// One x row against four weight rows at a time: four independent accumulator chains share each
-// load of x, which keeps the FMA units busy while the weights stream from memory.
-template <typename W>
-void gemv4(const W* w, DType wt, int64_t K, const float* x, float* out) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  int64_t k = 0;
-  for (; k + 8 <= K; k += 8) {
-    const __m256 xv = load8(x + k);
-    for (int r = 0; r < 4; ++r) {
-      __m256 wv;
-      if constexpr (sizeof(W) == 4) wv = load8(w + r * K + k);
-      else wv = load8(w + r * K + k, wt);
-      acc[r] = _mm256_fmadd_ps(wv, xv, acc[r]);
-    }
+// Eight f32 values from eight weights of compile-time dtype W (f32, bf16 or f16).
+template <DType W>
+inline __m256 load_w(const void* p) {
+  if constexpr (W == DType::kF32) {
+    return _mm256_loadu_ps(static_cast<const float*>(p));
+  } else {
+    __m128i h = _mm_loadu_si128(static_cast<const __m128i*>(p));
+    if constexpr (W == DType::kF16) return _mm256_cvtph_ps(h);
+    else return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
-  for (int r = 0; r < 4; ++r) {
-    float s = hsum(acc[r]);
-    for (int64_t j = k; j < K; ++j) {
-      if constexpr (sizeof(W) == 4) s += w[r * K + j] * x[j];
-      else s += scalar(w + r * K + j, wt) * x[j];
-    }
-    out[r] = s;
+}
+
+template <DType W>
+inline float load_w1(const void* p) {
+  if constexpr (W == DType::kF32) return *static_cast<const float*>(p);
+  else if constexpr (W == DType::kF16) return f16_to_f32(*static_cast<const uint16_t*>(p));
+  else return bf16_to_f32(*static_cast<const uint16_t*>(p));
+}
+
+// out[r] = dot(x, w row r) for four consecutive weight rows: eight independent accumulator
+// chains in registers share each load of x, so the FMA units keep up with the weight stream.
+template <DType W>
+void gemv4(const char* __restrict w, int64_t K, const float* __restrict x, float* __restrict out) {
+  constexpr int64_t es = W == DType::kF32 ? 4 : 2;
+  const char* w0 = w;
+  const char* w1 = w + K * es;
+  const char* w2 = w + 2 * K * es;
+  const char* w3 = w + 3 * K * es;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+    // The next four rows follow these in memory: fetch them while these are summed.
+    _mm_prefetch(w0 + 4 * K * es + 4 * k * es, _MM_HINT_T0);
+    _mm_prefetch(w0 + 4 * K * es + 4 * k * es + 64, _MM_HINT_T0);
+    a0 = _mm256_fmadd_ps(load_w<W>(w0 + k * es), x0, a0);
+    a1 = _mm256_fmadd_ps(load_w<W>(w1 + k * es), x0, a1);
+    a2 = _mm256_fmadd_ps(load_w<W>(w2 + k * es), x0, a2);
+    a3 = _mm256_fmadd_ps(load_w<W>(w3 + k * es), x0, a3);
+    b0 = _mm256_fmadd_ps(load_w<W>(w0 + (k + 8) * es), x1, b0);
+    b1 = _mm256_fmadd_ps(load_w<W>(w1 + (k + 8) * es), x1, b1);
+    b2 = _mm256_fmadd_ps(load_w<W>(w2 + (k + 8) * es), x1, b2);
+    b3 = _mm256_fmadd_ps(load_w<W>(w3 + (k + 8) * es), x1, b3);
+  }
+  float s[4] = {hsum(_mm256_add_ps(a0, b0)), hsum(_mm256_add_ps(a1, b1)), hsum(_mm256_add_ps(a2, b2)),
+                hsum(_mm256_add_ps(a3, b3))};
+  for (; k < K; ++k) {
+    s[0] += load_w1<W>(w0 + k * es) * x[k];
+    s[1] += load_w1<W>(w1 + k * es) * x[k];
+    s[2] += load_w1<W>(w2 + k * es) * x[k];
+    s[3] += load_w1<W>(w3 + k * es) * x[k];
+  }
+  for (int r = 0; r < 4; ++r) out[r] = s[r];
+}
+
+using Gemv4Fn = void (*)(const char*, int64_t, const float*, float*);
+Gemv4Fn gemv4_for(DType t) {
+  switch (t) {
+    case DType::kBF16: return gemv4<DType::kBF16>;
+    case DType::kF16: return gemv4<DType::kF16>;
+    default: return gemv4<DType::kF32>;
   }
 }
 
@@ -108,9 +147,11 @@ Status Linear::matmul(const MatmulArgs& a) {
       float acc[kGemvMaxRows];
       int64_t n = n0;
       if (M == 1) {  // the decode case: four weight rows per pass
+        const Gemv4Fn kernel = gemv4_for(wt);
+        const char* wbase = static_cast<const char*>(a.w.raw());
+        const int64_t row_bytes = K * static_cast<int64_t>(dtype_size(wt));
         for (; n + 4 <= n1; n += 4) {
-          if (wt == DType::kF32) gemv4(a.w.data<float>() + n * K, wt, K, x, acc);
-          else gemv4(a.w.data<uint16_t>() + n * K, wt, K, x, acc);
+          kernel(wbase + n * row_bytes, K, x, acc);
           for (int r = 0; r < 4; ++r) out[n + r] = a.accumulate ? out[n + r] + acc[r] : acc[r];
         }
       }
