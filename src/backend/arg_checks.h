@@ -29,4 +29,17 @@ Status validate(const EmbedArgs& a, DeviceKind device, const std::string& reques
 Status validate(const BinaryArgs& a, DeviceKind device, const std::string& request);
 Status validate(const ArgmaxArgs& a, DeviceKind device, const std::string& request);
 
+// The opening of every facet method: the typed request derived from the call, the backend's own
+// predicate on it (a decline is kUnsupported naming the request), then the structural checks.
+// Returns the request's description, the context of any later error.
+template <typename Facet, typename Args>
+Result<std::string> check_call(const Facet& facet, const Args& args, std::string_view backend, DeviceKind device) {
+  const auto request = describe(args);
+  std::string text = request.describe();
+  const Support s = facet.supports(request);
+  if (!s.runs_natively()) return declined(backend, text, s.constraint);
+  KILN_RETURN_IF_ERROR(validate(args, device, text));
+  return text;
+}
+
 }  // namespace kiln

@@ -103,15 +103,16 @@ KvWriteRequest describe(const KvWriteArgs& a) {
   return {a.k.dim(0), a.k.dim(1), a.k.dim(2), static_cast<int>(a.k_cache.dim(1)), a.k_cache.dtype()};
 }
 
+// A missing layout describes as zero rows; validate() then reports it.
 AttentionRequest describe(const AttentionArgs& a) {
   AttentionRequest r;
-  r.phase = a.layout->phase;
-  r.rows = a.layout->rows;
+  r.phase = a.layout ? a.layout->phase : Phase::kPrefill;
+  r.rows = a.layout ? a.layout->rows : 0;
   r.tokens = a.q.dim(0);
   r.q_heads = a.q.dim(1);
   r.kv_heads = a.k_cache.dim(2);
   r.head_dim = a.q.dim(2);
-  r.max_kv_len = a.layout->max_kv_len;
+  r.max_kv_len = a.layout ? a.layout->max_kv_len : 0;
   r.block_size = static_cast<int>(a.k_cache.dim(1));
   r.output_gate = a.gate.defined();
   r.dtype = a.q.dtype();
@@ -120,14 +121,15 @@ AttentionRequest describe(const AttentionArgs& a) {
 }
 
 ConvRequest describe(const ConvArgs& a) {
-  return {a.layout->phase, a.layout->rows, a.x.dim(0), a.x.dim(1), a.weight.dim(1)};
+  return {a.layout ? a.layout->phase : Phase::kPrefill, a.layout ? a.layout->rows : 0, a.x.dim(0), a.x.dim(1),
+          a.weight.dim(1)};
 }
 
 GdnRequest describe(const GdnArgs& a) {
   GdnRequest r;
-  r.phase = a.layout->phase;
+  r.phase = a.layout ? a.layout->phase : Phase::kPrefill;
   r.form = a.form;
-  r.rows = a.layout->rows;
+  r.rows = a.layout ? a.layout->rows : 0;
   r.tokens = a.q.dim(0);
   r.k_heads = a.q.dim(1);
   r.v_heads = a.v.dim(1);

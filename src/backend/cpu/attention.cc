@@ -28,11 +28,8 @@ Support Attention::supports(const AttentionRequest& r) const {
 }
 
 Status Attention::rope(const RopeArgs& a) {
-  RopeRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cpu", DeviceKind::kHost));
+  const RopeRequest r = describe(a);
   const int64_t half = a.rotary_dim / 2;
   // inv_freq_i = theta^(-2i / rotary_dim), rounded to f32 as the reference does; angles in f32.
   std::vector<float> inv_freq(static_cast<size_t>(half));
@@ -63,11 +60,8 @@ Status Attention::rope(const RopeArgs& a) {
 }
 
 Status Attention::write_kv(const KvWriteArgs& a) {
-  KvWriteRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cpu", DeviceKind::kHost));
+  const KvWriteRequest r = describe(a);
   const int64_t row = r.kv_heads * r.head_dim, slots = a.k_cache.dim(0) * a.k_cache.dim(1);
   const int32_t* map = a.slot_mapping.data<int32_t>();
   for (int64_t t = 0; t < r.tokens; ++t) {
@@ -83,12 +77,8 @@ Status Attention::write_kv(const KvWriteArgs& a) {
 }
 
 Status Attention::attend(const AttentionArgs& a) {
-  if (a.layout == nullptr) return invalid_argument("attention: no batch layout");
-  AttentionRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cpu", DeviceKind::kHost));
+  const AttentionRequest r = describe(a);
   const LayoutView lv(a.layout);
   const int64_t Hq = r.q_heads, D = r.head_dim, group = r.q_heads / r.kv_heads;
   const int64_t kv_row = r.kv_heads * D;

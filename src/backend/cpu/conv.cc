@@ -16,12 +16,8 @@ Support Conv::supports(const ConvRequest& r) const {
 }
 
 Status Conv::causal_conv1d(const ConvArgs& a) {
-  if (a.layout == nullptr) return invalid_argument("causal_conv1d: no batch layout");
-  ConvRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cpu", DeviceKind::kHost));
+  const ConvRequest r = describe(a);
   const LayoutView lv(a.layout);
   KILN_RETURN_IF_ERROR(lv.check_state_slots(a.state.dim(0), req));
   const int64_t C = r.channels, K = r.kernel;

@@ -18,11 +18,8 @@ Support Elementwise::supports(const ElementwiseRequest& r) const {
 }
 
 Status Elementwise::embed(const EmbedArgs& a) {
-  ElementwiseRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cpu", DeviceKind::kHost));
+  const ElementwiseRequest r = describe(a);
   const int32_t* ids = a.ids.data<int32_t>();
   const int64_t vocab = a.table.dim(0), W = r.width;
   for (int64_t t = 0; t < r.rows; ++t)
@@ -38,12 +35,9 @@ Status Elementwise::embed(const EmbedArgs& a) {
 }
 
 Status Elementwise::binary(const BinaryArgs& a) {
-  ElementwiseRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cpu", DeviceKind::kHost));
+  const ElementwiseRequest r = describe(a);
   if (r.op == ElementwiseOp::kEmbed) return invalid_argument(req + ": embed is not a binary op");
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
   const int64_t W = r.width;
   default_thread_pool().parallel_for(r.rows, 4, [&](int64_t r0, int64_t r1, int) {
     for (int64_t i = r0; i < r1; ++i) {

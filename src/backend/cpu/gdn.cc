@@ -146,12 +146,8 @@ Support Gdn::supports(const GdnRequest& r) const {
 }
 
 Status Gdn::delta_rule(const GdnArgs& a) {
-  if (a.layout == nullptr) return invalid_argument("gdn: no batch layout");
-  GdnRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cpu", DeviceKind::kHost));
+  const GdnRequest r = describe(a);
   const LayoutView lv(a.layout);
   KILN_RETURN_IF_ERROR(lv.check_state_slots(a.state.dim(0), req));
 

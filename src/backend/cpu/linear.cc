@@ -131,11 +131,8 @@ Support Linear::supports(const MatmulRequest& r) const {
 }
 
 Status Linear::matmul(const MatmulArgs& a) {
-  MatmulRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cpu", DeviceKind::kHost));
+  const MatmulRequest r = describe(a);
   const int64_t M = r.m, N = r.n, K = r.k, ldx = a.x.stride(0), ldo = a.out.stride(0);
   const float* x = a.x.data<float>();
   float* out = a.out.data<float>();

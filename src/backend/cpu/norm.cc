@@ -15,11 +15,8 @@ Support Norm::supports(const NormRequest& r) const {
 }
 
 Status Norm::rms_norm(const NormArgs& a) {
-  NormRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cpu", DeviceKind::kHost));
+  const NormRequest r = describe(a);
   const int64_t W = r.width;
   const float* w = a.weight.data<float>();
   default_thread_pool().parallel_for(r.rows, 8, [&](int64_t r0, int64_t r1, int) {

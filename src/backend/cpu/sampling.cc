@@ -11,11 +11,8 @@ Support Sampling::supports(const SampleRequest& r) const {
 }
 
 Status Sampling::argmax(const ArgmaxArgs& a) {
-  SampleRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cpu", req, s.constraint);
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kHost, req));
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cpu", DeviceKind::kHost));
+  const SampleRequest r = describe(a);
   for (int64_t i = 0; i < r.rows; ++i) {
     const float* l = a.logits.data<float>() + i * a.logits.stride(0);
     int64_t best = 0;

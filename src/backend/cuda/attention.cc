@@ -29,11 +29,8 @@ Support Attention::supports(const AttentionRequest& r) const {
 }
 
 Status Attention::rope(const RopeArgs& a) {
-  RopeRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cuda", req, s.constraint);
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kCuda, req));
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cuda", DeviceKind::kCuda));
+  const RopeRequest r = describe(a);
   RopeParams p;
   p.tokens = r.tokens;
   p.q_heads = a.q.dim(1);
@@ -52,11 +49,8 @@ Status Attention::rope(const RopeArgs& a) {
 }
 
 Status Attention::write_kv(const KvWriteArgs& a) {
-  KvWriteRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cuda", req, s.constraint);
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kCuda, req));
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cuda", DeviceKind::kCuda));
+  const KvWriteRequest r = describe(a);
   KvWriteParams p;
   p.tokens = r.tokens;
   p.kv_heads = r.kv_heads;
@@ -75,12 +69,8 @@ Status Attention::write_kv(const KvWriteArgs& a) {
 }
 
 Status Attention::attend(const AttentionArgs& a) {
-  if (a.layout == nullptr) return invalid_argument("attention: no batch layout");
-  AttentionRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cuda", req, s.constraint);
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kCuda, req));
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cuda", DeviceKind::kCuda));
+  const AttentionRequest r = describe(a);
   PagedAttentionParams p;
   p.rows = r.rows;
   p.tokens = r.tokens;

@@ -13,12 +13,8 @@ Support Conv::supports(const ConvRequest& r) const {
 }
 
 Status Conv::causal_conv1d(const ConvArgs& a) {
-  if (a.layout == nullptr) return invalid_argument("causal_conv1d: no batch layout");
-  ConvRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cuda", req, s.constraint);
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kCuda, req));
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cuda", DeviceKind::kCuda));
+  const ConvRequest r = describe(a);
   if (!a.state.is_contiguous()) return invalid_argument(req + ": state must be contiguous");
   CausalConv1dParams p;
   p.rows = r.rows;

@@ -16,11 +16,8 @@ Support Elementwise::supports(const ElementwiseRequest& r) const {
 }
 
 Status Elementwise::embed(const EmbedArgs& a) {
-  ElementwiseRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cuda", req, s.constraint);
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kCuda, req));
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cuda", DeviceKind::kCuda));
+  const ElementwiseRequest r = describe(a);
   EmbeddingParams p;
   p.tokens = r.rows;
   p.width = r.width;
@@ -35,12 +32,9 @@ Status Elementwise::embed(const EmbedArgs& a) {
 }
 
 Status Elementwise::binary(const BinaryArgs& a) {
-  ElementwiseRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cuda", req, s.constraint);
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cuda", DeviceKind::kCuda));
+  const ElementwiseRequest r = describe(a);
   if (r.op == ElementwiseOp::kEmbed) return invalid_argument(req + ": embed is not a binary op");
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kCuda, req));
   BinaryParams p;
   p.op = r.op == ElementwiseOp::kAdd ? BinaryOp::kAdd : BinaryOp::kSiluMul;
   p.rows = r.rows;

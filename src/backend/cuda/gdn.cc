@@ -21,12 +21,8 @@ Support Gdn::supports(const GdnRequest& r) const {
 }
 
 Status Gdn::delta_rule(const GdnArgs& a) {
-  if (a.layout == nullptr) return invalid_argument("gdn: no batch layout");
-  GdnRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cuda", req, s.constraint);
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kCuda, req));
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cuda", DeviceKind::kCuda));
+  const GdnRequest r = describe(a);
   GatedDeltaRuleParams p;
   p.rows = r.rows;
   p.tokens = r.tokens;

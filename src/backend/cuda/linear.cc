@@ -147,11 +147,8 @@ Result<const Linear::Plan*> Linear::plan_for(const Key& key, const std::string& 
 }
 
 Status Linear::matmul(const MatmulArgs& a) {
-  MatmulRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cuda", req, s.constraint);
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kCuda, req));
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cuda", DeviceKind::kCuda));
+  const MatmulRequest r = describe(a);
   if (r.m == 0 || r.n == 0) return {};
   std::lock_guard<std::mutex> lock(mu_);
   KILN_RETURN_IF_ERROR(ensure_handle());

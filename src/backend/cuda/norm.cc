@@ -12,11 +12,8 @@ Support Norm::supports(const NormRequest& r) const {
 }
 
 Status Norm::rms_norm(const NormArgs& a) {
-  NormRequest r = describe(a);
-  std::string req = r.describe();
-  Support s = supports(r);
-  if (!s.runs_natively()) return declined("cuda", req, s.constraint);
-  KILN_RETURN_IF_ERROR(validate(a, DeviceKind::kCuda, req));
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cuda", DeviceKind::kCuda));
+  const NormRequest r = describe(a);
   RmsNormParams p;
   p.kind = static_cast<RmsKind>(static_cast<int>(r.kind));
   p.rows = r.rows;
