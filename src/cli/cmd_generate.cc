@@ -71,6 +71,7 @@ Status run(const GenerateOpts& o) {
     next = {tok};
   }
   std::printf("\n");
+  std::fflush(stdout);  // the ids line ends before the timing line on stderr
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "generated %zu tokens in %.2f s (%zu prompt tokens, backend %s)\n", out.size(), secs,
                prompt.size(), o.backend.c_str());
