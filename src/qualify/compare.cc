@@ -117,9 +117,12 @@ Comparison compare_receipts(const Receipt& b, const Receipt& c, const Workload& 
   if (!json_equal(model_identity(b.model), model_identity(c.model))) {
     why.push_back("model identities differ (weights, config, tokenizer or chat template)");
   }
-  if (!json_equal(b.seed, c.seed) || !json_equal(b.parameters, c.parameters)) {
-    why.push_back("seeds or workload parameters differ");
-  }
+  if (!json_equal(b.seed, c.seed)) why.push_back("seeds differ");
+  // Workload parameters (build directory, job count, ...) say how each machine ran the workload.
+  // Performance comparisons need them equal; a cross-backend correctness comparison spans
+  // machines by design, and its rules demand equal results whatever the parameters were.
+  const bool cross_backend = w.comparison_policy && w.comparison_policy->mode == "cross_backend_correctness";
+  if (!cross_backend && !json_equal(b.parameters, c.parameters)) why.push_back("workload parameters differ");
   if (!w.comparison_policy) {
     why.push_back("workload " + w.workload_id + " has no comparison policy");
     return out;

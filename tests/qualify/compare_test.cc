@@ -109,11 +109,15 @@ TEST(Compatibility, OtherWorkloadBytesAreIncompatible) {
   EXPECT_NE(comparison_to_text(c).find("manifest's bytes"), std::string::npos);
 }
 
-TEST(Compatibility, DifferentParametersAreIncompatible) {
+TEST(CrossBackend, ExecutionParametersMayDifferButSeedsMayNot) {
   Json cuda = testing::cuda_receipt();
-  cuda["workload"]["parameters"]["threads"] = 8;
-  EXPECT_FALSE(compare_receipts(testing::parsed(testing::cpu_receipt()), testing::parsed(cuda), correctness_manifest())
-                   .compatible());
+  cuda["workload"]["parameters"]["threads"] = 8;  // each machine builds and tests its own way
+  Comparison c = compare_receipts(testing::parsed(testing::cpu_receipt()), testing::parsed(cuda), correctness_manifest());
+  EXPECT_TRUE(c.compatible()) << comparison_to_text(c);
+  cuda["workload"]["seed"] = 12345;
+  c = compare_receipts(testing::parsed(testing::cpu_receipt()), testing::parsed(cuda), correctness_manifest());
+  EXPECT_FALSE(c.compatible());
+  EXPECT_NE(comparison_to_text(c).find("seeds differ"), std::string::npos);
 }
 
 TEST(Compatibility, MetricDefinedDifferentlyIsIncompatible) {
@@ -191,6 +195,15 @@ TEST(DeclaredAb, NotLessWithRelativeTolerance) {
   Comparison faster = compare_receipts(base, testing::parsed(perf_receipt(s, "batch8", 400.0)), s.workload);
   EXPECT_DOUBLE_EQ(faster.rows[0].violation, 0.0);
   EXPECT_TRUE(faster.holds());
+}
+
+TEST(DeclaredAb, DifferentParametersAreIncompatible) {
+  PerfSetup s = ab_manifest();
+  Json other = perf_receipt(s, "batch8", 100);
+  other["workload"]["parameters"]["precision"] = "f32";
+  Comparison c = compare_receipts(testing::parsed(perf_receipt(s, "batch1", 100)), testing::parsed(other), s.workload);
+  EXPECT_FALSE(c.compatible());
+  EXPECT_NE(comparison_to_text(c).find("workload parameters differ"), std::string::npos);
 }
 
 TEST(DeclaredAb, PairsOutsideThePolicyAndOtherMachinesAreIncompatible) {
