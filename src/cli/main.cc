@@ -18,7 +18,8 @@ void report(const Status& status) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "Kiln serves, trains and qualifies Qwen3.5 models (Gated DeltaNet + gated attention).\n"
+      "Kiln runs Qwen3.5 models (Gated DeltaNet + gated attention): generation, benchmarks,\n"
+      "the backend capability report, hardware qualification and tokenizer tools.\n"
       "Run `kiln <command> --help` for each command's options."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kiln 0.1.0");
