@@ -198,7 +198,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--prompt-tokens", o->prompt_tokens, "Prompt length of the prefill measurement")->capture_default_str();
   cmd->add_option("--decode-tokens", o->decode_tokens, "Tokens decoded after the prefill")->capture_default_str();
   cmd->add_option("--repeats", o->repeats, "Repetitions; the median is reported")->capture_default_str();
-  cmd->callback([o] { report(run(*o)); });
+  add_bench_serve_command(*cmd);
+  cmd->callback([o, cmd] {
+    if (!cmd->get_subcommands().empty()) return;  // `kiln bench serve` ran instead
+    report(run(*o));
+  });
 }
 
 }  // namespace kiln::cli

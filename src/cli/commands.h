@@ -10,12 +10,15 @@ namespace kiln::cli {
 
 extern int exit_code;
 
+void add_serve_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_model_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_bench_serve_command(CLI::App& bench);  // `kiln bench serve`, attached by add_bench_command
 void add_capabilities_command(CLI::App& app);
 void add_qualify_command(CLI::App& app);
 void add_tokenizer_commands(CLI::App& app);
+void add_config_command(CLI::App& app);
 
 // Prints "error: <status>" to stderr and sets exit_code to 1 when the status is an error.
 void report(const Status& status);

@@ -18,17 +18,26 @@ void report(const Status& status) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "Kiln runs Qwen3.5 models (Gated DeltaNet + gated attention): generation, benchmarks,\n"
-      "the backend capability report, hardware qualification and tokenizer tools.\n"
+      "Kiln serves Qwen3.5 models (Gated DeltaNet + gated attention) over an OpenAI-compatible HTTP API,\n"
+      "and has tools around it: generation, benchmarks, the backend capability report, hardware\n"
+      "qualification, tokenizer and configuration tools. `kiln` alone runs `kiln serve`.\n"
       "Run `kiln <command> --help` for each command's options."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kiln 0.1.0");
+  kiln::cli::add_serve_command(app);
   kiln::cli::add_generate_command(app);
   kiln::cli::add_model_command(app);
   kiln::cli::add_bench_command(app);
   kiln::cli::add_capabilities_command(app);
   kiln::cli::add_qualify_command(app);
   kiln::cli::add_tokenizer_commands(app);
+  kiln::cli::add_config_command(app);
+  static char serve[] = "serve";
+  char* serve_argv[] = {argv[0], serve, nullptr};
+  if (argc == 1) {  // the default command
+    argc = 2;
+    argv = serve_argv;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

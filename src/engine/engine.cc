@@ -37,6 +37,8 @@ Result<Submission> Engine::submit(RequestSpec spec) {
       return invalid_argument("prompt: token " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(V) + ")");
   for (int32_t t : spec.stop_token_ids)
     if (t < 0 || t >= V) return invalid_argument("stop_token_ids: " + std::to_string(t) + " is outside the vocabulary");
+  if (spec.thinking.tokens >= 0 && (spec.thinking.close_id < 0 || spec.thinking.close_id >= V))
+    return invalid_argument("thinking_budget_tokens: the model has no token that closes the reasoning span");
   if (spec.max_tokens < 1) return invalid_argument("max_tokens must be >= 1, got " + std::to_string(spec.max_tokens));
   KILN_RETURN_IF_ERROR(validate(spec.sampling));
   if (!spec.adapter.empty())
@@ -55,8 +57,14 @@ Result<Submission> Engine::submit(RequestSpec spec) {
   return Submission{id, channel};
 }
 
+SampledToken Engine::next_token(Sequence& seq, std::span<const float> logits) {
+  if (seq.must_close_reasoning()) return {seq.spec.thinking.close_id, 0.f, {}};
+  return seq.sampler.sample(logits, seq.tokens, seq.generated());
+}
+
 void Engine::emit(Sequence& seq, const SampledToken& t) {
   seq.tokens.push_back(t.token);
+  seq.note_reasoning(t.token);
   const auto& eos = model_.config().eos_token_ids;
   const auto& stops = seq.spec.stop_token_ids;
   TokenEvent e{t.token, t.logprob, t.top, FinishReason::kNone, {}};
@@ -91,7 +99,7 @@ Status Engine::run_decode(const Cycle& c) {
   for (size_t i = 0; i < c.decode.size(); ++i) {
     Sequence& s = *c.decode[i];
     std::span<const float> row(logits->data<float>() + static_cast<int64_t>(i) * V, static_cast<size_t>(V));
-    emit(s, s.sampler.sample(row, s.tokens, s.generated()));
+    emit(s, next_token(s, row));
   }
   return {};
 }
@@ -123,7 +131,7 @@ Status Engine::run_prefill(const Cycle& c) {
     if (s.prompt_remaining() > 0) continue;
     s.phase = SequencePhase::kDecode;
     std::span<const float> row(logits->data<float>() + static_cast<int64_t>(i) * V, static_cast<size_t>(V));
-    emit(s, s.sampler.sample(row, s.tokens, s.generated()));
+    emit(s, next_token(s, row));
   }
   return {};
 }
@@ -155,6 +163,9 @@ Result<CycleReport> Engine::step() {
   report.decode_rows = static_cast<int64_t>(cycle.decode.size());
   report.prefill_rows = static_cast<int64_t>(cycle.prefill.size());
   report.tokens = cycle.tokens();
+  if (!cycle.decode.empty()) ++decode_cycles_;
+  decode_rows_ += report.decode_rows;
+  prefill_tokens_ += report.tokens - report.decode_rows;
   Status decode = run_decode(cycle);
   Status prefill = run_prefill(cycle);
   // The cycle's device work must have settled before its requests' blocks and slots are reused.
@@ -178,6 +189,10 @@ EngineStats Engine::stats() const {
   s.cached_snapshots = cache_.held_snapshots();
   s.prefix_hits = cache_.hits();
   s.prefix_misses = cache_.misses();
+  s.decode_cycles = decode_cycles_;
+  s.decode_rows = decode_rows_;
+  s.prefill_tokens = prefill_tokens_;
+  s.max_running = config_.scheduler.max_running;
   return s;
 }
 

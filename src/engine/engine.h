@@ -29,6 +29,10 @@ struct EngineStats {
   int64_t free_blocks = 0, total_blocks = 0, free_slots = 0, total_slots = 0;
   int64_t running = 0, waiting = 0;
   int64_t cached_blocks = 0, cached_snapshots = 0, prefix_hits = 0, prefix_misses = 0;
+  // Since start: cycles that ran a forward, decode rows over them (mean batch occupancy =
+  // decode_rows / decode_cycles), prompt tokens prefilled.
+  int64_t decode_cycles = 0, decode_rows = 0, prefill_tokens = 0;
+  int64_t max_running = 0;
 };
 
 struct CycleReport {
@@ -59,6 +63,8 @@ class Engine {
   EngineStats stats() const;
 
  private:
+  // The sampled token, or the reasoning span's closing token when the thinking budget is spent.
+  SampledToken next_token(Sequence& seq, std::span<const float> logits);
   // Appends a sampled token, decides whether it finishes the request, and streams it.
   void emit(Sequence& seq, const SampledToken& t);
   void fail(Sequence& seq, const Status& st);
@@ -75,6 +81,7 @@ class Engine {
   PrefixCache cache_;
   Scheduler scheduler_;
   std::atomic<uint64_t> next_id_{1};
+  int64_t decode_cycles_ = 0, decode_rows_ = 0, prefill_tokens_ = 0;
 };
 
 }  // namespace kiln

@@ -15,7 +15,11 @@ EngineActor::~EngineActor() {
 
 Result<Submission> EngineActor::submit(RequestSpec spec) {
   auto sub = engine_->submit(std::move(spec));
-  if (sub.ok()) wake_.notify_all();
+  if (sub.ok()) {
+    // Taking the lock orders this wake-up after a loop that saw no work has started waiting.
+    { std::lock_guard<std::mutex> lock(mu_); }
+    wake_.notify_all();
+  }
   return sub;
 }
 

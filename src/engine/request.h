@@ -27,6 +27,14 @@ struct RequestSpec {
   int64_t max_tokens = 16;
   std::vector<int32_t> stop_token_ids;  // besides the model's EOS ids
   bool ignore_eos = false;
+  // Thinking budget: once `tokens` tokens have been generated inside the reasoning span (opened
+  // by `open_id`, or open from the first token when `starts_open`), the next token is `close_id`
+  // instead of a sampled one, and decoding goes on from there. tokens < 0: no budget.
+  struct ThinkingBudget {
+    int64_t tokens = -1;
+    int32_t open_id = -1, close_id = -1;
+    bool starts_open = false;
+  } thinking;
   std::string adapter;                  // "" for the base model
   uint64_t adapter_revision = 0;
   // Stop strings are matched on detokenised text by the server (it owns the tokenizer); it

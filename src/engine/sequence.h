@@ -20,7 +20,8 @@ enum class SequencePhase : uint8_t { kWaiting, kPrefill, kDecode, kFinished };
 struct Sequence {
   Sequence(uint64_t id_, RequestSpec spec_, PrefixKey key_, uint64_t seed, std::shared_ptr<TokenChannel> ch)
       : id(id_), spec(std::move(spec_)), key(std::move(key_)), sampler(spec.sampling, seed), channel(std::move(ch)),
-        tokens(spec.prompt), prompt_len(static_cast<int64_t>(spec.prompt.size())) {}
+        tokens(spec.prompt), prompt_len(static_cast<int64_t>(spec.prompt.size())),
+        in_reasoning(spec.thinking.starts_open) {}
 
   uint64_t id;
   RequestSpec spec;
@@ -33,6 +34,18 @@ struct Sequence {
   SequencePhase phase = SequencePhase::kWaiting;
   FinishReason finish = FinishReason::kNone;
   std::string error;
+  bool in_reasoning;             // inside the reasoning span (for the thinking budget)
+  int64_t reasoning_tokens = 0;  // generated inside it
+
+  // The thinking budget is spent: the next token must close the reasoning span.
+  bool must_close_reasoning() const {
+    return spec.thinking.tokens >= 0 && in_reasoning && reasoning_tokens >= spec.thinking.tokens;
+  }
+  void note_reasoning(int32_t token) {
+    if (token == spec.thinking.open_id) in_reasoning = true;
+    else if (token == spec.thinking.close_id) in_reasoning = false;
+    else if (in_reasoning) ++reasoning_tokens;
+  }
 
   int64_t prompt_remaining() const { return prompt_len - state.length; }
   std::span<const int32_t> generated() const { return std::span<const int32_t>(tokens).subspan(static_cast<size_t>(prompt_len)); }

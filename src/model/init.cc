@@ -72,11 +72,21 @@ void draw(InitKind kind, const TensorSpec& spec, uint64_t seed, float* out, int6
 
 }  // namespace
 
-std::vector<std::string> preset_names() { return {"tiny", "small", "qwen3.5-4b"}; }
+std::vector<std::string> preset_names() { return {"tiny", "tiny-chat", "small", "demo", "qwen3.5-4b"}; }
 
 Result<ModelConfig> preset_config(const std::string& name) {
   if (name == "tiny") return base(512, 64, 128, 4, 4, 2, 32, 2, 16, 4, 16, 1e4);
   if (name == "small") return base(32768, 768, 2048, 12, 8, 2, 128, 4, 128, 8, 128, 1e7);
+  if (name == "tiny-chat") {  // `tiny` with the Qwen3 tokenizer's vocabulary: server tests
+    ModelConfig c = base(151936, 64, 128, 4, 4, 2, 32, 2, 16, 4, 16, 1e4);
+    c.eos_token_ids = {151645, 151643};
+    return c;
+  }
+  if (name == "demo") {  // what `kiln serve` runs without --model: the Qwen3 tokenizer's vocabulary
+    ModelConfig c = base(151936, 512, 1536, 8, 8, 2, 64, 4, 64, 8, 64, 1e7);
+    c.eos_token_ids = {151645, 151643};  // <|im_end|>, <|endoftext|>
+    return c;
+  }
   if (name == "qwen3.5-4b") return base(248320, 2560, 9216, 32, 16, 4, 256, 16, 128, 32, 128, 1e7);
   std::string known;
   for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;

@@ -2,6 +2,17 @@
 
 namespace kiln {
 
+// K/V and GDN state are f32 (see create()).
+int64_t ModelState::block_bytes_for(const ModelConfig& c) {
+  return c.count(LayerKind::kFullAttention) * 2 * kBlockSize * c.num_kv_heads * c.head_dim * 4;
+}
+
+int64_t ModelState::slot_bytes_for(const ModelConfig& c) {
+  return c.count(LayerKind::kLinearAttention) *
+         (c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim +
+          (c.linear_conv_kernel_dim - 1) * c.gdn_conv_dim()) * 4;
+}
+
 Result<ModelState> ModelState::create(const ModelConfig& c, StorageFacet& storage, StateCapacity cap) {
   if (cap.max_sequences <= 0 || cap.kv_blocks <= 0) return invalid_argument("state capacity must be positive");
   ModelState s;
@@ -16,7 +27,6 @@ Result<ModelState> ModelState::create(const ModelConfig& c, StorageFacet& storag
       Shape kv{cap.kv_blocks, kBlockSize, c.num_kv_heads, c.head_dim};
       KILN_ASSIGN_OR_RETURN(s.k_cache_[i], storage.allocate(kv, DType::kF32));
       KILN_ASSIGN_OR_RETURN(s.v_cache_[i], storage.allocate(kv, DType::kF32));
-      s.block_bytes_ += 2 * static_cast<int64_t>(s.k_cache_[i].select(0, 0).nbytes());
     } else {
       KILN_ASSIGN_OR_RETURN(s.recurrent_[i], storage.allocate({cap.max_sequences, c.linear_num_value_heads,
                                                                c.linear_key_head_dim, c.linear_value_head_dim},
@@ -24,9 +34,10 @@ Result<ModelState> ModelState::create(const ModelConfig& c, StorageFacet& storag
       KILN_ASSIGN_OR_RETURN(s.conv_[i], storage.allocate({cap.max_sequences, c.linear_conv_kernel_dim - 1,
                                                           c.gdn_conv_dim()},
                                                          DType::kF32));
-      s.slot_bytes_ += static_cast<int64_t>(s.recurrent_[i].select(0, 0).nbytes() + s.conv_[i].select(0, 0).nbytes());
     }
   }
+  s.block_bytes_ = block_bytes_for(c);
+  s.slot_bytes_ = slot_bytes_for(c);
   s.blocks_ = IdPool(cap.kv_blocks, "K/V block");
   s.slots_ = IdPool(cap.max_sequences, "GDN state slot");
   return s;

@@ -60,6 +60,9 @@ class ModelState {
   // layers (the prefix cache's byte budget counts both).
   int64_t block_bytes() const { return block_bytes_; }
   int64_t slot_bytes() const { return slot_bytes_; }
+  // The same, before any state exists (for sizing pools from a memory budget).
+  static int64_t block_bytes_for(const ModelConfig& c);
+  static int64_t slot_bytes_for(const ModelConfig& c);
 
  private:
   StorageFacet* storage_ = nullptr;

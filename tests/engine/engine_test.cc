@@ -3,6 +3,7 @@
 // slots, the per-cycle budget, the bounded queue, seeded sampling, the actor thread.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <thread>
 
@@ -128,6 +129,43 @@ TEST(Engine, PrefillSplitAcrossCyclesEqualsWhole) {
       EXPECT_EQ(outs[subs[1].id].tokens, want_other) << "budget " << budget << " cache " << cache;
       expect_no_leaks(*e);
     }
+}
+
+TEST(Engine, ThinkingBudgetForcesTheClosingToken) {
+  testing::TinyModel m;
+  const auto prompt = prompt_of(20, 7);
+  const auto free_run = alone(*m.model, prompt, 8);
+  // Pick ids that the free run never produces, so the forced token is visible.
+  int32_t open_id = 290, close_id = 291;
+  while (std::count(free_run.begin(), free_run.end(), open_id) ||
+         std::count(free_run.begin(), free_run.end(), close_id)) {
+    open_id -= 2;
+    close_id -= 2;
+  }
+  for (int64_t budget : {0, 3}) {
+    auto e = Engine::create(*m.model, config()).value();
+    RequestSpec r = greedy_request(prompt, 8);
+    r.thinking = {budget, open_id, close_id, /*starts_open=*/true};
+    Submission s = e->submit(r).value();
+    auto outs = run_all(*e, {s});
+    const auto& got = outs[s.id].tokens;
+    ASSERT_EQ(got.size(), 8u);
+    // The first `budget` tokens are the free run's; then the closing token; then greedy decoding
+    // continues from the sequence that contains it.
+    for (int64_t i = 0; i < budget; ++i) EXPECT_EQ(got[i], free_run[i]) << "budget " << budget;
+    EXPECT_EQ(got[budget], close_id) << "budget " << budget;
+    std::vector<int32_t> forced = prompt;
+    forced.insert(forced.end(), got.begin(), got.begin() + budget + 1);
+    const auto rest = alone(*m.model, forced, 8 - budget - 1);
+    EXPECT_EQ(std::vector<int32_t>(got.begin() + budget + 1, got.end()), rest) << "budget " << budget;
+    expect_no_leaks(*e);
+  }
+  // Not open at the start and never opened: no token is forced.
+  auto e = Engine::create(*m.model, config()).value();
+  RequestSpec r = greedy_request(prompt, 8);
+  r.thinking = {0, open_id, close_id, false};
+  Submission s = e->submit(r).value();
+  EXPECT_EQ(run_all(*e, {s})[s.id].tokens, free_run);
 }
 
 TEST(Engine, PrefixCacheHitEqualsMiss) {

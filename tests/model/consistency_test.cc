@@ -95,5 +95,23 @@ TEST(Consistency, StateIsReturnedOnRelease) {
   EXPECT_EQ(state.free_slots(), 2);
 }
 
+TEST(Consistency, StateBytesMatchThePools) {
+  ModelUnderTest s;
+  auto state = s.model->create_state({2, 3}).value();
+  const ModelConfig& c = s.model->config();
+  int64_t block = 0, slot = 0;
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    if (c.layer_types[i] == LayerKind::kFullAttention)
+      block += static_cast<int64_t>(state.k_cache(i).nbytes() + state.v_cache(i).nbytes()) / 3;
+    else
+      slot += static_cast<int64_t>(state.recurrent(i).nbytes() + state.conv(i).nbytes()) / 2;
+  }
+  EXPECT_GT(block, 0);
+  EXPECT_GT(slot, 0);
+  EXPECT_EQ(state.block_bytes(), block);
+  EXPECT_EQ(state.slot_bytes(), slot);
+  EXPECT_EQ(ModelState::block_bytes_for(c), block);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -1,0 +1,71 @@
+// KilnConfig: the resolved configuration of one process (spec/api.md "Configuration"), one struct
+// per section of kiln.toml. Values come from defaults < kiln.toml < KILN_<SECTION>_<FIELD> <
+// command-line flags (config/config_loader.h); once resolved it never changes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kiln {
+
+struct ServerSection {
+  std::string host = "127.0.0.1";
+  int64_t port = 8420;                 // 0: any free port
+  int64_t max_batch_tokens = 512;      // tokens per engine cycle, decode and prefill together
+  int64_t max_decode_batch = 64;       // sequences decoding at once (GDN slots in use)
+  int64_t max_queued_requests = 256;   // waiting requests; beyond it 503 + Retry-After
+  int64_t request_timeout_secs = 600;  // a request running longer is cancelled
+  int64_t max_body_bytes = 8 << 20;    // larger bodies get 413
+  int64_t http_threads = 0;            // 0: max(8, 2 * max_decode_batch)
+  std::string profile = "stable";      // stable | experimental | maintenance
+};
+
+struct ModelSection {
+  std::string path;             // "" : the embedded random-weight demo model
+  std::string served_model_id;  // "" : the model directory's name
+  std::string adapter_dir;      // "" : <path>/adapters
+  std::string tokenizer_path;   // "" : the model directory
+  std::string backend = "auto"; // auto | cpu | cuda (auto: cuda when a device is present)
+  int64_t max_context = 0;      // 0: the model's max_position_embeddings, capped by the K/V pool
+};
+
+struct MemorySection {
+  int64_t kv_blocks = 0;          // 64-token K/V blocks; 0: sized from memory_fraction
+  double memory_fraction = 0.9;   // of free device memory (host: of available RAM) for K/V
+  bool kv_cache_fp8 = false;      // e4m3 K/V storage (CUDA only)
+};
+
+struct BatchingSection {
+  int64_t channel_capacity = 256;  // tokens buffered per request before its decoding pauses
+};
+
+struct PrefixCacheSection {
+  bool enabled = true;
+  int64_t max_blocks = 1024;
+  int64_t max_bytes = int64_t{1} << 32;
+};
+
+struct TrainingSection {
+  std::string webhook_url;
+  int64_t max_queued_jobs = 16;
+  int64_t checkpoint_interval = 0;  // optimizer steps between checkpoints; 0: none
+};
+
+struct LoggingSection {
+  std::string level = "info";  // error | warn | info | debug
+  bool request_log = false;
+  std::string request_log_dir;  // "" : <adapter_dir>/../request-log
+  int64_t request_log_max_bytes = int64_t{1} << 30;
+};
+
+struct KilnConfig {
+  ServerSection server;
+  ModelSection model;
+  MemorySection memory;
+  BatchingSection batching;
+  PrefixCacheSection prefix_cache;
+  TrainingSection training;
+  LoggingSection logging;
+};
+
+}  // namespace kiln

@@ -1,0 +1,33 @@
+// The case-result document (docs/qualification.md, "The case-result protocol") for one serving
+// case: what `kiln bench serve` writes to KILN_QUALIFICATION_CASE_RESULT. The runner does not
+// tell a command its case id or effective configuration; the caller derives them from its own
+// arguments (serving_case_id, and the backend, weight dtype and prompt set it ran).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "loadgen/load_generator.h"
+
+namespace kiln::loadgen {
+
+// "serve-c<concurrency>", the id the serving workloads give the case at that concurrency.
+std::string serving_case_id(int64_t concurrency);
+
+// Passed when at least one request ran, none failed and every one reported an output token.
+bool serving_case_passed(const LoadResult& r);
+
+// schema_version 1, the case id, status, duration, the effective config, and the metrics the
+// serving workloads declare (the runner adds case_pass itself), sorted by name:
+// inter_token_latency_p50_ms, inter_token_latency_p99_ms (ms), output_tokens_per_second (tok/s),
+// ttft_p50_ms, ttft_p99_ms (ms); a latency with no samples is 0 (the status is then failed).
+// `details` holds load_result_json(r).
+nlohmann::json serving_case_result(const LoadResult& r, const std::string& case_id, const nlohmann::json& effective_config);
+
+// Writes the document to `path`; the error names the path.
+Status write_case_result(const std::string& path, const nlohmann::json& doc);
+
+}  // namespace kiln::loadgen

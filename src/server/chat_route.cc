@@ -1,0 +1,127 @@
+// POST /v1/chat/completions: messages -> chat template -> tokens -> n choices -> OpenAI
+// chat.completion (or chat.completion.chunk events).
+#include "server/reasoning_parser.h"
+#include "server/route_support.h"
+#include "server/routes.h"
+
+namespace kiln {
+
+namespace {
+
+Json message_json(const ChoiceState& c) {
+  Json m = {{"role", "assistant"}};
+  const auto& calls = c.output.tool_calls();
+  m["content"] = c.output.content().empty() && !calls.empty() ? Json(nullptr) : Json(c.output.content());
+  if (!c.output.reasoning().empty()) m["reasoning_content"] = c.output.reasoning();
+  if (!calls.empty()) {
+    Json tc = Json::array();
+    for (const auto& call : calls) tc.push_back(Json(call.to_json()));
+    m["tool_calls"] = tc;
+  }
+  return m;
+}
+
+}  // namespace
+
+void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  Json body;
+  if (auto e = parse_body(req, body)) return send_error(res, *e);
+  ChatRequest cr;
+  if (auto e = parse_chat_request(body, cr)) return send_error(res, *e);
+  if (auto e = check_target(ctx, cr.gen)) return send_error(res, *e);
+  if (!ctx.chat_template)
+    return send_error(res, ApiError::invalid("messages", "the model has no chat template; use /v1/completions"));
+
+  ChatTemplateRequest t;
+  t.messages = cr.messages;
+  if (!cr.tool_choice_none) t.tools = cr.tools;
+  t.generation_prompt = GenerationPrompt::kAdd;
+  t.variables = cr.template_variables;
+  auto rendered = ctx.chat_template->render(t);
+  if (!rendered.ok())
+    return send_error(res, ApiError::invalid("messages", "the chat template refused the messages: " + rendered.status().message()));
+  std::vector<int32_t> prompt = ctx.tokenizer->encode(*rendered);
+  int64_t max_tokens = 0;
+  if (auto e = check_prompt(ctx, prompt, cr.gen, "messages", max_tokens)) return send_error(res, *e);
+
+  GenerationInput in;
+  in.prompt = std::move(prompt);
+  in.gen = &cr.gen;
+  in.max_tokens = max_tokens;
+  in.output.stop = cr.gen.stop;
+  in.output.starts_in_reasoning = prompt_opens_reasoning(*rendered);
+  in.output.parse_reasoning = true;
+  in.output.parse_tool_calls = !t.tools.is_null();
+  in.output.tools = t.tools;
+  if (cr.thinking_budget) {
+    if (ctx.think_close_id < 0)
+      return send_error(res, ApiError::invalid("thinking_budget_tokens", "the tokenizer has no </think> token"));
+    in.thinking = {*cr.thinking_budget, ctx.think_open_id, ctx.think_close_id, in.output.starts_in_reasoning};
+  }
+  std::unique_ptr<Generation> gen;
+  if (auto e = Generation::start(ctx, in, gen)) return send_error(res, *e);
+  ctx.metrics.tokens(static_cast<int64_t>(in.prompt.size()), 0);
+
+  const std::string id = new_request_id("chatcmpl-");
+  const int64_t created = unix_seconds();
+  const std::string model = ctx.model_id;
+  const bool want_logprobs = cr.gen.logprobs;
+  auto chunk = [id, created, model](Json choices) {
+    return Json{{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
+                {"choices", std::move(choices)}};
+  };
+
+  if (cr.gen.stream) {
+    std::vector<Json> first;
+    for (const auto& c : gen->choices())  // one choice per chunk, as OpenAI sends them
+      first.push_back(chunk(Json::array({{{"index", c->index}, {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                          {"logprobs", nullptr}, {"finish_reason", nullptr}}})));
+    ServerContext* c = &ctx;
+    auto make = [chunk, want_logprobs, c](const ChoiceDelta& d, std::vector<Json>& out) {
+      Json delta = Json::object();
+      if (!d.delta.reasoning.empty()) delta["reasoning_content"] = d.delta.reasoning;
+      if (!d.delta.content.empty()) delta["content"] = d.delta.content;
+      if (!d.delta.tool_calls.empty()) {
+        Json tc = Json::array();
+        for (const auto& call : d.delta.tool_calls) tc.push_back(Json(call.to_delta_json()));
+        delta["tool_calls"] = tc;
+      }
+      const bool has_lp = want_logprobs && !d.tokens.empty();
+      if (!delta.empty() || has_lp) {
+        out.push_back(chunk(Json::array({{{"index", d.choice->index}, {"delta", delta},
+                                          {"logprobs", has_lp ? chat_logprobs(*c, d.tokens) : Json(nullptr)},
+                                          {"finish_reason", nullptr}}})));
+      }
+      if (d.finished) {
+        if (!d.choice->error.empty()) {
+          ApiError e = ApiError::from_status(internal_error(d.choice->error));
+          out.push_back(e.to_json());
+        }
+        out.push_back(chunk(Json::array({{{"index", d.choice->index}, {"delta", Json::object()}, {"logprobs", nullptr},
+                                          {"finish_reason", d.choice->finish_reason}}})));
+      }
+    };
+    const bool usage = cr.gen.include_usage;
+    auto final_chunks = [chunk, usage](const Generation& g, std::vector<Json>& out) {
+      if (!usage) return;
+      Json u = chunk(Json::array());
+      u["usage"] = usage_json(g.prompt_tokens(), g.completion_tokens());
+      out.push_back(u);
+    };
+    stream_sse(ctx, res, std::shared_ptr<Generation>(std::move(gen)), make, final_chunks, std::move(first));
+    return;
+  }
+
+  run_to_end(ctx, *gen, [](const ChoiceDelta&) { return true; });
+  Json choices = Json::array();
+  for (const auto& c : gen->choices()) {
+    if (!c->error.empty()) return send_error(res, ApiError::from_status(internal_error(c->error)));
+    choices.push_back({{"index", c->index}, {"message", message_json(*c)},
+                       {"logprobs", want_logprobs ? chat_logprobs(ctx, c->tokens) : Json(nullptr)},
+                       {"finish_reason", c->finish_reason}});
+  }
+  send_json(res, 200, {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
+                       {"choices", choices}, {"usage", usage_json(gen->prompt_tokens(), gen->completion_tokens())}});
+}
+
+}  // namespace kiln

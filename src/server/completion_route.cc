@@ -1,0 +1,114 @@
+// POST /v1/completions and /v1/completions/batch: raw prompts (text or token ids) -> n choices
+// each -> OpenAI text_completion (or its chunk events; streaming takes one prompt).
+#include "server/route_support.h"
+#include "server/routes.h"
+
+namespace kiln {
+
+void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res, bool batch) {
+  Json body;
+  if (auto e = parse_body(req, body)) return send_error(res, *e);
+  CompletionRequest cr;
+  if (auto e = parse_completion_request(body, batch, cr)) return send_error(res, *e);
+  if (auto e = check_target(ctx, cr.gen)) return send_error(res, *e);
+  if (cr.prompt_logprobs)
+    return send_error(res, ApiError::invalid("prompt_logprobs", "prompt_logprobs is not supported yet"));
+  if (cr.gen.stream && cr.prompts.size() != 1)
+    return send_error(res, ApiError::invalid("prompt", "streaming takes one prompt; use /v1/completions/batch for many"));
+  if (batch && cr.gen.stream)
+    return send_error(res, ApiError::invalid("stream", "/v1/completions/batch does not stream"));
+  const char* field = batch ? "prompts" : "prompt";
+
+  // Tokenise and check every prompt before submitting any.
+  struct Prepared {
+    std::vector<int32_t> ids;
+    std::string text;  // for echo
+    int64_t max_tokens = 0;
+  };
+  std::vector<Prepared> prepared;
+  for (size_t i = 0; i < cr.prompts.size(); ++i) {
+    const PromptInput& p = cr.prompts[i];
+    const std::string name = cr.prompts.size() > 1 || batch ? std::string(field) + "[" + std::to_string(i) + "]" : field;
+    Prepared pr;
+    pr.ids = p.is_ids ? p.ids : ctx.tokenizer->encode(p.text);
+    if (pr.ids.empty()) return send_error(res, ApiError::invalid(name, name + " has no tokens"));
+    if (auto e = check_prompt(ctx, pr.ids, cr.gen, name, pr.max_tokens)) return send_error(res, *e);
+    if (cr.echo) {
+      if (p.is_ids) {
+        auto text = ctx.tokenizer->decode(pr.ids);
+        pr.text = text.ok() ? *text : "";
+      } else {
+        pr.text = p.text;
+      }
+    }
+    prepared.push_back(std::move(pr));
+  }
+
+  std::vector<std::shared_ptr<Generation>> gens;
+  int64_t prompt_tokens = 0;
+  for (size_t i = 0; i < prepared.size(); ++i) {
+    GenerationInput in;
+    in.prompt = prepared[i].ids;
+    in.gen = &cr.gen;
+    in.max_tokens = prepared[i].max_tokens;
+    in.first_index = static_cast<int>(i) * cr.gen.n;
+    in.output.stop = cr.gen.stop;
+    in.output.parse_reasoning = false;
+    std::unique_ptr<Generation> g;
+    if (auto e = Generation::start(ctx, in, g)) return send_error(res, *e);  // started ones cancel as they go
+    prompt_tokens += g->prompt_tokens();
+    gens.push_back(std::move(g));
+  }
+  ctx.metrics.tokens(prompt_tokens, 0);
+
+  const std::string id = new_request_id(batch ? "batch-" : "cmpl-");
+  const int64_t created = unix_seconds();
+  const std::string model = ctx.model_id;
+  const bool want_logprobs = cr.gen.logprobs;
+
+  if (cr.gen.stream) {
+    ServerContext* c = &ctx;
+    auto chunk = [id, created, model](Json choice) {
+      return Json{{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
+                  {"choices", Json::array({std::move(choice)})}};
+    };
+    auto make = [chunk, want_logprobs, c](const ChoiceDelta& d, std::vector<Json>& out) {
+      const bool has_lp = want_logprobs && !d.tokens.empty();
+      if (!d.delta.content.empty() || has_lp || d.finished) {
+        if (d.finished && !d.choice->error.empty()) out.push_back(ApiError::from_status(internal_error(d.choice->error)).to_json());
+        out.push_back(chunk({{"index", d.choice->index}, {"text", d.delta.content},
+                             {"logprobs", has_lp ? completion_logprobs(*c, d.tokens, 0) : Json(nullptr)},
+                             {"finish_reason", d.finished ? Json(d.choice->finish_reason) : Json(nullptr)}}));
+      }
+    };
+    const bool usage = cr.gen.include_usage;
+    auto final_chunks = [id, created, model, usage](const Generation& g, std::vector<Json>& out) {
+      if (!usage) return;
+      out.push_back({{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
+                     {"choices", Json::array()}, {"usage", usage_json(g.prompt_tokens(), g.completion_tokens())}});
+    };
+    stream_sse(ctx, res, gens[0], make, final_chunks, {});
+    return;
+  }
+
+  Json choices = Json::array();
+  int64_t completion_tokens = 0;
+  for (size_t i = 0; i < gens.size(); ++i) {
+    run_to_end(ctx, *gens[i], [](const ChoiceDelta&) { return true; });
+    for (const auto& c : gens[i]->choices()) {
+      if (!c->error.empty()) return send_error(res, ApiError::from_status(internal_error(c->error)));
+      const std::string& echo = prepared[i].text;
+      Json choice = {{"index", c->index}, {"text", echo + c->output.content()},
+                     {"logprobs", want_logprobs ? completion_logprobs(ctx, c->tokens, echo.size()) : Json(nullptr)},
+                     {"finish_reason", c->finish_reason}};
+      if (batch) choice["prompt_index"] = i;
+      choices.push_back(std::move(choice));
+    }
+    completion_tokens += gens[i]->completion_tokens();
+  }
+  send_json(res, 200, {{"id", id}, {"object", batch ? "text_completion.batch" : "text_completion"},
+                       {"created", created}, {"model", model}, {"choices", choices},
+                       {"usage", usage_json(prompt_tokens, completion_tokens)}});
+}
+
+}  // namespace kiln

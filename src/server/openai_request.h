@@ -1,0 +1,69 @@
+// The inference requests of the OpenAI-compatible API (spec/api.md "Inference"), parsed and
+// range-checked: POST /v1/chat/completions, /v1/completions and /v1/completions/batch. Parsing
+// knows nothing of the model; limits that depend on it (context length, vocabulary, adapters)
+// are checked by the routes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "server/request_fields.h"
+
+namespace kiln {
+
+inline constexpr int kMaxChoices = 16;     // n
+inline constexpr int kMaxStopStrings = 16;
+
+struct AdapterRef {
+  std::string name;
+  double scale = 1.0;
+};
+
+// Fields every inference route shares.
+struct GenerationRequest {
+  std::string model;  // "" when not given
+  SamplingParams sampling;
+  std::optional<uint64_t> seed;
+  std::optional<int64_t> max_tokens;  // unset: what the context leaves, capped by the server
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  bool logprobs = false;  // report the sampled token's logprob (+ sampling.top_logprobs others)
+  int n = 1;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  std::string adapter;         // "" : the base model
+  std::vector<AdapterRef> adapters;
+};
+
+struct ChatRequest {
+  GenerationRequest gen;
+  Json messages;  // normalised for the chat template: content as a string, tool-call arguments as objects
+  Json tools;     // null or an array of {"type": "function", "function": {...}}
+  bool tool_choice_none = false;
+  Json template_variables = Json::object();  // chat_template_kwargs (+ enable_thinking)
+  std::optional<int64_t> thinking_budget;
+};
+
+struct PromptInput {
+  bool is_ids = false;
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+struct CompletionRequest {
+  GenerationRequest gen;
+  std::vector<PromptInput> prompts;  // one for /v1/completions with a single prompt
+  bool echo = false;
+  std::optional<int> prompt_logprobs;  // top alternatives per prompt token (0: just the token's)
+};
+
+// Each returns the first problem as an ApiError naming the field, or nullopt.
+std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest& out);
+// `batch`: the body of /v1/completions/batch ("prompts": a list, each a text or a list of ids).
+std::optional<ApiError> parse_completion_request(const Json& body, bool batch, CompletionRequest& out);
+
+}  // namespace kiln

@@ -1,0 +1,222 @@
+#include "server/route_support.h"
+
+#include <random>
+
+namespace kiln {
+
+std::string dump_json(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+void send_json(httplib::Response& res, int status, const Json& body) {
+  res.status = status;
+  res.set_content(dump_json(body), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  if (e.retry_after_secs > 0) res.set_header("Retry-After", std::to_string(e.retry_after_secs));
+  res.status = e.http_status;
+  res.set_content(e.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+}
+
+std::optional<ApiError> parse_body(const httplib::Request& req, Json& body) {
+  try {
+    body = Json::parse(req.body);
+  } catch (const Json::parse_error& e) {
+    return ApiError::invalid("", std::string("the request body is not valid JSON: ") + e.what());
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> check_target(const ServerContext& ctx, const GenerationRequest& gen) {
+  if (ctx.config.server.profile == "maintenance") {
+    ApiError e;
+    e.http_status = 503;
+    e.type = "server_unavailable";
+    e.code = "maintenance";
+    e.message = "the server runs the 'maintenance' profile: inference is refused (training and adapter changes only)";
+    return e;
+  }
+  if (!gen.model.empty() && gen.model != ctx.model_id) {
+    ApiError e = ApiError::invalid("model", "model '" + gen.model + "' is not served here; this server serves '" +
+                                                ctx.model_id + "'");
+    e.http_status = 404;
+    e.code = "model_not_found";
+    return e;
+  }
+  auto adapter_missing = [](const std::string& name, const std::string& param) {
+    ApiError e = ApiError::invalid(param, "adapter '" + name + "' is not loaded (no adapters are loaded)");
+    e.http_status = 404;
+    e.code = "adapter_not_found";
+    return e;
+  };
+  if (!gen.adapter.empty()) return adapter_missing(gen.adapter, "adapter");
+  if (!gen.adapters.empty()) return adapter_missing(gen.adapters[0].name, "adapters[0].name");
+  return std::nullopt;
+}
+
+std::optional<ApiError> check_prompt(const ServerContext& ctx, const std::vector<int32_t>& prompt,
+                                     const GenerationRequest& gen, const std::string& prompt_field, int64_t& max_tokens) {
+  for (size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] >= ctx.vocab_size)
+      return ApiError::invalid(prompt_field, prompt_field + ": token " + std::to_string(prompt[i]) +
+                                                 " is outside the vocabulary (" + std::to_string(ctx.vocab_size) + ")");
+  for (int32_t t : gen.stop_token_ids)
+    if (t >= ctx.vocab_size)
+      return ApiError::invalid("stop_token_ids", "stop_token_ids: " + std::to_string(t) + " is outside the vocabulary");
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  if (n >= ctx.max_context) {
+    ApiError e = ApiError::invalid(prompt_field, "the prompt is " + std::to_string(n) +
+                                                     " tokens; the context holds " + std::to_string(ctx.max_context) +
+                                                     " (prompt and generated tokens together)");
+    e.http_status = 413;
+    e.code = "context_length_exceeded";
+    return e;
+  }
+  const int64_t left = ctx.max_context - n;
+  if (gen.max_tokens) {
+    if (*gen.max_tokens > left)
+      return ApiError::invalid("max_tokens", "max_tokens " + std::to_string(*gen.max_tokens) + " exceeds what the context leaves: " +
+                                                 std::to_string(left) + " (context " + std::to_string(ctx.max_context) +
+                                                 ", prompt " + std::to_string(n) + " tokens)");
+    max_tokens = *gen.max_tokens;
+  } else {
+    max_tokens = std::min(left, ctx.default_max_tokens);
+  }
+  return std::nullopt;
+}
+
+std::string token_text(const ServerContext& ctx, int32_t id) {
+  std::string bytes;
+  (void)ctx.tokenizer->append_token_bytes(id, SpecialTokenOutput::kKeep, false, bytes);
+  return bytes;
+}
+
+namespace {
+
+Json bytes_of(const std::string& s) {
+  Json b = Json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+}  // namespace
+
+Json chat_logprobs(const ServerContext& ctx, const std::vector<TokenRecord>& tokens) {
+  Json content = Json::array();
+  for (const auto& t : tokens) {
+    const std::string text = token_text(ctx, t.id);
+    Json top = Json::array();
+    for (const auto& alt : t.top) {
+      const std::string at = token_text(ctx, alt.token);
+      top.push_back({{"token", at}, {"logprob", alt.logprob}, {"bytes", bytes_of(at)}});
+    }
+    content.push_back({{"token", text}, {"logprob", t.logprob}, {"bytes", bytes_of(text)}, {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+Json completion_logprobs(const ServerContext& ctx, const std::vector<TokenRecord>& tokens, size_t text_offset) {
+  Json toks = Json::array(), lps = Json::array(), tops = Json::array(), offsets = Json::array();
+  for (const auto& t : tokens) {
+    const std::string text = token_text(ctx, t.id);
+    toks.push_back(text);
+    lps.push_back(t.logprob);
+    Json top = Json::object();
+    for (const auto& alt : t.top) top[token_text(ctx, alt.token)] = alt.logprob;
+    tops.push_back(top);
+    offsets.push_back(text_offset);
+    text_offset += text.size();
+  }
+  return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+std::string new_request_id(const char* prefix) {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx%08llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng() & 0xffffffffull));
+  return std::string(prefix) + buf;
+}
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+Json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+void run_to_end(ServerContext& ctx, Generation& g, const std::function<bool(const ChoiceDelta&)>& on_delta) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(ctx.config.server.request_timeout_secs);
+  bool timed_out = false;
+  while (g.pump(std::chrono::milliseconds(50), on_delta)) {
+    if (!timed_out && (std::chrono::steady_clock::now() > deadline || ctx.stopping.load())) {
+      timed_out = true;
+      g.cancel();
+    }
+  }
+}
+
+void stream_sse(ServerContext& ctx, httplib::Response& res, std::shared_ptr<Generation> g, ChunkMaker make_chunks,
+                FinalChunks final_chunks, std::vector<Json> first_chunks) {
+  struct StreamState {
+    std::shared_ptr<Generation> g;
+    std::vector<Json> pending;
+    bool done = false;
+    std::chrono::steady_clock::time_point deadline;
+    bool timed_out = false;
+  };
+  auto st = std::make_shared<StreamState>();
+  st->g = std::move(g);
+  st->pending = std::move(first_chunks);
+  st->deadline = std::chrono::steady_clock::now() + std::chrono::seconds(ctx.config.server.request_timeout_secs);
+  ServerContext* c = &ctx;
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [st, c, make_chunks, final_chunks](size_t, httplib::DataSink& sink) {
+        auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+        auto flush = [&] {
+          for (const Json& j : st->pending)
+            if (!write("data: " + dump_json(j) + "\n\n")) return false;
+          st->pending.clear();
+          return true;
+        };
+        if (!flush()) {
+          st->g->cancel();
+          return false;
+        }
+        if (!st->done) {
+          bool alive = sink.is_writable();
+          const bool more = alive && st->g->pump(std::chrono::milliseconds(50), [&](const ChoiceDelta& d) {
+            make_chunks(d, st->pending);
+            return true;
+          });
+          if (!alive) {
+            st->g->cancel();
+            return false;
+          }
+          if (!st->timed_out && (std::chrono::steady_clock::now() > st->deadline || c->stopping.load())) {
+            st->timed_out = true;
+            st->g->cancel();
+          }
+          if (!flush()) {
+            st->g->cancel();
+            return false;
+          }
+          if (!more) {
+            st->done = true;
+            final_chunks(*st->g, st->pending);
+            if (!flush()) return false;
+            write("data: [DONE]\n\n");
+            sink.done();
+          }
+        }
+        return true;
+      },
+      [st](bool) { st->g->cancel(); });
+}
+
+}  // namespace kiln

@@ -1,0 +1,62 @@
+// What the inference routes share: reading the body, answering with JSON or an ApiError, the
+// checks that need the served model (model id, adapters, context length), logprob entries, and
+// the SSE writer.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <httplib.h>
+
+#include "server/api_error.h"
+#include "server/generation.h"
+#include "server/openai_request.h"
+#include "server/server_context.h"
+
+namespace kiln {
+
+// Serialises with invalid UTF-8 replaced (token text can hold partial characters).
+std::string dump_json(const Json& j);
+void send_json(httplib::Response& res, int status, const Json& body);
+void send_error(httplib::Response& res, const ApiError& e);
+// Parses the body as JSON; the error names the byte offset of a syntax error.
+std::optional<ApiError> parse_body(const httplib::Request& req, Json& body);
+
+// 404 for a model id other than the served one or an adapter that is not loaded; 503 in the
+// maintenance profile.
+std::optional<ApiError> check_target(const ServerContext& ctx, const GenerationRequest& gen);
+// Token ids inside the vocabulary; prompt shorter than the context (413); max_tokens within
+// what the context leaves (400). Sets `max_tokens` (the default when the request gave none).
+std::optional<ApiError> check_prompt(const ServerContext& ctx, const std::vector<int32_t>& prompt,
+                                     const GenerationRequest& gen, const std::string& prompt_field,
+                                     int64_t& max_tokens);
+
+// The text of one token as the client sees it in logprobs (bytes of a partial character are
+// replaced when serialised) and its raw bytes.
+std::string token_text(const ServerContext& ctx, int32_t id);
+// Chat logprobs: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}.
+Json chat_logprobs(const ServerContext& ctx, const std::vector<TokenRecord>& tokens);
+// Completions logprobs: {"tokens", "token_logprobs", "top_logprobs", "text_offset"}.
+Json completion_logprobs(const ServerContext& ctx, const std::vector<TokenRecord>& tokens, size_t text_offset);
+
+std::string new_request_id(const char* prefix);  // prefix + 24 hex digits
+int64_t unix_seconds();
+
+// Usage block of a response.
+Json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+
+// Pumps a Generation until it finishes or the request's deadline passes (then cancels it).
+// `on_delta` as in Generation::pump.
+void run_to_end(ServerContext& ctx, Generation& g, const std::function<bool(const ChoiceDelta&)>& on_delta);
+
+// Streams `g` as server-sent events: `make_chunks` turns a delta into zero or more JSON chunks,
+// `final_chunks` (called once at the end) adds e.g. the usage chunk; then `data: [DONE]`. A
+// write that fails (client gone) cancels the generation.
+using ChunkMaker = std::function<void(const ChoiceDelta&, std::vector<Json>&)>;
+using FinalChunks = std::function<void(const Generation&, std::vector<Json>&)>;
+void stream_sse(ServerContext& ctx, httplib::Response& res, std::shared_ptr<Generation> g, ChunkMaker make_chunks,
+                FinalChunks final_chunks, std::vector<Json> first_chunks);
+
+}  // namespace kiln

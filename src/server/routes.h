@@ -1,0 +1,16 @@
+// The HTTP routes, registered on a cpp-httplib server: inference (chat, completions, batch) and
+// the server's own (models, health, metrics, config). Each handler answers OpenAI-shaped errors.
+#pragma once
+
+#include <httplib.h>
+
+#include "server/server_context.h"
+
+namespace kiln {
+
+void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+// `batch`: POST /v1/completions/batch (many prompts, one aggregated response, no streaming).
+void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res, bool batch);
+void add_info_routes(httplib::Server& server, ServerContext& ctx);
+
+}  // namespace kiln

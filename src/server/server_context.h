@@ -1,0 +1,37 @@
+// ServerContext: what every route handler shares: the resolved configuration, the engine actor,
+// tokenizer and chat template, the model's facts the API checks against, and the metrics.
+#pragma once
+
+#include <atomic>
+
+#include <nlohmann/json.hpp>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "config/kiln_config.h"
+#include "engine/engine_actor.h"
+#include "server/metrics.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kiln {
+
+struct ServerContext {
+  KilnConfig config;
+  nlohmann::json config_report;  // GET /v1/config: each field's value and source
+  EngineActor* actor = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  const ChatTemplate* chat_template = nullptr;  // null: the model has none (chat routes answer 400)
+  std::string model_id;
+  std::string backend;       // the backend's name, for /health and /v1/config
+  int64_t vocab_size = 0;    // the model's
+  int64_t max_context = 0;   // prompt + generated tokens one request may hold
+  int64_t default_max_tokens = 4096;  // when a request gives none (capped by the context left)
+  int32_t think_open_id = -1, think_close_id = -1;  // <think> / </think>, -1 if the tokenizer has none
+  std::chrono::system_clock::time_point started = std::chrono::system_clock::now();
+  Metrics metrics;
+  std::atomic<bool> stopping{false};
+};
+
+}  // namespace kiln

@@ -1,0 +1,240 @@
+#include "server/serving_stack.h"
+
+#include <unistd.h>
+
+#include <condition_variable>
+#include <csignal>
+#include <mutex>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include <httplib.h>
+
+#include "backend/registry.h"
+#include "model/qwen35.h"
+#include "server/route_support.h"
+#include "server/routes.h"
+
+namespace kiln {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+Result<std::unique_ptr<Backend>> open_backend(const std::string& name) {
+  if (name != "auto") return create_backend(name);
+  for (const auto& e : backend_registry())
+    if (e.built && e.name == "cuda")
+      if (auto b = create_backend("cuda"); b.ok()) return b;
+  return create_backend("cpu");
+}
+
+uint64_t weight_file_bytes(const std::string& dir) {
+  uint64_t n = 0;
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(dir, ec))
+    if (f.path().extension() == ".safetensors") n += f.file_size(ec);
+  return n;
+}
+
+// K/V blocks: the configured count, or as many as memory.memory_fraction of the device's memory
+// (host: of the RAM available now) holds after the weights, capped at what max_decode_batch
+// sequences of the full context could use.
+int64_t size_kv_blocks(const KilnConfig& cfg, const Backend& backend, const ModelConfig& mc, const std::string& dir,
+                       int64_t context) {
+  if (cfg.memory.kv_blocks > 0) return cfg.memory.kv_blocks;
+  const int64_t block_bytes = ModelState::block_bytes_for(mc);
+  const int64_t per_seq = (context + ModelState::kBlockSize - 1) / ModelState::kBlockSize;
+  const int64_t cap = per_seq * cfg.server.max_decode_batch;
+  if (block_bytes <= 0) return cap;
+  double budget = 0;
+  const uint64_t device = backend.capabilities().storage.device_memory_bytes;
+  if (device > 0) {
+    budget = cfg.memory.memory_fraction * static_cast<double>(device) - static_cast<double>(weight_file_bytes(dir)) -
+             static_cast<double>(ModelState::slot_bytes_for(mc) * (cfg.server.max_decode_batch + 16));
+  } else {
+    budget = cfg.memory.memory_fraction * static_cast<double>(sysconf(_SC_AVPHYS_PAGES)) *
+             static_cast<double>(sysconf(_SC_PAGESIZE));
+  }
+  const int64_t fit = static_cast<int64_t>(budget / static_cast<double>(block_bytes));
+  return std::max<int64_t>(std::min(cap, fit), per_seq > 0 ? std::min<int64_t>(per_seq, 64) : 1);
+}
+
+class Stack final : public ServingStack {
+ public:
+  ~Stack() override { stop(); }
+
+  Status open(const KilnConfig& cfg) {
+    ctx_.config = cfg;
+    const std::string& dir = cfg.model.path;
+    if (dir.empty()) return invalid_argument("model.path is empty: name a checkpoint directory (--model DIR)");
+    KILN_ASSIGN_OR_RETURN(backend_, open_backend(cfg.model.backend));
+    ctx_.backend = backend_->identity().name;
+    KILN_ASSIGN_OR_RETURN(model_, Qwen35Model::load(dir, *backend_));
+    const std::string tok_dir = cfg.model.tokenizer_path.empty() ? dir : cfg.model.tokenizer_path;
+    {
+      auto tok = Tokenizer::load(tok_dir);
+      if (!tok.ok()) return tok.status().with_context("model.tokenizer_path");
+      tokenizer_ = std::make_unique<Tokenizer>(std::move(*tok));
+    }
+    if (auto t = ChatTemplate::load(tok_dir); t.ok()) {
+      template_ = std::make_unique<ChatTemplate>(std::move(*t));
+    } else {
+      std::fprintf(stderr, "kiln: no chat template (%s): /v1/chat/completions will answer 400\n",
+                   t.status().to_string().c_str());
+    }
+    const ModelConfig& mc = model_->config();
+    ctx_.model_id = cfg.model.served_model_id.empty() ? fs::path(dir).lexically_normal().filename().string()
+                                                      : cfg.model.served_model_id;
+    if (ctx_.model_id.empty()) ctx_.model_id = fs::absolute(dir).parent_path().filename().string();
+    ctx_.vocab_size = mc.vocab_size;
+    ctx_.tokenizer = tokenizer_.get();
+    ctx_.chat_template = template_.get();
+    if (auto id = tokenizer_->token_to_id("<think>")) ctx_.think_open_id = *id;
+    if (auto id = tokenizer_->token_to_id("</think>")) ctx_.think_close_id = *id;
+
+    const int64_t context = cfg.model.max_context > 0 ? cfg.model.max_context : 32768;
+    EngineConfig ec;
+    ec.scheduler.max_batch_tokens = cfg.server.max_batch_tokens;
+    ec.scheduler.max_running = cfg.server.max_decode_batch;
+    ec.scheduler.max_queue = cfg.server.max_queued_requests;
+    ec.kv_blocks = size_kv_blocks(cfg, *backend_, mc, dir, context);
+    ec.snapshot_slots = cfg.prefix_cache.enabled ? 16 : 0;
+    ec.prefix_cache.enabled = cfg.prefix_cache.enabled;
+    ec.prefix_cache.max_blocks = cfg.prefix_cache.max_blocks;
+    ec.prefix_cache.max_bytes = cfg.prefix_cache.max_bytes;
+    ec.channel_capacity = static_cast<size_t>(cfg.batching.channel_capacity);
+    ec.model_identity = ctx_.model_id + "@" + fs::absolute(dir).string();
+    ctx_.max_context = std::min(context, ec.kv_blocks * ModelState::kBlockSize);
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(*model_, ec));
+    actor_ = std::make_unique<EngineActor>(std::move(engine));
+    ctx_.actor = actor_.get();
+    std::fprintf(stderr,
+                 "kiln: model '%s' from %s on %s: %lld layers, vocabulary %lld; %lld K/V blocks (%.1f MiB), "
+                 "context %lld tokens, up to %lld sequences\n",
+                 ctx_.model_id.c_str(), dir.c_str(), ctx_.backend.c_str(), static_cast<long long>(mc.num_layers),
+                 static_cast<long long>(mc.vocab_size), static_cast<long long>(ec.kv_blocks),
+                 static_cast<double>(ec.kv_blocks * ModelState::block_bytes_for(mc)) / (1 << 20),
+                 static_cast<long long>(ctx_.max_context), static_cast<long long>(cfg.server.max_decode_batch));
+    return listen();
+  }
+
+  void set_config_report(nlohmann::json report) { ctx_.config_report = std::move(report); }
+
+  int port() const override { return port_; }
+  std::string base_url() const override { return "http://" + ctx_.config.server.host + ":" + std::to_string(port_); }
+  std::string model_id() const override { return ctx_.model_id; }
+  void wait() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    stopped_cv_.wait(lock, [this] { return stopped_; });
+  }
+  void stop() override {
+    if (ctx_.stopping.exchange(true)) return;
+    if (server_) server_->stop();  // handlers in flight see `stopping` and cancel
+    if (listener_.joinable()) listener_.join();
+    actor_.reset();  // cancels what is still running
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+    stopped_cv_.notify_all();
+  }
+
+ private:
+  Status listen() {
+    // A client that goes away mid-write must not kill the process.
+    std::signal(SIGPIPE, SIG_IGN);
+    server_ = std::make_unique<httplib::Server>();
+    const auto& s = ctx_.config.server;
+    const size_t threads = s.http_threads > 0 ? static_cast<size_t>(s.http_threads)
+                                              : static_cast<size_t>(std::max<int64_t>(8, 2 * s.max_decode_batch));
+    server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    server_->set_payload_max_length(static_cast<size_t>(s.max_body_bytes));
+    server_->set_tcp_nodelay(true);  // stream chunks leave at once
+    server_->set_read_timeout(30, 0);
+    server_->set_write_timeout(30, 0);
+    ServerContext& ctx = ctx_;
+    auto timed = [&ctx](const char* route, auto fn) {
+      return [&ctx, route, fn](const httplib::Request& req, httplib::Response& res) {
+        const auto t0 = std::chrono::steady_clock::now();
+        ctx.metrics.active_requests(1);
+        fn(req, res);
+        auto finished = [&ctx, route, t0](int status) {
+          ctx.metrics.active_requests(-1);
+          ctx.metrics.request_finished(route, status,
+                                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        };
+        if (!res.content_provider_) return finished(res.status);
+        // A stream ends after the handler returns: count it when its provider is released
+        // (499: the client went away first).
+        auto inner = res.content_provider_resource_releaser_;
+        res.content_provider_resource_releaser_ = [inner, finished](bool ok) {
+          if (inner) inner(ok);
+          finished(ok ? 200 : 499);
+        };
+      };
+    };
+    server_->Post("/v1/chat/completions", timed("/v1/chat/completions", [&ctx](const auto& q, auto& r) { handle_chat(ctx, q, r); }));
+    server_->Post("/v1/completions", timed("/v1/completions", [&ctx](const auto& q, auto& r) { handle_completions(ctx, q, r, false); }));
+    server_->Post("/v1/completions/batch",
+                  timed("/v1/completions/batch", [&ctx](const auto& q, auto& r) { handle_completions(ctx, q, r, true); }));
+    add_info_routes(*server_, ctx_);
+    server_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "unknown exception";
+      try {
+        if (ep) std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      send_error(res, ApiError::from_status(internal_error(what)));
+    });
+    server_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      ApiError e;
+      e.http_status = res.status;
+      if (res.status == 404) {
+        e.code = "not_found";
+        e.message = "no route " + req.method + " " + req.path;
+      } else if (res.status == 413) {
+        e.code = "body_too_large";
+        e.message = "the request body is larger than server.max_body_bytes";
+      } else if (res.status == 405) {
+        e.message = "method " + req.method + " is not allowed on " + req.path;
+      } else {
+        e.message = "HTTP " + std::to_string(res.status);
+      }
+      send_error(res, e);
+    });
+    port_ = s.port == 0 ? server_->bind_to_any_port(s.host) : (server_->bind_to_port(s.host, static_cast<int>(s.port)) ? static_cast<int>(s.port) : -1);
+    if (port_ < 0)
+      return io_error("cannot listen on " + s.host + ":" + std::to_string(s.port) +
+                      " (in use, or not an address of this machine): set server.port / --port");
+    // The socket listens from bind on: connections queue until the accept loop starts.
+    listener_ = std::thread([this] { server_->listen_after_bind(); });
+    return {};
+  }
+
+  ServerContext ctx_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Qwen35Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ChatTemplate> template_;
+  std::unique_ptr<EngineActor> actor_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread listener_;
+  int port_ = -1;
+  std::mutex mu_;
+  std::condition_variable stopped_cv_;
+  bool stopped_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ServingStack>> ServingStack::start(const KilnConfig& config, nlohmann::json config_report) {
+  auto stack = std::make_unique<Stack>();
+  stack->set_config_report(std::move(config_report));
+  KILN_RETURN_IF_ERROR(stack->open(config));
+  return std::unique_ptr<ServingStack>(std::move(stack));
+}
+
+}  // namespace kiln

@@ -1,0 +1,30 @@
+// ServingStack: everything `kiln serve` runs, assembled from a KilnConfig: the backend, the model
+// (model.path must name a checkpoint; `kiln serve` resolves the embedded demo model first), tokenizer and chat template, the engine
+// actor, and the HTTP server listening on server.host:server.port (port 0 picks a free one).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "config/kiln_config.h"
+#include "core/status.h"
+
+namespace kiln {
+
+class ServingStack {
+ public:
+  // Loads everything and starts listening; returns once requests can be served. `config_report`
+  // is what GET /v1/config answers (each field's value and source).
+  static Result<std::unique_ptr<ServingStack>> start(const KilnConfig& config, nlohmann::json config_report = nullptr);
+  virtual ~ServingStack() = default;  // stops the server and the engine
+
+  virtual int port() const = 0;               // the bound port
+  virtual std::string base_url() const = 0;   // "http://HOST:PORT"
+  virtual std::string model_id() const = 0;   // the served model id (the `model` field)
+  virtual void wait() = 0;                    // blocks until stop()
+  virtual void stop() = 0;                    // thread-safe; requests in flight are cancelled
+};
+
+}  // namespace kiln
