@@ -133,11 +133,37 @@ struct GdnArgs {
 };
 GdnRequest describe(const GdnArgs& a);
 
+// One decode step of a GDN layer after its input projections: conv update of `mixed`, l2 norm
+// of q and k, gates, recurrence, gated norm with z. Equal to causal_conv1d, delta_rule
+// (recurrent) and the kGated norm run in turn.
+struct GdnDecodeArgs {
+  Tensor mixed;        // [tokens, 2*k_heads*dk + v_heads*dv] (rows may be strided): q, k, v before the conv
+  Tensor conv_weight;  // [channels, kernel] f32
+  Tensor conv_state;   // [slots, kernel - 1, channels] f32
+  Tensor z;            // [tokens, v_heads, dv] (strided): the output norm's gate
+  Tensor a, b;         // [tokens, v_heads] (strided): decay and beta pre-activations
+  Tensor a_log, dt_bias;  // [v_heads] f32
+  Tensor state;        // [slots, v_heads, dk, dv] f32
+  Tensor norm_weight;  // [dv] f32 (plain w)
+  Tensor out;          // [tokens, v_heads, dv]: gated_norm(o, z)
+  int64_t k_heads = 0, dk = 0;  // `mixed` is flat: its split into heads
+  float eps = 1e-6f;
+  const BatchLayout* layout = nullptr;
+};
+GdnDecodeRequest describe(const GdnDecodeArgs& a);
+
 class GdnFacet {
  public:
   virtual ~GdnFacet() = default;
   virtual Support supports(const GdnRequest& r) const = 0;
   virtual Status delta_rule(const GdnArgs& a) = 0;
+  // Optional; the default declines, and callers then run the three steps separately.
+  virtual Support supports(const GdnDecodeRequest& r) const {
+    return Support::declined("this backend has no fused GDN decode step");
+  }
+  virtual Status fused_decode(const GdnDecodeArgs& a) {
+    return unsupported("declined " + describe(a).describe() + ": this backend has no fused GDN decode step");
+  }
 };
 
 // ---- elementwise: embedding gather, residual add, SiLU-gated product ----

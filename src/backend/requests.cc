@@ -74,6 +74,13 @@ std::string GdnRequest::describe() const {
   return s.str();
 }
 
+std::string GdnDecodeRequest::describe() const {
+  std::ostringstream s;
+  s << "gdn fused_decode rows=" << rows << " tokens=" << tokens << " k_heads=" << k_heads << " v_heads=" << v_heads
+    << " dk=" << dk << " dv=" << dv << " conv_kernel=" << conv_kernel << " state=" << dt(state_dtype);
+  return s.str();
+}
+
 std::string ElementwiseRequest::describe() const {
   static const char* ops[] = {"embed", "add", "silu_mul"};
   std::ostringstream s;
@@ -137,6 +144,19 @@ GdnRequest describe(const GdnArgs& a) {
   r.dv = a.v.dim(2);
   r.chunk = a.chunk;
   r.state_dtype = a.state.dtype();
+  return r;
+}
+
+GdnDecodeRequest describe(const GdnDecodeArgs& a) {
+  GdnDecodeRequest r;
+  r.rows = a.layout ? a.layout->rows : 0;
+  r.tokens = a.mixed.defined() ? a.mixed.dim(0) : 0;
+  r.k_heads = a.k_heads;
+  r.dk = a.dk;
+  r.v_heads = a.out.defined() && a.out.rank() == 3 ? a.out.dim(1) : 0;
+  r.dv = a.out.defined() && a.out.rank() == 3 ? a.out.dim(2) : 0;
+  r.conv_kernel = a.conv_weight.defined() && a.conv_weight.rank() == 2 ? a.conv_weight.dim(1) : 0;
+  r.state_dtype = a.state.defined() ? a.state.dtype() : DType::kF32;
   return r;
 }
 

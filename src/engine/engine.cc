@@ -26,7 +26,7 @@ Engine::Engine(Qwen35Model& model, EngineConfig config, ModelState state)
 
 Engine::~Engine() {
   for (auto& s : scheduler_.retire_all())
-    if (!s->channel->finished()) s->channel->push({-1, 0.f, {}, FinishReason::kCancelled, "engine stopped"});
+    if (!s->channel->finished()) s->channel->push({-1, 0.f, {}, {}, FinishReason::kCancelled, "engine stopped"});
 }
 
 Result<Submission> Engine::submit(RequestSpec spec) {
@@ -39,6 +39,7 @@ Result<Submission> Engine::submit(RequestSpec spec) {
     if (t < 0 || t >= V) return invalid_argument("stop_token_ids: " + std::to_string(t) + " is outside the vocabulary");
   if (spec.thinking.tokens >= 0 && (spec.thinking.close_id < 0 || spec.thinking.close_id >= V))
     return invalid_argument("thinking_budget_tokens: the model has no token that closes the reasoning span");
+  if (spec.prompt_logprobs > 20) return invalid_argument("prompt_logprobs must be in [0, 20]");
   if (spec.max_tokens < 1) return invalid_argument("max_tokens must be >= 1, got " + std::to_string(spec.max_tokens));
   KILN_RETURN_IF_ERROR(validate(spec.sampling));
   if (!spec.adapter.empty())
@@ -67,7 +68,7 @@ void Engine::emit(Sequence& seq, const SampledToken& t) {
   seq.note_reasoning(t.token);
   const auto& eos = model_.config().eos_token_ids;
   const auto& stops = seq.spec.stop_token_ids;
-  TokenEvent e{t.token, t.logprob, t.top, FinishReason::kNone, {}};
+  TokenEvent e{t.token, t.logprob, t.top, std::move(seq.prompt_scores), FinishReason::kNone, {}};
   if ((!seq.spec.ignore_eos && std::find(eos.begin(), eos.end(), t.token) != eos.end()) ||
       std::find(stops.begin(), stops.end(), t.token) != stops.end())
     e.finish = FinishReason::kStop;
@@ -110,15 +111,34 @@ Status Engine::run_prefill(const Cycle& c) {
   for (const PrefillChunk& p : c.prefill)
     rows.push_back({&p.seq->state, std::span<const int32_t>(p.seq->tokens).subspan(
                                        static_cast<size_t>(p.seq->state.length), static_cast<size_t>(p.len))});
-  auto logits = model_.forward(rows, LogitsMode::kLast, state_);
+  // Rows that score their prompt need every position's logits, so the whole forward gives them.
+  const bool all = std::any_of(c.prefill.begin(), c.prefill.end(),
+                               [](const PrefillChunk& p) { return p.seq->spec.prompt_logprobs >= 0; });
+  auto logits = model_.forward(rows, all ? LogitsMode::kAll : LogitsMode::kLast, state_);
   if (!logits.ok()) {
     for (const PrefillChunk& p : c.prefill) fail(*p.seq, logits.status());
     return logits.status();
   }
   const int64_t V = logits->dim(1);
+  int64_t first_row = 0;  // kAll: the logits row of this chunk's first token
   for (size_t i = 0; i < c.prefill.size(); ++i) {
     Sequence& s = *c.prefill[i].seq;
     const int64_t done = s.state.length;
+    const int64_t len = c.prefill[i].len;
+    auto logits_row = [&](int64_t r) {
+      return std::span<const float>(logits->data<float>() + r * V, static_cast<size_t>(V));
+    };
+    const int64_t last_row = all ? first_row + len - 1 : static_cast<int64_t>(i);
+    if (all && s.spec.prompt_logprobs >= 0) {
+      // Position p's logits score prompt token p + 1.
+      for (int64_t j = 0; j < len; ++j) {
+        const int64_t p = done - len + j;
+        if (p + 1 < s.prompt_len)
+          s.prompt_scores.push_back(score_token(logits_row(first_row + j), s.tokens[static_cast<size_t>(p + 1)],
+                                                s.spec.prompt_logprobs));
+      }
+    }
+    first_row += len;
     // A chunk that ends on a block boundary leaves the state a later prompt can resume from.
     if (done % ModelState::kBlockSize == 0 && done <= s.prompt_len) {
       Status st = cache_.insert(s.key, std::span<const int32_t>(s.tokens).first(static_cast<size_t>(done)),
@@ -130,8 +150,7 @@ Status Engine::run_prefill(const Cycle& c) {
     }
     if (s.prompt_remaining() > 0) continue;
     s.phase = SequencePhase::kDecode;
-    std::span<const float> row(logits->data<float>() + static_cast<int64_t>(i) * V, static_cast<size_t>(V));
-    emit(s, next_token(s, row));
+    emit(s, next_token(s, logits_row(last_row)));
   }
   return {};
 }
@@ -142,14 +161,14 @@ int64_t Engine::retire_finished() {
     if (s->phase == SequencePhase::kFinished) done.push_back(s.get());
   for (Sequence* s : done) {
     std::unique_ptr<Sequence> seq = scheduler_.retire(s);
-    if (!seq->channel->finished()) seq->channel->push({-1, 0.f, {}, seq->finish, seq->error});
+    if (!seq->channel->finished()) seq->channel->push({-1, 0.f, {}, {}, seq->finish, seq->error});
   }
   return static_cast<int64_t>(done.size());
 }
 
 Result<CycleReport> Engine::step() {
   CycleReport report;
-  for (auto& s : scheduler_.take_cancelled_waiting()) s->channel->push({-1, 0.f, {}, FinishReason::kCancelled, {}});
+  for (auto& s : scheduler_.take_cancelled_waiting()) s->channel->push({-1, 0.f, {}, {}, FinishReason::kCancelled, {}});
   for (const auto& s : scheduler_.running())
     if (s->phase != SequencePhase::kFinished && s->channel->cancelled()) {
       s->finish = FinishReason::kCancelled;

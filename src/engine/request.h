@@ -35,6 +35,10 @@ struct RequestSpec {
     int32_t open_id = -1, close_id = -1;
     bool starts_open = false;
   } thinking;
+  // >= 0: score every prompt token after the first (its logprob given what precedes it, and this
+  // many alternatives); the scores come with the first TokenEvent. Such a prompt is computed in
+  // full (no prefix-cache hit).
+  int32_t prompt_logprobs = -1;
   std::string adapter;                  // "" for the base model
   uint64_t adapter_revision = 0;
   // Stop strings are matched on detokenised text by the server (it owns the tokenizer); it
@@ -45,6 +49,7 @@ struct TokenEvent {
   int32_t token = -1;  // -1 on an event that only finishes the request (cancel, error)
   float logprob = 0.f;
   std::vector<TokenLogprob> top_logprobs;
+  std::vector<SampledToken> prompt_scores;  // prompt tokens 1.. (prompt_logprobs), first event only
   FinishReason finish = FinishReason::kNone;
   std::string error;   // with kError
 };

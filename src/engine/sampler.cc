@@ -150,4 +150,13 @@ SampledToken Sampler::sample(std::span<const float> logits_in, std::span<const i
   return out;
 }
 
+SampledToken score_token(std::span<const float> logits, int32_t token, int32_t top) {
+  SampledToken out;
+  out.token = token;
+  const std::vector<double> probs = softmax(logits);
+  out.logprob = static_cast<float>(std::log(probs[static_cast<size_t>(token)]));
+  out.top = top_logprobs(probs, top);
+  return out;
+}
+
 }  // namespace kiln

@@ -37,6 +37,10 @@ struct SampledToken {
   std::vector<TokenLogprob> top;   // the top_logprobs most likely tokens of that distribution
 };
 
+// The logprob of `token` under softmax(logits) (temperature 1, no penalties) and the `top` most
+// likely alternatives: what a prompt token's score is (prompt_logprobs).
+SampledToken score_token(std::span<const float> logits, int32_t token, int32_t top);
+
 // ---- the transforms, in the order they apply ----
 // Repetition penalty over `seen` (divide positive logits, multiply negative ones, once per
 // distinct token); presence (once per distinct token) and frequency (per occurrence) penalties

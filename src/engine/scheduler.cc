@@ -74,7 +74,8 @@ bool Scheduler::admit_front(int64_t budget, Cycle& cycle) {
   }
   if (slots_.free_slots() == 0) return false;
   // At least one prompt token must run to give the first logits.
-  PrefixHit hit = cache_.lookup(seq->key, seq->spec.prompt, seq->prompt_len - 1);
+  // Scoring the prompt needs the logits of every prompt position: no hit then.
+  PrefixHit hit = cache_.lookup(seq->key, seq->spec.prompt, seq->spec.prompt_logprobs >= 0 ? 0 : seq->prompt_len - 1);
   blocks_.adopt_prefix(seq->state, hit.blocks);
   Status st = hit.snapshot >= 0 ? slots_.restore(hit.snapshot, seq->state) : slots_.acquire(seq->state);
   const int64_t need = seq->max_blocks() - static_cast<int64_t>(seq->state.blocks.size());

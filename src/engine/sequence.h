@@ -34,6 +34,7 @@ struct Sequence {
   SequencePhase phase = SequencePhase::kWaiting;
   FinishReason finish = FinishReason::kNone;
   std::string error;
+  std::vector<SampledToken> prompt_scores;  // prompt_logprobs, until the first event carries them
   bool in_reasoning;             // inside the reasoning span (for the thinking budget)
   int64_t reasoning_tokens = 0;  // generated inside it
 

@@ -114,26 +114,36 @@ Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchL
   KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.gdn.in_proj_z, ws.z}));
   KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.gdn.in_proj_a, ws.a}));
   KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.gdn.in_proj_b, ws.b}));
-  KILN_RETURN_IF_ERROR(backend_.conv().causal_conv1d({ws.mixed, L.gdn.conv, state.conv(layer), ws.conv, &bl}));
-  GdnArgs g;
-  g.form = bl.phase == Phase::kDecode ? GdnForm::kRecurrent : options_.prefill_form;
-  g.chunk = options_.gdn_chunk;
-  g.q = heads_view(ws.conv, T, Hk, dk, C, dk);
-  g.k = heads_view(ws.conv, T, Hk, dk, C, dk, Hk * dk);
-  g.v = heads_view(ws.conv, T, Hv, dv, C, dv, 2 * Hk * dk);
-  g.a = ws.a;
-  g.b = ws.b;
-  g.a_log = L.gdn.a_log;
-  g.dt_bias = L.gdn.dt_bias;
-  g.state = state.recurrent(layer);
-  g.out = ws.core;
-  g.layout = &bl;
-  KILN_RETURN_IF_ERROR(backend_.gdn().delta_rule(g));
-  Tensor core_rows = ws.core.reshape({T * Hv, dv});
-  Tensor z_rows = ws.z.reshape({T * Hv, dv});
-  Tensor out_rows = ws.normed.reshape({T * Hv, dv});
-  KILN_RETURN_IF_ERROR(backend_.norm().rms_norm(
-      {NormKind::kGated, core_rows, {}, L.gdn.norm, z_rows, out_rows, float(c.rms_norm_eps)}));
+  // Decode: conv, delta rule and gated norm in one call where the backend has the fused step.
+  GdnDecodeArgs d;
+  if (bl.phase == Phase::kDecode) {
+    d = {ws.mixed, L.gdn.conv, state.conv(layer), ws.z.reshape({T, Hv, dv}), ws.a, ws.b, L.gdn.a_log, L.gdn.dt_bias,
+         state.recurrent(layer), L.gdn.norm, ws.normed.reshape({T, Hv, dv}), Hk, dk, float(c.rms_norm_eps), &bl};
+  }
+  if (bl.phase == Phase::kDecode && backend_.gdn().supports(describe(d)).runs_natively()) {
+    KILN_RETURN_IF_ERROR(backend_.gdn().fused_decode(d));
+  } else {
+    KILN_RETURN_IF_ERROR(backend_.conv().causal_conv1d({ws.mixed, L.gdn.conv, state.conv(layer), ws.conv, &bl}));
+    GdnArgs g;
+    g.form = bl.phase == Phase::kDecode ? GdnForm::kRecurrent : options_.prefill_form;
+    g.chunk = options_.gdn_chunk;
+    g.q = heads_view(ws.conv, T, Hk, dk, C, dk);
+    g.k = heads_view(ws.conv, T, Hk, dk, C, dk, Hk * dk);
+    g.v = heads_view(ws.conv, T, Hv, dv, C, dv, 2 * Hk * dk);
+    g.a = ws.a;
+    g.b = ws.b;
+    g.a_log = L.gdn.a_log;
+    g.dt_bias = L.gdn.dt_bias;
+    g.state = state.recurrent(layer);
+    g.out = ws.core;
+    g.layout = &bl;
+    KILN_RETURN_IF_ERROR(backend_.gdn().delta_rule(g));
+    Tensor core_rows = ws.core.reshape({T * Hv, dv});
+    Tensor z_rows = ws.z.reshape({T * Hv, dv});
+    Tensor out_rows = ws.normed.reshape({T * Hv, dv});
+    KILN_RETURN_IF_ERROR(backend_.norm().rms_norm(
+        {NormKind::kGated, core_rows, {}, L.gdn.norm, z_rows, out_rows, float(c.rms_norm_eps)}));
+  }
   MatmulArgs o{ws.normed, L.gdn.out_proj, ws.x};
   o.accumulate = true;  // x += y W_out^T
   return lin.matmul(o);

@@ -1,5 +1,7 @@
 // POST /v1/completions and /v1/completions/batch: raw prompts (text or token ids) -> n choices
 // each -> OpenAI text_completion (or its chunk events; streaming takes one prompt).
+#include <algorithm>
+
 #include "server/route_support.h"
 #include "server/routes.h"
 
@@ -11,8 +13,6 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   CompletionRequest cr;
   if (auto e = parse_completion_request(body, batch, cr)) return send_error(res, *e);
   if (auto e = check_target(ctx, cr.gen)) return send_error(res, *e);
-  if (cr.prompt_logprobs)
-    return send_error(res, ApiError::invalid("prompt_logprobs", "prompt_logprobs is not supported yet"));
   if (cr.gen.stream && cr.prompts.size() != 1)
     return send_error(res, ApiError::invalid("prompt", "streaming takes one prompt; use /v1/completions/batch for many"));
   if (batch && cr.gen.stream)
@@ -54,6 +54,9 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
     in.first_index = static_cast<int>(i) * cr.gen.n;
     in.output.stop = cr.gen.stop;
     in.output.parse_reasoning = false;
+    // Scores of the prompt: asked for directly, or echoed with logprobs (OpenAI's scoring idiom).
+    if (cr.prompt_logprobs) in.prompt_logprobs = *cr.prompt_logprobs;
+    if (cr.echo && cr.gen.logprobs) in.prompt_logprobs = std::max(in.prompt_logprobs, cr.gen.sampling.top_logprobs);
     std::unique_ptr<Generation> g;
     if (auto e = Generation::start(ctx, in, g)) return send_error(res, *e);  // started ones cancel as they go
     prompt_tokens += g->prompt_tokens();
@@ -98,9 +101,13 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
     for (const auto& c : gens[i]->choices()) {
       if (!c->error.empty()) return send_error(res, ApiError::from_status(internal_error(c->error)));
       const std::string& echo = prepared[i].text;
-      Json choice = {{"index", c->index}, {"text", echo + c->output.content()},
-                     {"logprobs", want_logprobs ? completion_logprobs(ctx, c->tokens, echo.size()) : Json(nullptr)},
+      Json logprobs = nullptr;
+      if (want_logprobs)
+        logprobs = cr.echo ? completion_logprobs(ctx, c->tokens, 0, &prepared[i].ids, &c->prompt_scores)
+                           : completion_logprobs(ctx, c->tokens, 0);
+      Json choice = {{"index", c->index}, {"text", echo + c->output.content()}, {"logprobs", logprobs},
                      {"finish_reason", c->finish_reason}};
+      if (cr.prompt_logprobs) choice["prompt_logprobs"] = prompt_logprobs_json(ctx, prepared[i].ids, c->prompt_scores);
       if (batch) choice["prompt_index"] = i;
       choices.push_back(std::move(choice));
     }

@@ -30,11 +30,12 @@ std::optional<ApiError> Generation::start(ServerContext& ctx, const GenerationIn
     spec.ignore_eos = gen.ignore_eos;
     spec.adapter = gen.adapter;
     spec.thinking = in.thinking;
+    spec.prompt_logprobs = in.prompt_logprobs;
     auto sub = ctx.actor->submit(std::move(spec));
     if (!sub.ok()) return ApiError::from_status(sub.status());  // the destructor cancels the others
     auto c = std::unique_ptr<ChoiceState>(new ChoiceState{in.first_index + i, sub->channel,
                                                           IncrementalDetokenizer(*ctx.tokenizer, SpecialTokenOutput::kSkip),
-                                                          ChoiceOutput(in.output), {}, "", "", {}});
+                                                          ChoiceOutput(in.output), {}, {}, "", "", {}});
     g->choices_.push_back(std::move(c));
   }
   out = std::move(g);
@@ -57,6 +58,7 @@ int64_t Generation::completion_tokens() const {
 void Generation::handle(ChoiceState& c, const TokenEvent& e, std::vector<ChoiceDelta>& out) {
   if (!c.finish_reason.empty()) return;  // stopped by a string: the rest is discarded
   ChoiceDelta d{&c, {}, {}, false};
+  if (!e.prompt_scores.empty()) c.prompt_scores = e.prompt_scores;
   if (e.token >= 0) {
     const auto now = std::chrono::steady_clock::now();
     if (!first_token_seen_) {

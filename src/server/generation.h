@@ -34,6 +34,7 @@ struct ChoiceState {
   IncrementalDetokenizer detok;
   ChoiceOutput output;
   std::vector<TokenRecord> tokens;
+  std::vector<SampledToken> prompt_scores;  // prompt tokens 1.. when asked for (prompt_logprobs)
   std::string finish_reason;  // "" while running
   std::string error;          // an engine error ends the choice with it
   std::chrono::steady_clock::time_point last_token;
@@ -46,6 +47,7 @@ struct GenerationInput {
   int first_index = 0;  // index of the first choice (completions: prompt * n)
   ChoiceOutputOptions output;
   RequestSpec::ThinkingBudget thinking;
+  int32_t prompt_logprobs = -1;  // >= 0: score the prompt (with this many alternatives)
 };
 
 struct ChoiceDelta {

@@ -315,6 +315,8 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool batch, C
   if (auto v = r.integer("best_of", 1, kMaxChoices); v && *v != out.gen.n)
     r.fail("best_of", "best_of must equal n (no server-side ranking)");
   if (out.echo && out.gen.stream && r.ok()) r.fail("echo", "echo is not supported with stream");
+  if (out.prompt_logprobs && out.gen.stream && r.ok())
+    r.fail("prompt_logprobs", "prompt_logprobs is not supported with stream");
   return r.error();
 }
 

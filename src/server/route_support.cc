@@ -114,19 +114,44 @@ Json chat_logprobs(const ServerContext& ctx, const std::vector<TokenRecord>& tok
   return {{"content", content}};
 }
 
-Json completion_logprobs(const ServerContext& ctx, const std::vector<TokenRecord>& tokens, size_t text_offset) {
+Json completion_logprobs(const ServerContext& ctx, const std::vector<TokenRecord>& tokens, size_t text_offset,
+                         const std::vector<int32_t>* echo_prompt, const std::vector<SampledToken>* prompt_scores) {
   Json toks = Json::array(), lps = Json::array(), tops = Json::array(), offsets = Json::array();
-  for (const auto& t : tokens) {
-    const std::string text = token_text(ctx, t.id);
+  auto add = [&](int32_t id, Json logprob, Json top) {
+    const std::string text = token_text(ctx, id);
     toks.push_back(text);
-    lps.push_back(t.logprob);
-    Json top = Json::object();
-    for (const auto& alt : t.top) top[token_text(ctx, alt.token)] = alt.logprob;
-    tops.push_back(top);
+    lps.push_back(std::move(logprob));
+    tops.push_back(std::move(top));
     offsets.push_back(text_offset);
     text_offset += text.size();
+  };
+  auto top_object = [&](const std::vector<TokenLogprob>& alts) {
+    Json top = Json::object();
+    for (const auto& alt : alts) top[token_text(ctx, alt.token)] = alt.logprob;
+    return top;
+  };
+  if (echo_prompt) {
+    text_offset = 0;
+    for (size_t i = 0; i < echo_prompt->size(); ++i) {
+      const SampledToken* s = prompt_scores && i >= 1 && i - 1 < prompt_scores->size() ? &(*prompt_scores)[i - 1] : nullptr;
+      add((*echo_prompt)[i], s ? Json(s->logprob) : Json(nullptr), s ? top_object(s->top) : Json(nullptr));
+    }
   }
+  for (const auto& t : tokens) add(t.id, t.logprob, top_object(t.top));
   return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+Json prompt_logprobs_json(const ServerContext& ctx, const std::vector<int32_t>& prompt,
+                          const std::vector<SampledToken>& scores) {
+  Json out = Json::array({nullptr});
+  for (size_t i = 0; i < scores.size() && i + 1 < prompt.size(); ++i) {
+    Json top = Json::array();
+    for (const auto& alt : scores[i].top)
+      top.push_back({{"token", token_text(ctx, alt.token)}, {"token_id", alt.token}, {"logprob", alt.logprob}});
+    out.push_back({{"token", token_text(ctx, prompt[i + 1])}, {"token_id", prompt[i + 1]},
+                   {"logprob", scores[i].logprob}, {"top_logprobs", top}});
+  }
+  return out;
 }
 
 std::string new_request_id(const char* prefix) {

@@ -38,8 +38,15 @@ std::optional<ApiError> check_prompt(const ServerContext& ctx, const std::vector
 std::string token_text(const ServerContext& ctx, int32_t id);
 // Chat logprobs: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}.
 Json chat_logprobs(const ServerContext& ctx, const std::vector<TokenRecord>& tokens);
-// Completions logprobs: {"tokens", "token_logprobs", "top_logprobs", "text_offset"}.
-Json completion_logprobs(const ServerContext& ctx, const std::vector<TokenRecord>& tokens, size_t text_offset);
+// Completions logprobs: {"tokens", "token_logprobs", "top_logprobs", "text_offset"}; with
+// `echo_prompt` the prompt's tokens come first (the first one's logprob is null), scored by
+// `prompt_scores` (prompt tokens 1..).
+Json completion_logprobs(const ServerContext& ctx, const std::vector<TokenRecord>& tokens, size_t text_offset,
+                         const std::vector<int32_t>* echo_prompt = nullptr,
+                         const std::vector<SampledToken>* prompt_scores = nullptr);
+// prompt_logprobs: [null, {"token", "token_id", "logprob", "top_logprobs": [...]}, ...], one per prompt token.
+Json prompt_logprobs_json(const ServerContext& ctx, const std::vector<int32_t>& prompt,
+                          const std::vector<SampledToken>& scores);
 
 std::string new_request_id(const char* prefix);  // prefix + 24 hex digits
 int64_t unix_seconds();

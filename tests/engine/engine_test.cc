@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <thread>
 
@@ -166,6 +167,45 @@ TEST(Engine, ThinkingBudgetForcesTheClosingToken) {
   r.thinking = {0, open_id, close_id, false};
   Submission s = e->submit(r).value();
   EXPECT_EQ(run_all(*e, {s})[s.id].tokens, free_run);
+}
+
+TEST(Engine, PromptLogprobsScoreEveryPromptToken) {
+  testing::TinyModel m;
+  const auto prompt = prompt_of(150, 9);
+  // The oracle: one whole-prompt forward with every position's logits.
+  auto state = m.model->create_state({1, 4}).value();
+  auto seq = state.new_sequence().value();
+  SequenceInput row{&seq, prompt};
+  Tensor all = m.model->forward({&row, 1}, LogitsMode::kAll, state).value();
+  state.release(seq);
+  const int64_t V = all.dim(1);
+  for (int64_t budget : {64, 512}) {
+    auto e = Engine::create(*m.model, config(budget, /*cache=*/true)).value();
+    for (int round = 0; round < 2; ++round) {  // the second run would hit the prefix cache
+      RequestSpec r = greedy_request(prompt, 2);
+      r.prompt_logprobs = 3;
+      Submission s = e->submit(r).value();
+      std::vector<SampledToken> scores;
+      for (int guard = 0; e->has_work() && guard < 1000; ++guard) {
+        ASSERT_TRUE(e->step().ok());
+        while (auto ev = s.channel->try_pop())
+          if (!ev->prompt_scores.empty()) scores = ev->prompt_scores;
+      }
+      ASSERT_EQ(scores.size(), prompt.size() - 1) << "budget " << budget << " round " << round;
+      for (size_t p = 0; p + 1 < prompt.size(); ++p) {
+        const float* lg = all.data<float>() + static_cast<int64_t>(p) * V;
+        double mx = lg[0], sum = 0;
+        for (int64_t v = 0; v < V; ++v) mx = std::max<double>(mx, lg[v]);
+        for (int64_t v = 0; v < V; ++v) sum += std::exp(lg[v] - mx);
+        const double want = lg[prompt[p + 1]] - mx - std::log(sum);
+        EXPECT_NEAR(scores[p].logprob, want, 1e-4) << "position " << p;
+        EXPECT_EQ(scores[p].token, prompt[p + 1]);
+        ASSERT_EQ(scores[p].top.size(), 3u);
+        EXPECT_GE(scores[p].top[0].logprob, scores[p].top[2].logprob);
+      }
+    }
+    expect_no_leaks(*e);
+  }
 }
 
 TEST(Engine, PrefixCacheHitEqualsMiss) {

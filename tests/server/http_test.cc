@@ -233,13 +233,29 @@ TEST(Http, CompletionsEchoLogprobsAndBatch) {
                                            {"echo", true}, {"logprobs", 2}});
   const std::string text = r["choices"][0]["text"];
   EXPECT_EQ(text.rfind("Once upon a time", 0), 0u);
+  const int prompt_tokens = r["usage"]["prompt_tokens"];
   const json& lp = r["choices"][0]["logprobs"];
-  ASSERT_EQ(lp["tokens"].size(), 4u);
-  for (size_t i = 0; i < 4; ++i) {
+  // echo + logprobs scores the prompt too (OpenAI's scoring idiom): prompt tokens, then generated.
+  ASSERT_EQ(lp["tokens"].size(), static_cast<size_t>(prompt_tokens + 4));
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  for (size_t i = 1; i < lp["tokens"].size(); ++i) {
     EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0);
     EXPECT_EQ(lp["top_logprobs"][i].size(), 2u);
   }
-  EXPECT_EQ(lp["text_offset"][0], 16);  // after the echoed prompt
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  std::string joined;
+  for (const auto& t : lp["tokens"]) joined += t.get<std::string>();
+  EXPECT_EQ(joined, text);
+  // prompt_logprobs gives the same scores of the prompt.
+  json p = s.post_json("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 1}, {"temperature", 0},
+                                           {"prompt_logprobs", 1}});
+  const json& pl = p["choices"][0]["prompt_logprobs"];
+  ASSERT_EQ(pl.size(), static_cast<size_t>(prompt_tokens));
+  EXPECT_TRUE(pl[0].is_null());
+  for (int i = 1; i < prompt_tokens; ++i) {
+    EXPECT_NEAR(pl[i]["logprob"].get<double>(), lp["token_logprobs"][i].get<double>(), 1e-6) << i;
+    EXPECT_EQ(pl[i]["top_logprobs"].size(), 1u);
+  }
   json batch = s.post_json("/v1/completions/batch",
                            {{"prompts", {"a b c", {7, 8, 9}}}, {"n", 2}, {"max_tokens", 3}, {"temperature", 0}});
   ASSERT_EQ(batch["choices"].size(), 4u);

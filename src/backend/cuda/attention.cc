@@ -5,6 +5,7 @@
 #include "backend/cuda/kernels/kv_write.h"
 #include "backend/cuda/kernels/paged_attention.h"
 #include "backend/cuda/kernels/rope.h"
+#include "backend/cuda/tuning.h"
 
 namespace kiln::cuda {
 
@@ -25,11 +26,13 @@ Support Attention::supports(const AttentionRequest& r) const {
   if (r.head_dim > kAttentionMaxHeadDim)
     return Support::declined("head_dim above " + std::to_string(kAttentionMaxHeadDim));
   if (r.q_heads > 65535) return Support::declined("more than 65535 query heads");
+  if (tuning().attention_split && paged_attention_split_applies(r.head_dim, r.q_heads / r.kv_heads))
+    return Support::native();
   return Support::constrained("simple paged kernel: one block per (token, query head), online softmax");
 }
 
 Status Attention::rope(const RopeArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cuda", DeviceKind::kCuda));
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
   const RopeRequest r = describe(a);
   RopeParams p;
   p.tokens = r.tokens;
@@ -45,11 +48,12 @@ Status Attention::rope(const RopeArgs& a) {
   p.k_head_stride = a.k.stride(1);
   p.positions = a.positions.data<int32_t>();
   p.theta = a.theta;
-  return cuda::rope(p, ctx_->stream).with_context(req);
+  ProfileScope prof(ctx_->profiler.get(), [&] { return "rope tokens=" + std::to_string(r.tokens); });
+  return in_context(cuda::rope(p, ctx_->stream), a);
 }
 
 Status Attention::write_kv(const KvWriteArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cuda", DeviceKind::kCuda));
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
   const KvWriteRequest r = describe(a);
   KvWriteParams p;
   p.tokens = r.tokens;
@@ -65,11 +69,12 @@ Status Attention::write_kv(const KvWriteArgs& a) {
   p.k_cache = a.k_cache.data<float>();
   p.v_cache = a.v_cache.data<float>();
   p.slot_mapping = a.slot_mapping.data<int32_t>();
-  return cuda::kv_write(p, ctx_->stream).with_context(req);
+  ProfileScope prof(ctx_->profiler.get(), [&] { return "kv_write tokens=" + std::to_string(r.tokens); });
+  return in_context(cuda::kv_write(p, ctx_->stream), a);
 }
 
 Status Attention::attend(const AttentionArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cuda", DeviceKind::kCuda));
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
   const AttentionRequest r = describe(a);
   PagedAttentionParams p;
   p.rows = r.rows;
@@ -97,7 +102,27 @@ Status Attention::attend(const AttentionArgs& a) {
   p.kv_lens = a.layout->kv_lens.data<int32_t>();
   p.block_tables = a.layout->block_tables.data<int32_t>();
   p.scale = a.scale;
-  return cuda::paged_attention(p, ctx_->stream).with_context(req);
+  if (tuning().attention_split && paged_attention_split_applies(r.head_dim, r.q_heads / r.kv_heads)) {
+    AttentionSplit s = plan_attention_split(r.tokens, r.kv_heads, a.layout->max_q_len, r.max_kv_len,
+                                            r.phase == Phase::kDecode, ctx_->props.multiProcessorCount);
+    Tensor scratch;
+    if (s.splits > 1) {
+      const int64_t parts = r.tokens * r.q_heads * s.splits;
+      KILN_ASSIGN_OR_RETURN(scratch, ctx_->empty({parts * (r.head_dim + 2)}, DType::kF32));
+      s.part_o = scratch.data<float>();
+      s.part_ml = s.part_o + parts * r.head_dim;
+    }
+    ProfileScope prof(ctx_->profiler.get(), [&] {
+      return std::string("attention split ") + std::string(phase_name(r.phase)) + " tokens=" + std::to_string(r.tokens) +
+             " splits=" + std::to_string(s.splits);
+    });
+    // The scratch goes back to the pool when this returns: stream order makes its reuse safe.
+    return in_context(paged_attention_split(p, s, ctx_->stream), a);
+  }
+  ProfileScope prof(ctx_->profiler.get(), [&] {
+    return std::string("attention simple ") + std::string(phase_name(r.phase)) + " tokens=" + std::to_string(r.tokens);
+  });
+  return in_context(cuda::paged_attention(p, ctx_->stream), a);
 }
 
 }  // namespace kiln::cuda

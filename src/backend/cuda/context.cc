@@ -89,14 +89,31 @@ Result<std::shared_ptr<Context>> Context::create() {
   KILN_RETURN_IF_ERROR(cuda_status(cudaGetDeviceProperties(&c->props, c->device), "cudaGetDeviceProperties"));
   KILN_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreate"));
   c->pool = std::make_shared<DevicePool>(c->device);
+  c->profiler = Profiler::from_env(c->stream);
   return c;
 }
 
 Context::~Context() {
+  profiler.reset();  // prints its table while the stream still exists
   if (stream != nullptr) {
     cudaStreamSynchronize(stream);
     cudaStreamDestroy(stream);
   }
+  if (staging_ != nullptr) cudaFreeHost(staging_);
+}
+
+Result<void*> Context::staging(size_t bytes) {
+  if (bytes <= staging_bytes_) return staging_;
+  if (staging_ != nullptr) {
+    KILN_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream), "staging: synchronize"));
+    cudaFreeHost(staging_);
+    staging_ = nullptr;
+    staging_bytes_ = 0;
+  }
+  const size_t want = std::max<size_t>(bytes, size_t{1} << 20);
+  KILN_RETURN_IF_ERROR(cuda_status(cudaMallocHost(&staging_, want), "staging: cudaMallocHost"));
+  staging_bytes_ = want;
+  return staging_;
 }
 
 Result<Tensor> Context::empty(Shape shape, DType dtype) {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "backend/cuda/profile.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
@@ -61,11 +62,20 @@ struct Context {
   cudaDeviceProp props{};
   cudaStream_t stream = nullptr;
   std::shared_ptr<DevicePool> pool;
+  std::unique_ptr<Profiler> profiler;  // KILN_CUDA_PROFILE=1 only
 
   static Result<std::shared_ptr<Context>> create();
   ~Context();
+  // A page-locked host buffer of at least `bytes` for staging host transfers (pageable copies
+  // run at a fraction of the bus rate). Hold staging_mu while using it.
+  Result<void*> staging(size_t bytes);
+  std::mutex staging_mu;
   // An uninitialised contiguous f32/bf16/... device tensor from the pool (allocate() zero-fills).
   Result<Tensor> empty(Shape shape, DType dtype);
+
+ private:
+  void* staging_ = nullptr;
+  size_t staging_bytes_ = 0;
 };
 
 }  // namespace kiln::cuda

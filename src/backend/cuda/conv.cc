@@ -2,6 +2,7 @@
 #include "backend/arg_checks.h"
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/causal_conv1d.h"
+#include "backend/cuda/tuning.h"
 
 namespace kiln::cuda {
 
@@ -13,9 +14,9 @@ Support Conv::supports(const ConvRequest& r) const {
 }
 
 Status Conv::causal_conv1d(const ConvArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cuda", DeviceKind::kCuda));
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
   const ConvRequest r = describe(a);
-  if (!a.state.is_contiguous()) return invalid_argument(req + ": state must be contiguous");
+  if (!a.state.is_contiguous()) return invalid_argument(r.describe() + ": state must be contiguous");
   CausalConv1dParams p;
   p.rows = r.rows;
   p.tokens = r.tokens;
@@ -31,7 +32,12 @@ Status Conv::causal_conv1d(const ConvArgs& a) {
   p.out_stride = a.out.stride(0);
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
   p.state_slots = a.layout->state_slots.data<int32_t>();
-  return cuda::causal_conv1d(p, ctx_->stream).with_context(req);
+  // The longest row bounds the token tiles; a row of one token (decode) needs one tile.
+  if (tuning().conv_token_parallel) p.max_row_tokens = a.layout->max_q_len > 0 ? a.layout->max_q_len : r.tokens;
+  ProfileScope prof(ctx_->profiler.get(), [&] {
+    return std::string("conv ") + std::string(phase_name(r.phase)) + " tokens=" + std::to_string(r.tokens);
+  });
+  return in_context(cuda::causal_conv1d(p, ctx_->stream), a);
 }
 
 }  // namespace kiln::cuda

@@ -17,16 +17,18 @@ BackendCapabilities cuda_capabilities(const cudaDeviceProp& p) {
   c.storage.zero_copy_host_weights = false;  // weights are uploaded once to device memory
   c.storage.device_memory_bytes = p.totalGlobalMem;
   c.startup.precompiles_kernels = true;  // sm_90a machine code is in the binary
-  c.matmul.engine = "cublaslt (bf16/f16 weights: x rounded to the weight dtype, f32 accumulate; f32: no tf32)";
+  c.matmul.engine =
+      "gemv kernel for m <= 8 on bf16/f16 weights (f32 x, f32 accumulate); cublaslt otherwise (bf16/f16 weights: x "
+      "rounded to the weight dtype, f32 accumulate; f32: no tf32)";
   c.matmul.weight_dtypes = {DType::kF32, DType::kBF16, DType::kF16};
   c.matmul.algorithm_cache = true;
   c.attention.prefill = c.attention.paged_decode = true;
   c.attention.block_size = 64;
   c.attention.max_head_dim = cuda::kAttentionMaxHeadDim;
   c.attention.kv_dtypes = {DType::kF32};
-  c.gdn.chunked_prefill = false;  // prefill runs the recurrent kernel (see Gdn::supports)
+  c.gdn.chunked_prefill = true;  // chunks of 64 (dk 16..256; others run the recurrent kernel)
   c.gdn.recurrent_decode = true;
-  c.gdn.fused_decode = false;
+  c.gdn.fused_decode = true;     // conv, delta rule and gated norm in one kernel
   c.gdn.state_dtype = DType::kF32;
   c.decode.batched = true;
   c.decode.max_batch = 65535;  // grid limit of the per-row kernels

@@ -1,6 +1,6 @@
-// The CUDA backend: f32 activations on the device, weights in their checkpoint dtype, cuBLASLt
-// GEMMs, one kernel per operation (kernels/). Correctness first; see docs/cuda.md for what is
-// measured and what is future work.
+// The CUDA backend: f32 activations on the device, weights in their checkpoint dtype, a GEMV
+// kernel for decode-sized GEMMs and cuBLASLt for the rest, one kernel per operation (kernels/).
+// See docs/cuda.md for what is measured and what is future work.
 #pragma once
 
 #include <cstdint>

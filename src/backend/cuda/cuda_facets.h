@@ -9,10 +9,29 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "backend/arg_checks.h"
 #include "backend/cuda/context.h"
 #include "backend/facets.h"
 
 namespace kiln::cuda {
+
+// check_call (backend/arg_checks.h) without the request's text on the success path: it is
+// formatted only for an error, which keeps string building out of every decode step.
+template <typename Facet, typename Args>
+Status check_args(const Facet& facet, const Args& args) {
+  const auto request = describe(args);
+  const Support s = facet.supports(request);
+  if (!s.runs_natively()) return declined("cuda", request.describe(), s.constraint);
+  static const std::string kNoText;
+  if (validate(args, DeviceKind::kCuda, kNoText).ok()) return {};
+  return validate(args, DeviceKind::kCuda, request.describe());
+}
+
+// `s`, with the request of `args` as its context when it is an error.
+template <typename Args>
+Status in_context(Status s, const Args& args) {
+  return s.ok() ? s : s.with_context(describe(args).describe());
+}
 
 class Storage final : public StorageFacet {
  public:
@@ -33,9 +52,10 @@ struct MatmulCacheStats {
   uint64_t hits = 0, misses = 0, entries = 0;
 };
 
-// cuBLASLt GEMMs. bf16/f16 weights: x is rounded to the weight dtype in a scratch buffer, f32
-// accumulation and output. f32 weights: plain f32 (no TF32). Descriptors and the heuristic's
-// algorithm are cached per request shape (dims, leading dims, dtypes, pointer alignments).
+// GEMMs. bf16/f16 weights with m <= 8 (decode): the GEMV kernel (kernels/gemv.h), f32 x read
+// directly. Otherwise cuBLASLt: bf16/f16 weights with x rounded to the weight dtype in a scratch
+// buffer, f32 accumulation and output; f32 weights in plain f32 (no TF32). Descriptors and the
+// heuristic's algorithm are cached per request shape (dims, leading dims, dtypes, alignments).
 class Linear final : public LinearFacet {
  public:
   explicit Linear(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
@@ -105,11 +125,14 @@ class Conv final : public ConvFacet {
   std::shared_ptr<Context> ctx_;
 };
 
+// The recurrent kernel, the chunked (WY/UT) prefill kernel and the fused decode step.
 class Gdn final : public GdnFacet {
  public:
   explicit Gdn(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
   Support supports(const GdnRequest& r) const override;
   Status delta_rule(const GdnArgs& a) override;
+  Support supports(const GdnDecodeRequest& r) const override;
+  Status fused_decode(const GdnDecodeArgs& a) override;
 
  private:
   std::shared_ptr<Context> ctx_;

@@ -16,7 +16,7 @@ Support Elementwise::supports(const ElementwiseRequest& r) const {
 }
 
 Status Elementwise::embed(const EmbedArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cuda", DeviceKind::kCuda));
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
   const ElementwiseRequest r = describe(a);
   EmbeddingParams p;
   p.tokens = r.rows;
@@ -28,13 +28,14 @@ Status Elementwise::embed(const EmbedArgs& a) {
   p.table_dtype = a.table.dtype();
   p.out = a.out.data<float>();
   p.out_stride = a.out.stride(0);
-  return cuda::embedding(p, ctx_->stream).with_context(req);
+  ProfileScope prof(ctx_->profiler.get(), [&] { return "embed tokens=" + std::to_string(r.rows); });
+  return in_context(cuda::embedding(p, ctx_->stream), a);
 }
 
 Status Elementwise::binary(const BinaryArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cuda", DeviceKind::kCuda));
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
   const ElementwiseRequest r = describe(a);
-  if (r.op == ElementwiseOp::kEmbed) return invalid_argument(req + ": embed is not a binary op");
+  if (r.op == ElementwiseOp::kEmbed) return invalid_argument(r.describe() + ": embed is not a binary op");
   BinaryParams p;
   p.op = r.op == ElementwiseOp::kAdd ? BinaryOp::kAdd : BinaryOp::kSiluMul;
   p.rows = r.rows;
@@ -45,7 +46,8 @@ Status Elementwise::binary(const BinaryArgs& a) {
   p.b_stride = a.b.stride(0);
   p.out = a.out.data<float>();
   p.out_stride = a.out.stride(0);
-  return cuda::binary(p, ctx_->stream).with_context(req);
+  ProfileScope prof(ctx_->profiler.get(), [&] { return "elementwise " + r.describe(); });
+  return in_context(cuda::binary(p, ctx_->stream), a);
 }
 
 }  // namespace kiln::cuda

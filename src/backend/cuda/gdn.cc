@@ -1,28 +1,22 @@
-// The gated delta rule (kernels/gated_delta_rule.cu). Both forms run the recurrent kernel; a
-// chunked request is answered natively with that constraint stated (the WY kernel is future work).
-#include "backend/arg_checks.h"
+// The gated delta rule: the chunked (WY/UT) kernel for prefill (kernels/gdn_chunked.cu), the
+// recurrent kernel for decode and wherever the chunked one has no instance
+// (kernels/gated_delta_rule.cu), and the fused decode step (kernels/gdn_decode.cu).
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/gated_delta_rule.h"
+#include "backend/cuda/kernels/gdn_decode.h"
+#include "backend/cuda/tuning.h"
 
 namespace kiln::cuda {
 
-Support Gdn::supports(const GdnRequest& r) const {
-  if (r.state_dtype != DType::kF32) return Support::declined("the cuda GDN state is f32");
-  if (r.k_heads <= 0 || r.v_heads % r.k_heads != 0) return Support::declined("v_heads must be a multiple of k_heads");
-  if (r.form == GdnForm::kChunked && r.chunk < 1) return Support::declined("chunk must be positive");
-  const size_t smem = gated_delta_rule_smem_bytes(r.dk, r.dv);
-  if (smem > ctx_->props.sharedMemPerBlockOptin)
-    return Support::declined("the state of one head (" + std::to_string(smem) + " bytes with its vectors) exceeds " +
-                             std::to_string(ctx_->props.sharedMemPerBlockOptin) + " bytes of shared memory per block");
-  if (r.rows > 65535) return Support::declined("more than 65535 rows");
-  if (r.form == GdnForm::kChunked)
-    return Support::constrained("runs the recurrent kernel, sequential over each row's tokens (chunked WY kernel: future work)");
-  return Support::native();
+namespace {
+
+// Whether a chunked request runs the chunked kernel (else the recurrent one).
+bool chunked_kernel_runs(const GdnRequest& r, size_t smem_optin) {
+  const size_t smem = gated_delta_rule_chunked_smem_bytes(r.dk);
+  return tuning().gdn_chunked && smem > 0 && smem <= smem_optin && r.dv <= 65535 * 32;
 }
 
-Status Gdn::delta_rule(const GdnArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cuda", DeviceKind::kCuda));
-  const GdnRequest r = describe(a);
+GatedDeltaRuleParams params_of(const GdnArgs& a, const GdnRequest& r) {
   GatedDeltaRuleParams p;
   p.rows = r.rows;
   p.tokens = r.tokens;
@@ -52,7 +46,144 @@ Status Gdn::delta_rule(const GdnArgs& a) {
   p.out_head_stride = a.out.stride(1);
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
   p.state_slots = a.layout->state_slots.data<int32_t>();
-  return cuda::gated_delta_rule(p, ctx_->stream).with_context(req);
+  return p;
+}
+
+}  // namespace
+
+Support Gdn::supports(const GdnRequest& r) const {
+  if (r.state_dtype != DType::kF32) return Support::declined("the cuda GDN state is f32");
+  if (r.k_heads <= 0 || r.v_heads % r.k_heads != 0) return Support::declined("v_heads must be a multiple of k_heads");
+  if (r.form == GdnForm::kChunked && r.chunk < 1) return Support::declined("chunk must be positive");
+  if (r.rows > 65535) return Support::declined("more than 65535 rows");
+  if (r.form == GdnForm::kChunked && chunked_kernel_runs(r, ctx_->props.sharedMemPerBlockOptin)) {
+    if (r.chunk == 64) return Support::native();
+    return Support::constrained("solved in chunks of 64 whatever the requested chunk (the result does not depend on it)");
+  }
+  const size_t smem = gated_delta_rule_smem_bytes(r.dk, r.dv);
+  if (smem > ctx_->props.sharedMemPerBlockOptin)
+    return Support::declined("the state of one head (" + std::to_string(smem) + " bytes with its vectors) exceeds " +
+                             std::to_string(ctx_->props.sharedMemPerBlockOptin) + " bytes of shared memory per block");
+  if (r.form == GdnForm::kChunked)
+    return Support::constrained(
+        "runs the recurrent kernel, sequential over each row's tokens (the chunked kernel takes dk 16, 32, 64, 128 "
+        "or 256)");
+  return Support::native();
+}
+
+Status Gdn::delta_rule(const GdnArgs& a) {
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
+  const GdnRequest r = describe(a);
+  GatedDeltaRuleParams p = params_of(a, r);
+  const bool chunked = r.form == GdnForm::kChunked && chunked_kernel_runs(r, ctx_->props.sharedMemPerBlockOptin);
+  const size_t two_pass_smem = gated_delta_rule_two_pass_smem_bytes(r.dk);
+  const bool two_pass = chunked && tuning().gdn_two_pass && two_pass_smem > 0 &&
+                        two_pass_smem <= ctx_->props.sharedMemPerBlockOptin;
+  Tensor scratch;  // back to the pool on return: stream order makes its reuse safe
+  if (two_pass) {
+    const int64_t max_len = a.layout->max_q_len > 0 ? a.layout->max_q_len : r.tokens;
+    p.max_chunks = (max_len + 63) / 64;
+    const size_t floats = gated_delta_rule_two_pass_scratch_floats(r.rows, p.max_chunks, r.v_heads, r.dk, r.dv);
+    KILN_ASSIGN_OR_RETURN(scratch, ctx_->empty({static_cast<int64_t>(floats)}, DType::kF32));
+    p.scratch = scratch.data<float>();
+  }
+  ProfileScope prof(ctx_->profiler.get(), [&] {
+    return std::string(two_pass ? "gdn chunked two-pass " : chunked ? "gdn chunked " : "gdn recurrent ") +
+           std::string(phase_name(r.phase)) + " tokens=" + std::to_string(r.tokens);
+  });
+  return in_context(chunked ? gated_delta_rule_chunked(p, ctx_->stream) : gated_delta_rule(p, ctx_->stream), a);
+}
+
+Support Gdn::supports(const GdnDecodeRequest& r) const {
+  if (!tuning().gdn_fused_decode) return Support::declined("the fused decode step is switched off (KILN_CUDA_GDN_FUSED=0)");
+  if (r.state_dtype != DType::kF32) return Support::declined("the cuda GDN state is f32");
+  if (r.k_heads <= 0 || r.dk <= 0 || r.v_heads % r.k_heads != 0)
+    return Support::declined("v_heads must be a multiple of k_heads");
+  if (r.conv_kernel < 2 || r.conv_kernel > 8) return Support::declined("conv kernel must be 2..8");
+  if (r.rows > 65535) return Support::declined("more than 65535 rows");
+  const size_t smem = gdn_decode_smem_bytes(r.k_heads, r.v_heads, r.dk, r.dv);
+  if (smem > ctx_->props.sharedMemPerBlockOptin)
+    return Support::declined("the states of one key head's value heads (" + std::to_string(smem) +
+                             " bytes with their vectors) exceed the shared memory of a block");
+  return Support::native();
+}
+
+namespace {
+
+// The structure of a fused decode call, checked through the conv's and the delta rule's own
+// validators on the views the fused kernel reads.
+Status validate_decode(const GdnDecodeArgs& a, const std::string& r) {
+  const DeviceKind d = DeviceKind::kCuda;
+  KILN_RETURN_IF_ERROR(check_tensor(a.mixed, "mixed", 2, DType::kF32, d, r));
+  KILN_RETURN_IF_ERROR(check_tensor(a.out, "out", 3, DType::kF32, d, r));
+  const int64_t T = a.mixed.dim(0), C = a.mixed.dim(1), Hk = a.k_heads, dk = a.dk;
+  const int64_t Hv = a.out.dim(1), dv = a.out.dim(2);
+  if (Hk <= 0 || dk <= 0 || C != 2 * Hk * dk + Hv * dv)
+    return invalid_argument(r + ": mixed has " + std::to_string(C) + " channels, expected 2*k_heads*dk + v_heads*dv");
+  KILN_RETURN_IF_ERROR(validate(ConvArgs{a.mixed, a.conv_weight, a.conv_state, a.mixed, a.layout}, d, r));
+  if (!a.conv_state.is_contiguous()) return invalid_argument(r + ": conv_state must be contiguous");
+  GdnArgs g;
+  g.form = GdnForm::kRecurrent;
+  g.q = a.mixed.as_strided({T, Hk, dk}, {a.mixed.stride(0), dk, 1});
+  g.k = a.mixed.as_strided({T, Hk, dk}, {a.mixed.stride(0), dk, 1}, Hk * dk);
+  g.v = a.mixed.as_strided({T, Hv, dv}, {a.mixed.stride(0), dv, 1}, 2 * Hk * dk);
+  g.a = a.a;
+  g.b = a.b;
+  g.a_log = a.a_log;
+  g.dt_bias = a.dt_bias;
+  g.state = a.state;
+  g.out = a.out;
+  g.layout = a.layout;
+  KILN_RETURN_IF_ERROR(validate(g, d, r));
+  KILN_RETURN_IF_ERROR(check_tensor(a.z, "z", 3, DType::kF32, d, r));
+  for (int i = 0; i < 3; ++i) KILN_RETURN_IF_ERROR(check_dim(a.z, "z", i, a.out.dim(i), r));
+  KILN_RETURN_IF_ERROR(check_tensor(a.norm_weight, "norm_weight", 1, DType::kF32, d, r));
+  return check_dim(a.norm_weight, "norm_weight", 0, dv, r);
+}
+
+}  // namespace
+
+Status Gdn::fused_decode(const GdnDecodeArgs& a) {
+  const GdnDecodeRequest r = describe(a);
+  if (Support s = supports(r); !s.runs_natively()) return declined("cuda", r.describe(), s.constraint);
+  static const std::string kNoText;
+  if (!validate_decode(a, kNoText).ok()) return validate_decode(a, r.describe());
+  GdnDecodeParams p;
+  p.rows = r.rows;
+  p.tokens = r.tokens;
+  p.k_heads = r.k_heads;
+  p.v_heads = r.v_heads;
+  p.dk = r.dk;
+  p.dv = r.dv;
+  p.conv_kernel = r.conv_kernel;
+  p.channels = a.mixed.dim(1);
+  p.slots = a.state.dim(0);
+  p.conv_slots = a.conv_state.dim(0);
+  p.mixed = a.mixed.data<float>();
+  p.mixed_stride = a.mixed.stride(0);
+  p.conv_weight = a.conv_weight.data<float>();
+  p.conv_weight_stride = a.conv_weight.stride(0);
+  p.conv_state = a.conv_state.data<float>();
+  p.z = a.z.data<float>();
+  p.z_token_stride = a.z.stride(0);
+  p.z_head_stride = a.z.stride(1);
+  p.a = a.a.data<float>();
+  p.a_stride = a.a.stride(0);
+  p.b = a.b.data<float>();
+  p.b_stride = a.b.stride(0);
+  p.a_log = a.a_log.data<float>();
+  p.dt_bias = a.dt_bias.data<float>();
+  p.state = a.state.data<float>();
+  p.norm_weight = a.norm_weight.data<float>();
+  p.eps = a.eps;
+  p.out = a.out.data<float>();
+  p.out_token_stride = a.out.stride(0);
+  p.out_head_stride = a.out.stride(1);
+  p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
+  p.state_slots = a.layout->state_slots.data<int32_t>();
+  ProfileScope prof(ctx_->profiler.get(), [&] { return "gdn fused_decode rows=" + std::to_string(r.rows); });
+  Status s = gdn_decode(p, ctx_->stream);
+  return s.ok() ? s : s.with_context(r.describe());
 }
 
 }  // namespace kiln::cuda

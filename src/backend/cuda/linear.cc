@@ -1,12 +1,15 @@
-// y[m, n] (+)= x[m, k] w[n, k]^T through cuBLASLt. In column-major terms y^T = w^T-op * x^T:
-// A = w (k x n, ld k, transposed), B = x (k x m, ld = row stride), C = D = y (n x m, ld = row
-// stride). The algorithm cache is keyed by everything the heuristic sees.
+// y[m, n] (+)= x[m, k] w[n, k]^T. Small m with bf16/f16 weights: the GEMV kernel. Otherwise
+// cuBLASLt; in column-major terms y^T = w^T-op * x^T: A = w (k x n, ld k, transposed), B = x
+// (k x m, ld = row stride), C = D = y (n x m, ld = row stride). The algorithm cache is keyed by
+// everything the heuristic sees.
 #include <algorithm>
 #include <functional>
 
 #include "backend/arg_checks.h"
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/elementwise.h"
+#include "backend/cuda/kernels/gemv.h"
+#include "backend/cuda/tuning.h"
 
 namespace kiln::cuda {
 
@@ -79,9 +82,13 @@ Support Linear::supports(const MatmulRequest& r) const {
     return Support::declined("activations and outputs must be f32 on the cuda backend");
   if (r.w_dtype != DType::kF32 && r.w_dtype != DType::kBF16 && r.w_dtype != DType::kF16)
     return Support::declined("weight dtype must be f32, bf16 or f16");
-  if (r.w_dtype != DType::kF32)
+  if (r.w_dtype != DType::kF32) {
+    if (tuning().gemv && r.m <= tuning().gemv_max_m && r.n <= tuning().gemv_max_n && gemv_beats_cublaslt(r.m, r.n))
+      return Support::constrained("GEMV kernel on f32 x where k % 8 == 0 and rows are 16-byte aligned, else cuBLASLt "
+                                  "with x rounded to " + std::string(dtype_name(r.w_dtype)));
     return Support::constrained("x is rounded to " + std::string(dtype_name(r.w_dtype)) +
                                 " for the tensor-core GEMM; f32 accumulation and output");
+  }
   return Support::native();
 }
 
@@ -147,13 +154,37 @@ Result<const Linear::Plan*> Linear::plan_for(const Key& key, const std::string& 
 }
 
 Status Linear::matmul(const MatmulArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cuda", DeviceKind::kCuda));
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
   const MatmulRequest r = describe(a);
   if (r.m == 0 || r.n == 0) return {};
+  const DType wt = a.w.dtype();
+  if (wt != DType::kF32 && tuning().gemv && r.m <= tuning().gemv_max_m) {
+    GemvParams g;
+    g.m = r.m;
+    g.n = r.n;
+    g.k = r.k;
+    g.x = a.x.data<float>();
+    g.x_stride = a.x.stride(0);
+    g.w = a.w.raw();
+    g.w_dtype = wt;
+    g.out = a.out.data<float>();
+    g.out_stride = a.out.stride(0);
+    g.accumulate = a.accumulate;
+    g.multiprocessors = ctx_->props.multiProcessorCount;
+    if (gemv_applies(g) && r.n <= tuning().gemv_max_n && gemv_beats_cublaslt(r.m, r.n)) {
+      ProfileScope prof(ctx_->profiler.get(), [&] {
+        return "matmul gemv m=" + std::to_string(r.m) + " n=" + std::to_string(r.n) + " k=" + std::to_string(r.k);
+      });
+      return in_context(gemv(g, ctx_->stream), a);
+    }
+  }
+  ProfileScope prof(ctx_->profiler.get(), [&] {
+    return "matmul cublaslt m=" + std::to_string(r.m) + " n=" + std::to_string(r.n) + " k=" + std::to_string(r.k);
+  });
+  const std::string req = r.describe();  // the cuBLASLt path names the request in every error
   std::lock_guard<std::mutex> lock(mu_);
   KILN_RETURN_IF_ERROR(ensure_handle());
 
-  const DType wt = a.w.dtype();
   const void* b_ptr = a.x.raw();
   int64_t ldb = std::max<int64_t>(a.x.stride(0), r.k);
   if (r.m == 1) ldb = r.k;

@@ -12,7 +12,7 @@ Support Norm::supports(const NormRequest& r) const {
 }
 
 Status Norm::rms_norm(const NormArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cuda", DeviceKind::kCuda));
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
   const NormRequest r = describe(a);
   RmsNormParams p;
   p.kind = static_cast<RmsKind>(static_cast<int>(r.kind));
@@ -32,7 +32,8 @@ Status Norm::rms_norm(const NormArgs& a) {
     p.gate = a.gate.data<float>();
     p.gate_stride = a.gate.stride(0);
   }
-  return cuda::rms_norm(p, ctx_->stream).with_context(req);
+  ProfileScope prof(ctx_->profiler.get(), [&] { return "norm " + r.describe(); });
+  return in_context(cuda::rms_norm(p, ctx_->stream), a);
 }
 
 }  // namespace kiln::cuda

@@ -1,4 +1,7 @@
 // Greedy selection on the device (kernels/argmax.cu); host logits are staged through the device.
+#include <cstring>
+#include <mutex>
+
 #include "backend/arg_checks.h"
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/argmax.h"
@@ -19,7 +22,9 @@ Status Sampling::argmax(const ArgmaxArgs& a) {
   if (a.logits.device().kind != a.ids.device().kind)
     return invalid_argument(req + ": logits and ids must be on the same device");
   const bool host = a.logits.device().kind == DeviceKind::kHost;
+  ProfileScope prof(ctx_->profiler.get(), [&] { return std::string(host ? "argmax (host logits staged)" : "argmax"); });
   Tensor logits = a.logits, ids = a.ids;
+  std::unique_lock<std::mutex> staging_lock;
   if (host) {
     if (!a.logits.is_contiguous() || !a.ids.is_contiguous())
       return invalid_argument(req + ": host logits and ids must be contiguous");
@@ -27,9 +32,13 @@ Status Sampling::argmax(const ArgmaxArgs& a) {
       return invalid_argument(req + ": logits must be f32 and ids i32");
     KILN_ASSIGN_OR_RETURN(logits, ctx_->empty(a.logits.shape(), DType::kF32));
     KILN_ASSIGN_OR_RETURN(ids, ctx_->empty(a.ids.shape(), DType::kI32));
-    KILN_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(logits.raw(), a.logits.raw(), a.logits.nbytes(),
-                                                     cudaMemcpyHostToDevice, ctx_->stream),
-                                     req + ": staging host logits"));
+    // Through page-locked memory, held until the ids are back (the copy below synchronises).
+    staging_lock = std::unique_lock<std::mutex>(ctx_->staging_mu);
+    KILN_ASSIGN_OR_RETURN(void* buf, ctx_->staging(a.logits.nbytes()));
+    std::memcpy(buf, a.logits.raw(), a.logits.nbytes());
+    KILN_RETURN_IF_ERROR(cuda_status(
+        cudaMemcpyAsync(logits.raw(), buf, a.logits.nbytes(), cudaMemcpyHostToDevice, ctx_->stream),
+        req + ": staging host logits"));
   }
   KILN_RETURN_IF_ERROR(validate(ArgmaxArgs{logits, ids}, DeviceKind::kCuda, req));
   ArgmaxParams p;

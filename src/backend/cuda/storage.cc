@@ -1,9 +1,13 @@
 // Device memory (from the context's caching pool) and host transfers, ordered on the stream.
+#include <cstring>
+
 #include "backend/cuda/cuda_facets.h"
 
 namespace kiln::cuda {
 
 namespace {
+
+constexpr size_t kStagedBytes = size_t{64} << 10;
 
 Status check_pair(const Tensor& host, const Tensor& dev, const char* what) {
   if (!host.defined() || !dev.defined()) return invalid_argument(std::string(what) + ": a tensor is missing");
@@ -21,6 +25,7 @@ Status check_pair(const Tensor& host, const Tensor& dev, const char* what) {
 }  // namespace
 
 Result<Tensor> Storage::allocate(Shape shape, DType dtype) {
+  ProfileScope prof(ctx_->profiler.get(), [] { return std::string("storage allocate (zeroed)"); });
   KILN_ASSIGN_OR_RETURN(Tensor t, ctx_->empty(shape, dtype));
   KILN_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(t.raw(), 0, t.nbytes(), ctx_->stream),
                                    "allocate: cudaMemsetAsync " + t.describe()));
@@ -31,6 +36,7 @@ Result<Tensor> Storage::upload(const Tensor& host) {
   if (!host.defined() || host.device().kind != DeviceKind::kHost)
     return invalid_argument("upload: source is not a host tensor");
   if (!host.is_contiguous()) return invalid_argument("upload: " + host.describe() + " is not contiguous");
+  ProfileScope prof(ctx_->profiler.get(), [] { return std::string("storage upload"); });
   KILN_ASSIGN_OR_RETURN(Tensor t, ctx_->empty(host.shape(), host.dtype()));
   // From pageable memory the call returns once the source has been staged: `host` may go at once.
   KILN_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(t.raw(), host.raw(), host.nbytes(), cudaMemcpyHostToDevice,
@@ -47,6 +53,16 @@ Status Storage::copy_from_host(const Tensor& s, const Tensor& d) {
 
 Status Storage::copy_to_host(const Tensor& s, const Tensor& d) {
   KILN_RETURN_IF_ERROR(check_pair(d, s, "copy_to_host"));
+  ProfileScope prof(ctx_->profiler.get(), [] { return std::string("storage copy_to_host (synchronises)"); });
+  if (s.nbytes() >= kStagedBytes) {  // through page-locked memory: the logits of every step
+    std::lock_guard<std::mutex> lock(ctx_->staging_mu);
+    KILN_ASSIGN_OR_RETURN(void* buf, ctx_->staging(s.nbytes()));
+    KILN_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(buf, s.raw(), s.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream),
+                                     "copy_to_host " + s.describe()));
+    KILN_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(ctx_->stream), "copy_to_host: synchronize"));
+    std::memcpy(d.raw(), buf, s.nbytes());
+    return {};
+  }
   KILN_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(d.raw(), s.raw(), s.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream),
                                    "copy_to_host " + s.describe()));
   return cuda_status(cudaStreamSynchronize(ctx_->stream), "copy_to_host: synchronize");

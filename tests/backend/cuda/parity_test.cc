@@ -1,8 +1,11 @@
 // Each CUDA facet against the CPU reference backend on the same random inputs: tables of cases
 // over the 4B shapes and tiny ones (GQA, head_dim 256, dk != dv), decode and prefill, several rows
 // with non-contiguous K/V blocks, and the strided views the model passes. Tolerances, as
-// max|cuda - cpu| / max|cpu|: 1e-2 for GEMMs on bf16/f16 weights (x is rounded to the weight
-// dtype), 2e-5 for everything computed in f32.
+// max|cuda - cpu| / max|cpu|: 1e-2 for cuBLASLt GEMMs on bf16/f16 weights (x is rounded to the
+// weight dtype), 1e-5 for the GEMV kernel (f32 x, f32 accumulation), 2e-5 for everything else
+// computed in f32, 1e-4 where the chunked GDN form is compared with the recurrent one. Each kernel
+// variant (GEMV / cuBLASLt, chunked / recurrent GDN, fused / separate GDN decode, token-parallel /
+// sequential conv, split / simple attention) is checked, switched through cuda::tuning().
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +14,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_test_util.h"
+#include "backend/cuda/tuning.h"
 
 namespace kiln {
 namespace {
@@ -24,8 +28,22 @@ using testing::to_host;
 
 constexpr double kF32Tol = 2e-5;
 constexpr double kHalfTol = 1e-2;
+constexpr double kGemvTol = 1e-5;
+constexpr double kChunkedTol = 1e-4;
 
 std::unique_ptr<Backend> cpu() { return std::move(create_backend("cpu").value()); }
+
+// Sets the kernel switches for the scope of a test, restoring them after.
+class TuningScope {
+ public:
+  TuningScope() : saved_(cuda::tuning()) {}
+  ~TuningScope() { cuda::tuning() = saved_; }
+  cuda::Tuning& operator*() { return cuda::tuning(); }
+  cuda::Tuning* operator->() { return &cuda::tuning(); }
+
+ private:
+  cuda::Tuning saved_;
+};
 
 // A host buffer and its device twin, viewed alike.
 struct Pair {
@@ -80,11 +98,12 @@ TEST(CudaParity, Matmul) {
   }
 }
 
+// (m = 16: above the GEMV kernel's m <= 8, so the GEMM goes through cuBLASLt and its cache.)
 TEST(CudaParity, MatmulAlgorithmCacheHitsOnRepeat) {
   KILN_CUDA_OR_SKIP(be);
-  Tensor x = to_device(*be, random_tensor({4, 64}, 1));
+  Tensor x = to_device(*be, random_tensor({16, 64}, 1));
   Tensor w = to_device(*be, random_tensor({32, 64}, 2, 0.1f, DType::kBF16));
-  Tensor y = be->storage().allocate({4, 32}, DType::kF32).value();
+  Tensor y = be->storage().allocate({16, 32}, DType::kF32).value();
   ASSERT_TRUE(be->linear().matmul({x, w, y}).ok());
   CudaBackendStats s0 = cuda_backend_stats(*be).value();
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(be->linear().matmul({x, w, y}).ok());
@@ -92,6 +111,53 @@ TEST(CudaParity, MatmulAlgorithmCacheHitsOnRepeat) {
   EXPECT_EQ(s1.matmul_cache_misses, s0.matmul_cache_misses);
   EXPECT_EQ(s1.matmul_cache_hits, s0.matmul_cache_hits + 3);
   EXPECT_GE(s1.matmul_cache_entries, 1u);
+}
+
+// The GEMV kernel (m <= 8, 16-bit weights) reads f32 x: it matches the CPU (which does not round
+// x either) to f32 rounding, where cuBLASLt on the same call is off by the bf16 rounding of x.
+TEST(CudaParity, GemvMatchesCpuToF32Rounding) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = cpu();
+  TuningScope tune;
+  struct Case {
+    int64_t m, n, k;
+    DType w;
+    bool accumulate, strided;
+  } cases[] = {
+      // A warp per 1, 2 or 4 rows (m <= 2, n >= 4096), tails included.
+      {1, 8192, 2560, DType::kBF16, false, false},  // in_proj_qkv / q_proj
+      {1, 9000, 512, DType::kBF16, true, false},    {2, 4100, 512, DType::kF16, false, true},
+      // A block per 4 rows.
+      {1, 32, 2560, DType::kBF16, false, false},    // in_proj_a
+      {1, 2560, 9216, DType::kBF16, true, false},   // down_proj, accumulate
+      {2, 1027, 512, DType::kF16, false, true},     // a tail block of 3 rows
+      {3, 64, 2560, DType::kBF16, true, true},      {4, 4096, 2560, DType::kBF16, false, false},
+      {5, 9, 8, DType::kF16, true, false},          {8, 1000, 4096, DType::kBF16, true, true},
+  };
+  uint32_t seed = 40;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "m=" << c.m << " n=" << c.n << " k=" << c.k << " w=" << dtype_name(c.w));
+    const int64_t xpad = c.strided ? 4 : 0, opad = c.strided ? 5 : 0;  // x rows stay 16-byte aligned
+    Pair xb(*be, random_tensor({c.m, c.k + xpad}, seed++));
+    Pair x = xb.view(xb.host_base.slice(1, 0, c.k));
+    Pair w(*be, random_tensor({c.n, c.k}, seed++, 1.f / std::sqrt(float(c.k)), c.w));
+    const uint32_t o_seed = seed++;
+    double err[2];
+    for (int gemv = 0; gemv < 2; ++gemv) {
+      tune->gemv = gemv == 1;
+      Pair ob(*be, random_tensor({c.m, c.n + opad}, o_seed));  // the same initial output both times
+      Pair o = ob.view(ob.host_base.slice(1, 0, c.n));
+      MatmulArgs ha{x.host, w.host, o.host, c.accumulate}, da{x.dev, w.dev, o.dev, c.accumulate};
+      ASSERT_TRUE(ref->linear().matmul(ha).ok());
+      Status s = be->linear().matmul(da);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      err[gemv] = rel_error(ob.dev_result(*be), ob.host_base);
+    }
+    EXPECT_LE(err[1], kGemvTol);
+    EXPECT_LE(err[0], kHalfTol);
+    std::printf("gemv m=%lld n=%lld k=%lld %s: rel err %.3g (cublaslt, x rounded: %.3g)\n", (long long)c.m,
+                (long long)c.n, (long long)c.k, std::string(dtype_name(c.w)).c_str(), err[1], err[0]);
+  }
 }
 
 // ---------------------------------------------------------------- norm
@@ -190,9 +256,19 @@ int64_t total_tokens(const Rows& r) { return std::accumulate(r.n.begin(), r.n.en
 
 // ---------------------------------------------------------------- attention
 
+int64_t blocks_needed(const Rows& r) {
+  int64_t b = 0;
+  for (size_t i = 0; i < r.past.size(); ++i) b += (r.past[i] + r.n[i] + 63) / 64;
+  return b;
+}
+
+// Both attention kernels (split-keys for decode, query-per-warp for prefill; the simple kernel)
+// against the CPU, including decodes long enough to be split over many blocks and rows whose
+// histories differ so that some splits of a row are empty.
 TEST(CudaParity, KvWriteAndPagedAttention) {
   KILN_CUDA_OR_SKIP(be);
   auto ref = cpu();
+  TuningScope tune;
   struct Case {
     const char* name;
     Rows rows;
@@ -200,45 +276,50 @@ TEST(CudaParity, KvWriteAndPagedAttention) {
     bool gate;
   } cases[] = {
       {"decode 4B", {{0, 70, 130}, {1, 1, 1}}, 16, 4, 256, true},
+      {"decode 4B long", {{3000, 9, 700}, {1, 1, 1}}, 16, 4, 256, true},
+      {"decode group 8 d128", {{1500}, {1}}, 16, 2, 128, false},
       {"prefill 4B", {{0, 65}, {100, 30}}, 16, 4, 256, true},
       {"prefill tiny", {{0}, {200}}, 2, 1, 32, true},
       {"mixed mha", {{5, 0, 64}, {1, 64, 3}}, 4, 4, 64, false},
+      {"head_dim 96 (simple kernel only)", {{10, 0}, {1, 5}}, 4, 2, 96, true},
   };
   uint32_t seed = 300;
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.name);
-    const int64_t T = total_tokens(c.rows), blocks = 16;
-    HostBatchLayout hl = make_layout(c.rows, blocks, seed++);
-    BatchLayout cl = make_batch_layout(hl, ref->storage()).value();
-    BatchLayout dl = make_batch_layout(hl, be->storage()).value();
-    // Random history everywhere; the new tokens are then written over their slots.
-    Pair kc(*be, random_tensor({blocks, 64, c.hkv, c.d}, seed++));
-    Pair vc(*be, random_tensor({blocks, 64, c.hkv, c.d}, seed++));
-    Pair kb(*be, random_tensor({T, c.hkv * c.d}, seed++));
-    Pair vb(*be, random_tensor({T, c.hkv * c.d}, seed++));
-    Pair k = kb.view(kb.host_base.reshape({T, c.hkv, c.d}));
-    Pair v = vb.view(vb.host_base.reshape({T, c.hkv, c.d}));
-    ASSERT_TRUE(ref->attention().write_kv({k.host, v.host, kc.host, vc.host, cl.slot_mapping}).ok());
-    Status s = be->attention().write_kv({k.dev, v.dev, kc.dev, vc.dev, dl.slot_mapping});
-    ASSERT_TRUE(s.ok()) << s.to_string();
-    EXPECT_EQ(rel_error(kc.dev_result(*be), kc.host_base), 0.0);
-    EXPECT_EQ(rel_error(vc.dev_result(*be), vc.host_base), 0.0);
+  for (const auto& c : cases)
+    for (bool split : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << c.name << (split ? " split" : " simple"));
+      tune->attention_split = split;
+      const int64_t T = total_tokens(c.rows), blocks = blocks_needed(c.rows) + 3;
+      HostBatchLayout hl = make_layout(c.rows, blocks, seed++);
+      BatchLayout cl = make_batch_layout(hl, ref->storage()).value();
+      BatchLayout dl = make_batch_layout(hl, be->storage()).value();
+      // Random history everywhere; the new tokens are then written over their slots.
+      Pair kc(*be, random_tensor({blocks, 64, c.hkv, c.d}, seed++));
+      Pair vc(*be, random_tensor({blocks, 64, c.hkv, c.d}, seed++));
+      Pair kb(*be, random_tensor({T, c.hkv * c.d}, seed++));
+      Pair vb(*be, random_tensor({T, c.hkv * c.d}, seed++));
+      Pair k = kb.view(kb.host_base.reshape({T, c.hkv, c.d}));
+      Pair v = vb.view(vb.host_base.reshape({T, c.hkv, c.d}));
+      ASSERT_TRUE(ref->attention().write_kv({k.host, v.host, kc.host, vc.host, cl.slot_mapping}).ok());
+      Status s = be->attention().write_kv({k.dev, v.dev, kc.dev, vc.dev, dl.slot_mapping});
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      EXPECT_EQ(rel_error(kc.dev_result(*be), kc.host_base), 0.0);
+      EXPECT_EQ(rel_error(vc.dev_result(*be), vc.host_base), 0.0);
 
-    // q and gate interleaved per head, as the model's q_proj output.
-    Pair qg(*be, random_tensor({T, c.hq * 2 * c.d}, seed++));
-    Pair q = qg.view(qg.host_base.as_strided({T, c.hq, c.d}, {c.hq * 2 * c.d, 2 * c.d, 1}));
-    Pair g = qg.view(qg.host_base.as_strided({T, c.hq, c.d}, {c.hq * 2 * c.d, 2 * c.d, 1}, c.d));
-    Pair out(*be, random_tensor({T, c.hq, c.d}, seed++));
-    const float scale = 1.f / std::sqrt(float(c.d));
-    AttentionArgs ha{q.host, c.gate ? g.host : Tensor(), out.host, kc.host, vc.host, &cl, scale};
-    AttentionArgs da{q.dev, c.gate ? g.dev : Tensor(), out.dev, kc.dev, vc.dev, &dl, scale};
-    ASSERT_TRUE(ref->attention().attend(ha).ok());
-    s = be->attention().attend(da);
-    ASSERT_TRUE(s.ok()) << s.to_string();
-    double err = rel_error(out.dev_result(*be), out.host_base);
-    EXPECT_LE(err, kF32Tol);
-    std::printf("attention %s: rel err %.3g\n", c.name, err);
-  }
+      // q and gate interleaved per head, as the model's q_proj output.
+      Pair qg(*be, random_tensor({T, c.hq * 2 * c.d}, seed++));
+      Pair q = qg.view(qg.host_base.as_strided({T, c.hq, c.d}, {c.hq * 2 * c.d, 2 * c.d, 1}));
+      Pair g = qg.view(qg.host_base.as_strided({T, c.hq, c.d}, {c.hq * 2 * c.d, 2 * c.d, 1}, c.d));
+      Pair out(*be, random_tensor({T, c.hq, c.d}, seed++));
+      const float scale = 1.f / std::sqrt(float(c.d));
+      AttentionArgs ha{q.host, c.gate ? g.host : Tensor(), out.host, kc.host, vc.host, &cl, scale};
+      AttentionArgs da{q.dev, c.gate ? g.dev : Tensor(), out.dev, kc.dev, vc.dev, &dl, scale};
+      ASSERT_TRUE(ref->attention().attend(ha).ok());
+      s = be->attention().attend(da);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      double err = rel_error(out.dev_result(*be), out.host_base);
+      EXPECT_LE(err, kF32Tol);
+      std::printf("attention %s (%s): rel err %.3g\n", c.name, split ? "split" : "simple", err);
+    }
 }
 
 // ---------------------------------------------------------------- conv
@@ -253,10 +334,14 @@ TEST(CudaParity, CausalConv1d) {
   } cases[] = {{"decode 4B", {{3, 9, 1}, {1, 1, 1}}, 8192, 4},
                {"prefill 4B", {{0, 2}, {70, 3}}, 8192, 4},
                {"prefill tiny k2", {{0}, {9}}, 96, 2},
-               {"mixed k5", {{0, 4}, {1, 40}}, 130, 5}};
+               {"mixed k5", {{0, 4}, {1, 40}}, 130, 5},
+               {"rows shorter than the window k8", {{0, 3, 9, 20}, {2, 1, 6, 33}}, 200, 8}};
+  TuningScope tune;
   uint32_t seed = 400;
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.name);
+  for (const auto& c : cases)
+    for (bool parallel : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << c.name << (parallel ? " token-parallel" : " sequential"));
+    tune->conv_token_parallel = parallel;
     const int64_t T = total_tokens(c.rows), R = static_cast<int64_t>(c.rows.n.size());
     HostBatchLayout hl = make_layout(c.rows, 16, seed++);
     BatchLayout cl = make_batch_layout(hl, ref->storage()).value();
@@ -271,7 +356,7 @@ TEST(CudaParity, CausalConv1d) {
     ASSERT_TRUE(s.ok()) << s.to_string();
     EXPECT_LE(rel_error(out.dev_result(*be), out.host_base), kF32Tol);
     EXPECT_LE(rel_error(st.dev_result(*be), st.host_base), kF32Tol);
-  }
+    }
 }
 
 // ---------------------------------------------------------------- gdn
@@ -283,7 +368,7 @@ TEST(CudaParity, GatedDeltaRule) {
     const char* name;
     Rows rows;
     int64_t hk, hv, dk, dv;
-    GdnForm cpu_form;  // the CUDA backend runs the recurrent kernel for both
+    GdnForm cpu_form;  // the CUDA backend is asked for the chunked form unless the CPU runs recurrent
   } cases[] = {
       {"decode 4B", {{5, 0, 12}, {1, 1, 1}}, 16, 32, 128, 128, GdnForm::kRecurrent},
       {"prefill 4B vs chunked", {{0, 3}, {70, 5}}, 16, 32, 128, 128, GdnForm::kChunked},
@@ -335,6 +420,170 @@ TEST(CudaParity, GatedDeltaRule) {
     EXPECT_LE(eo, tol);
     EXPECT_LE(es, tol);
     std::printf("gdn %s: out rel err %.3g, state rel err %.3g\n", c.name, eo, es);
+  }
+}
+
+// The inputs of one GDN call: q, k, v as views into one conv-output row (as in the model), gates,
+// parameters, and a state pool whose rows' slots are reversed.
+struct GdnInputs {
+  Pair mixed, q, k, v, a, b, a_log, dt_bias, state, out;
+  GdnInputs(Backend& be, int64_t T, int64_t R, int64_t hk, int64_t hv, int64_t dk, int64_t dv, uint32_t seed) {
+    const int64_t C = 2 * hk * dk + hv * dv;
+    mixed = Pair(be, random_tensor({T, C}, seed++));
+    q = mixed.view(mixed.host_base.as_strided({T, hk, dk}, {C, dk, 1}));
+    k = mixed.view(mixed.host_base.as_strided({T, hk, dk}, {C, dk, 1}, hk * dk));
+    v = mixed.view(mixed.host_base.as_strided({T, hv, dv}, {C, dv, 1}, 2 * hk * dk));
+    a = Pair(be, random_tensor({T, hv}, seed++));
+    b = Pair(be, random_tensor({T, hv}, seed++));
+    a_log = Pair(be, random_tensor({hv}, seed++, 0.5f));
+    dt_bias = Pair(be, random_tensor({hv}, seed++, 1.f));
+    state = Pair(be, random_tensor({R + 1, hv, dk, dv}, seed++, 0.1f));
+    out = Pair(be, random_tensor({T, hv, dv}, seed++));
+  }
+  GdnArgs args(bool host, GdnForm form, int chunk, const BatchLayout* layout) const {
+    auto pick = [&](const Pair& p) { return host ? p.host : p.dev; };
+    GdnArgs g;
+    g.form = form;
+    g.chunk = chunk;
+    g.q = pick(q);
+    g.k = pick(k);
+    g.v = pick(v);
+    g.a = pick(a);
+    g.b = pick(b);
+    g.a_log = pick(a_log);
+    g.dt_bias = pick(dt_bias);
+    g.state = pick(state);
+    g.out = pick(out);
+    g.layout = layout;
+    return g;
+  }
+};
+
+// The chunked form (chunks of 64; two passes for dk <= 128, else one kernel) against the CPU's
+// recurrent form and the CUDA recurrent kernel, each of its two variants: rows crossing chunk
+// boundaries, a one-token row inside a prefill batch, every dk it has, dv not a multiple of 32,
+// value heads per key head 1..4.
+TEST(CudaParity, GatedDeltaRuleChunkedKernel) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = cpu();
+  TuningScope tune;
+  struct Case {
+    const char* name;
+    Rows rows;
+    int64_t hk, hv, dk, dv;
+  } cases[] = {
+      {"4B 2 rows", {{0, 5}, {130, 64}}, 16, 32, 128, 128},
+      {"4B boundaries", {{0, 0, 3}, {63, 65, 1}}, 16, 32, 128, 128},
+      {"dk 16 dv 48", {{0, 2}, {200, 7}}, 2, 4, 16, 48},
+      {"dk 32 ratio 1", {{0}, {129}}, 3, 3, 32, 32},
+      {"dk 64 ratio 4", {{10, 0}, {40, 100}}, 1, 4, 64, 40},
+      {"dk 256", {{0}, {70}}, 1, 2, 256, 64},
+  };
+  uint32_t seed = 550;
+  for (const auto& c : cases) {
+    const int64_t T = total_tokens(c.rows), R = static_cast<int64_t>(c.rows.n.size());
+    HostBatchLayout hl = make_layout(c.rows, blocks_needed(c.rows) + 1, seed++);
+    BatchLayout cl = make_batch_layout(hl, ref->storage()).value();
+    BatchLayout dl = make_batch_layout(hl, be->storage()).value();
+    GdnInputs cpu_rec(*be, T, R, c.hk, c.hv, c.dk, c.dv, seed);
+    GdnInputs cuda_rec(*be, T, R, c.hk, c.hv, c.dk, c.dv, seed);  // the same values
+    ASSERT_TRUE(ref->gdn().delta_rule(cpu_rec.args(true, GdnForm::kRecurrent, 64, &cl)).ok());
+    tune->gdn_chunked = false;
+    Status s = be->gdn().delta_rule(cuda_rec.args(false, GdnForm::kChunked, 64, &dl));
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    const Tensor rec_out = cuda_rec.out.dev_result(*be), rec_state = cuda_rec.state.dev_result(*be);
+    for (bool two_pass : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << c.name << (two_pass ? " two-pass" : " one kernel"));
+      GdnInputs chunked(*be, T, R, c.hk, c.hv, c.dk, c.dv, seed);
+      tune->gdn_chunked = true;
+      tune->gdn_two_pass = two_pass;
+      ASSERT_EQ(be->gdn().supports(describe(chunked.args(false, GdnForm::kChunked, 64, &dl))).state,
+                SupportState::kNative);
+      s = be->gdn().delta_rule(chunked.args(false, GdnForm::kChunked, 64, &dl));
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      const Tensor out_c = chunked.out.dev_result(*be), state_c = chunked.state.dev_result(*be);
+      const double eo = rel_error(out_c, cpu_rec.out.host_base), es = rel_error(state_c, cpu_rec.state.host_base);
+      const double eo_r = rel_error(out_c, rec_out), es_r = rel_error(state_c, rec_state);
+      EXPECT_LE(eo, kChunkedTol);
+      EXPECT_LE(es, kChunkedTol);
+      EXPECT_LE(eo_r, kChunkedTol);
+      EXPECT_LE(es_r, kChunkedTol);
+      std::printf("gdn chunked %s (%s): vs cpu recurrent out %.3g state %.3g; vs cuda recurrent out %.3g state %.3g\n",
+                  c.name, two_pass ? "two-pass" : "one kernel", eo, es, eo_r, es_r);
+    }
+    seed += 20;
+  }
+}
+
+// The fused decode step against the CPU running its three steps (conv, recurrent delta rule,
+// gated norm) on the same inputs: output, recurrent state and conv state. Rows of one token (the
+// decode the model sends) and of several (the kernel takes them in order).
+TEST(CudaParity, GdnFusedDecodeEqualsConvDeltaRuleAndGatedNorm) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = cpu();
+  struct Case {
+    const char* name;
+    Rows rows;
+    int64_t hk, hv, dk, dv, kernel;
+  } cases[] = {
+      {"decode 4B", {{5, 0, 12}, {1, 1, 1}}, 16, 32, 128, 128, 4},
+      {"decode tiny dk!=dv", {{3, 9}, {1, 1}}, 2, 4, 16, 32, 4},
+      {"ratio 1 kernel 3", {{0}, {1}}, 2, 2, 64, 64, 3},
+      {"several tokens a row", {{0, 7}, {3, 2}}, 2, 4, 16, 16, 4},
+  };
+  uint32_t seed = 650;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const int64_t T = total_tokens(c.rows), R = static_cast<int64_t>(c.rows.n.size());
+    const int64_t C = 2 * c.hk * c.dk + c.hv * c.dv;
+    HostBatchLayout hl = make_layout(c.rows, blocks_needed(c.rows) + 1, seed++);
+    BatchLayout cl = make_batch_layout(hl, ref->storage()).value();
+    BatchLayout dl = make_batch_layout(hl, be->storage()).value();
+    Pair mixed_b(*be, random_tensor({T, C + 8}, seed++));  // strided rows, as a view of a wider buffer
+    Pair mixed = mixed_b.view(mixed_b.host_base.slice(1, 0, C));
+    Pair conv_w(*be, random_tensor({C, c.kernel}, seed++, 0.5f));
+    Pair conv_st(*be, random_tensor({R + 1, c.kernel - 1, C}, seed++));
+    Pair zb(*be, random_tensor({T, 2 * c.hv * c.dv}, seed++));  // z strided per token
+    Pair z = zb.view(zb.host_base.as_strided({T, c.hv, c.dv}, {2 * c.hv * c.dv, c.dv, 1}));
+    Pair a(*be, random_tensor({T, c.hv}, seed++));
+    Pair b(*be, random_tensor({T, c.hv}, seed++));
+    Pair a_log(*be, random_tensor({c.hv}, seed++, 0.5f));
+    Pair dt_bias(*be, random_tensor({c.hv}, seed++, 1.f));
+    Pair state(*be, random_tensor({R + 1, c.hv, c.dk, c.dv}, seed++, 0.1f));
+    Pair norm_w(*be, random_tensor({c.dv}, seed++, 0.5f));
+    Pair out(*be, random_tensor({T, c.hv, c.dv}, seed++));
+    // The CPU: conv into a scratch row, the recurrent rule on its views, the gated norm.
+    Tensor conv_out = Tensor::empty({T, C}, DType::kF32), core = Tensor::empty({T, c.hv, c.dv}, DType::kF32);
+    ASSERT_TRUE(ref->conv().causal_conv1d({mixed.host, conv_w.host, conv_st.host, conv_out, &cl}).ok());
+    GdnArgs g;
+    g.form = GdnForm::kRecurrent;
+    g.q = conv_out.as_strided({T, c.hk, c.dk}, {C, c.dk, 1});
+    g.k = conv_out.as_strided({T, c.hk, c.dk}, {C, c.dk, 1}, c.hk * c.dk);
+    g.v = conv_out.as_strided({T, c.hv, c.dv}, {C, c.dv, 1}, 2 * c.hk * c.dk);
+    g.a = a.host;
+    g.b = b.host;
+    g.a_log = a_log.host;
+    g.dt_bias = dt_bias.host;
+    g.state = state.host;
+    g.out = core;
+    g.layout = &cl;
+    ASSERT_TRUE(ref->gdn().delta_rule(g).ok());
+    for (int64_t t = 0; t < T; ++t) {  // z is strided per token: the norm runs token by token
+      Tensor zt = z.host.select(0, t), ct = core.select(0, t), ot = out.host.select(0, t);
+      ASSERT_TRUE(ref->norm().rms_norm({NormKind::kGated, ct, {}, norm_w.host, zt, ot, 1e-6f}).ok());
+    }
+    GdnDecodeArgs d{mixed.dev, conv_w.dev, conv_st.dev, z.dev, a.dev, b.dev, a_log.dev, dt_bias.dev, state.dev,
+                    norm_w.dev, out.dev, c.hk, c.dk, 1e-6f, &dl};
+    ASSERT_EQ(be->gdn().supports(describe(d)).state, SupportState::kNative);
+    Status s = be->gdn().fused_decode(d);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    const double eo = rel_error(out.dev_result(*be), out.host_base);
+    const double es = rel_error(state.dev_result(*be), state.host_base);
+    const double ec = rel_error(conv_st.dev_result(*be), conv_st.host_base);
+    EXPECT_LE(eo, kF32Tol);
+    EXPECT_LE(es, kF32Tol);
+    EXPECT_EQ(ec, 0.0);  // the conv state is the inputs, moved
+    std::printf("gdn fused decode %s: out rel err %.3g, state %.3g, conv state %.3g\n", c.name, eo, es, ec);
   }
 }
 

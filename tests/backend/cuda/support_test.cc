@@ -5,6 +5,7 @@
 
 #include "backend/fallback.h"
 #include "backend/cuda/cuda_test_util.h"
+#include "backend/cuda/tuning.h"
 
 namespace kiln {
 namespace {
@@ -75,6 +76,42 @@ TEST(CudaSupport, ConvGdnAndAttentionPredicatesAgreeWithMethods) {
       EXPECT_NE(sup.constraint.find("recurrent kernel"), std::string::npos);
     }
     expect_agreement(sup, [&] { return be->gdn().delta_rule(a); }, describe(a).describe());
+  }
+  // GDN chunked with dk = 16: the chunked kernel, natively at chunk 64, constrained otherwise.
+  for (int chunk : {64, 16}) {
+    GdnArgs a;
+    a.form = GdnForm::kChunked;
+    a.chunk = chunk;
+    a.q = s.allocate({3, 2, 16}, DType::kF32).value();
+    a.k = s.allocate({3, 2, 16}, DType::kF32).value();
+    a.v = s.allocate({3, 4, 8}, DType::kF32).value();
+    a.a = s.allocate({3, 4}, DType::kF32).value();
+    a.b = s.allocate({3, 4}, DType::kF32).value();
+    a.a_log = s.allocate({4}, DType::kF32).value();
+    a.dt_bias = s.allocate({4}, DType::kF32).value();
+    a.state = s.allocate({1, 4, 16, 8}, DType::kF32).value();
+    a.out = s.allocate({3, 4, 8}, DType::kF32).value();
+    a.layout = &l;
+    Support sup = be->gdn().supports(describe(a));
+    EXPECT_EQ(sup.state, chunk == 64 ? SupportState::kNative : SupportState::kNativeWithConstraints);
+    expect_agreement(sup, [&] { return be->gdn().delta_rule(a); }, describe(a).describe());
+  }
+  // The fused GDN decode: runs for 2 key heads over 4 value heads, declined for 3 over 4 and when
+  // switched off.
+  for (auto [hk, on] : {std::pair{2, true}, std::pair{3, true}, std::pair{2, false}}) {
+    const cuda::Tuning saved = cuda::tuning();
+    cuda::tuning().gdn_fused_decode = on;
+    const int64_t C = 2 * hk * 8 + 4 * 8;
+    GdnDecodeArgs a{s.allocate({3, C}, DType::kF32).value(), s.allocate({C, 4}, DType::kF32).value(),
+                    s.allocate({1, 3, C}, DType::kF32).value(), s.allocate({3, 4, 8}, DType::kF32).value(),
+                    s.allocate({3, 4}, DType::kF32).value(), s.allocate({3, 4}, DType::kF32).value(),
+                    s.allocate({4}, DType::kF32).value(), s.allocate({4}, DType::kF32).value(),
+                    s.allocate({1, 4, 8, 8}, DType::kF32).value(), s.allocate({8}, DType::kF32).value(),
+                    s.allocate({3, 4, 8}, DType::kF32).value(), hk, 8, 1e-6f, &l};
+    Support sup = be->gdn().supports(describe(a));
+    EXPECT_EQ(sup.runs_natively(), hk == 2 && on);
+    expect_agreement(sup, [&] { return be->gdn().fused_decode(a); }, describe(a).describe());
+    cuda::tuning() = saved;
   }
   // Attention: GQA 4/2 runs; 6 query heads over 4 KV heads do not group.
   for (int64_t hq : {4, 6}) {

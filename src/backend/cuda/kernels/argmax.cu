@@ -46,9 +46,9 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(ArgmaxParams p) {
 }  // namespace
 
 Status argmax(const ArgmaxParams& p, cudaStream_t stream) {
-  const std::string shape = "rows=" + std::to_string(p.rows) + " vocab=" + std::to_string(p.vocab);
+  auto shape = [&] { return "rows=" + std::to_string(p.rows) + " vocab=" + std::to_string(p.vocab); };
   if (p.rows == 0) return {};
-  if (p.vocab > INT_MAX) return invalid_argument("argmax_kernel: vocab above INT_MAX (" + shape + ")");
+  if (p.vocab > INT_MAX) return invalid_argument("argmax_kernel: vocab above INT_MAX (" + shape() + ")");
   argmax_kernel<<<static_cast<unsigned>(p.rows), kThreads, 0, stream>>>(p);
   return launch_status("argmax_kernel", shape, stream);
 }

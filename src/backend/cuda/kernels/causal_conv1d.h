@@ -1,6 +1,7 @@
 // Depthwise causal conv1d + silu over each row's tokens, continuing from the row's state slot
-// (the last K-1 inputs) and leaving the new last K-1 inputs there. One thread per (row, channel),
-// sequential over the row's tokens; kernel widths 2..8.
+// (the last K-1 inputs) and leaving the new last K-1 inputs there; kernel widths 2..8. One thread
+// per (row, channel, tile of 16 tokens): the conv has no recurrence, so tiles run in parallel.
+// With max_row_tokens = 0, the reference form: one thread per (row, channel) over all its tokens.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,6 +16,7 @@ constexpr int kConvMaxKernel = 8;
 
 struct CausalConv1dParams {
   int64_t rows = 0, tokens = 0, channels = 0, kernel = 0, slots = 0;
+  int64_t max_row_tokens = 0;  // the longest row (sizes the grid); 0: the sequential kernel
   const float* x = nullptr; int64_t x_stride = 0;
   const float* weight = nullptr; int64_t weight_stride = 0;  // [channels, kernel]
   float* state = nullptr;  // [slots, kernel - 1, channels], contiguous

@@ -63,22 +63,22 @@ dim3 row_grid(int64_t rows, int64_t width, int threads) {
 }  // namespace
 
 Status embedding(const EmbeddingParams& p, cudaStream_t stream) {
-  const std::string shape = rows_shape(p.tokens, p.width) + " vocab=" + std::to_string(p.vocab) + " table=" +
-                            std::string(dtype_name(p.table_dtype));
+  auto shape = [&] { return rows_shape(p.tokens, p.width) + " vocab=" + std::to_string(p.vocab) + " table=" +
+                            std::string(dtype_name(p.table_dtype)); };
   if (p.tokens == 0) return {};
   embedding_kernel<<<static_cast<unsigned>(p.tokens), 256, 0, stream>>>(p);
   return launch_status("embedding_kernel", shape, stream);
 }
 
 Status binary(const BinaryParams& p, cudaStream_t stream) {
-  const std::string shape = std::string(p.op == BinaryOp::kAdd ? "add " : "silu_mul ") + rows_shape(p.rows, p.width);
+  auto shape = [&] { return std::string(p.op == BinaryOp::kAdd ? "add " : "silu_mul ") + rows_shape(p.rows, p.width); };
   if (p.rows == 0 || p.width == 0) return {};
   binary_kernel<<<row_grid(p.rows, p.width, 256), 256, 0, stream>>>(p);
   return launch_status("binary_kernel", shape, stream);
 }
 
 Status convert_f32(const ConvertParams& p, cudaStream_t stream) {
-  const std::string shape = rows_shape(p.rows, p.cols) + " to " + std::string(dtype_name(p.dst_dtype));
+  auto shape = [&] { return rows_shape(p.rows, p.cols) + " to " + std::string(dtype_name(p.dst_dtype)); };
   if (p.rows == 0 || p.cols == 0) return {};
   convert_kernel<<<row_grid(p.rows, p.cols, 256), 256, 0, stream>>>(p);
   return launch_status("convert_kernel", shape, stream);

@@ -92,12 +92,12 @@ size_t gated_delta_rule_smem_bytes(int64_t dk, int64_t dv) {
 }
 
 Status gated_delta_rule(const GatedDeltaRuleParams& p, cudaStream_t stream) {
-  const std::string shape = "rows=" + std::to_string(p.rows) + " tokens=" + std::to_string(p.tokens) +
+  auto shape = [&] { return "rows=" + std::to_string(p.rows) + " tokens=" + std::to_string(p.tokens) +
                             " k_heads=" + std::to_string(p.k_heads) + " v_heads=" + std::to_string(p.v_heads) +
-                            " dk=" + std::to_string(p.dk) + " dv=" + std::to_string(p.dv);
+                            " dk=" + std::to_string(p.dk) + " dv=" + std::to_string(p.dv); };
   if (p.rows == 0) return {};
   if (p.rows > 65535 || p.v_heads > 0x7fffffff)
-    return invalid_argument("gated_delta_rule_kernel: too many rows or heads (" + shape + ")");
+    return invalid_argument("gated_delta_rule_kernel: too many rows or heads (" + shape() + ")");
   const size_t smem = gated_delta_rule_smem_bytes(p.dk, p.dv);
   // Raise the kernel's dynamic shared-memory limit once, to what the device allows.
   static std::once_flag once;

@@ -1,7 +1,8 @@
-// The gated delta rule, recurrent form: one block per (value head, row), the head's f32 state
-// S [dk, dv] held in shared memory, the row's tokens taken in order (l2 norm of q and k, gates,
-// S' = exp(g) S; S = S' + k (beta (v - S'^T k))^T; o = S^T q). Serves decode and, for now,
-// prefill; the chunked (WY/UT) prefill kernel is future work (docs/cuda.md).
+// The gated delta rule over each row's tokens, continuing from and updating the row's f32 state.
+// Recurrent form (gated_delta_rule.cu): one block per (value head, row), the head's state
+// S [dk, dv] in shared memory, tokens in order (l2 norm of q and k, gates, S' = exp(g) S;
+// S = S' + k (beta (v - S'^T k))^T; o = S^T q). Chunked form (gdn_chunked.cu): chunks of 64
+// tokens solved at once in the WY/UT form, one block per (value head, 32 state columns, row).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,10 +26,24 @@ struct GatedDeltaRuleParams {
   float* out = nullptr; int64_t out_token_stride = 0, out_head_stride = 0;
   const int32_t* cu_seqlens = nullptr;   // [rows + 1]
   const int32_t* state_slots = nullptr;  // [rows]; slots outside [0, slots) are skipped
+  // The two-pass chunked form only: its scratch (gated_delta_rule_two_pass_scratch_floats) and
+  // the most chunks of 64 tokens any row has.
+  float* scratch = nullptr;
+  int64_t max_chunks = 0;
 };
 
 // Shared memory the kernel needs for (dk, dv); the facet declines what the device cannot hold.
 size_t gated_delta_rule_smem_bytes(int64_t dk, int64_t dv);
 Status gated_delta_rule(const GatedDeltaRuleParams& p, cudaStream_t stream);
+
+// The chunked form. With p.scratch set, two passes (dk 16..128): every chunk's state-independent
+// part at once (normalised q, k; A; (I + A)^-1 applied to beta V and beta exp(G) K; the masked
+// q.k products), then a scan over the chunks in order. Without, one kernel (dk 16..256) doing
+// both per chunk, with the forward substitution in the scan.
+size_t gated_delta_rule_chunked_smem_bytes(int64_t dk);  // one-kernel form; 0: no instance for dk
+size_t gated_delta_rule_two_pass_smem_bytes(int64_t dk);  // 0: no instance for dk
+size_t gated_delta_rule_two_pass_scratch_floats(int64_t rows, int64_t max_chunks, int64_t v_heads, int64_t dk,
+                                                int64_t dv);
+Status gated_delta_rule_chunked(const GatedDeltaRuleParams& p, cudaStream_t stream);
 
 }  // namespace kiln::cuda

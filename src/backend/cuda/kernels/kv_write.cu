@@ -20,8 +20,8 @@ __global__ void kv_write_kernel(KvWriteParams p) {
 }  // namespace
 
 Status kv_write(const KvWriteParams& p, cudaStream_t stream) {
-  const std::string shape = "tokens=" + std::to_string(p.tokens) + " kv_heads=" + std::to_string(p.kv_heads) +
-                            " head_dim=" + std::to_string(p.head_dim) + " slots=" + std::to_string(p.slots);
+  auto shape = [&] { return "tokens=" + std::to_string(p.tokens) + " kv_heads=" + std::to_string(p.kv_heads) +
+                            " head_dim=" + std::to_string(p.head_dim) + " slots=" + std::to_string(p.slots); };
   if (p.tokens == 0) return {};
   kv_write_kernel<<<static_cast<unsigned>(p.tokens), 256, 0, stream>>>(p);
   return launch_status("kv_write_kernel", shape, stream);

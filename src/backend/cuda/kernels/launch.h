@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "core/status.h"
 
@@ -20,11 +21,18 @@ inline bool sync_every_launch() {
   return on;
 }
 
-inline Status launch_status(const char* kernel, const std::string& shape, cudaStream_t stream) {
+// The Status of the launch just made. `shape` (a string, or a callable returning one) describes
+// the launch in an error; a callable is only evaluated on failure, keeping the hot path free of
+// string building.
+template <typename Shape>
+inline Status launch_status(const char* kernel, const Shape& shape, cudaStream_t stream) {
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess && sync_every_launch()) err = cudaStreamSynchronize(stream);
   if (err == cudaSuccess) return {};
-  return internal_error(std::string(kernel) + " (" + shape + "): " + cudaGetErrorName(err) + ": " +
+  std::string text;
+  if constexpr (std::is_invocable_v<const Shape&>) text = shape();
+  else text = shape;
+  return internal_error(std::string(kernel) + " (" + text + "): " + cudaGetErrorName(err) + ": " +
                         cudaGetErrorString(err));
 }
 

@@ -90,14 +90,14 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
 }  // namespace
 
 Status paged_attention(const PagedAttentionParams& p, cudaStream_t stream) {
-  const std::string shape = "rows=" + std::to_string(p.rows) + " tokens=" + std::to_string(p.tokens) +
+  auto shape = [&] { return "rows=" + std::to_string(p.rows) + " tokens=" + std::to_string(p.tokens) +
                             " q_heads=" + std::to_string(p.q_heads) + " kv_heads=" + std::to_string(p.kv_heads) +
-                            " head_dim=" + std::to_string(p.head_dim) + " block=" + std::to_string(p.block_size);
+                            " head_dim=" + std::to_string(p.head_dim) + " block=" + std::to_string(p.block_size); };
   if (p.head_dim > kAttentionMaxHeadDim)
     return invalid_argument("paged_attention_kernel: head_dim above " + std::to_string(kAttentionMaxHeadDim) + " (" +
-                            shape + ")");
+                            shape() + ")");
   if (p.tokens == 0) return {};
-  if (p.q_heads > 65535) return invalid_argument("paged_attention_kernel: more than 65535 heads (" + shape + ")");
+  if (p.q_heads > 65535) return invalid_argument("paged_attention_kernel: more than 65535 heads (" + shape() + ")");
   dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>(p.q_heads));
   paged_attention_kernel<<<grid, kThreads, 0, stream>>>(p);
   return launch_status("paged_attention_kernel", shape, stream);

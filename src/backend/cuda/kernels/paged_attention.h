@@ -1,7 +1,12 @@
 // Causal GQA attention of new query tokens over paged K/V caches that already hold them, with the
-// output gate (out *= sigmoid(gate)) fused. The simple form: one block per (token, query head),
-// an online softmax over the token's keys, f32 throughout. Serves prefill and decode alike; the
-// flash-attention prefill and split-K decode kernels are future work (docs/cuda.md).
+// output gate (out *= sigmoid(gate)) fused, f32 throughout. Two kernels:
+//   paged_attention (paged_attention.cu): the simple form, one block per (token, query head),
+//     an online softmax over the token's keys; any head_dim up to 512, any group.
+//   paged_attention_split (paged_attention_split.cu): a warp per stream of keys serving all the
+//     query heads of a KV head at once; decode splits the keys over blocks (merged by a second
+//     kernel), prefill gives each warp one token of a block of 8 that share tiles of 32 keys
+//     staged in shared memory, with the keys split in 128s over blocks (merged the same way). head_dim 32 * {1, 2, 4, 8, 16}, groups of 1, 2, 4 or 8 query
+//     heads with group * head_dim <= 1024.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,5 +34,22 @@ struct PagedAttentionParams {
 };
 
 Status paged_attention(const PagedAttentionParams& p, cudaStream_t stream);
+
+constexpr int kAttentionMaxSplits = 64;
+
+// How paged_attention_split divides the work, and its scratch (splits > 1 only).
+struct AttentionSplit {
+  int64_t prefill_tiles = 0;  // prefill mode: blocks of 8 tokens per row (0: decode mode)
+  int64_t splits = 1, keys_per_split = 0;
+  float* part_o = nullptr;   // [tokens, q_heads, splits, head_dim]
+  float* part_ml = nullptr;  // [tokens, q_heads, splits, 2]: running max and sum
+};
+
+bool paged_attention_split_applies(int64_t head_dim, int64_t group);
+// Decode: enough key splits to give the device ~2 blocks per multiprocessor, at least 64 keys
+// each. Prefill: the tiled kernel over the longest row's tokens, keys split in 128s.
+AttentionSplit plan_attention_split(int64_t tokens, int64_t kv_heads, int64_t max_q_len, int64_t max_kv_len, bool decode,
+                                    int sms);
+Status paged_attention_split(const PagedAttentionParams& p, const AttentionSplit& s, cudaStream_t stream);
 
 }  // namespace kiln::cuda

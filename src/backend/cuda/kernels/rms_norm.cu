@@ -43,9 +43,9 @@ __global__ void rms_norm_kernel(RmsNormParams p) {
 }  // namespace
 
 Status rms_norm(const RmsNormParams& p, cudaStream_t stream) {
-  const std::string shape = "rows=" + std::to_string(p.rows) + " width=" + std::to_string(p.width);
+  auto shape = [&] { return "rows=" + std::to_string(p.rows) + " width=" + std::to_string(p.width); };
   if (p.rows == 0) return {};
-  if (p.rows > 0x7fffffff) return invalid_argument("rms_norm_kernel: too many rows (" + shape + ")");
+  if (p.rows > 0x7fffffff) return invalid_argument("rms_norm_kernel: too many rows (" + shape() + ")");
   const int threads = p.width >= 1024 ? 256 : (p.width >= 256 ? 128 : 64);
   rms_norm_kernel<<<static_cast<unsigned>(p.rows), threads, 0, stream>>>(p);
   return launch_status("rms_norm_kernel", shape, stream);

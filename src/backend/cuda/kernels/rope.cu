@@ -28,9 +28,9 @@ __global__ void rope_kernel(RopeParams p) {
 }  // namespace
 
 Status rope(const RopeParams& p, cudaStream_t stream) {
-  const std::string shape = "tokens=" + std::to_string(p.tokens) + " q_heads=" + std::to_string(p.q_heads) +
+  auto shape = [&] { return "tokens=" + std::to_string(p.tokens) + " q_heads=" + std::to_string(p.q_heads) +
                             " kv_heads=" + std::to_string(p.kv_heads) + " head_dim=" + std::to_string(p.head_dim) +
-                            " rotary_dim=" + std::to_string(p.rotary_dim);
+                            " rotary_dim=" + std::to_string(p.rotary_dim); };
   if (p.tokens == 0) return {};
   rope_kernel<<<static_cast<unsigned>(p.tokens), 128, 0, stream>>>(p);
   return launch_status("rope_kernel", shape, stream);

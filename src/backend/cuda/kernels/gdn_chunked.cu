@@ -1,0 +1,687 @@
+// The gated delta rule in its chunked (WY/UT) form for prefill, chunks of 64 tokens, f32 state.
+// Every column of the state evolves independently (spec/model-qwen35.md, "Chunked form"), so a
+// block owns one (value head, 32 state columns, row): 4 blocks per head at dv = 128, and the
+// chunks of the row are taken in order. Per chunk, in shared memory:
+//   K, Q  [64, dk]  normalised (q scaled by 1/sqrt(dk)); G = cumsum(g); beta
+//   A[t, i]  = beta_t exp(G_t - G_i) (k_t . k_i), i < t      (masked before the exp)
+//   Mq[t, i] = exp(G_t - G_i) (q_t . k_i), i <= t
+//   W = (I + A)^-1 beta (v - exp(G) K S0)                      (forward substitution)
+//   out = exp(G) Q S0 + Mq W;  S = exp(G_last) S0 + K^T (exp(G_last - G) W)
+#include <cuda_pipeline.h>
+
+#include <algorithm>
+
+#include "backend/cuda/kernels/gated_delta_rule.h"
+#include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/reduce.cuh"
+
+namespace kiln::cuda {
+
+namespace {
+
+constexpr int kC = 64;        // chunk
+constexpr int kBV = 32;       // state columns per block
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kWP = kBV + 1;  // W row stride: the substitution reads W down a column
+
+template <int DK>
+struct ChunkLayout {
+  static constexpr int kKP = DK + 4;  // K/Q row stride: float4 rows, staggered banks
+  static constexpr int kS = 0;                       // [DK][kBV]
+  static constexpr int kK = kS + DK * kBV;           // [kC][kKP]
+  static constexpr int kQ = kK + kC * kKP;           // [kC][kKP]
+  static constexpr int kA = kQ + kC * kKP;           // [kC][kC]
+  static constexpr int kM = kA + kC * kC;            // [kC][kC]
+  static constexpr int kW = kM + kC * kC;            // [kC][kWP]
+  static constexpr int kG = kW + kC * kWP;           // [kC]
+  static constexpr int kBeta = kG + kC;              // [kC]
+  static constexpr int kFloats = kBeta + kC;
+};
+
+__device__ __forceinline__ float dot4(const float4& a, const float4& b) {
+  return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+}
+
+// Asynchronous 16-byte copies need 16-byte aligned q and k rows (v goes 4 bytes at a time).
+__device__ __forceinline__ bool qk_rows_aligned(const GatedDeltaRuleParams& p) {
+  return reinterpret_cast<uintptr_t>(p.q) % 16 == 0 && reinterpret_cast<uintptr_t>(p.k) % 16 == 0 &&
+         p.q_token_stride % 4 == 0 && p.q_head_stride % 4 == 0 && p.k_token_stride % 4 == 0 &&
+         p.k_head_stride % 4 == 0;
+}
+
+// Loads a chunk's q and k rows (row stride KP; zero rows from n on) and its gates (G holds g
+// until the cumulative sum), waits for every asynchronous copy this thread issued (the caller may
+// have issued its own before), then l2-normalises the rows in place (q scaled by 1/sqrt(dk)) and
+// turns G into cumsum(g). Rows past the row's end have g = 0 and beta = 0: they contribute
+// nothing. Every thread of the block calls it; it ends with a barrier.
+template <int DK>
+__device__ void load_chunk_qk(const GatedDeltaRuleParams& p, int64_t c0, int n, int64_t h, int64_t kh, bool vec,
+                              float* Qs, float* Ks, float* G, float* beta) {
+  constexpr int KP = DK + 4, kQuads = DK / 4;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  for (int e = tid; e < kC * kQuads; e += kThreads) {
+    const int t = e / kQuads, d = 4 * (e % kQuads);
+    float* qd = Qs + t * KP + d;
+    float* kd = Ks + t * KP + d;
+    if (t < n) {
+      const float* qg = p.q + (c0 + t) * p.q_token_stride + kh * p.q_head_stride + d;
+      const float* kg = p.k + (c0 + t) * p.k_token_stride + kh * p.k_head_stride + d;
+      if (vec) {
+        __pipeline_memcpy_async(qd, qg, 16);
+        __pipeline_memcpy_async(kd, kg, 16);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          qd[i] = qg[i];
+          kd[i] = kg[i];
+        }
+      }
+    } else {
+      *reinterpret_cast<float4*>(qd) = make_float4(0.f, 0.f, 0.f, 0.f);
+      *reinterpret_cast<float4*>(kd) = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+  if (tid < kC) {
+    const int t = tid;
+    float g = 0.f, b = 0.f;
+    if (t < n) {
+      const float x = p.a[(c0 + t) * p.a_stride + h] + p.dt_bias[h];
+      const float softplus = x > 20.f ? x : log1pf(expf(x));
+      g = -expf(p.a_log[h]) * softplus;
+      b = 1.f / (1.f + expf(-p.b[(c0 + t) * p.b_stride + h]));
+    }
+    G[t] = g;
+    beta[t] = b;
+  }
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
+  __syncthreads();
+  const float q_scale = 1.f / sqrtf(static_cast<float>(DK));
+  constexpr int kPer = (DK + 31) / 32;
+  for (int t = warp; t < n; t += kWarps) {
+    float* qd = Qs + t * KP;
+    float* kd = Ks + t * KP;
+    float qq = 0.f, kk = 0.f;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int d = lane + 32 * i;
+      if (d < DK) {
+        qq += qd[d] * qd[d];
+        kk += kd[d] * kd[d];
+      }
+    }
+    qq = warp_sum(qq);
+    kk = warp_sum(kk);
+    const float qi = q_scale / sqrtf(qq + 1e-6f), ki = 1.f / sqrtf(kk + 1e-6f);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int d = lane + 32 * i;
+      if (d < DK) {
+        qd[d] *= qi;
+        kd[d] *= ki;
+      }
+    }
+  }
+  static_assert(kC == 64, "the cumulative sum takes two entries a lane");
+  if (warp == 0) {
+    const float g0 = G[2 * lane], g1 = G[2 * lane + 1];
+    float s = g0 + g1;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, s, o);
+      if (lane >= o) s += y;
+    }
+    const float before = s - (g0 + g1);
+    G[2 * lane] = before + g0;
+    G[2 * lane + 1] = before + g0 + g1;
+  }
+  __syncthreads();
+}
+
+// A[t, i] = beta_t exp(G_t - G_i) (k_t . k_i) for i < t into A (row stride kC, shared memory),
+// Mq[t, i] = exp(G_t - G_i) (q_t . k_i) for i <= t into Mq (row stride kC, shared or global);
+// zeros elsewhere. Thread (ty, tx) takes rows ty + 16a and columns tx + 16b.
+template <int DK>
+__device__ void chunk_products(const float* Qs, const float* Ks, const float* G, const float* beta, float* A,
+                               float* Mq) {
+  constexpr int KP = DK + 4;
+  const int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
+  float kk[4][4], qk[4][4];
+#pragma unroll
+  for (int a = 0; a < 4; ++a)
+#pragma unroll
+    for (int b = 0; b < 4; ++b) kk[a][b] = qk[a][b] = 0.f;
+#pragma unroll 4
+  for (int d = 0; d < DK; d += 4) {
+    float4 kr[4], qr[4], kc[4];
+#pragma unroll
+    for (int a = 0; a < 4; ++a) {
+      kr[a] = *reinterpret_cast<const float4*>(Ks + (ty + 16 * a) * KP + d);
+      qr[a] = *reinterpret_cast<const float4*>(Qs + (ty + 16 * a) * KP + d);
+      kc[a] = *reinterpret_cast<const float4*>(Ks + (tx + 16 * a) * KP + d);
+    }
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        kk[a][b] += dot4(kr[a], kc[b]);
+        qk[a][b] += dot4(qr[a], kc[b]);
+      }
+  }
+#pragma unroll
+  for (int a = 0; a < 4; ++a) {
+    const int t = ty + 16 * a;
+    const float Gt = G[t], bt = beta[t];
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const int i = tx + 16 * b;
+      const float decay = i <= t ? expf(Gt - G[i]) : 0.f;  // gaps G_t - G_i <= 0 only
+      A[t * kC + i] = i < t ? bt * decay * kk[a][b] : 0.f;
+      Mq[t * kC + i] = decay * qk[a][b];
+    }
+  }
+}
+
+// Grid: (v_heads, ceil(dv / 32), rows).
+template <int DK>
+__global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GatedDeltaRuleParams p) {
+  using L = ChunkLayout<DK>;
+  constexpr int KP = L::kKP;
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  float* S = smem + L::kS;
+  float* Ks = smem + L::kK;
+  float* Qs = smem + L::kQ;
+  float* A = smem + L::kA;
+  float* Mq = smem + L::kM;
+  float* W = smem + L::kW;
+  float* G = smem + L::kG;
+  float* beta = smem + L::kBeta;
+
+  const int h = blockIdx.x, row = blockIdx.z;
+  const int64_t slot = p.state_slots[row];
+  if (slot < 0 || slot >= p.slots) return;
+  const int64_t dv = p.dv, j0 = static_cast<int64_t>(blockIdx.y) * kBV;
+  const int bv = dv - j0 < kBV ? static_cast<int>(dv - j0) : kBV;
+  const int64_t kh = h / (p.v_heads / p.k_heads);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
+  float* S_glob = p.state + (slot * p.v_heads + h) * DK * dv + j0;
+  for (int e = tid; e < DK * kBV; e += kThreads) {
+    const int d = e / kBV, j = e % kBV;
+    S[e] = j < bv ? S_glob[d * dv + j] : 0.f;
+  }
+  const int64_t t0 = p.cu_seqlens[row], t1 = p.cu_seqlens[row + 1];
+  const bool vec = qk_rows_aligned(p);
+
+  for (int64_t c0 = t0; c0 < t1; c0 += kC) {
+    const int n = t1 - c0 < kC ? static_cast<int>(t1 - c0) : kC;
+    __syncthreads();  // the previous chunk is done with every buffer
+
+    // 1. The block's v columns into W (the right-hand side from step 3 on), then q, k and gates.
+    for (int e = tid; e < kC * kBV; e += kThreads) {
+      const int t = e / kBV, j = e % kBV;
+      if (t < n && j < bv) {
+        const float* vg = p.v + (c0 + t) * p.v_token_stride + h * p.v_head_stride + j0 + j;
+        if (vec) __pipeline_memcpy_async(W + t * kWP + j, vg, 4);
+        else W[t * kWP + j] = *vg;
+      } else {
+        W[t * kWP + j] = 0.f;
+      }
+    }
+    load_chunk_qk<DK>(p, c0, n, h, kh, vec, Qs, Ks, G, beta);
+
+    // 2. A and Mq.
+    chunk_products<DK>(Qs, Ks, G, beta, A, Mq);
+
+    // 3. K S0 and Q S0: thread (column j = lane, rows warp*8 .. warp*8+7); the right-hand side
+    //    beta (v - exp(G) K S0) replaces v in W, exp(G) Q S0 starts the output.
+    float o[8];
+    {
+      float ks[8], qs[8];
+#pragma unroll
+      for (int a = 0; a < 8; ++a) ks[a] = qs[a] = 0.f;
+#pragma unroll 2
+      for (int d = 0; d < DK; d += 4) {
+        const float s0 = S[d * kBV + lane], s1 = S[(d + 1) * kBV + lane], s2 = S[(d + 2) * kBV + lane],
+                    s3 = S[(d + 3) * kBV + lane];
+#pragma unroll
+        for (int a = 0; a < 8; ++a) {
+          const int t = warp * 8 + a;
+          const float4 k4 = *reinterpret_cast<const float4*>(Ks + t * KP + d);
+          const float4 q4 = *reinterpret_cast<const float4*>(Qs + t * KP + d);
+          ks[a] += k4.x * s0 + k4.y * s1 + k4.z * s2 + k4.w * s3;
+          qs[a] += q4.x * s0 + q4.y * s1 + q4.z * s2 + q4.w * s3;
+        }
+      }
+#pragma unroll
+      for (int a = 0; a < 8; ++a) {
+        const int t = warp * 8 + a;
+        const float eg = expf(G[t]);
+        W[t * kWP + lane] = beta[t] * (W[t * kWP + lane] - eg * ks[a]);
+        o[a] = eg * qs[a];
+      }
+    }
+    __syncthreads();
+
+    // 4. Forward substitution W_t -= sum_{i<t} A[t, i] W_i: warp w owns columns 4w .. 4w+3,
+    //    lanes split i; rows in order.
+    for (int t = 1; t < n; ++t) {
+      const float a0 = lane < t ? A[t * kC + lane] : 0.f;
+      const float a1 = lane + 32 < t ? A[t * kC + lane + 32] : 0.f;
+      float part[4];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int j = warp * 4 + c;
+        part[c] = a0 * W[lane * kWP + j] + a1 * W[(lane + 32) * kWP + j];
+      }
+#pragma unroll
+      for (int c = 0; c < 4; ++c) part[c] = warp_sum(part[c]);
+      if (lane < 4) {
+        const float mine = lane == 0 ? part[0] : lane == 1 ? part[1] : lane == 2 ? part[2] : part[3];
+        W[t * kWP + warp * 4 + lane] -= mine;
+      }
+      __syncwarp();
+    }
+    __syncthreads();
+
+    // 5. out = exp(G) Q S0 + Mq W, same thread layout as step 3.
+    {
+      const int last = warp * 8 + 7 < n - 1 ? warp * 8 + 7 : n - 1;
+      for (int i = 0; i <= last; ++i) {
+        const float w = W[i * kWP + lane];
+#pragma unroll
+        for (int a = 0; a < 8; ++a) o[a] += Mq[(warp * 8 + a) * kC + i] * w;
+      }
+      if (lane < bv) {
+#pragma unroll
+        for (int a = 0; a < 8; ++a) {
+          const int t = warp * 8 + a;
+          if (t < n) p.out[(c0 + t) * p.out_token_stride + h * p.out_head_stride + j0 + lane] = o[a];
+        }
+      }
+    }
+    __syncthreads();  // W is rescaled next
+
+    // 6. S = exp(G_last) S0 + K^T (exp(G_last - G) W): thread (column lane, rows warp*PD ..).
+    const float glast = G[kC - 1];
+    for (int e = tid; e < kC * kBV; e += kThreads) {
+      const int t = e / kBV, j = e % kBV;
+      W[t * kWP + j] *= expf(glast - G[t]);
+    }
+    __syncthreads();
+    {
+      constexpr int PD = DK / kWarps;
+      const int d0 = warp * PD;
+      const float el = expf(glast);
+      float acc[PD];
+#pragma unroll
+      for (int m = 0; m < PD; ++m) acc[m] = el * S[(d0 + m) * kBV + lane];
+      for (int t = 0; t < n; ++t) {
+        const float w = W[t * kWP + lane];
+        const float* kr = Ks + t * KP + d0;
+        if constexpr (PD % 4 == 0) {
+#pragma unroll
+          for (int m = 0; m < PD; m += 4) {
+            const float4 k4 = *reinterpret_cast<const float4*>(kr + m);
+            acc[m] += k4.x * w;
+            acc[m + 1] += k4.y * w;
+            acc[m + 2] += k4.z * w;
+            acc[m + 3] += k4.w * w;
+          }
+        } else {
+#pragma unroll
+          for (int m = 0; m < PD; ++m) acc[m] += kr[m] * w;
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < PD; ++m) S[(d0 + m) * kBV + lane] = acc[m];
+    }
+  }
+  __syncthreads();
+  for (int e = tid; e < DK * kBV; e += kThreads) {
+    const int d = e / kBV, j = e % kBV;
+    if (j < bv) S_glob[d * dv + j] = S[e];
+  }
+}
+
+// ---- The two-pass form (dk <= 128): everything that does not depend on the state is solved for
+// all chunks at once, leaving a scan of plain products over the chunks in order.
+
+// A chunk's record in the scratch, per (row, chunk, value head), in floats:
+//   Qn [kC][dk], Kn [kC][dk]   normalised q and k
+//   Wk [kC][dk]                (I + A)^-1 (beta exp(G) K)
+//   U  [kC][dv]                (I + A)^-1 (beta V)
+//   Mq [kC][kC], G [kC]
+__host__ __device__ constexpr int64_t record_floats(int64_t dk, int64_t dv) {
+  return 3 * kC * dk + kC * dv + kC * kC + kC;
+}
+
+template <int DK>
+struct PrepLayout {
+  static constexpr int kKP = DK + 4;
+  static constexpr int kK = 0, kQ = kK + kC * kKP, kA = kQ + kC * kKP, kG = kA + kC * kC, kBeta = kG + kC;
+  static constexpr int kFloats = kBeta + kC;
+};
+
+// Pass 1. Grid: (v_heads, max chunks of a row, rows). W = U - Wk S0 follows from
+// W = (I + A)^-1 beta (v - exp(G) K S0); each thread solves one column of U or Wk by forward
+// substitution with the column in registers (no synchronisation inside the solve).
+template <int DK>
+__global__ void __launch_bounds__(kThreads) gdn_chunk_prep_kernel(GatedDeltaRuleParams p) {
+  using L = PrepLayout<DK>;
+  constexpr int KP = L::kKP;
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  float* Ks = smem + L::kK;
+  float* Qs = smem + L::kQ;
+  float* A = smem + L::kA;
+  float* G = smem + L::kG;
+  float* beta = smem + L::kBeta;
+  const int h = blockIdx.x, c = blockIdx.y, row = blockIdx.z;
+  const int64_t slot = p.state_slots[row];
+  if (slot < 0 || slot >= p.slots) return;
+  const int64_t t0 = p.cu_seqlens[row], t1 = p.cu_seqlens[row + 1], c0 = t0 + static_cast<int64_t>(c) * kC;
+  if (c0 >= t1) return;
+  const int n = t1 - c0 < kC ? static_cast<int>(t1 - c0) : kC;
+  const int64_t kh = h / (p.v_heads / p.k_heads), dv = p.dv;
+  const int tid = threadIdx.x;
+  float* rec = p.scratch + ((row * p.max_chunks + c) * p.v_heads + h) * record_floats(DK, dv);
+  float* rQ = rec;
+  float* rK = rQ + kC * DK;
+  float* rWk = rK + kC * DK;
+  float* rU = rWk + kC * DK;
+  float* rM = rU + kC * dv;
+  float* rG = rM + kC * kC;
+
+  load_chunk_qk<DK>(p, c0, n, h, kh, qk_rows_aligned(p), Qs, Ks, G, beta);
+  for (int e = tid; e < kC * (DK / 4); e += kThreads) {
+    const int t = e / (DK / 4), d = 4 * (e % (DK / 4));
+    reinterpret_cast<float4*>(rQ + t * DK)[d / 4] = *reinterpret_cast<const float4*>(Qs + t * KP + d);
+    reinterpret_cast<float4*>(rK + t * DK)[d / 4] = *reinterpret_cast<const float4*>(Ks + t * KP + d);
+  }
+  if (tid < kC) rG[tid] = G[tid];
+  chunk_products<DK>(Qs, Ks, G, beta, A, rM);
+  __syncthreads();
+  for (int64_t col = tid; col < dv + DK; col += kThreads) {
+    float x[kC];
+    if (col < dv) {
+      const float* vg = p.v + c0 * p.v_token_stride + h * p.v_head_stride + col;
+#pragma unroll
+      for (int t = 0; t < kC; ++t) x[t] = t < n ? beta[t] * vg[t * p.v_token_stride] : 0.f;
+    } else {
+      const int d = static_cast<int>(col - dv);
+#pragma unroll
+      for (int t = 0; t < kC; ++t) x[t] = beta[t] * expf(G[t]) * Ks[t * KP + d];
+    }
+#pragma unroll
+    for (int t = 1; t < kC; ++t) {
+      float v = x[t];
+#pragma unroll
+      for (int i = 0; i < t; ++i) v -= A[t * kC + i] * x[i];
+      x[t] = v;
+    }
+    if (col < dv) {
+#pragma unroll
+      for (int t = 0; t < kC; ++t) rU[t * dv + col] = x[t];
+    } else {
+#pragma unroll
+      for (int t = 0; t < kC; ++t) rWk[t * DK + (col - dv)] = x[t];
+    }
+  }
+}
+
+template <int DK>
+struct ScanLayout {
+  static constexpr int kKP = DK + 4;
+  static constexpr int kS = 0;                   // [DK][kBV]
+  static constexpr int kQ = kS + DK * kBV;       // [kC][kKP]
+  static constexpr int kK = kQ + kC * kKP;       // [kC][kKP]
+  static constexpr int kWk = kK + kC * kKP;      // [kC][kKP]
+  static constexpr int kM = kWk + kC * kKP;      // [kC][kC]
+  static constexpr int kW = kM + kC * kC;        // [kC][kWP]
+  static constexpr int kG = kW + kC * kWP;       // [kC]
+  static constexpr int kFloats = kG + kC;
+};
+
+// Pass 2. Grid: (v_heads, ceil(dv / 32), rows); per chunk, in order:
+//   W = U - Wk S0;  out = exp(G) Qn S0 + Mq W;  S = exp(G_last) S0 + Kn^T (exp(G_last - G) W).
+template <int DK>
+__global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaRuleParams p) {
+  using L = ScanLayout<DK>;
+  constexpr int KP = L::kKP;
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  float* S = smem + L::kS;
+  float* Qs = smem + L::kQ;
+  float* Ks = smem + L::kK;
+  float* Wks = smem + L::kWk;
+  float* Mq = smem + L::kM;
+  float* W = smem + L::kW;
+  float* G = smem + L::kG;
+  const int h = blockIdx.x, row = blockIdx.z;
+  const int64_t slot = p.state_slots[row];
+  if (slot < 0 || slot >= p.slots) return;
+  const int64_t dv = p.dv, j0 = static_cast<int64_t>(blockIdx.y) * kBV;
+  const int bv = dv - j0 < kBV ? static_cast<int>(dv - j0) : kBV;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
+  float* S_glob = p.state + (slot * p.v_heads + h) * DK * dv + j0;
+  for (int e = tid; e < DK * kBV; e += kThreads) {
+    const int d = e / kBV, j = e % kBV;
+    S[e] = j < bv ? S_glob[d * dv + j] : 0.f;
+  }
+  const int64_t t0 = p.cu_seqlens[row], t1 = p.cu_seqlens[row + 1];
+  for (int c = 0; t0 + static_cast<int64_t>(c) * kC < t1; ++c) {
+    const int64_t c0 = t0 + static_cast<int64_t>(c) * kC;
+    const int n = t1 - c0 < kC ? static_cast<int>(t1 - c0) : kC;
+    const float* rec = p.scratch + ((row * p.max_chunks + c) * p.v_heads + h) * record_floats(DK, dv);
+    const float* rQ = rec;
+    const float* rK = rQ + kC * DK;
+    const float* rWk = rK + kC * DK;
+    const float* rU = rWk + kC * DK;
+    const float* rM = rU + kC * dv;
+    const float* rG = rM + kC * kC;
+    __syncthreads();  // the previous chunk is done with every buffer
+    for (int e = tid; e < kC * (DK / 4); e += kThreads) {
+      const int t = e / (DK / 4), d = 4 * (e % (DK / 4));
+      __pipeline_memcpy_async(Qs + t * KP + d, rQ + t * DK + d, 16);
+      __pipeline_memcpy_async(Ks + t * KP + d, rK + t * DK + d, 16);
+      __pipeline_memcpy_async(Wks + t * KP + d, rWk + t * DK + d, 16);
+    }
+    for (int e = tid; e < kC * kC / 4; e += kThreads) __pipeline_memcpy_async(Mq + 4 * e, rM + 4 * e, 16);
+    for (int e = tid; e < kC * kBV; e += kThreads) {
+      const int t = e / kBV, j = e % kBV;
+      if (j < bv) __pipeline_memcpy_async(W + t * kWP + j, rU + t * dv + j0 + j, 4);
+      else W[t * kWP + j] = 0.f;
+    }
+    if (tid < kC) G[tid] = rG[tid];
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    __syncthreads();
+
+    // W = U - Wk S0 and exp(G) Qn S0: thread (column lane, rows warp*8 .. warp*8+7).
+    float o[8];
+    {
+      float ws[8], qs[8];
+#pragma unroll
+      for (int a = 0; a < 8; ++a) ws[a] = qs[a] = 0.f;
+#pragma unroll 2
+      for (int d = 0; d < DK; d += 4) {
+        const float s0 = S[d * kBV + lane], s1 = S[(d + 1) * kBV + lane], s2 = S[(d + 2) * kBV + lane],
+                    s3 = S[(d + 3) * kBV + lane];
+#pragma unroll
+        for (int a = 0; a < 8; ++a) {
+          const int t = warp * 8 + a;
+          const float4 w4 = *reinterpret_cast<const float4*>(Wks + t * KP + d);
+          const float4 q4 = *reinterpret_cast<const float4*>(Qs + t * KP + d);
+          ws[a] += w4.x * s0 + w4.y * s1 + w4.z * s2 + w4.w * s3;
+          qs[a] += q4.x * s0 + q4.y * s1 + q4.z * s2 + q4.w * s3;
+        }
+      }
+#pragma unroll
+      for (int a = 0; a < 8; ++a) {
+        const int t = warp * 8 + a;
+        W[t * kWP + lane] -= ws[a];
+        o[a] = expf(G[t]) * qs[a];
+      }
+    }
+    __syncthreads();
+    // out = exp(G) Qn S0 + Mq W.
+    {
+      const int last = warp * 8 + 7 < n - 1 ? warp * 8 + 7 : n - 1;
+      for (int i = 0; i <= last; ++i) {
+        const float w = W[i * kWP + lane];
+#pragma unroll
+        for (int a = 0; a < 8; ++a) o[a] += Mq[(warp * 8 + a) * kC + i] * w;
+      }
+      if (lane < bv) {
+#pragma unroll
+        for (int a = 0; a < 8; ++a) {
+          const int t = warp * 8 + a;
+          if (t < n) p.out[(c0 + t) * p.out_token_stride + h * p.out_head_stride + j0 + lane] = o[a];
+        }
+      }
+    }
+    __syncthreads();
+    // S = exp(G_last) S0 + Kn^T (exp(G_last - G) W).
+    const float glast = G[kC - 1];
+    for (int e = tid; e < kC * kBV; e += kThreads) {
+      const int t = e / kBV, j = e % kBV;
+      W[t * kWP + j] *= expf(glast - G[t]);
+    }
+    __syncthreads();
+    {
+      constexpr int PD = DK / kWarps;
+      const int d0 = warp * PD;
+      const float el = expf(glast);
+      float acc[PD];
+#pragma unroll
+      for (int m = 0; m < PD; ++m) acc[m] = el * S[(d0 + m) * kBV + lane];
+      for (int t = 0; t < n; ++t) {
+        const float w = W[t * kWP + lane];
+        const float* kr = Ks + t * KP + d0;
+        if constexpr (PD % 4 == 0) {
+#pragma unroll
+          for (int m = 0; m < PD; m += 4) {
+            const float4 k4 = *reinterpret_cast<const float4*>(kr + m);
+            acc[m] += k4.x * w;
+            acc[m + 1] += k4.y * w;
+            acc[m + 2] += k4.z * w;
+            acc[m + 3] += k4.w * w;
+          }
+        } else {
+#pragma unroll
+          for (int m = 0; m < PD; ++m) acc[m] += kr[m] * w;
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < PD; ++m) S[(d0 + m) * kBV + lane] = acc[m];
+    }
+  }
+  __syncthreads();
+  for (int e = tid; e < DK * kBV; e += kThreads) {
+    const int d = e / kBV, j = e % kBV;
+    if (j < bv) S_glob[d * dv + j] = S[e];
+  }
+}
+
+template <typename Kernel>
+cudaError_t allow_smem(Kernel k, size_t bytes) {
+  return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+}
+
+template <int DK>
+Status launch_two_pass(const GatedDeltaRuleParams& p, cudaStream_t stream) {
+  const size_t prep = PrepLayout<DK>::kFloats * sizeof(float), scan = ScanLayout<DK>::kFloats * sizeof(float);
+  static cudaError_t attr = [&] {
+    cudaError_t e = allow_smem(gdn_chunk_prep_kernel<DK>, prep);
+    return e == cudaSuccess ? allow_smem(gdn_chunk_scan_kernel<DK>, scan) : e;
+  }();
+  if (attr != cudaSuccess)
+    return internal_error(std::string("gdn_chunk_kernels: raising the shared-memory limit: ") + cudaGetErrorString(attr));
+  dim3 prep_grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>(p.max_chunks), static_cast<unsigned>(p.rows));
+  gdn_chunk_prep_kernel<DK><<<prep_grid, kThreads, prep, stream>>>(p);
+  KILN_RETURN_IF_ERROR(launch_status("gdn_chunk_prep_kernel", "", stream));
+  dim3 grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>((p.dv + kBV - 1) / kBV),
+            static_cast<unsigned>(p.rows));
+  gdn_chunk_scan_kernel<DK><<<grid, kThreads, scan, stream>>>(p);
+  return {};
+}
+
+template <int DK>
+Status launch_chunked(const GatedDeltaRuleParams& p, cudaStream_t stream) {
+  const size_t smem = ChunkLayout<DK>::kFloats * sizeof(float);
+  static cudaError_t attr = cudaFuncSetAttribute(gdn_chunked_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(smem));
+  if (attr != cudaSuccess)
+    return internal_error(std::string("gdn_chunked_kernel: raising the shared-memory limit: ") + cudaGetErrorString(attr));
+  dim3 grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>((p.dv + kBV - 1) / kBV),
+            static_cast<unsigned>(p.rows));
+  gdn_chunked_kernel<DK><<<grid, kThreads, smem, stream>>>(p);
+  return {};
+}
+
+}  // namespace
+
+size_t gated_delta_rule_chunked_smem_bytes(int64_t dk) {
+  switch (dk) {
+    case 16: return ChunkLayout<16>::kFloats * sizeof(float);
+    case 32: return ChunkLayout<32>::kFloats * sizeof(float);
+    case 64: return ChunkLayout<64>::kFloats * sizeof(float);
+    case 128: return ChunkLayout<128>::kFloats * sizeof(float);
+    case 256: return ChunkLayout<256>::kFloats * sizeof(float);
+    default: return 0;
+  }
+}
+
+size_t gated_delta_rule_two_pass_scratch_floats(int64_t rows, int64_t max_chunks, int64_t v_heads, int64_t dk,
+                                                int64_t dv) {
+  if (dk != 16 && dk != 32 && dk != 64 && dk != 128) return 0;
+  return static_cast<size_t>(rows * max_chunks * v_heads * record_floats(dk, dv));
+}
+
+size_t gated_delta_rule_two_pass_smem_bytes(int64_t dk) {
+  switch (dk) {
+    case 16: return std::max(PrepLayout<16>::kFloats, ScanLayout<16>::kFloats) * sizeof(float);
+    case 32: return std::max(PrepLayout<32>::kFloats, ScanLayout<32>::kFloats) * sizeof(float);
+    case 64: return std::max(PrepLayout<64>::kFloats, ScanLayout<64>::kFloats) * sizeof(float);
+    case 128: return std::max(PrepLayout<128>::kFloats, ScanLayout<128>::kFloats) * sizeof(float);
+    default: return 0;
+  }
+}
+
+Status gated_delta_rule_chunked(const GatedDeltaRuleParams& p, cudaStream_t stream) {
+  auto shape = [&] {
+    return "rows=" + std::to_string(p.rows) + " tokens=" + std::to_string(p.tokens) + " k_heads=" +
+           std::to_string(p.k_heads) + " v_heads=" + std::to_string(p.v_heads) + " dk=" + std::to_string(p.dk) +
+           " dv=" + std::to_string(p.dv);
+  };
+  if (p.rows == 0 || p.tokens == 0) return {};
+  if (p.rows > 65535 || p.v_heads > 0x7fffffff || p.dv > 65535 * int64_t{kBV})
+    return invalid_argument("gdn_chunked_kernel: too many rows, heads or columns (" + shape() + ")");
+  if (p.scratch != nullptr) {
+    if (p.max_chunks < 1 || p.max_chunks > 65535)
+      return invalid_argument("gdn_chunk_kernels: max_chunks out of range (" + shape() + ")");
+    switch (p.dk) {
+      case 16: KILN_RETURN_IF_ERROR(launch_two_pass<16>(p, stream)); break;
+      case 32: KILN_RETURN_IF_ERROR(launch_two_pass<32>(p, stream)); break;
+      case 64: KILN_RETURN_IF_ERROR(launch_two_pass<64>(p, stream)); break;
+      case 128: KILN_RETURN_IF_ERROR(launch_two_pass<128>(p, stream)); break;
+      default: return invalid_argument("gdn_chunk_kernels: dk must be 16, 32, 64 or 128 (" + shape() + ")");
+    }
+    return launch_status("gdn_chunk_scan_kernel", shape, stream);
+  }
+  switch (p.dk) {
+    case 16: KILN_RETURN_IF_ERROR(launch_chunked<16>(p, stream)); break;
+    case 32: KILN_RETURN_IF_ERROR(launch_chunked<32>(p, stream)); break;
+    case 64: KILN_RETURN_IF_ERROR(launch_chunked<64>(p, stream)); break;
+    case 128: KILN_RETURN_IF_ERROR(launch_chunked<128>(p, stream)); break;
+    case 256: KILN_RETURN_IF_ERROR(launch_chunked<256>(p, stream)); break;
+    default: return invalid_argument("gdn_chunked_kernel: dk must be 16, 32, 64, 128 or 256 (" + shape() + ")");
+  }
+  return launch_status("gdn_chunked_kernel", shape, stream);
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,229 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "backend/cuda/kernels/gemv.h"
+#include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/reduce.cuh"
+
+namespace kiln::cuda {
+
+namespace {
+
+constexpr int kThreads = 256, kWarps = kThreads / 32;
+
+// Weights are read once: keep them out of L1 so that x stays there.
+__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
+template <bool kBF16>
+__device__ __forceinline__ void unpack8(const uint4& w, float (&f)[8]) {
+  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (kBF16) {
+      f[2 * i] = __uint_as_float(words[i] << 16);
+      f[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    } else {
+      __half2 h;
+      memcpy(&h, &words[i], sizeof h);
+      const float2 v = __half22float2(h);
+      f[2 * i] = v.x;
+      f[2 * i + 1] = v.y;
+    }
+  }
+}
+
+// A warp owns R consecutive weight rows; its lanes take the 8-wide k chunks lane, lane + 32, ...
+// for every m (several chunks' loads in flight through the unrolled loop), and a warp reduction
+// finishes each of the M x R dot products: no shared memory, no block barrier.
+template <bool kBF16, int M, int R>
+__global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * R;
+  if (n0 >= p.n) return;
+  const int64_t chunks = p.k >> 3;
+  const uint4* wrow[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t n = n0 + r < p.n ? n0 + r : p.n - 1;  // the last warp re-reads the last row
+    wrow[r] = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.w) + n * p.k);
+  }
+  float acc[M][R];
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[m][r] = 0.f;
+
+#pragma unroll 4
+  for (int64_t c = lane; c < chunks; c += 32) {
+    uint4 raw[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) raw[r] = load_streaming(wrow[r] + c);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float4* xp = reinterpret_cast<const float4*>(p.x + m * p.x_stride) + 2 * c;
+      const float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float wf[8];
+        unpack8<kBF16>(raw[r], wf);
+        float s = acc[m][r];
+        s = fmaf(wf[0], x0.x, s);
+        s = fmaf(wf[1], x0.y, s);
+        s = fmaf(wf[2], x0.z, s);
+        s = fmaf(wf[3], x0.w, s);
+        s = fmaf(wf[4], x1.x, s);
+        s = fmaf(wf[5], x1.y, s);
+        s = fmaf(wf[6], x1.z, s);
+        s = fmaf(wf[7], x1.w, s);
+        acc[m][r] = s;
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float v = warp_sum(acc[m][r]);
+      if (lane == m * R + r && n0 + r < p.n) {
+        float* o = p.out + m * p.out_stride + n0 + r;
+        *o = p.accumulate ? *o + v : v;
+      }
+    }
+}
+
+// Block-split form for few rows (n < 4096) or larger m: a block of 256 threads owns 4 weight
+// rows and its threads stride over k together (more loads in flight per row than a warp alone
+// can have), then a warp-then-block reduction.
+constexpr int kSplitRows = 4;
+
+template <bool kBF16, int M>
+__global__ void __launch_bounds__(kThreads) gemv_split_kernel(GemvParams p) {
+  __shared__ float red[kWarps][M * kSplitRows];
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kSplitRows;
+  const int64_t chunks = p.k >> 3;
+  const uint4* wrow[kSplitRows];
+#pragma unroll
+  for (int r = 0; r < kSplitRows; ++r) {
+    const int64_t n = n0 + r < p.n ? n0 + r : p.n - 1;
+    wrow[r] = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.w) + n * p.k);
+  }
+  float acc[M][kSplitRows];
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int r = 0; r < kSplitRows; ++r) acc[m][r] = 0.f;
+#pragma unroll 2
+  for (int64_t c = threadIdx.x; c < chunks; c += kThreads) {
+    float wf[kSplitRows][8];
+#pragma unroll
+    for (int r = 0; r < kSplitRows; ++r) unpack8<kBF16>(load_streaming(wrow[r] + c), wf[r]);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float4* xp = reinterpret_cast<const float4*>(p.x + m * p.x_stride) + 2 * c;
+      const float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
+#pragma unroll
+      for (int r = 0; r < kSplitRows; ++r) {
+        float s = acc[m][r];
+        s = fmaf(wf[r][0], x0.x, s);
+        s = fmaf(wf[r][1], x0.y, s);
+        s = fmaf(wf[r][2], x0.z, s);
+        s = fmaf(wf[r][3], x0.w, s);
+        s = fmaf(wf[r][4], x1.x, s);
+        s = fmaf(wf[r][5], x1.y, s);
+        s = fmaf(wf[r][6], x1.z, s);
+        s = fmaf(wf[r][7], x1.w, s);
+        acc[m][r] = s;
+      }
+    }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int r = 0; r < kSplitRows; ++r) {
+      const float v = warp_sum(acc[m][r]);
+      if (lane == 0) red[warp][m * kSplitRows + r] = v;
+    }
+  __syncthreads();
+  if (threadIdx.x < M * kSplitRows) {
+    const int m = threadIdx.x / kSplitRows, r = threadIdx.x % kSplitRows;
+    const int64_t n = n0 + r;
+    if (n < p.n) {
+      float s = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) s += red[w][threadIdx.x];
+      float* o = p.out + m * p.out_stride + n;
+      *o = p.accumulate ? *o + s : s;
+    }
+  }
+}
+
+// Rows per warp: enough warps to fill the device (~16 a multiprocessor), as many rows a warp as
+// that allows (more 16-byte loads in flight each); larger m keeps R small for registers.
+template <bool kBF16, int M>
+void launch_m(const GemvParams& p, cudaStream_t stream) {
+  if (M > 2 || p.n < 4096) {
+    const unsigned blocks = static_cast<unsigned>((p.n + kSplitRows - 1) / kSplitRows);
+    gemv_split_kernel<kBF16, M><<<blocks, kThreads, 0, stream>>>(p);
+    return;
+  }
+  const int64_t want_warps = int64_t{16} * (p.multiprocessors > 0 ? p.multiprocessors : 132);
+  int r = 1;
+  if (p.n >= 4 * want_warps && M <= 2) r = 4;
+  else if (p.n >= 2 * want_warps) r = 2;
+  const unsigned blocks = static_cast<unsigned>((p.n + int64_t{kWarps} * r - 1) / (int64_t{kWarps} * r));
+  if constexpr (M <= 2) {
+    if (r == 4) {
+      gemv_kernel<kBF16, M, 4><<<blocks, kThreads, 0, stream>>>(p);
+      return;
+    }
+  }
+  if (r == 2) gemv_kernel<kBF16, M, 2><<<blocks, kThreads, 0, stream>>>(p);
+  else gemv_kernel<kBF16, M, 1><<<blocks, kThreads, 0, stream>>>(p);
+}
+
+template <bool kBF16>
+void launch(const GemvParams& p, cudaStream_t stream) {
+  switch (p.m) {
+    case 1: launch_m<kBF16, 1>(p, stream); break;
+    case 2: launch_m<kBF16, 2>(p, stream); break;
+    case 3: launch_m<kBF16, 3>(p, stream); break;
+    case 4: launch_m<kBF16, 4>(p, stream); break;
+    case 5: launch_m<kBF16, 5>(p, stream); break;
+    case 6: launch_m<kBF16, 6>(p, stream); break;
+    case 7: launch_m<kBF16, 7>(p, stream); break;
+    default: launch_m<kBF16, 8>(p, stream); break;
+  }
+}
+
+}  // namespace
+
+bool gemv_beats_cublaslt(int64_t m, int64_t n) { return m <= 2 || (m <= 4 && n <= 4096) || (m <= 8 && n <= 1024); }
+
+bool gemv_applies(const GemvParams& p) {
+  auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  if (p.m < 1 || p.m > kGemvMaxM || p.n < 1 || p.k < 8 || p.k % 8 != 0) return false;
+  if (p.w_dtype != DType::kBF16 && p.w_dtype != DType::kF16) return false;
+  if (!aligned16(p.w) || !aligned16(p.x)) return false;
+  if (p.m > 1 && p.x_stride % 4 != 0) return false;
+  return p.n / kSplitRows < 0x7fffffff;
+}
+
+Status gemv(const GemvParams& p, cudaStream_t stream) {
+  if (!gemv_applies(p))
+    return invalid_argument("gemv_kernel: unsupported arguments (m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
+                            " k=" + std::to_string(p.k) + ")");
+  if (p.w_dtype == DType::kBF16) launch<true>(p, stream);
+  else launch<false>(p, stream);
+  return launch_status(
+      "gemv_kernel", [&] { return "m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k); },
+      stream);
+}
+
+}  // namespace kiln::cuda

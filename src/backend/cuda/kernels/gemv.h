@@ -1,0 +1,38 @@
+// y[m, n] (+)= x[m, k] w[n, k]^T for small m (1..8) with bf16/f16 weights and f32 x, read
+// directly (no rounding of x, no scratch), f32 accumulation: the decode projections. Weights
+// stream from HBM once in 16-byte loads (8 values); x comes through L1. Two forms, chosen by
+// shape: for m <= 2 and n >= 4096 a warp owns 1, 2 or 4 weight rows and strides over k alone;
+// otherwise a block of 256 threads owns 4 rows and strides over k together. The linear facet
+// takes it over cuBLASLt where it applies and measured faster (gemv_beats_cublaslt; docs/cuda.md).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace kiln::cuda {
+
+constexpr int kGemvMaxM = 8;
+
+struct GemvParams {
+  int64_t m = 0, n = 0, k = 0;
+  const float* x = nullptr; int64_t x_stride = 0;  // [m, k]
+  const void* w = nullptr;                           // [n, k] contiguous, bf16 or f16
+  DType w_dtype = DType::kBF16;
+  float* out = nullptr; int64_t out_stride = 0;      // [m, n]
+  bool accumulate = false;
+  int multiprocessors = 132;  // sizes the rows a warp takes
+};
+
+// Whether the kernel takes these arguments: m in 1..8, k a multiple of 8, 16-byte aligned
+// weights and x rows (x_stride a multiple of 4 floats), bf16 or f16 weights.
+bool gemv_applies(const GemvParams& p);
+// Where the GEMV kernel measured faster than cuBLASLt (x rounded) on an H200, 4B shapes: m <= 2
+// always (n up to the 248320-row LM head); m <= 4 for n <= 4096; m <= 8 for n <= 1024.
+bool gemv_beats_cublaslt(int64_t m, int64_t n);
+Status gemv(const GemvParams& p, cudaStream_t stream);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,59 @@
+// Which kernel variant each CUDA facet runs, read once from the environment. The defaults are the
+// measured winners (docs/cuda.md); the switches exist so that one binary can time a variant
+// against its predecessor (`cuda_kernel_bench`, `kiln bench` with a variable set) and so that a
+// suspected kernel can be ruled out without a rebuild.
+//   KILN_CUDA_GEMV=0            bf16/f16 GEMMs with m <= 8 go to cuBLASLt (x rounded) instead
+//   KILN_CUDA_GEMV_MAX_M=<m>    largest m the GEMV kernel takes (1..8)
+//   KILN_CUDA_GEMV_MAX_N=<n>    largest n (weight rows) the GEMV kernel takes
+//   KILN_CUDA_GDN_CHUNKED=0     chunked GDN requests run the recurrent kernel
+//   KILN_CUDA_GDN_TWO_PASS=0    the chunked form runs as one kernel (substitution inside the scan)
+//   KILN_CUDA_GDN_FUSED=0       the fused GDN decode step is declined (the model runs conv, delta
+//                               rule and gated norm as separate calls)
+//   KILN_CUDA_CONV_SEQUENTIAL=1 the conv runs one thread per channel over all of a row's tokens
+//   KILN_CUDA_ATTENTION=simple  the one-block-per-(token, head) attention kernel for every request
+#pragma once
+
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln::cuda {
+
+struct Tuning {
+  bool gemv = true;
+  int gemv_max_m = 8;
+  long long gemv_max_n = 1LL << 62;
+  bool gdn_chunked = true;
+  bool gdn_two_pass = true;
+  bool gdn_fused_decode = true;
+  bool conv_token_parallel = true;
+  bool attention_split = true;  // the split-key GQA kernel where its shape allows
+};
+
+inline Tuning tuning_from_env() {
+  auto flag = [](const char* name, bool dflt) {
+    const char* v = std::getenv(name);
+    return v == nullptr || v[0] == '\0' ? dflt : v[0] != '0';
+  };
+  Tuning t;
+  t.gemv = flag("KILN_CUDA_GEMV", true);
+  if (const char* m = std::getenv("KILN_CUDA_GEMV_MAX_M"); m != nullptr && m[0] != '\0') {
+    const int v = std::atoi(m);
+    t.gemv_max_m = v < 0 ? 0 : (v > 8 ? 8 : v);
+  }
+  if (const char* n = std::getenv("KILN_CUDA_GEMV_MAX_N"); n != nullptr && n[0] != '\0') t.gemv_max_n = std::atoll(n);
+  t.gdn_chunked = flag("KILN_CUDA_GDN_CHUNKED", true);
+  t.gdn_two_pass = flag("KILN_CUDA_GDN_TWO_PASS", true);
+  t.gdn_fused_decode = flag("KILN_CUDA_GDN_FUSED", true);
+  t.conv_token_parallel = !flag("KILN_CUDA_CONV_SEQUENTIAL", false);
+  if (const char* a = std::getenv("KILN_CUDA_ATTENTION"); a != nullptr && std::strcmp(a, "simple") == 0)
+    t.attention_split = false;
+  return t;
+}
+
+// The process-wide switches (mutable: the kernel benchmark flips them between timings).
+inline Tuning& tuning() {
+  static Tuning t = tuning_from_env();
+  return t;
+}
+
+}  // namespace kiln::cuda

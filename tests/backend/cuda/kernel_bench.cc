@@ -1,0 +1,265 @@
+// cuda_kernel_bench: each CUDA kernel variant against the one it replaced, on the Qwen3.5-4B
+// shapes, through the facets (switched with cuda::tuning()). Not a test: it prints one line per
+// measurement (median of 5 timed batches after a warm-up; each batch synchronises once) and the
+// effective bandwidth where the kernel is memory-bound. Weights rotate over enough copies to
+// exceed the L2 cache, as in a decode step. "default" is what the facet runs with every switch
+// on (the GEMV kernel where gemv_beats_cublaslt says so). Usage:
+// cuda_kernel_bench [gemv|gdn|conv|attention]...
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/tuning.h"
+#include "backend/registry.h"
+#include "core/dtype.h"
+
+namespace kiln {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A device tensor of pseudo-random values in [-0.5, 0.5) * scale (no zeros: they can run faster).
+Tensor filled(Backend& be, Shape shape, DType dt, float scale = 1.f, uint32_t seed = 1) {
+  const int64_t n = shape.numel(), chunk = std::min<int64_t>(n, int64_t{1} << 22);
+  Tensor dev = be.storage().allocate(shape, dt).value();
+  Tensor host = Tensor::empty({chunk}, dt);
+  uint32_t s = seed * 2654435761u + 1;
+  for (int64_t i = 0; i < chunk; ++i) {
+    s = s * 1664525u + 1013904223u;
+    const float v = (static_cast<float>(s >> 8) / 16777216.f - 0.5f) * scale;
+    if (dt == DType::kF32) host.data<float>()[i] = v;
+    else if (dt == DType::kBF16) host.data<uint16_t>()[i] = f32_to_bf16(v);
+    else if (dt == DType::kF16) host.data<uint16_t>()[i] = f32_to_f16(v);
+  }
+  Tensor flat = dev.as_strided({n}, {1});
+  for (int64_t o = 0; o < n; o += chunk) {
+    const int64_t len = std::min(chunk, n - o);
+    Status st = be.storage().copy_from_host(host.slice(0, 0, len), flat.slice(0, o, o + len));
+    if (!st.ok()) std::fprintf(stderr, "fill: %s\n", st.to_string().c_str());
+  }
+  return dev;
+}
+
+// Microseconds per call: median of 5 batches, each of `reps` calls and one synchronisation.
+double time_us(Backend& be, const std::function<Status()>& f) {
+  for (int i = 0; i < 2; ++i) {
+    Status s = f();
+    if (!s.ok()) {
+      std::fprintf(stderr, "bench: %s\n", s.to_string().c_str());
+      return -1;
+    }
+  }
+  (void)be.storage().synchronize();
+  auto t0 = Clock::now();
+  (void)f();
+  (void)be.storage().synchronize();
+  const double once = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  const int reps = static_cast<int>(std::clamp(3000.0 / std::max(once, 1.0), 3.0, 200.0));
+  std::vector<double> batches;
+  for (int b = 0; b < 5; ++b) {
+    t0 = Clock::now();
+    for (int i = 0; i < reps; ++i) (void)f();
+    (void)be.storage().synchronize();
+    batches.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / reps);
+  }
+  std::sort(batches.begin(), batches.end());
+  return batches[2];
+}
+
+HostBatchLayout one_row_per_sequence(const std::vector<int64_t>& past, const std::vector<int64_t>& n) {
+  HostBatchLayout h;
+  h.block_size = 64;
+  int32_t next = 0;
+  for (size_t i = 0; i < past.size(); ++i) {
+    const int64_t need = (past[i] + n[i] + 63) / 64;
+    std::vector<int32_t> blocks(need);
+    std::iota(blocks.begin(), blocks.end(), next);
+    next += static_cast<int32_t>(need);
+    h.add_row(past[i], n[i], blocks, static_cast<int32_t>(i));
+  }
+  return h;
+}
+
+void bench_gemv(Backend& be) {
+  struct Shape2 {
+    const char* what;
+    int64_t n, k;
+  } shapes[] = {{"in_proj_qkv, q_proj", 8192, 2560}, {"in_proj_z", 4096, 2560}, {"in_proj_a/b", 32, 2560},
+                {"k_proj/v_proj", 1024, 2560},       {"out_proj/o_proj", 2560, 4096}, {"gate/up", 9216, 2560},
+                {"down", 2560, 9216},                {"lm_head", 248320, 2560}};
+  for (const auto& sh : shapes) {
+    const double bytes = 2.0 * sh.n * sh.k;
+    const int copies = static_cast<int>(std::clamp(std::ceil(256e6 / bytes), 1.0, 64.0));
+    std::vector<Tensor> ws;
+    for (int c = 0; c < copies; ++c) ws.push_back(filled(be, {sh.n, sh.k}, DType::kBF16, 0.05f, 10 + c));
+    for (int64_t m : {1, 2, 4, 8}) {
+      Tensor x = filled(be, {m, sh.k}, DType::kF32, 1.f, 3);
+      Tensor y = be.storage().allocate({m, sh.n}, DType::kF32).value();
+      double us[2];
+      for (int g = 0; g < 2; ++g) {
+        cuda::tuning().gemv = g == 1;
+        size_t i = 0;
+        us[g] = time_us(be, [&] { return be.linear().matmul({x, ws[i++ % ws.size()], y}); });
+      }
+      cuda::tuning().gemv = true;
+      std::printf("gemv  %-20s m=%lld n=%6lld k=%5lld  default %8.2f us (%6.0f GB/s)  cublaslt+round %8.2f us (%6.0f GB/s)\n",
+                  sh.what, (long long)m, (long long)sh.n, (long long)sh.k, us[1], bytes / us[1] * 1e-3, us[0],
+                  bytes / us[0] * 1e-3);
+    }
+  }
+}
+
+void bench_gdn(Backend& be) {
+  const int64_t hk = 16, hv = 32, dk = 128, dv = 128, C = 2 * hk * dk + hv * dv, K = 4;
+  // Prefill: one sequence of T tokens, chunked vs recurrent.
+  for (int64_t T : {512, 2048}) {
+    HostBatchLayout h = one_row_per_sequence({0}, {T});
+    BatchLayout l = make_batch_layout(h, be.storage()).value();
+    Tensor mixed = filled(be, {T, C}, DType::kF32);
+    Tensor a = filled(be, {T, hv}, DType::kF32), b = filled(be, {T, hv}, DType::kF32);
+    Tensor a_log = filled(be, {hv}, DType::kF32, 0.5f), dtb = filled(be, {hv}, DType::kF32);
+    Tensor state = filled(be, {1, hv, dk, dv}, DType::kF32, 0.1f);
+    Tensor out = be.storage().allocate({T, hv, dv}, DType::kF32).value();
+    GdnArgs g;
+    g.form = GdnForm::kChunked;
+    g.q = mixed.as_strided({T, hk, dk}, {C, dk, 1});
+    g.k = mixed.as_strided({T, hk, dk}, {C, dk, 1}, hk * dk);
+    g.v = mixed.as_strided({T, hv, dv}, {C, dv, 1}, 2 * hk * dk);
+    g.a = a;
+    g.b = b;
+    g.a_log = a_log;
+    g.dt_bias = dtb;
+    g.state = state;
+    g.out = out;
+    g.layout = &l;
+    double us[3];
+    for (int c = 0; c < 3; ++c) {
+      cuda::tuning().gdn_chunked = c > 0;
+      cuda::tuning().gdn_two_pass = c == 2;
+      us[c] = time_us(be, [&] { return be.gdn().delta_rule(g); });
+    }
+    cuda::tuning().gdn_chunked = cuda::tuning().gdn_two_pass = true;
+    std::printf("gdn   prefill T=%lld (4B layer)  chunked two-pass %8.1f us  one kernel %8.1f us  recurrent %9.1f us  "
+                "(%.1fx)\n",
+                (long long)T, us[2], us[1], us[0], us[0] / us[2]);
+  }
+  // Decode: fused step vs conv + recurrent rule + gated norm, rows of one token.
+  for (int64_t R : {1, 8, 32}) {
+    std::vector<int64_t> past(R, 600), n(R, 1);
+    HostBatchLayout h = one_row_per_sequence(past, n);
+    BatchLayout l = make_batch_layout(h, be.storage()).value();
+    Tensor mixed = filled(be, {R, C}, DType::kF32), conv = be.storage().allocate({R, C}, DType::kF32).value();
+    Tensor cw = filled(be, {C, K}, DType::kF32, 0.5f), cst = filled(be, {R, K - 1, C}, DType::kF32);
+    Tensor z = filled(be, {R, hv, dv}, DType::kF32), a = filled(be, {R, hv}, DType::kF32);
+    Tensor b = filled(be, {R, hv}, DType::kF32), a_log = filled(be, {hv}, DType::kF32, 0.5f);
+    Tensor dtb = filled(be, {hv}, DType::kF32), nw = filled(be, {dv}, DType::kF32);
+    Tensor state = filled(be, {R, hv, dk, dv}, DType::kF32, 0.1f);
+    Tensor core = be.storage().allocate({R, hv, dv}, DType::kF32).value();
+    Tensor out = be.storage().allocate({R, hv, dv}, DType::kF32).value();
+    GdnDecodeArgs d{mixed, cw, cst, z, a, b, a_log, dtb, state, nw, out, hk, dk, 1e-6f, &l};
+    const double fused = time_us(be, [&] { return be.gdn().fused_decode(d); });
+    GdnArgs g;
+    g.form = GdnForm::kRecurrent;
+    g.q = conv.as_strided({R, hk, dk}, {C, dk, 1});
+    g.k = conv.as_strided({R, hk, dk}, {C, dk, 1}, hk * dk);
+    g.v = conv.as_strided({R, hv, dv}, {C, dv, 1}, 2 * hk * dk);
+    g.a = a;
+    g.b = b;
+    g.a_log = a_log;
+    g.dt_bias = dtb;
+    g.state = state;
+    g.out = core;
+    g.layout = &l;
+    const double separate = time_us(be, [&]() -> Status {
+      KILN_RETURN_IF_ERROR(be.conv().causal_conv1d({mixed, cw, cst, conv, &l}));
+      KILN_RETURN_IF_ERROR(be.gdn().delta_rule(g));
+      return be.norm().rms_norm({NormKind::kGated, core.reshape({R * hv, dv}), {}, nw, z.reshape({R * hv, dv}),
+                                 out.reshape({R * hv, dv}), 1e-6f});
+    });
+    const double state_bytes = 2.0 * R * hv * dk * dv * 4;
+    std::printf("gdn   decode rows=%-3lld (4B layer)  fused %8.2f us (%5.0f GB/s of state)  conv+recurrent+norm %8.2f us\n",
+                (long long)R, fused, state_bytes / fused * 1e-3, separate);
+  }
+}
+
+void bench_conv(Backend& be) {
+  const int64_t C = 8192, K = 4;
+  for (int64_t T : {512, 2048}) {
+    HostBatchLayout h = one_row_per_sequence({0}, {T});
+    BatchLayout l = make_batch_layout(h, be.storage()).value();
+    Tensor x = filled(be, {T, C}, DType::kF32), w = filled(be, {C, K}, DType::kF32, 0.5f);
+    Tensor st = filled(be, {1, K - 1, C}, DType::kF32), out = be.storage().allocate({T, C}, DType::kF32).value();
+    double us[2];
+    for (int c = 0; c < 2; ++c) {
+      cuda::tuning().conv_token_parallel = c == 1;
+      us[c] = time_us(be, [&] { return be.conv().causal_conv1d({x, w, st, out, &l}); });
+    }
+    cuda::tuning().conv_token_parallel = true;
+    std::printf("conv  prefill T=%lld C=%lld  token-parallel %8.1f us (%5.0f GB/s)  sequential %8.1f us\n", (long long)T,
+                (long long)C, us[1], 2.0 * T * C * 4 / us[1] * 1e-3, us[0]);
+  }
+}
+
+void bench_attention(Backend& be) {
+  const int64_t hq = 16, hkv = 4, D = 256;
+  struct Case {
+    const char* what;
+    std::vector<int64_t> past, n;
+  } cases[] = {{"prefill 512", {0}, {512}},          {"prefill 2048", {0}, {2048}},
+               {"decode ctx 576", {575}, {1}},       {"decode ctx 4096", {4095}, {1}},
+               {"decode ctx 32768", {32767}, {1}},   {"decode 8 rows ctx 4096", std::vector<int64_t>(8, 4095),
+                                                      std::vector<int64_t>(8, 1)}};
+  for (const auto& c : cases) {
+    HostBatchLayout h = one_row_per_sequence(c.past, c.n);
+    BatchLayout l = make_batch_layout(h, be.storage()).value();
+    int64_t blocks = 0, T = 0, kv = 0;
+    for (size_t i = 0; i < c.past.size(); ++i) {
+      blocks += (c.past[i] + c.n[i] + 63) / 64;
+      T += c.n[i];
+      kv += c.past[i] + c.n[i];
+    }
+    Tensor kc = filled(be, {blocks, 64, hkv, D}, DType::kF32), vc = filled(be, {blocks, 64, hkv, D}, DType::kF32, 1.f, 2);
+    Tensor qg = filled(be, {T, hq * 2 * D}, DType::kF32);
+    Tensor q = qg.as_strided({T, hq, D}, {hq * 2 * D, 2 * D, 1}), g = qg.as_strided({T, hq, D}, {hq * 2 * D, 2 * D, 1}, D);
+    Tensor out = be.storage().allocate({T, hq, D}, DType::kF32).value();
+    AttentionArgs a{q, g, out, kc, vc, &l, 1.f / 16.f};
+    double us[2];
+    for (int s = 0; s < 2; ++s) {
+      cuda::tuning().attention_split = s == 1;
+      us[s] = time_us(be, [&] { return be.attention().attend(a); });
+    }
+    cuda::tuning().attention_split = true;
+    const double kv_bytes = 2.0 * kv * hkv * D * 4;
+    std::printf("attn  %-24s split %9.1f us (%5.0f GB/s of K/V)  simple %9.1f us  (%.1fx)\n", c.what, us[1],
+                kv_bytes / us[1] * 1e-3, us[0], us[0] / us[1]);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
+
+int main(int argc, char** argv) {
+  auto be = kiln::create_backend("cuda");
+  if (!be.ok()) {
+    std::printf("SKIPPED: no CUDA device (%s)\n", be.status().to_string().c_str());
+    return 0;
+  }
+  std::vector<std::string> what(argv + 1, argv + argc);
+  if (what.empty()) what = {"gemv", "gdn", "conv", "attention"};
+  std::printf("device: %s\n", be.value()->identity().device_name.c_str());
+  for (const auto& w : what) {
+    if (w == "gemv") kiln::bench_gemv(*be.value());
+    else if (w == "gdn") kiln::bench_gdn(*be.value());
+    else if (w == "conv") kiln::bench_conv(*be.value());
+    else if (w == "attention") kiln::bench_attention(*be.value());
+    else std::printf("unknown benchmark '%s'\n", w.c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
