@@ -134,6 +134,8 @@ SampledToken Sampler::sample(std::span<const float> logits_in, std::span<const i
   std::vector<double> probs;
   if (params_.temperature == 0.f) {
     out.token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    // The softmax over a 250k vocabulary costs more than the argmax: only when asked for.
+    if (!params_.logprobs && params_.top_logprobs == 0) return out;
     probs = softmax(logits);
   } else {
     apply_temperature(logits, params_.temperature);

@@ -21,6 +21,7 @@ struct SamplingParams {
   float presence_penalty = 0.f;    // [-2, 2]; over generated tokens
   float frequency_penalty = 0.f;   // [-2, 2]; over generated tokens
   int32_t top_logprobs = 0;        // alternatives reported per token, [0, 20]
+  bool logprobs = true;            // false: greedy skips the softmax and reports logprob 0
 };
 
 // The first out-of-range field, named as the API names it.
@@ -64,7 +65,8 @@ class Sampler {
  public:
   Sampler(SamplingParams params, uint64_t seed) : params_(params), rng_(seed) {}
   // `seen` is prompt + generated (the repetition penalty's domain), `generated` its suffix.
-  // Greedy (temperature 0) applies the penalties, takes the argmax, and reports logprobs of the
+  // Greedy (temperature 0) applies the penalties, takes the argmax, and (unless logprobs is off
+  // and no alternatives are asked for) reports logprobs of the
   // penalised logits at temperature 1 (a point mass would report nothing useful).
   SampledToken sample(std::span<const float> logits, std::span<const int32_t> seen,
                       std::span<const int32_t> generated);

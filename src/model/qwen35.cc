@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "model/lora_batch.h"
+
 namespace kiln {
 
 Result<std::unique_ptr<Qwen35Model>> Qwen35Model::load(const std::string& dir, Backend& backend) {
@@ -20,6 +22,7 @@ struct Qwen35Model::Workspace {
   Tensor mixed, conv, z, a, b, core, normed;    // GDN
   Tensor qg, k, v, attn;                        // full attention
   Tensor gate, up;                              // MLP
+  LoraBatch lora;                               // the rows' adapters (none: no work)
 
   static Result<Workspace> create(const ModelConfig& c, int64_t T, StorageFacet& s) {
     Workspace w;
@@ -84,6 +87,9 @@ Status Qwen35Model::attention_layer(const LayerWeights& L, int64_t layer, const 
   KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.attn.q_proj, ws.qg}));
   KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.attn.k_proj, ws.k}));
   KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.attn.v_proj, ws.v}));
+  KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kQProj, layer, ws.h, ws.qg));
+  KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kKProj, layer, ws.h, ws.k));
+  KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kVProj, layer, ws.h, ws.v));
   // q_proj rows per head: the query, then (when gated) the output gate.
   Tensor q = heads_view(ws.qg, T, Hq, D, qrow, per_head);
   Tensor gate = c.attn_output_gate ? heads_view(ws.qg, T, Hq, D, qrow, per_head, D) : Tensor();
@@ -101,7 +107,8 @@ Status Qwen35Model::attention_layer(const LayerWeights& L, int64_t layer, const 
                                    1.f / std::sqrt(static_cast<float>(D))}));
   MatmulArgs o{ws.attn.reshape({T, Hq * D}), L.attn.o_proj, ws.x};
   o.accumulate = true;  // x += attn W_o^T
-  return lin.matmul(o);
+  KILN_RETURN_IF_ERROR(lin.matmul(o));
+  return ws.lora.apply(LoraTarget::kOProj, layer, o.x, ws.x);
 }
 
 Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchLayout& bl, ModelState& state,
@@ -114,6 +121,8 @@ Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchL
   KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.gdn.in_proj_z, ws.z}));
   KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.gdn.in_proj_a, ws.a}));
   KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.gdn.in_proj_b, ws.b}));
+  KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kInProjQkv, layer, ws.h, ws.mixed));
+  KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kInProjZ, layer, ws.h, ws.z));
   // Decode: conv, delta rule and gated norm in one call where the backend has the fused step.
   GdnDecodeArgs d;
   if (bl.phase == Phase::kDecode) {
@@ -146,17 +155,21 @@ Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchL
   }
   MatmulArgs o{ws.normed, L.gdn.out_proj, ws.x};
   o.accumulate = true;  // x += y W_out^T
-  return lin.matmul(o);
+  KILN_RETURN_IF_ERROR(lin.matmul(o));
+  return ws.lora.apply(LoraTarget::kOutProj, layer, o.x, ws.x);
 }
 
-Status Qwen35Model::mlp(const LayerWeights& L, Workspace& ws) {
+Status Qwen35Model::mlp(const LayerWeights& L, int64_t layer, Workspace& ws) {
   LinearFacet& lin = backend_.linear();
   KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.gate_proj, ws.gate}));
   KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.up_proj, ws.up}));
+  KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kGateProj, layer, ws.h, ws.gate));
+  KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kUpProj, layer, ws.h, ws.up));
   KILN_RETURN_IF_ERROR(backend_.elementwise().binary({ElementwiseOp::kSiluMul, ws.gate, ws.up, ws.gate}));
   MatmulArgs d{ws.gate, L.down_proj, ws.x};
   d.accumulate = true;
-  return lin.matmul(d);
+  KILN_RETURN_IF_ERROR(lin.matmul(d));
+  return ws.lora.apply(LoraTarget::kDownProj, layer, ws.gate, ws.x);
 }
 
 Result<Tensor> Qwen35Model::forward(std::span<const SequenceInput> rows, LogitsMode mode, ModelState& state) {
@@ -166,6 +179,7 @@ Result<Tensor> Qwen35Model::forward(std::span<const SequenceInput> rows, LogitsM
   const int64_t T = bl.tokens, H = c.hidden_size;
   StorageFacet& s = backend_.storage();
   KILN_ASSIGN_OR_RETURN(Workspace ws, Workspace::create(c, T, s));
+  KILN_ASSIGN_OR_RETURN(ws.lora, LoraBatch::create(rows, c, backend_));
 
   std::vector<int32_t> ids;
   for (const auto& r : rows) ids.insert(ids.end(), r.tokens.begin(), r.tokens.end());
@@ -180,7 +194,7 @@ Result<Tensor> Qwen35Model::forward(std::span<const SequenceInput> rows, LogitsM
     if (L.kind == LayerKind::kFullAttention) KILN_RETURN_IF_ERROR(attention_layer(L, i, bl, state, ws));
     else KILN_RETURN_IF_ERROR(gdn_layer(L, i, bl, state, ws));
     KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, ws.x, {}, L.post_norm, {}, ws.h, eps}));
-    KILN_RETURN_IF_ERROR(mlp(L, ws));
+    KILN_RETURN_IF_ERROR(mlp(L, i, ws));
   }
 
   // The rows whose logits are wanted: every token, or each sequence's last.

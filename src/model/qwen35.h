@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "model/config.h"
+#include "model/lora_adapter.h"
 #include "model/state.h"
 #include "model/weights.h"
 
@@ -16,6 +17,7 @@ namespace kiln {
 struct SequenceInput {
   SequenceState* seq;
   std::span<const int32_t> tokens;  // at least one
+  std::span<const LoraTerm> lora = {};  // adapters applied to this row, deltas summed; empty: the base model
 };
 
 enum class LogitsMode : uint8_t { kAll, kLast };
@@ -49,7 +51,7 @@ class Qwen35Model {
   struct Workspace;
   Status attention_layer(const LayerWeights& L, int64_t layer, const BatchLayout& bl, ModelState& state, Workspace& ws);
   Status gdn_layer(const LayerWeights& L, int64_t layer, const BatchLayout& bl, ModelState& state, Workspace& ws);
-  Status mlp(const LayerWeights& L, Workspace& ws);
+  Status mlp(const LayerWeights& L, int64_t layer, Workspace& ws);
   Result<BatchLayout> build_layout(std::span<const SequenceInput> rows, ModelState& state);
 
   ModelConfig config_;

@@ -23,6 +23,7 @@ std::optional<ApiError> Generation::start(ServerContext& ctx, const GenerationIn
     RequestSpec spec;
     spec.prompt = in.prompt;
     spec.sampling = gen.sampling;
+    spec.sampling.logprobs = gen.logprobs;
     if (gen.seed) spec.seed = *gen.seed + static_cast<uint64_t>(i);
     else spec.seed = std::random_device{}() * 0x100000001b3ull + static_cast<uint64_t>(i);
     spec.max_tokens = in.max_tokens;

@@ -97,6 +97,18 @@ TEST(Sampler, GreedyAppliesPenaltiesThenArgmaxWithLogprobs) {
   EXPECT_NEAR(t.top[1].logprob, std::log(probs[0]), 1e-6);
 }
 
+TEST(Sampler, GreedyWithoutLogprobsSkipsThem) {
+  SamplingParams p;
+  p.temperature = 0.f;
+  p.repetition_penalty = 4.f;
+  p.logprobs = false;
+  Sampler s(p, 1);
+  SampledToken t = s.sample(std::vector<float>{1.f, 3.f, 2.f}, std::vector<int32_t>{1}, {});
+  EXPECT_EQ(t.token, 2);  // the same argmax as with logprobs
+  EXPECT_EQ(t.logprob, 0.f);
+  EXPECT_TRUE(t.top.empty());
+}
+
 TEST(Sampler, SameSeedSameTokens) {
   SamplingParams p;
   p.temperature = 1.2f;

@@ -1,0 +1,45 @@
+// The LoRA deltas of one forward, unmerged: the batch's rows grouped into runs of consecutive
+// tokens that share a stack of adapters, and per targeted projection
+// y[run] += sum_j weight_j * scale_j * (x[run] A_j^T) B_j^T, computed with the linear facet alone
+// (matmul, and matmul with accumulate), so it runs unchanged on every backend.
+#pragma once
+
+#include <map>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/lora_adapter.h"
+#include "model/qwen35.h"
+
+namespace kiln {
+
+class LoraBatch {
+ public:
+  LoraBatch() = default;  // no adapters: apply() does nothing
+
+  // Checks every row's stack (adapters present, made for this model's layer count, finite weights)
+  // and allocates the scratch the deltas need.
+  static Result<LoraBatch> create(std::span<const SequenceInput> rows, const ModelConfig& model, Backend& backend);
+
+  bool empty() const { return runs_.empty(); }
+  // out += the delta of projection `target` in `layer` for the tokens of every run whose stack
+  // adapts it. `x` [tokens, in] is the projection's input, `out` [tokens, out] its output (rows
+  // may be strided), both over the whole batch in row order.
+  Status apply(LoraTarget target, int64_t layer, const Tensor& x, const Tensor& out);
+
+ private:
+  struct Run {
+    int64_t begin = 0, end = 0;        // tokens [begin, end) of the batch
+    std::span<const LoraTerm> stack;   // the rows' adapters
+  };
+  Backend* backend_ = nullptr;
+  std::vector<Run> runs_;
+  Tensor u_, v_;  // [longest run * largest rank] f32: x A^T, then times the coefficient
+  // coefficient * I_r per (r, coefficient): the scaling is one more small matmul, since the linear
+  // facet is the only arithmetic the model may ask of a backend for it.
+  std::map<std::pair<int64_t, float>, Tensor> scalings_;
+};
+
+}  // namespace kiln
