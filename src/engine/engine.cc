@@ -1,6 +1,8 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 
 namespace kiln {
 
@@ -42,8 +44,30 @@ Result<Submission> Engine::submit(RequestSpec spec) {
   if (spec.prompt_logprobs > 20) return invalid_argument("prompt_logprobs must be in [0, 20]");
   if (spec.max_tokens < 1) return invalid_argument("max_tokens must be >= 1, got " + std::to_string(spec.max_tokens));
   KILN_RETURN_IF_ERROR(validate(spec.sampling));
-  if (!spec.adapter.empty())
-    return not_found("adapter '" + spec.adapter + "' is not loaded (the engine serves the base model only)");
+  // The stack as the forward applies it, and the prefix-cache identity of exactly that stack:
+  // "name@revision*weight" per adapter, so that no cached prefix crosses stacks or revisions.
+  std::vector<RequestSpec::AdapterUse> uses;
+  if (!spec.adapter.empty()) uses.push_back({spec.adapter, 1.f});
+  uses.insert(uses.end(), spec.adapters.begin(), spec.adapters.end());
+  std::vector<std::shared_ptr<const LoraAdapter>> held;
+  std::vector<LoraTerm> lora;
+  std::string stack_key;
+  for (size_t i = 0; i < uses.size(); ++i) {
+    const auto& u = uses[i];
+    if (!std::isfinite(u.weight))
+      return invalid_argument("adapters: the weight of '" + u.name + "' is not finite");
+    if (!config_.adapters)
+      return not_found("adapter '" + u.name + "' is not loaded (the engine serves the base model only)");
+    KILN_ASSIGN_OR_RETURN(LoadedAdapter e, config_.adapters->resolve(u.name));
+    if (i == 0 && !spec.adapter.empty() && spec.adapter_revision > 0 && e.revision != spec.adapter_revision)
+      return not_found("adapter '" + u.name + "' revision " + std::to_string(spec.adapter_revision) +
+                       " is not loaded (loaded: revision " + std::to_string(e.revision) + ")");
+    char weight[32];
+    auto [end, ec] = std::to_chars(weight, weight + sizeof weight, u.weight);  // shortest exact form
+    stack_key += e.name + "@" + std::to_string(e.revision) + "*" + std::string(weight, end) + ";";
+    lora.push_back({e.adapter.get(), u.weight});
+    held.push_back(std::move(e.adapter));
+  }
   const int64_t need = BlockManager::blocks_for(static_cast<int64_t>(spec.prompt.size()) + spec.max_tokens);
   if (need > blocks_.capacity())
     return invalid_argument("prompt (" + std::to_string(spec.prompt.size()) + " tokens) + max_tokens (" +
@@ -52,9 +76,12 @@ Result<Submission> Engine::submit(RequestSpec spec) {
   const uint64_t id = next_id_.fetch_add(1);
   // Unseeded requests still get a fixed seed per id, so a run of the engine is reproducible.
   const uint64_t seed = spec.seed.value_or(0x9e3779b97f4a7c15ull * id);
-  PrefixKey key{config_.model_identity, spec.adapter, spec.adapter_revision};
+  PrefixKey key{config_.model_identity, std::move(stack_key), 0};
   auto channel = std::make_shared<TokenChannel>(config_.channel_capacity);
-  KILN_RETURN_IF_ERROR(scheduler_.enqueue(std::make_unique<Sequence>(id, std::move(spec), std::move(key), seed, channel)));
+  auto seq = std::make_unique<Sequence>(id, std::move(spec), std::move(key), seed, channel);
+  seq->adapters = std::move(held);
+  seq->lora = std::move(lora);
+  KILN_RETURN_IF_ERROR(scheduler_.enqueue(std::move(seq)));
   return Submission{id, channel};
 }
 
@@ -90,7 +117,7 @@ void Engine::fail(Sequence& seq, const Status& st) {
 Status Engine::run_decode(const Cycle& c) {
   if (c.decode.empty()) return {};
   std::vector<SequenceInput> rows;
-  for (Sequence* s : c.decode) rows.push_back({&s->state, std::span<const int32_t>(&s->tokens.back(), 1)});
+  for (Sequence* s : c.decode) rows.push_back({&s->state, std::span<const int32_t>(&s->tokens.back(), 1), s->lora});
   auto logits = model_.forward(rows, LogitsMode::kLast, state_);
   if (!logits.ok()) {
     for (Sequence* s : c.decode) fail(*s, logits.status());
@@ -109,8 +136,10 @@ Status Engine::run_prefill(const Cycle& c) {
   if (c.prefill.empty()) return {};
   std::vector<SequenceInput> rows;
   for (const PrefillChunk& p : c.prefill)
-    rows.push_back({&p.seq->state, std::span<const int32_t>(p.seq->tokens).subspan(
-                                       static_cast<size_t>(p.seq->state.length), static_cast<size_t>(p.len))});
+    rows.push_back({&p.seq->state,
+                    std::span<const int32_t>(p.seq->tokens).subspan(static_cast<size_t>(p.seq->state.length),
+                                                                     static_cast<size_t>(p.len)),
+                    p.seq->lora});
   // Rows that score their prompt need every position's logits, so the whole forward gives them.
   const bool all = std::any_of(c.prefill.begin(), c.prefill.end(),
                                [](const PrefillChunk& p) { return p.seq->spec.prompt_logprobs >= 0; });

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/adapter_registry.h"
 #include "engine/prefix_cache.h"
 #include "engine/scheduler.h"
 #include "model/qwen35.h"
@@ -23,6 +24,7 @@ struct EngineConfig {
   PrefixCacheConfig prefix_cache;
   size_t channel_capacity = 256;  // events buffered per request before its decoding pauses
   std::string model_identity;     // the prefix-cache key's model part
+  AdapterRegistry* adapters = nullptr;  // resolves requests' adapters; null: any adapter is kNotFound
 };
 
 struct EngineStats {

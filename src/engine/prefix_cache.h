@@ -19,7 +19,7 @@ namespace kiln {
 
 struct PrefixKey {
   std::string model;          // model identity (its directory or served id)
-  std::string adapter;        // "" for the base model
+  std::string adapter;        // "" for the base model; else the stack, "name@revision*weight;" per adapter
   uint64_t adapter_revision = 0;
 };
 

@@ -39,8 +39,16 @@ struct RequestSpec {
   // many alternatives); the scores come with the first TokenEvent. Such a prompt is computed in
   // full (no prefix-cache hit).
   int32_t prompt_logprobs = -1;
-  std::string adapter;                  // "" for the base model
-  uint64_t adapter_revision = 0;
+  // LoRA adapters, by their AdapterRegistry names: `adapter` is one use of weight 1, `adapters`
+  // a weighted stack (spec/api.md `adapters: [{name, scale}]`); both may be given, `adapter`
+  // then comes first. Both empty: the base model.
+  struct AdapterUse {
+    std::string name;
+    float weight = 1.f;
+  };
+  std::string adapter;
+  std::vector<AdapterUse> adapters;
+  uint64_t adapter_revision = 0;        // > 0: `adapter` must be loaded at this revision
   // Stop strings are matched on detokenised text by the server (it owns the tokenizer); it
   // cancels the request when one matches.
 };

@@ -12,6 +12,7 @@
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/token_channel.h"
+#include "model/lora_adapter.h"
 
 namespace kiln {
 
@@ -26,6 +27,10 @@ struct Sequence {
   uint64_t id;
   RequestSpec spec;
   PrefixKey key;
+  // The adapters resolved at submit, held here so that an unload cannot free them in flight,
+  // and the stack every forward of this request applies (pointing into `adapters`).
+  std::vector<std::shared_ptr<const LoraAdapter>> adapters;
+  std::vector<LoraTerm> lora;
   Sampler sampler;
   std::shared_ptr<TokenChannel> channel;
   SequenceState state;

@@ -112,16 +112,19 @@ void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Respo
     return;
   }
 
-  run_to_end(ctx, *gen, [](const ChoiceDelta&) { return true; });
-  Json choices = Json::array();
-  for (const auto& c : gen->choices()) {
-    if (!c->error.empty()) return send_error(res, ApiError::from_status(internal_error(c->error)));
-    choices.push_back({{"index", c->index}, {"message", message_json(*c)},
-                       {"logprobs", want_logprobs ? chat_logprobs(ctx, c->tokens) : Json(nullptr)},
-                       {"finish_reason", c->finish_reason}});
-  }
-  send_json(res, 200, {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
-                       {"choices", choices}, {"usage", usage_json(gen->prompt_tokens(), gen->completion_tokens())}});
+  std::shared_ptr<Generation> g(std::move(gen));
+  ServerContext* c = &ctx;
+  respond_when_done(ctx, res, {g}, [g, c, id, created, model, want_logprobs]() -> Json {
+    Json choices = Json::array();
+    for (const auto& ch : g->choices()) {
+      if (!ch->error.empty()) return ApiError::from_status(internal_error(ch->error)).to_json();
+      choices.push_back({{"index", ch->index}, {"message", message_json(*ch)},
+                         {"logprobs", want_logprobs ? chat_logprobs(*c, ch->tokens) : Json(nullptr)},
+                         {"finish_reason", ch->finish_reason}});
+    }
+    return {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
+            {"choices", choices}, {"usage", usage_json(g->prompt_tokens(), g->completion_tokens())}};
+  });
 }
 
 }  // namespace kiln

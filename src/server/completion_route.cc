@@ -94,28 +94,32 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
     return;
   }
 
-  Json choices = Json::array();
-  int64_t completion_tokens = 0;
-  for (size_t i = 0; i < gens.size(); ++i) {
-    run_to_end(ctx, *gens[i], [](const ChoiceDelta&) { return true; });
-    for (const auto& c : gens[i]->choices()) {
-      if (!c->error.empty()) return send_error(res, ApiError::from_status(internal_error(c->error)));
-      const std::string& echo = prepared[i].text;
-      Json logprobs = nullptr;
-      if (want_logprobs)
-        logprobs = cr.echo ? completion_logprobs(ctx, c->tokens, 0, &prepared[i].ids, &c->prompt_scores)
-                           : completion_logprobs(ctx, c->tokens, 0);
-      Json choice = {{"index", c->index}, {"text", echo + c->output.content()}, {"logprobs", logprobs},
-                     {"finish_reason", c->finish_reason}};
-      if (cr.prompt_logprobs) choice["prompt_logprobs"] = prompt_logprobs_json(ctx, prepared[i].ids, c->prompt_scores);
-      if (batch) choice["prompt_index"] = i;
-      choices.push_back(std::move(choice));
+  ServerContext* c = &ctx;
+  const bool echo = cr.echo;
+  const std::optional<int> prompt_lp = cr.prompt_logprobs;
+  respond_when_done(ctx, res, gens, [gens, prepared, c, id, created, model, want_logprobs, echo, prompt_lp, batch,
+                                     prompt_tokens]() -> Json {
+    Json choices = Json::array();
+    int64_t completion_tokens = 0;
+    for (size_t i = 0; i < gens.size(); ++i) {
+      for (const auto& ch : gens[i]->choices()) {
+        if (!ch->error.empty()) return ApiError::from_status(internal_error(ch->error)).to_json();
+        const std::string& echoed = prepared[i].text;
+        Json logprobs = nullptr;
+        if (want_logprobs)
+          logprobs = echo ? completion_logprobs(*c, ch->tokens, 0, &prepared[i].ids, &ch->prompt_scores)
+                          : completion_logprobs(*c, ch->tokens, 0);
+        Json choice = {{"index", ch->index}, {"text", echoed + ch->output.content()}, {"logprobs", logprobs},
+                       {"finish_reason", ch->finish_reason}};
+        if (prompt_lp) choice["prompt_logprobs"] = prompt_logprobs_json(*c, prepared[i].ids, ch->prompt_scores);
+        if (batch) choice["prompt_index"] = i;
+        choices.push_back(std::move(choice));
+      }
+      completion_tokens += gens[i]->completion_tokens();
     }
-    completion_tokens += gens[i]->completion_tokens();
-  }
-  send_json(res, 200, {{"id", id}, {"object", batch ? "text_completion.batch" : "text_completion"},
-                       {"created", created}, {"model", model}, {"choices", choices},
-                       {"usage", usage_json(prompt_tokens, completion_tokens)}});
+    return {{"id", id}, {"object", batch ? "text_completion.batch" : "text_completion"}, {"created", created},
+            {"model", model}, {"choices", choices}, {"usage", usage_json(prompt_tokens, completion_tokens)}};
+  });
 }
 
 }  // namespace kiln

@@ -42,14 +42,19 @@ std::optional<ApiError> check_target(const ServerContext& ctx, const GenerationR
     e.code = "model_not_found";
     return e;
   }
-  auto adapter_missing = [](const std::string& name, const std::string& param) {
-    ApiError e = ApiError::invalid(param, "adapter '" + name + "' is not loaded (no adapters are loaded)");
+  auto check_adapter = [&ctx](const std::string& name, const std::string& param) -> std::optional<ApiError> {
+    Status st = ctx.adapters ? ctx.adapters->resolve(name).status()
+                             : not_found("adapter '" + name + "' is not loaded (no adapters are loaded)");
+    if (st.ok()) return std::nullopt;
+    ApiError e = ApiError::invalid(param, st.message());
     e.http_status = 404;
     e.code = "adapter_not_found";
     return e;
   };
-  if (!gen.adapter.empty()) return adapter_missing(gen.adapter, "adapter");
-  if (!gen.adapters.empty()) return adapter_missing(gen.adapters[0].name, "adapters[0].name");
+  if (!gen.adapter.empty())
+    if (auto e = check_adapter(gen.adapter, "adapter")) return e;
+  for (size_t i = 0; i < gen.adapters.size(); ++i)
+    if (auto e = check_adapter(gen.adapters[i].name, "adapters[" + std::to_string(i) + "].name")) return e;
   return std::nullopt;
 }
 
@@ -170,17 +175,6 @@ Json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
           {"total_tokens", prompt_tokens + completion_tokens}};
-}
-
-void run_to_end(ServerContext& ctx, Generation& g, const std::function<bool(const ChoiceDelta&)>& on_delta) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(ctx.config.server.request_timeout_secs);
-  bool timed_out = false;
-  while (g.pump(std::chrono::milliseconds(50), on_delta)) {
-    if (!timed_out && (std::chrono::steady_clock::now() > deadline || ctx.stopping.load())) {
-      timed_out = true;
-      g.cancel();
-    }
-  }
 }
 
 void stream_sse(ServerContext& ctx, httplib::Response& res, std::shared_ptr<Generation> g, ChunkMaker make_chunks,

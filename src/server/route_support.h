@@ -54,9 +54,11 @@ int64_t unix_seconds();
 // Usage block of a response.
 Json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
 
-// Pumps a Generation until it finishes or the request's deadline passes (then cancels it).
-// `on_delta` as in Generation::pump.
-void run_to_end(ServerContext& ctx, Generation& g, const std::function<bool(const ChoiceDelta&)>& on_delta);
+// Answers a non-streaming request once every choice of `gens` has finished: `build` makes the
+// body (an ApiError's JSON when a choice failed: the 200 status is sent before generation ends).
+// A client that disconnects, or the request timeout, cancels the choices.
+void respond_when_done(ServerContext& ctx, httplib::Response& res, std::vector<std::shared_ptr<Generation>> gens,
+                       std::function<Json()> build);
 
 // Streams `g` as server-sent events: `make_chunks` turns a delta into zero or more JSON chunks,
 // `final_chunks` (called once at the end) adds e.g. the usage chunk; then `data: [DONE]`. A

@@ -1,5 +1,5 @@
 // The HTTP routes, registered on a cpp-httplib server: inference (chat, completions, batch) and
-// the server's own (models, health, metrics, config). Each handler answers OpenAI-shaped errors.
+// the server's own (models, health, metrics, config, adapters). Each handler answers OpenAI-shaped errors.
 #pragma once
 
 #include <httplib.h>
@@ -12,5 +12,7 @@ void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Respo
 // `batch`: POST /v1/completions/batch (many prompts, one aggregated response, no streaming).
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res, bool batch);
 void add_info_routes(httplib::Server& server, ServerContext& ctx);
+// GET /v1/adapters, POST /v1/adapters/load, POST /v1/adapters/unload, DELETE /v1/adapters/{name}.
+void add_adapter_routes(httplib::Server& server, ServerContext& ctx);
 
 }  // namespace kiln

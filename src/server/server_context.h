@@ -1,5 +1,5 @@
 // ServerContext: what every route handler shares: the resolved configuration, the engine actor,
-// tokenizer and chat template, the model's facts the API checks against, and the metrics.
+// adapter registry, tokenizer and chat template, the model's facts the API checks against, and the metrics.
 #pragma once
 
 #include <atomic>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/kiln_config.h"
+#include "engine/adapter_registry.h"
 #include "engine/engine_actor.h"
 #include "server/metrics.h"
 #include "tokenizer/chat_template.h"
@@ -21,6 +22,8 @@ struct ServerContext {
   KilnConfig config;
   nlohmann::json config_report;  // GET /v1/config: each field's value and source
   EngineActor* actor = nullptr;
+  AdapterRegistry* adapters = nullptr;  // the loaded LoRA adapters (null: none can be)
+  std::string adapter_dir;              // model.adapter_dir, or <model dir>/adapters
   const Tokenizer* tokenizer = nullptr;
   const ChatTemplate* chat_template = nullptr;  // null: the model has none (chat routes answer 400)
   std::string model_id;

@@ -106,6 +106,10 @@ class Stack final : public ServingStack {
     ec.prefix_cache.max_bytes = cfg.prefix_cache.max_bytes;
     ec.channel_capacity = static_cast<size_t>(cfg.batching.channel_capacity);
     ec.model_identity = ctx_.model_id + "@" + fs::absolute(dir).string();
+    adapters_ = std::make_unique<AdapterRegistry>(mc, backend_->storage());
+    ec.adapters = adapters_.get();
+    ctx_.adapters = adapters_.get();
+    ctx_.adapter_dir = cfg.model.adapter_dir.empty() ? (fs::path(dir) / "adapters").string() : cfg.model.adapter_dir;
     ctx_.max_context = std::min(context, ec.kv_blocks * ModelState::kBlockSize);
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(*model_, ec));
     actor_ = std::make_unique<EngineActor>(std::move(engine));
@@ -178,6 +182,7 @@ class Stack final : public ServingStack {
     server_->Post("/v1/completions/batch",
                   timed("/v1/completions/batch", [&ctx](const auto& q, auto& r) { handle_completions(ctx, q, r, true); }));
     add_info_routes(*server_, ctx_);
+    add_adapter_routes(*server_, ctx_);
     server_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "unknown exception";
       try {
@@ -219,6 +224,7 @@ class Stack final : public ServingStack {
   std::unique_ptr<Qwen35Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> template_;
+  std::unique_ptr<AdapterRegistry> adapters_;  // requests in flight hold their adapters themselves
   std::unique_ptr<EngineActor> actor_;
   std::unique_ptr<httplib::Server> server_;
   std::thread listener_;

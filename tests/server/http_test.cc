@@ -1,17 +1,21 @@
 // The HTTP server end to end on the CPU backend, through a real HTTP client: routes and their
 // OpenAI shapes, streaming == non-streaming, seeds, n, stop strings, a table of bad requests
 // (each refused with the right status naming the field), client disconnects, a full queue, body
-// and context limits — and after each, every K/V block and GDN slot back in the free pools.
+// and context limits, adapters loaded, used, unloaded and deleted — and after each, every K/V block and GDN slot back in the free pools.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "backend/registry.h"
 #include "model/init.h"
+#include "model/lora_adapter.h"
 #include "server/serving_stack.h"
+#include "test_util.h"
 #include "tokenizer/qwen3_fixture.h"
 
 namespace kiln {
@@ -389,6 +393,21 @@ TEST(Http, ClientDisconnectMidStreamCancelsAndFreesEverything) {
   EXPECT_LT(std::stod(metrics.substr(at + 29)), 900.0);
 }
 
+TEST(Http, ClientDisconnectWhileWaitingForANonStreamingAnswerCancelsIt) {
+  Server s;
+  ASSERT_TRUE(s.stack);
+  auto cli = s.client();
+  cli.set_read_timeout(0, 300000);  // gives up after 0.3 s and closes the connection
+  auto r = cli.Post("/v1/chat/completions", chat("Go on forever", {{"max_tokens", 900}, {"ignore_eos", true}}).dump(),
+                    "application/json");
+  EXPECT_FALSE(r);  // timed out
+  s.expect_idle_and_whole();
+  auto metrics = s.client().Get("/metrics")->body;
+  const size_t at = metrics.find("\nkiln_generated_tokens_total ");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_LT(std::stod(metrics.substr(at + 29)), 900.0);
+}
+
 TEST(Http, FullQueueAnswers503WithRetryAfter) {
   KilnConfig c = test_config();
   c.server.max_decode_batch = 1;
@@ -442,6 +461,130 @@ TEST(Http, MaintenanceProfileRefusesInference) {
   EXPECT_EQ(r->status, 503);
   EXPECT_NE(r->body.find("maintenance"), std::string::npos);
   EXPECT_EQ(s.health()["status"], "maintenance");
+}
+
+// A LoRA adapter of the tiny-chat model with every B drawn large (init gives B = 0, which would
+// change nothing), saved in PEFT's layout to `dir`.
+void write_adapter(const std::string& dir, uint64_t seed) {
+  auto backend = create_backend("cpu").value();
+  const ModelConfig mc = preset_config("tiny-chat").value();
+  LoraConfig cfg;
+  cfg.rank = 4;
+  cfg.alpha = 8;
+  for (int t = 0; t < kLoraTargetCount; ++t) cfg.targets.push_back(static_cast<LoraTarget>(t));
+  LoraAdapter a = LoraAdapter::init(cfg, mc, seed, backend->storage()).value();
+  for (int64_t l = 0; l < a.num_layers(); ++l)
+    for (int t = 0; t < kLoraTargetCount; ++t) {
+      LoraFactors& f = a.factors(l, static_cast<LoraTarget>(t));
+      if (!f.defined()) continue;
+      Tensor b = testing::random_tensor(f.b.shape(), static_cast<uint32_t>(seed * 1000 + l * 10 + t), 1.f);
+      ASSERT_TRUE(backend->storage().copy_from_host(b, f.b).ok());
+    }
+  ASSERT_TRUE(a.save(dir, backend->storage()).ok());
+}
+
+std::string content_of(const json& r) { return r["choices"][0]["message"]["content"].get<std::string>(); }
+
+TEST(Http, AdaptersLoadListServeUnloadAndDelete) {
+  Server s;
+  ASSERT_TRUE(s.stack);
+  const fs::path dir = fs::path(model_dir()) / "adapters" / "style";
+  write_adapter(dir.string(), 11);
+  json loaded = s.post_json("/v1/adapters/load", {{"name", "style"}});  // path: <model dir>/adapters/style
+  EXPECT_EQ(loaded["name"], "style");
+  EXPECT_EQ(loaded["revision"], 1);
+  EXPECT_EQ(loaded["path"], dir.string());
+  EXPECT_EQ(loaded["rank"], 4);
+  EXPECT_EQ(loaded["alpha"], 8.0);
+  EXPECT_EQ(loaded["targets"].size(), 10u);
+  json list = json::parse(s.client().Get("/v1/adapters")->body);
+  ASSERT_EQ(list["data"].size(), 1u);
+  EXPECT_EQ(list["data"][0]["name"], "style");
+  EXPECT_EQ(list["data"][0]["revision"], 1);
+
+  const json ask = chat("Tell me about the sea.", {{"ignore_eos", true}});
+  auto with = [&ask](json extra) {
+    json b = ask;
+    for (auto& [k, v] : extra.items()) b[k] = v;
+    return b;
+  };
+  const std::string base = content_of(s.post_json("/v1/chat/completions", ask));
+  const std::string adapted = content_of(s.post_json("/v1/chat/completions", with({{"adapter", "style"}})));
+  EXPECT_NE(adapted, base);
+  EXPECT_EQ(content_of(s.post_json("/v1/chat/completions", with({{"adapters", {{{"name", "style"}, {"scale", 1}}}}}))),
+            adapted);
+  EXPECT_EQ(content_of(s.post_json("/v1/chat/completions", ask)), base);
+
+  // A reload is the next revision; a second name can load the same files from a given path.
+  EXPECT_EQ(s.post_json("/v1/adapters/load", {{"name", "style"}})["revision"], 2);
+  EXPECT_EQ(s.post_json("/v1/adapters/load", {{"name", "copy"}, {"path", dir.string()}})["path"], dir.string());
+  EXPECT_EQ(json::parse(s.client().Get("/v1/adapters")->body)["data"].size(), 2u);
+
+  EXPECT_EQ(s.post_json("/v1/adapters/unload", {{"name", "style"}})["unloaded"], true);
+  json gone = s.post_json("/v1/chat/completions", with({{"adapter", "style"}}), 404);
+  EXPECT_EQ(gone["error"]["param"], "adapter");
+  EXPECT_NE(gone["error"]["message"].get<std::string>().find("'style'"), std::string::npos) << gone.dump();
+  json gone2 = s.post_json("/v1/chat/completions", with({{"adapters", {{{"name", "copy"}}, {{"name", "style"}}}}}), 404);
+  EXPECT_EQ(gone2["error"]["param"], "adapters[1].name");
+  json again = s.post_json("/v1/adapters/unload", {{"name", "style"}}, 404);
+  EXPECT_EQ(again["error"]["param"], "name");
+
+  // DELETE removes the directory (whether or not the adapter is loaded), then knows nothing of it.
+  auto del = s.client().Delete("/v1/adapters/style");
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 200) << del->body;
+  EXPECT_FALSE(fs::exists(dir));
+  auto del2 = s.client().Delete("/v1/adapters/style");
+  ASSERT_TRUE(del2);
+  EXPECT_EQ(del2->status, 404);
+  EXPECT_EQ(json::parse(del2->body)["error"]["param"], "name");
+  // "copy" was loaded from the deleted files and stays loaded: weights live in memory.
+  EXPECT_EQ(content_of(s.post_json("/v1/chat/completions", with({{"adapter", "copy"}}))), adapted);
+  s.expect_idle_and_whole();
+}
+
+TEST(Http, AdapterRoutesRefuseBadNamesAndPaths) {
+  Server s;
+  ASSERT_TRUE(s.stack);
+  struct Bad {
+    json body;
+    int status;
+    std::string param;
+  };
+  const fs::path broken = fs::path(model_dir()) / "broken-adapter";
+  fs::create_directories(broken);
+  std::ofstream(broken / "adapter_config.json") << "{ not json";
+  const std::vector<Bad> loads = {
+      {json::object(), 400, "name"},
+      {{{"name", ""}}, 400, "name"},
+      {{{"name", "a/b"}}, 400, "name"},
+      {{{"name", ".."}}, 400, "name"},
+      {{{"name", std::string(65, 'x')}}, 400, "name"},
+      {{{"name", 5}}, 400, "name"},
+      {{{"name", "ok"}, {"colour", "red"}}, 400, "colour"},
+      {{{"name", "absent"}}, 404, "path"},  // no <adapter_dir>/absent
+      {{{"name", "ok"}, {"path", "/nonexistent/kiln/adapter"}}, 404, "path"},
+      {{{"name", "ok"}, {"path", model_dir()}}, 404, "path"},  // a directory without adapter_config.json
+      {{{"name", "ok"}, {"path", broken.string()}}, 400, "path"},  // an adapter_config.json that is not JSON
+  };
+  for (const auto& b : loads) {
+    json e = s.post_json("/v1/adapters/load", b.body, b.status);
+    EXPECT_EQ(e["error"]["param"], b.param) << b.body.dump() << " -> " << e.dump();
+  }
+  EXPECT_EQ(s.post_json("/v1/adapters/unload", {{"name", "ghost"}}, 404)["error"]["param"], "name");
+  EXPECT_EQ(s.post_json("/v1/adapters/unload", {{"name", "a b"}}, 400)["error"]["param"], "name");
+  EXPECT_EQ(s.post("/v1/adapters/unload", "[1]")->status, 400);
+  for (const char* path : {"/v1/adapters/bad%20name", "/v1/adapters/.."}) {
+    auto r = s.client().Delete(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 400) << path << " -> " << r->body;
+    EXPECT_EQ(json::parse(r->body)["error"]["param"], "name") << r->body;
+  }
+  fs::remove_all(broken);
+  auto r = s.client().Delete("/v1/adapters/never-there");
+  EXPECT_EQ(r->status, 404);
+  EXPECT_TRUE(fs::exists(model_dir()));
+  EXPECT_EQ(json::parse(s.client().Get("/v1/adapters")->body)["data"].size(), 0u);
 }
 
 }  // namespace

@@ -1,0 +1,53 @@
+// AdapterRegistry: the LoRA adapters a server has loaded, by name. Each load reads and validates
+// the adapter (LoraAdapter::load against the served model) before it replaces the entry of that
+// name, and gives it the next revision of that name (revisions keep counting across unloads, so
+// a prefix-cache key naming (name, revision) never matches weights it was not computed with).
+// Requests resolve names to shared pointers when they are submitted: an unload or a reload
+// changes what later requests get, never the weights of one in flight. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/facets.h"
+#include "model/config.h"
+#include "model/lora_adapter.h"
+
+namespace kiln {
+
+struct LoadedAdapter {
+  std::string name;
+  std::shared_ptr<const LoraAdapter> adapter;
+  uint64_t revision = 0;  // 1 for a name's first load, then +1 for every load of it
+  std::string path;       // the directory it was loaded from
+};
+
+class AdapterRegistry {
+ public:
+  // `model` and `storage` must outlive the registry and every adapter it hands out.
+  AdapterRegistry(const ModelConfig& model, StorageFacet& storage) : model_(model), storage_(storage) {}
+
+  // Names are [A-Za-z0-9._-]{1,64}, other than "." and "..": they double as directory names.
+  static Status check_name(const std::string& name);
+
+  // Loads `dir` as `name`, replacing a loaded adapter of that name once the new one is valid
+  // (a failed load leaves the old one in place).
+  Result<LoadedAdapter> load(const std::string& name, const std::string& dir);
+  // kNotFound naming `name` when it is not loaded.
+  Status unload(const std::string& name);
+  Result<LoadedAdapter> resolve(const std::string& name) const;
+  std::vector<LoadedAdapter> list() const;  // by name
+
+ private:
+  const ModelConfig& model_;
+  StorageFacet& storage_;
+  mutable std::mutex mu_;
+  std::map<std::string, LoadedAdapter> loaded_;
+  std::map<std::string, uint64_t> revisions_;  // last revision given to each name ever loaded
+};
+
+}  // namespace kiln
