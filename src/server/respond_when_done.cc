@@ -30,7 +30,8 @@ void respond_when_done(ServerContext& ctx, httplib::Response& res, std::vector<s
           if (g->pump(std::chrono::milliseconds(st->gens.size() == 1 ? 50 : 5), [](const ChoiceDelta&) { return true; }))
             running = true;
         if (running) {
-          if (!sink.is_writable()) {  // the client went away
+          if (!sink.is_writable()) {
+            log_client_gone("the socket is closed");
             cancel_all();
             return false;
           }

@@ -1,5 +1,6 @@
 #include "server/route_support.h"
 
+#include <cstdio>
 #include <random>
 
 namespace kiln {
@@ -177,6 +178,10 @@ Json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
           {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
+void log_client_gone(const char* how) {
+  std::fprintf(stderr, "kiln: a client left before its answer was complete (%s): its request is cancelled\n", how);
+}
+
 void stream_sse(ServerContext& ctx, httplib::Response& res, std::shared_ptr<Generation> g, ChunkMaker make_chunks,
                 FinalChunks final_chunks, std::vector<Json> first_chunks) {
   struct StreamState {
@@ -204,6 +209,7 @@ void stream_sse(ServerContext& ctx, httplib::Response& res, std::shared_ptr<Gene
           return true;
         };
         if (!flush()) {
+          log_client_gone("a write failed");
           st->g->cancel();
           return false;
         }
@@ -214,6 +220,7 @@ void stream_sse(ServerContext& ctx, httplib::Response& res, std::shared_ptr<Gene
             return true;
           });
           if (!alive) {
+            log_client_gone("the socket is closed");
             st->g->cancel();
             return false;
           }

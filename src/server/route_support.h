@@ -63,6 +63,9 @@ void respond_when_done(ServerContext& ctx, httplib::Response& res, std::vector<s
 // Streams `g` as server-sent events: `make_chunks` turns a delta into zero or more JSON chunks,
 // `final_chunks` (called once at the end) adds e.g. the usage chunk; then `data: [DONE]`. A
 // write that fails (client gone) cancels the generation.
+// One log line when a client goes away mid-answer (`how`: what showed it).
+void log_client_gone(const char* how);
+
 using ChunkMaker = std::function<void(const ChoiceDelta&, std::vector<Json>&)>;
 using FinalChunks = std::function<void(const Generation&, std::vector<Json>&)>;
 void stream_sse(ServerContext& ctx, httplib::Response& res, std::shared_ptr<Generation> g, ChunkMaker make_chunks,

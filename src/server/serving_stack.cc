@@ -1,9 +1,12 @@
 #include "server/serving_stack.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <mutex>
 #include <cstdio>
 #include <filesystem>
@@ -210,10 +213,19 @@ class Stack final : public ServingStack {
       }
       send_error(res, e);
     });
+    // cpp-httplib 0.11 listens with a backlog of 5: a burst of connections overflows it and the
+    // kernel falls back to SYN cookies, some of which fail (the client sees a reset). Keep the
+    // listening socket and listen again with the system's maximum backlog after the bind.
+    server_->set_socket_options([this](socket_t sock) {
+      httplib::default_socket_options(sock);
+      if (listen_fd_ < 0) listen_fd_ = sock;
+    });
     port_ = s.port == 0 ? server_->bind_to_any_port(s.host) : (server_->bind_to_port(s.host, static_cast<int>(s.port)) ? static_cast<int>(s.port) : -1);
     if (port_ < 0)
       return io_error("cannot listen on " + s.host + ":" + std::to_string(s.port) +
                       " (in use, or not an address of this machine): set server.port / --port");
+    if (listen_fd_ >= 0 && ::listen(listen_fd_, SOMAXCONN) != 0)
+      std::fprintf(stderr, "kiln: could not raise the listen backlog: %s\n", std::strerror(errno));
     // The socket listens from bind on: connections queue until the accept loop starts.
     listener_ = std::thread([this] { server_->listen_after_bind(); });
     return {};
@@ -229,6 +241,7 @@ class Stack final : public ServingStack {
   std::unique_ptr<httplib::Server> server_;
   std::thread listener_;
   int port_ = -1;
+  int listen_fd_ = -1;
   std::mutex mu_;
   std::condition_variable stopped_cv_;
   bool stopped_ = false;
