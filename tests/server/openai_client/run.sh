@@ -37,28 +37,13 @@ if [ ! -f "$TOKDIR/tokenizer.json" ] || [ ! -f "$TOKDIR/tokenizer_config.json" ]
 fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kiln-openai-client.XXXXXX")
-SERVER_PID=
+source "$HERE/../serve_tiny_chat.sh"
 cleanup() {
-  if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
-    kill "$SERVER_PID" 2>/dev/null
-    for _ in $(seq 1 50); do
-      kill -0 "$SERVER_PID" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -9 "$SERVER_PID" 2>/dev/null
-    wait "$SERVER_PID" 2>/dev/null
-  fi
+  stop_server
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-if ! "$KILN" model init --preset tiny-chat --out "$WORK/model" >"$WORK/init.log" 2>&1; then
-  echo "run.sh: kiln model init failed:" >&2
-  cat "$WORK/init.log" >&2
-  exit 1
-fi
-cp "$TOKDIR/tokenizer.json" "$TOKDIR/tokenizer_config.json" "$WORK/model/"
 
 # Install the pinned client first (it may take a while) so the server's start is not timed with it.
 if [ ! -d "$HERE/node_modules/openai" ]; then
@@ -69,32 +54,7 @@ if [ ! -d "$HERE/node_modules/openai" ]; then
   fi
 fi
 
-"$KILN" serve --model "$WORK/model" --port 0 --set memory.kv_blocks=2048 \
-  >"$WORK/server.out" 2>"$WORK/server.err" &
-SERVER_PID=$!
-
-# The server prints "kiln: serving '<id>' at http://127.0.0.1:PORT (...)" once it listens.
-PORT=
-MODEL_ID=
-for _ in $(seq 1 600); do
-  line=$(grep -m1 "^kiln: serving '" "$WORK/server.err" 2>/dev/null || true)
-  if [ -n "$line" ]; then
-    PORT=$(sed -E 's/.* at http:\/\/[^:]+:([0-9]+).*/\1/' <<<"$line")
-    MODEL_ID=$(sed -E "s/^kiln: serving '([^']*)'.*/\1/" <<<"$line")
-    break
-  fi
-  if ! kill -0 "$SERVER_PID" 2>/dev/null; then
-    echo "run.sh: kiln serve exited before listening:" >&2
-    cat "$WORK/server.err" >&2
-    exit 1
-  fi
-  sleep 0.1
-done
-if [ -z "$PORT" ]; then
-  echo "run.sh: kiln serve did not report its port within 60 s:" >&2
-  cat "$WORK/server.err" >&2
-  exit 1
-fi
+serve_tiny_chat "$KILN" "$TOKDIR" "$WORK" --set memory.kv_blocks=2048 || exit 1
 
 # Wait for /health to answer 200 with status "ready".
 if ! node -e '
