@@ -48,7 +48,7 @@ Generation::~Generation() { cancel(); }
 
 void Generation::cancel() {
   for (auto& c : choices_)
-    if (c->finish_reason.empty() || !c->channel->finished()) c->channel->cancel();
+    if (!c->channel->finished()) c->channel->cancel();
 }
 
 int64_t Generation::completion_tokens() const {

@@ -10,21 +10,19 @@ void respond_when_done(ServerContext& ctx, httplib::Response& res, std::vector<s
   struct State {
     std::vector<std::shared_ptr<Generation>> gens;
     std::function<Json()> build;
-    std::chrono::steady_clock::time_point deadline;
-    bool timed_out = false;
+    std::optional<RequestDeadline> deadline;
   };
   auto st = std::make_shared<State>();
   st->gens = std::move(gens);
   st->build = std::move(build);
-  st->deadline = std::chrono::steady_clock::now() + std::chrono::seconds(ctx.config.server.request_timeout_secs);
-  ServerContext* c = &ctx;
+  st->deadline.emplace(ctx);
   auto cancel_all = [st] {
     for (auto& g : st->gens) g->cancel();
   };
   res.status = 200;
   res.set_chunked_content_provider(
       "application/json",
-      [st, c, cancel_all](size_t, httplib::DataSink& sink) {
+      [st, cancel_all](size_t, httplib::DataSink& sink) {
         bool running = false;
         for (auto& g : st->gens)
           if (g->pump(std::chrono::milliseconds(st->gens.size() == 1 ? 50 : 5), [](const ChoiceDelta&) { return true; }))
@@ -35,10 +33,7 @@ void respond_when_done(ServerContext& ctx, httplib::Response& res, std::vector<s
             cancel_all();
             return false;
           }
-          if (!st->timed_out && (std::chrono::steady_clock::now() > st->deadline || c->stopping.load())) {
-            st->timed_out = true;
-            cancel_all();
-          }
+          if (st->deadline->due()) cancel_all();
           return true;
         }
         const std::string body = dump_json(st->build());

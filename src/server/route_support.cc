@@ -188,19 +188,17 @@ void stream_sse(ServerContext& ctx, httplib::Response& res, std::shared_ptr<Gene
     std::shared_ptr<Generation> g;
     std::vector<Json> pending;
     bool done = false;
-    std::chrono::steady_clock::time_point deadline;
-    bool timed_out = false;
+    std::optional<RequestDeadline> deadline;
   };
   auto st = std::make_shared<StreamState>();
   st->g = std::move(g);
   st->pending = std::move(first_chunks);
-  st->deadline = std::chrono::steady_clock::now() + std::chrono::seconds(ctx.config.server.request_timeout_secs);
-  ServerContext* c = &ctx;
+  st->deadline.emplace(ctx);
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [st, c, make_chunks, final_chunks](size_t, httplib::DataSink& sink) {
+      [st, make_chunks, final_chunks](size_t, httplib::DataSink& sink) {
         auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
         auto flush = [&] {
           for (const Json& j : st->pending)
@@ -224,10 +222,7 @@ void stream_sse(ServerContext& ctx, httplib::Response& res, std::shared_ptr<Gene
             st->g->cancel();
             return false;
           }
-          if (!st->timed_out && (std::chrono::steady_clock::now() > st->deadline || c->stopping.load())) {
-            st->timed_out = true;
-            st->g->cancel();
-          }
+          if (st->deadline->due()) st->g->cancel();
           if (!flush()) {
             st->g->cancel();
             return false;

@@ -63,6 +63,24 @@ void respond_when_done(ServerContext& ctx, httplib::Response& res, std::vector<s
 // Streams `g` as server-sent events: `make_chunks` turns a delta into zero or more JSON chunks,
 // `final_chunks` (called once at the end) adds e.g. the usage chunk; then `data: [DONE]`. A
 // write that fails (client gone) cancels the generation.
+// A request's time limit (server.request_timeout_secs from its start); `due` is true once, the
+// first time it is asked after the limit passed or the server began stopping: then cancel.
+class RequestDeadline {
+ public:
+  explicit RequestDeadline(const ServerContext& ctx)
+      : ctx_(&ctx), at_(std::chrono::steady_clock::now() + std::chrono::seconds(ctx.config.server.request_timeout_secs)) {}
+  bool due() {
+    if (passed_ || !(std::chrono::steady_clock::now() > at_ || ctx_->stopping.load())) return false;
+    passed_ = true;
+    return true;
+  }
+
+ private:
+  const ServerContext* ctx_;
+  std::chrono::steady_clock::time_point at_;
+  bool passed_ = false;
+};
+
 // One log line when a client goes away mid-answer (`how`: what showed it).
 void log_client_gone(const char* how);
 
