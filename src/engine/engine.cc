@@ -76,7 +76,7 @@ Result<Submission> Engine::submit(RequestSpec spec) {
   const uint64_t id = next_id_.fetch_add(1);
   // Unseeded requests still get a fixed seed per id, so a run of the engine is reproducible.
   const uint64_t seed = spec.seed.value_or(0x9e3779b97f4a7c15ull * id);
-  PrefixKey key{config_.model_identity, std::move(stack_key), 0};
+  PrefixKey key{config_.model_identity, std::move(stack_key)};
   auto channel = std::make_shared<TokenChannel>(config_.channel_capacity);
   auto seq = std::make_unique<Sequence>(id, std::move(spec), std::move(key), seed, channel);
   seq->adapters = std::move(held);

@@ -22,7 +22,7 @@ uint64_t PrefixCache::root_hash(const PrefixKey& key) {
   for (char c : key.model) h = mix(h, static_cast<unsigned char>(c));
   h = mix(h, 0xff);  // separates model from adapter ("ab" + "c" != "a" + "bc")
   for (char c : key.adapter) h = mix(h, static_cast<unsigned char>(c));
-  return mix(h, key.adapter_revision);
+  return h;
 }
 
 uint64_t PrefixCache::child_hash(uint64_t parent, std::span<const int32_t> tokens) {

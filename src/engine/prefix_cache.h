@@ -20,7 +20,6 @@ namespace kiln {
 struct PrefixKey {
   std::string model;          // model identity (its directory or served id)
   std::string adapter;        // "" for the base model; else the stack, "name@revision*weight;" per adapter
-  uint64_t adapter_revision = 0;
 };
 
 struct PrefixCacheConfig {

@@ -13,7 +13,7 @@ struct CacheUnderTest {
   ModelState state = m.model->create_state({6, 12}).value();
   BlockManager blocks{state};
   GdnStateSlots slots{state};
-  PrefixKey key{"tiny", "", 0};
+  PrefixKey key{"tiny", ""};
 
   // A sequence that has "processed" `tokens` (blocks and a slot, as after a prefill).
   SequenceState sequence(int64_t tokens) {
@@ -44,9 +44,9 @@ TEST(PrefixCache, HitSharesBlocksAndRestoresFromTheSnapshot) {
   // Capped by max_tokens: a prompt of exactly 128 tokens may resume after 64 at most, and only
   // from a node with a snapshot (the 64-token node has none).
   EXPECT_EQ(cache.lookup(t.key, std::span<const int32_t>(prompt).first(128), 127).tokens(), 0);
-  // Another adapter (or revision) is another cache.
-  EXPECT_EQ(cache.lookup({"tiny", "lora", 0}, prompt, 149).tokens(), 0);
-  EXPECT_EQ(cache.lookup({"tiny", "", 1}, prompt, 149).tokens(), 0);
+  // Another adapter stack (or revision: part of the stack's key) is another cache.
+  EXPECT_EQ(cache.lookup({"tiny", "lora@1*1;"}, prompt, 149).tokens(), 0);
+  EXPECT_EQ(cache.lookup({"tiny", "lora@2*1;"}, prompt, 149).tokens(), 0);
 
   t.state.release(a);
   EXPECT_EQ(t.blocks.free_blocks(), 12 - 2);  // the cache keeps the prefix alive
