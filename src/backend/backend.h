@@ -6,6 +6,7 @@
 
 #include "backend/capabilities.h"
 #include "backend/facets.h"
+#include "backend/training_facets.h"
 
 namespace kiln {
 
@@ -29,6 +30,8 @@ class Backend {
   virtual GdnFacet& gdn() = 0;
   virtual ElementwiseFacet& elementwise() = 0;
   virtual SamplingFacet& sampling() = 0;
+  virtual TrainingFacet& training() = 0;
+  virtual OptimizerFacet& optimizer() = 0;
 };
 
 }  // namespace kiln

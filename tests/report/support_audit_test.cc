@@ -44,6 +44,8 @@ class BrokenBackend final : public Backend {
   GdnFacet& gdn() override { return gdn_; }
   ElementwiseFacet& elementwise() override { return b_->elementwise(); }
   SamplingFacet& sampling() override { return b_->sampling(); }
+  TrainingFacet& training() override { return b_->training(); }
+  OptimizerFacet& optimizer() override { return b_->optimizer(); }
 
  private:
   std::unique_ptr<Backend> b_;

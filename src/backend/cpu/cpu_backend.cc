@@ -62,6 +62,8 @@ class CpuBackend final : public Backend {
   GdnFacet& gdn() override { return gdn_; }
   ElementwiseFacet& elementwise() override { return elementwise_; }
   SamplingFacet& sampling() override { return sampling_; }
+  TrainingFacet& training() override { return training_; }
+  OptimizerFacet& optimizer() override { return optimizer_; }
 
  private:
   BackendIdentity id_;
@@ -74,6 +76,8 @@ class CpuBackend final : public Backend {
   cpu::Gdn gdn_;
   cpu::Elementwise elementwise_;
   cpu::Sampling sampling_;
+  cpu::Training training_;
+  cpu::Optimizer optimizer_;
 };
 
 }  // namespace

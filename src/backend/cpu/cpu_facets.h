@@ -2,6 +2,7 @@
 #pragma once
 
 #include "backend/facets.h"
+#include "backend/training_facets.h"
 
 namespace kiln::cpu {
 
@@ -61,6 +62,27 @@ class Sampling final : public SamplingFacet {
  public:
   Support supports(const SampleRequest& r) const override;
   Status argmax(const ArgmaxArgs& a) override;
+};
+
+// The backward ops (training_*.cc).
+class Training final : public TrainingFacet {
+ public:
+  Support supports(const TrainRequest& r) const override;
+  Status gemm(const GemmArgs& a) override;
+  Status norm_backward(const NormBackwardArgs& a) override;
+  Status silu_mul_backward(const SiluMulBackwardArgs& a) override;
+  Status rope_backward(const RopeBackwardArgs& a) override;
+  Status attention_backward(const AttentionBackwardArgs& a) override;
+  Status conv_backward(const ConvBackwardArgs& a) override;
+  Status gdn_backward(const GdnBackwardArgs& a) override;
+  Status token_logprobs(const TokenLogprobArgs& a) override;
+  Status token_logprobs_backward(const TokenLogprobBackwardArgs& a) override;
+};
+
+class Optimizer final : public OptimizerFacet {
+ public:
+  Support supports(const OptimizerRequest& r) const override;
+  Status step(const OptimizerStepArgs& a) override;
 };
 
 }  // namespace kiln::cpu

@@ -62,6 +62,8 @@ class CudaBackend final : public Backend {
   GdnFacet& gdn() override { return gdn_; }
   ElementwiseFacet& elementwise() override { return elementwise_; }
   SamplingFacet& sampling() override { return sampling_; }
+  TrainingFacet& training() override { return training_; }
+  OptimizerFacet& optimizer() override { return optimizer_; }
 
   cuda::Context& context() { return *ctx_; }
   const cuda::Linear& linear_impl() const { return linear_; }
@@ -78,6 +80,8 @@ class CudaBackend final : public Backend {
   cuda::Gdn gdn_;
   cuda::Elementwise elementwise_;
   cuda::Sampling sampling_;
+  cuda::Training training_;
+  cuda::Optimizer optimizer_;
 };
 
 Result<CudaBackend*> as_cuda(Backend& b) {

@@ -192,6 +192,8 @@ class CpuWithRoundedGemmInputs final : public Backend {
   GdnFacet& gdn() override { return cpu_->gdn(); }
   ElementwiseFacet& elementwise() override { return cpu_->elementwise(); }
   SamplingFacet& sampling() override { return cpu_->sampling(); }
+  TrainingFacet& training() override { return cpu_->training(); }
+  OptimizerFacet& optimizer() override { return cpu_->optimizer(); }
 
  private:
   std::unique_ptr<Backend> cpu_;

@@ -1,0 +1,158 @@
+#include <sstream>
+
+#include "backend/training_facets.h"
+
+namespace kiln {
+
+std::string_view train_op_name(TrainOp op) {
+  switch (op) {
+    case TrainOp::kGemm: return "gemm";
+    case TrainOp::kNormBackward: return "norm_backward";
+    case TrainOp::kSiluMulBackward: return "silu_mul_backward";
+    case TrainOp::kRopeBackward: return "rope_backward";
+    case TrainOp::kAttentionBackward: return "attention_backward";
+    case TrainOp::kConvBackward: return "conv_backward";
+    case TrainOp::kGdnBackward: return "gdn_backward";
+    case TrainOp::kTokenLogprobs: return "token_logprobs";
+    case TrainOp::kTokenLogprobsBackward: return "token_logprobs_backward";
+  }
+  return "?";
+}
+
+std::string_view optimizer_kind_name(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::kMuon: return "muon";
+    case OptimizerKind::kAdamW: return "adam_w";
+    case OptimizerKind::kSgd: return "sgd";
+  }
+  return "?";
+}
+
+std::string TrainRequest::describe() const {
+  std::ostringstream s;
+  s << train_op_name(op);
+  auto field = [&](const char* name, int64_t v) {
+    if (v != 0) s << " " << name << "=" << v;
+  };
+  field("rows", rows);
+  field("tokens", tokens);
+  field("width", width);
+  field("inner", inner);
+  field("out", out);
+  field("q_heads", q_heads);
+  field("kv_heads", kv_heads);
+  field("head_dim", head_dim);
+  field("kernel", kernel);
+  s << " " << dtype_name(dtype);
+  return s.str();
+}
+
+std::string OptimizerRequest::describe() const {
+  std::ostringstream s;
+  s << "optimizer " << optimizer_kind_name(kind) << " [" << rows << ", " << cols << "]";
+  return s.str();
+}
+
+namespace {
+int64_t rows_of(const Tensor& t) { return t.defined() && t.rank() > 0 ? t.dim(0) : 0; }
+int64_t last_dim(const Tensor& t) { return t.defined() && t.rank() > 0 ? t.dim(t.rank() - 1) : 0; }
+int64_t layout_rows(const BatchLayout* l) { return l ? l->rows : 0; }
+}  // namespace
+
+TrainRequest describe(const GemmArgs& a) {
+  TrainRequest r;
+  r.op = TrainOp::kGemm;
+  r.tokens = rows_of(a.out);
+  r.width = last_dim(a.out);
+  if (a.a.defined() && a.a.rank() == 2) r.inner = a.trans_a ? a.a.dim(0) : a.a.dim(1);
+  r.dtype = a.b.defined() ? a.b.dtype() : DType::kF32;
+  return r;
+}
+
+TrainRequest describe(const NormBackwardArgs& a) {
+  TrainRequest r;
+  r.op = TrainOp::kNormBackward;
+  r.tokens = rows_of(a.x);
+  r.width = last_dim(a.x);
+  return r;
+}
+
+TrainRequest describe(const SiluMulBackwardArgs& a) {
+  TrainRequest r;
+  r.op = TrainOp::kSiluMulBackward;
+  r.tokens = rows_of(a.a);
+  r.width = last_dim(a.a);
+  return r;
+}
+
+TrainRequest describe(const RopeBackwardArgs& a) {
+  TrainRequest r;
+  r.op = TrainOp::kRopeBackward;
+  r.tokens = rows_of(a.dq);
+  if (a.dq.defined() && a.dq.rank() == 3) r.q_heads = a.dq.dim(1), r.head_dim = a.dq.dim(2);
+  if (a.dk.defined() && a.dk.rank() == 3) r.kv_heads = a.dk.dim(1);
+  r.inner = a.rotary_dim;
+  return r;
+}
+
+TrainRequest describe(const AttentionBackwardArgs& a) {
+  TrainRequest r;
+  r.op = TrainOp::kAttentionBackward;
+  r.rows = layout_rows(a.layout);
+  r.tokens = rows_of(a.q);
+  if (a.q.defined() && a.q.rank() == 3) r.q_heads = a.q.dim(1), r.head_dim = a.q.dim(2);
+  if (a.k.defined() && a.k.rank() == 3) r.kv_heads = a.k.dim(1);
+  return r;
+}
+
+TrainRequest describe(const ConvBackwardArgs& a) {
+  TrainRequest r;
+  r.op = TrainOp::kConvBackward;
+  r.rows = layout_rows(a.layout);
+  r.tokens = rows_of(a.x);
+  r.width = last_dim(a.x);
+  r.kernel = last_dim(a.weight);
+  return r;
+}
+
+TrainRequest describe(const GdnBackwardArgs& a) {
+  TrainRequest r;
+  r.op = TrainOp::kGdnBackward;
+  r.rows = layout_rows(a.layout);
+  r.tokens = rows_of(a.q);
+  if (a.q.defined() && a.q.rank() == 3) r.q_heads = a.q.dim(1), r.head_dim = a.q.dim(2);
+  if (a.v.defined() && a.v.rank() == 3) r.kv_heads = a.v.dim(1), r.inner = a.v.dim(2);
+  return r;
+}
+
+TrainRequest describe(const TokenLogprobArgs& a) {
+  TrainRequest r;
+  r.op = TrainOp::kTokenLogprobs;
+  r.tokens = rows_of(a.hidden);
+  r.width = last_dim(a.hidden);
+  r.out = rows_of(a.lm_head);
+  r.dtype = a.lm_head.defined() ? a.lm_head.dtype() : DType::kF32;
+  return r;
+}
+
+TrainRequest describe(const TokenLogprobBackwardArgs& a) {
+  TrainRequest r;
+  r.op = TrainOp::kTokenLogprobsBackward;
+  r.tokens = rows_of(a.hidden);
+  r.width = last_dim(a.hidden);
+  r.out = rows_of(a.lm_head);
+  r.dtype = a.lm_head.defined() ? a.lm_head.dtype() : DType::kF32;
+  return r;
+}
+
+OptimizerRequest describe(const OptimizerStepArgs& a) {
+  OptimizerRequest r;
+  r.kind = a.kind;
+  if (a.param.defined()) {
+    r.rows = a.param.rank() >= 2 ? a.param.dim(0) : 1;
+    r.cols = a.param.rank() >= 2 ? a.param.dim(1) : (a.param.rank() == 1 ? a.param.dim(0) : 1);
+  }
+  return r;
+}
+
+}  // namespace kiln

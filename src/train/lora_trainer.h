@@ -1,0 +1,53 @@
+// Gradients of a LoRA adapter through the whole Qwen3.5 forward, written against the backend's
+// training facet: forward() computes every token's log-probability and keeps what backward()
+// needs (the residual stream at layer boundaries; the rest is recomputed layer by layer);
+// backward() takes dLoss/dlogp per token, so one engine serves SFT, GRPO and ECHO alike
+// (train/token_loss.h turns log-probabilities into a loss and those coefficients).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/lora_adapter.h"
+#include "model/qwen35.h"
+
+namespace kiln {
+
+// One training sequence: the tokens of a conversation and, per token, what its prediction is for.
+enum class TokenRole : uint8_t {
+  kContext = 0,      // no loss (system, user, template tokens)
+  kTarget = 1,       // assistant turn / completion: the SFT and GRPO loss
+  kObservation = 2,  // environment output inside a rollout: ECHO's term
+};
+struct TrainSequence {
+  std::vector<int32_t> tokens;   // at least 2
+  std::vector<TokenRole> roles;  // one per token; roles[0] is ignored (nothing predicts it)
+};
+
+struct TrainerOptions {
+  int gdn_chunk = 64;
+  int64_t checkpoint_every = 1;  // layers per activation-checkpoint segment
+};
+
+class LoraTrainer {
+ public:
+  // `adapter` holds the trainable f32 factors (LoraAdapter::init); it and `model` must outlive
+  // the trainer. Gradients are allocated shaped as the adapter's factors.
+  static Result<std::unique_ptr<LoraTrainer>> create(Qwen35Model& model, LoraAdapter& adapter, TrainerOptions opts = {});
+  virtual ~LoraTrainer() = default;
+
+  // logp[s][t] = log p(tokens[t] | tokens[<t]) for t >= 1 (logp[s][0] = 0), with the adapter
+  // (and then keeping what backward needs) or without it (a reference pass; keeps nothing).
+  virtual Result<std::vector<std::vector<float>>> forward(std::span<const TrainSequence> seqs, bool with_adapter = true) = 0;
+  // After forward(seqs, true): adds d(sum_s,t coef[s][t] * logp[s][t]) / d(factor) into the
+  // gradients (coef shaped as forward's result; coef[s][0] ignored).
+  virtual Status backward(const std::vector<std::vector<float>>& coef) = 0;
+
+  // Gradients, one per factor of the adapter: grads().factors(layer, target).a / .b, f32.
+  virtual LoraAdapter& grads() = 0;
+  virtual Status zero_grads() = 0;
+};
+
+}  // namespace kiln
