@@ -15,8 +15,6 @@ Status Training::norm_backward(const NormBackwardArgs& a) { return decline(a); }
 Status Training::silu_mul_backward(const SiluMulBackwardArgs& a) { return decline(a); }
 Status Training::rope_backward(const RopeBackwardArgs& a) { return decline(a); }
 Status Training::attention_backward(const AttentionBackwardArgs& a) { return decline(a); }
-Status Training::conv_backward(const ConvBackwardArgs& a) { return decline(a); }
-Status Training::gdn_backward(const GdnBackwardArgs& a) { return decline(a); }
 Status Training::token_logprobs(const TokenLogprobArgs& a) { return decline(a); }
 Status Training::token_logprobs_backward(const TokenLogprobBackwardArgs& a) { return decline(a); }
 

@@ -1,0 +1,72 @@
+// One training run, start to finish, without HTTP: the sequences of an SFT or GRPO job, the LoRA
+// and optimizer settings, and the loop (epochs of forward, loss, backward, optimizer step) that
+// turns them into a trained adapter. The job queue (train/job_queue.h) runs these in the
+// background; tests and `kiln train` call run_training directly.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backend/training_facets.h"
+#include "model/lora_adapter.h"
+#include "model/qwen35.h"
+#include "train/lora_trainer.h"
+
+namespace kiln {
+
+enum class AdvantageMode : uint8_t { kDrGrpo, kVanilla };
+enum class KlEstimator : uint8_t { kNone, kK1, kK3 };
+
+// A GRPO group: completions of one prompt, each a whole sequence (prompt + completion, roles
+// marking the completion's tokens as kTarget and any environment output as kObservation) with
+// its reward, and optionally the behaviour policy's log-probabilities of its tokens.
+struct GrpoCompletion {
+  TrainSequence sequence;
+  double reward = 0;
+  std::vector<float> behavior_logp;  // empty: rho = 1 in value
+};
+struct GrpoGroup {
+  std::vector<GrpoCompletion> completions;
+};
+
+struct TrainSpec {
+  enum class Kind : uint8_t { kSft, kGrpo } kind = Kind::kSft;
+  LoraConfig lora;                       // rank 16, alpha 32, every target by default
+  OptimizerKind optimizer = OptimizerKind::kMuon;
+  OptimizerHyper hyper;
+  int64_t epochs = 1;
+  int64_t batch_sequences = 1;           // sequences per optimizer step
+  uint64_t seed = 0;
+  std::vector<TrainSequence> sft;        // kSft
+  std::vector<GrpoGroup> grpo;           // kGrpo
+  AdvantageMode advantage = AdvantageMode::kDrGrpo;
+  float clip_epsilon = 0.2f;
+  float kl_coeff = 0.1f;
+  KlEstimator kl = KlEstimator::kNone;
+  float echo_lambda = 0.05f;
+  const LoraAdapter* base_adapter = nullptr;  // continue from these factors (copied), else a fresh init
+};
+
+struct TrainProgress {
+  int64_t step = 0, total_steps = 0;
+  double loss = 0;
+  double tokens_per_second = 0;
+};
+
+struct TrainResult {
+  LoraAdapter adapter;          // the trained factors (f32, on the model's backend)
+  std::vector<double> losses;   // one per optimizer step
+  double seconds = 0;
+  int64_t tokens = 0;
+};
+
+// Runs `spec` to completion on `model`'s backend. `progress` is called after every step;
+// `cancel` is polled between steps (a cancelled run returns a kCancelled status).
+Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
+                                 const std::function<void(const TrainProgress&)>& progress,
+                                 const std::atomic<bool>& cancel);
+
+}  // namespace kiln
