@@ -64,7 +64,7 @@ struct TrainResult {
 };
 
 // Runs `spec` to completion on `model`'s backend. `progress` is called after every step;
-// `cancel` is polled between steps (a cancelled run returns a kCancelled status).
+// `cancel` is polled between steps (a cancelled run returns kFailedPrecondition "cancelled").
 Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
                                  const std::function<void(const TrainProgress&)>& progress,
                                  const std::atomic<bool>& cancel);
