@@ -63,10 +63,15 @@ struct TrainResult {
   int64_t tokens = 0;
 };
 
+// Runs the device work of one optimizer step (forward, backward, optimizer) and returns its
+// status. The job queue passes one that runs it on the engine's thread between serving cycles
+// (the `stable` profile: the writer takes the accelerator at a drained boundary); empty: inline.
+using StepRunner = std::function<Status(const std::function<Status()>& step)>;
+
 // Runs `spec` to completion on `model`'s backend. `progress` is called after every step;
 // `cancel` is polled between steps (a cancelled run returns kFailedPrecondition "cancelled").
 Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
                                  const std::function<void(const TrainProgress&)>& progress,
-                                 const std::atomic<bool>& cancel);
+                                 const std::atomic<bool>& cancel, const StepRunner& run_step = {});
 
 }  // namespace kiln
