@@ -30,7 +30,7 @@ struct TrainRequest {
   int64_t width = 0, inner = 0, out = 0;  // kGemm: n, k, (unused); norms: width; logprobs: hidden, vocab
   int64_t q_heads = 0, kv_heads = 0, head_dim = 0;  // attention; GDN: k_heads, v_heads, dk (dv in `inner`)
   int64_t kernel = 0;                     // conv taps
-  DType dtype = DType::kF32;              // kGemm: dtype of b; logprobs: the LM head's dtype
+  DType dtype = DType::kF32;              // kGemm: dtype of b; logprobs: the LM head's dtype; else the activations'
   std::string describe() const;
 };
 

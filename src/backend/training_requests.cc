@@ -57,6 +57,9 @@ namespace {
 int64_t rows_of(const Tensor& t) { return t.defined() && t.rank() > 0 ? t.dim(0) : 0; }
 int64_t last_dim(const Tensor& t) { return t.defined() && t.rank() > 0 ? t.dim(t.rank() - 1) : 0; }
 int64_t layout_rows(const BatchLayout* l) { return l ? l->rows : 0; }
+// The activations' dtype, so that a predicate can decline what its kernels do not read (the
+// forward requests carry theirs the same way).
+DType act_dtype(const Tensor& t) { return t.defined() ? t.dtype() : DType::kF32; }
 }  // namespace
 
 TrainRequest describe(const GemmArgs& a) {
@@ -74,6 +77,7 @@ TrainRequest describe(const NormBackwardArgs& a) {
   r.op = TrainOp::kNormBackward;
   r.tokens = rows_of(a.x);
   r.width = last_dim(a.x);
+  r.dtype = act_dtype(a.x);
   return r;
 }
 
@@ -82,6 +86,7 @@ TrainRequest describe(const SiluMulBackwardArgs& a) {
   r.op = TrainOp::kSiluMulBackward;
   r.tokens = rows_of(a.a);
   r.width = last_dim(a.a);
+  r.dtype = act_dtype(a.a);
   return r;
 }
 
@@ -92,6 +97,7 @@ TrainRequest describe(const RopeBackwardArgs& a) {
   if (a.dq.defined() && a.dq.rank() == 3) r.q_heads = a.dq.dim(1), r.head_dim = a.dq.dim(2);
   if (a.dk.defined() && a.dk.rank() == 3) r.kv_heads = a.dk.dim(1);
   r.inner = a.rotary_dim;
+  r.dtype = act_dtype(a.dq);
   return r;
 }
 
@@ -102,6 +108,7 @@ TrainRequest describe(const AttentionBackwardArgs& a) {
   r.tokens = rows_of(a.q);
   if (a.q.defined() && a.q.rank() == 3) r.q_heads = a.q.dim(1), r.head_dim = a.q.dim(2);
   if (a.k.defined() && a.k.rank() == 3) r.kv_heads = a.k.dim(1);
+  r.dtype = act_dtype(a.q);
   return r;
 }
 
@@ -112,6 +119,7 @@ TrainRequest describe(const ConvBackwardArgs& a) {
   r.tokens = rows_of(a.x);
   r.width = last_dim(a.x);
   r.kernel = last_dim(a.weight);
+  r.dtype = act_dtype(a.x);
   return r;
 }
 
@@ -122,6 +130,7 @@ TrainRequest describe(const GdnBackwardArgs& a) {
   r.tokens = rows_of(a.q);
   if (a.q.defined() && a.q.rank() == 3) r.q_heads = a.q.dim(1), r.head_dim = a.q.dim(2);
   if (a.v.defined() && a.v.rank() == 3) r.kv_heads = a.v.dim(1), r.inner = a.v.dim(2);
+  r.dtype = act_dtype(a.q);
   return r;
 }
 

@@ -6,12 +6,15 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <numeric>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "backend/registry.h"
+#include "cli/bench_engine.h"
+#include "cli/bench_roofline.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "core/thread_pool.h"
@@ -76,7 +79,44 @@ struct BenchOpts {
   std::string model, backend = "cpu";
   int64_t prompt_tokens = 256, decode_tokens = 32;
   int repeats = 3;
+  // The engine-level sweep (each empty or 0: skipped).
+  std::vector<int64_t> batches, prefill_tokens;
+  int64_t context = 1024, ttft_tokens = 0;
+  bool host_sampling = false;
+  std::string peer_json;
 };
+
+// Prefill of one `tokens`-token prompt through the forward (last-token logits), median of
+// `repeats`, next to its FLOP roofline at `rate` (measured) and at the spec-sheet peak.
+Result<nlohmann::json> bench_prefill(Qwen35Model& model, int64_t tokens, int repeats, double rate, bool device) {
+  const ModelConfig& c = model.config();
+  KILN_ASSIGN_OR_RETURN(ModelState state, model.create_state({1, (tokens + 63) / 64}));
+  std::vector<int32_t> prompt(static_cast<size_t>(tokens));
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 29) % c.vocab_size);
+  std::vector<double> s;
+  for (int rep = 0; rep < repeats; ++rep) {
+    KILN_ASSIGN_OR_RETURN(SequenceState seq, state.new_sequence());
+    auto t = Clock::now();
+    SequenceInput row{&seq, prompt};
+    KILN_ASSIGN_OR_RETURN(Tensor logits, model.forward({&row, 1}, LogitsMode::kLast, state));  // host: synchronised
+    s.push_back(seconds_since(t));
+    state.release(seq);
+  }
+  const double time = median(s), flops = prefill_flops(c, model.weights(), tokens);
+  nlohmann::json j = {{"tokens", tokens},
+                      {"repeats", repeats},
+                      {"seconds", time},
+                      {"tokens_per_s", tokens / time},
+                      {"flops", flops},
+                      {"tflop_s", flops / time / 1e12},
+                      {"roofline_tokens_per_s", tokens / (flops / rate)},
+                      {"fraction_of_roofline", flops / time / rate}};
+  if (device) {
+    j["roofline_tokens_per_s_spec"] = tokens / (flops / kH200PeakBf16FlopPerS);
+    j["fraction_of_spec_roofline"] = flops / time / kH200PeakBf16FlopPerS;
+  }
+  return j;
+}
 
 Status run(const BenchOpts& o) {
   if (o.prompt_tokens < 1 || o.decode_tokens < 1 || o.repeats < 1)
@@ -115,22 +155,30 @@ Status run(const BenchOpts& o) {
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 13) % c.vocab_size);
 
   std::vector<double> prefill_s, decode_s;
-  Tensor ids = Tensor::empty({1}, DType::kI32);
+  // The argmax runs where the logits are; on a device only the id crosses to the host.
+  Tensor ids = Tensor::empty({1}, DType::kI32), dev_ids = ids;
+  if (device) {
+    KILN_ASSIGN_OR_RETURN(dev_ids, be->storage().allocate({1}, DType::kI32));
+  }
+  auto pick = [&](const Tensor& logits) -> Status {
+    KILN_RETURN_IF_ERROR(be->sampling().argmax({logits, dev_ids}));
+    return device ? be->storage().copy_to_host(dev_ids, ids) : Status();
+  };
   for (int rep = 0; rep < o.repeats; ++rep) {
     KILN_ASSIGN_OR_RETURN(SequenceState seq, state.new_sequence());
     std::fprintf(stderr, "bench: repeat %d/%d: prefill %lld tokens, decode %lld tokens\n", rep + 1, o.repeats,
                  static_cast<long long>(o.prompt_tokens), static_cast<long long>(o.decode_tokens));
     auto t = Clock::now();
     SequenceInput row{&seq, prompt};
-    KILN_ASSIGN_OR_RETURN(Tensor logits, model->forward({&row, 1}, LogitsMode::kLast, state));
-    KILN_RETURN_IF_ERROR(be->sampling().argmax({logits, ids}));
+    KILN_ASSIGN_OR_RETURN(Tensor logits, model->forward_on_device({&row, 1}, LogitsMode::kLast, state));
+    KILN_RETURN_IF_ERROR(pick(logits));
     prefill_s.push_back(seconds_since(t));
     t = Clock::now();
     for (int64_t i = 0; i < o.decode_tokens; ++i) {
       int32_t tok = ids.data<int32_t>()[0];
       SequenceInput step{&seq, {&tok, 1}};
-      KILN_ASSIGN_OR_RETURN(logits, model->forward({&step, 1}, LogitsMode::kLast, state));
-      KILN_RETURN_IF_ERROR(be->sampling().argmax({logits, ids}));
+      KILN_ASSIGN_OR_RETURN(logits, model->forward_on_device({&step, 1}, LogitsMode::kLast, state));
+      KILN_RETURN_IF_ERROR(pick(logits));
     }
     decode_s.push_back(seconds_since(t));
     state.release(seq);
@@ -177,12 +225,68 @@ Status run(const BenchOpts& o) {
                   {"fraction_of_roofline", decode_tps / roofline_tps}}},
       {"repeats", o.repeats},
   };
+
+  // The engine-level sweep: prefill lengths, decode batches at the context, TTFT.
+  if (!o.prefill_tokens.empty()) {
+    nlohmann::json sweep = nlohmann::json::array();
+    for (int64_t n : o.prefill_tokens) {
+      std::fprintf(stderr, "bench: prefill %lld tokens\n", static_cast<long long>(n));
+      // Long prompts once (a 32k prompt takes seconds); the short ones take the median.
+      auto r = bench_prefill(*model, n, n > 8192 ? 1 : o.repeats, matmul_rate, device);
+      sweep.push_back(r.ok() ? *r : nlohmann::json{{"tokens", n}, {"error", r.status().to_string()}});
+    }
+    j["prefill_sweep"] = sweep;
+  }
+  EngineBenchOpts eo;
+  eo.context = o.context;
+  eo.decode_steps = o.decode_tokens;
+  eo.device_sampling = !o.host_sampling;
+  if (!o.batches.empty()) {
+    nlohmann::json sweep = nlohmann::json::array();
+    for (int64_t b : o.batches) {
+      std::fprintf(stderr, "bench: engine decode, batch %lld at context %lld\n", static_cast<long long>(b),
+                   static_cast<long long>(o.context));
+      auto r = bench_engine_decode(*model, b, eo);
+      if (!r.ok()) {
+        sweep.push_back({{"batch", b}, {"error", r.status().to_string()}});
+        continue;
+      }
+      // Bytes at the middle of the timed steps' contexts.
+      const double bytes = decode_step_bytes(c, model->weights(), b, o.context + 2 + o.decode_tokens / 2);
+      const double tps = (*r)["tokens_per_s"].get<double>();
+      (*r)["bytes_per_step"] = bytes;
+      (*r)["roofline_tokens_per_s"] = b * bandwidth / bytes;
+      (*r)["fraction_of_roofline"] = tps / (b * bandwidth / bytes);
+      if (device) {
+        (*r)["roofline_tokens_per_s_spec"] = b * kH200PeakBytesPerS / bytes;
+        (*r)["fraction_of_spec_roofline"] = tps / (b * kH200PeakBytesPerS / bytes);
+      }
+      sweep.push_back(*r);
+    }
+    j["decode_batches"] = {{"sampling", o.host_sampling ? "host (every row's logits copied)" : "device argmax (ids only)"},
+                           {"points", sweep}};
+  }
+  if (o.ttft_tokens > 0) {
+    std::fprintf(stderr, "bench: TTFT of a %lld-token prompt\n", static_cast<long long>(o.ttft_tokens));
+    KILN_ASSIGN_OR_RETURN(j["ttft"], bench_engine_ttft(*model, o.ttft_tokens, o.repeats, eo));
+  }
+  if (device) j["spec_peaks"] = {{"bandwidth_tb_s", kH200PeakBytesPerS / 1e12}, {"bf16_tflop_s", kH200PeakBf16FlopPerS / 1e12},
+                                 {"note", "H200 SXM spec sheet, the rooflines of issue 5"}};
+  if (!o.peer_json.empty()) {
+    std::ifstream in(o.peer_json);
+    if (!in) return not_found("--peer-json: cannot open " + o.peer_json);
+    nlohmann::json peer = nlohmann::json::parse(in, nullptr, false);
+    if (peer.is_discarded()) return format_error("--peer-json: " + o.peer_json + " is not JSON");
+    j["peer"] = peer;
+  }
 #ifdef KILN_HAVE_CUDA
   if (auto st = cuda_backend_stats(*be); st.ok())
     j["cuda"] = {{"matmul_cache_hits", st->matmul_cache_hits},
                  {"matmul_cache_misses", st->matmul_cache_misses},
                  {"device_pool_peak_in_use_bytes", st->pool_peak_in_use_bytes},
-                 {"device_pool_reserved_bytes", st->pool_reserved_bytes}};
+                 {"device_pool_reserved_bytes", st->pool_reserved_bytes},
+                 {"device_used_bytes_at_end", st->device_used_bytes},
+                 {"device_total_bytes", st->device_total_bytes}};
 #endif
   std::printf("%s\n", j.dump(2).c_str());
   return {};
@@ -198,6 +302,15 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--prompt-tokens", o->prompt_tokens, "Prompt length of the prefill measurement")->capture_default_str();
   cmd->add_option("--decode-tokens", o->decode_tokens, "Tokens decoded after the prefill")->capture_default_str();
   cmd->add_option("--repeats", o->repeats, "Repetitions; the median is reported")->capture_default_str();
+  cmd->add_option("--batches", o->batches, "Engine decode sweep: sequences decoded together (e.g. 1,8,32,64,128)")
+      ->delimiter(',');
+  cmd->add_option("--context", o->context, "Engine decode sweep: prompt tokens of each sequence")->capture_default_str();
+  cmd->add_option("--prefill-tokens", o->prefill_tokens, "Prefill sweep: prompt lengths (e.g. 512,4096,32768)")
+      ->delimiter(',');
+  cmd->add_option("--ttft-tokens", o->ttft_tokens, "Engine time to first token of a prompt of this length (0: off)")
+      ->capture_default_str();
+  cmd->add_flag("--host-sampling", o->host_sampling, "Engine sweep: copy every row's logits to the host (the old path)");
+  cmd->add_option("--peer-json", o->peer_json, "JSON of a peer run (tools/bench_hf_peer.py), included as `peer`");
   add_bench_serve_command(*cmd);
   cmd->callback([o, cmd] {
     if (!cmd->get_subcommands().empty()) return;  // `kiln bench serve` ran instead

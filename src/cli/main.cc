@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "Kiln serves Qwen3.5 models (Gated DeltaNet + gated attention) over an OpenAI-compatible HTTP API,\n"
       "and has tools around it: generation, benchmarks, the backend capability report, hardware\n"
-      "qualification, tokenizer and configuration tools. `kiln` alone runs `kiln serve`.\n"
+      "qualification, tokenizer and configuration tools, and clients of a running server's training and\n"
+      "adapter routes. `kiln` alone runs `kiln serve`.\n"
       "Run `kiln <command> --help` for each command's options."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kiln 0.1.0");
@@ -32,6 +33,8 @@ int main(int argc, char** argv) {
   kiln::cli::add_qualify_command(app);
   kiln::cli::add_tokenizer_commands(app);
   kiln::cli::add_config_command(app);
+  kiln::cli::add_train_command(app);
+  kiln::cli::add_adapters_command(app);
   static char serve[] = "serve";
   char* serve_argv[] = {argv[0], serve, nullptr};
   if (argc == 1) {  // the default command

@@ -29,7 +29,27 @@ Result<LoadedAdapter> AdapterRegistry::load(const std::string& name, const std::
 Status AdapterRegistry::unload(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   if (loaded_.erase(name) == 0) return not_found("adapter '" + name + "' is not loaded");
+  if (default_ == name) default_.clear();
   return {};
+}
+
+Status AdapterRegistry::set_default(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!name.empty() && loaded_.count(name) == 0)
+    return not_found("adapter '" + name + "' is not loaded, so it cannot be the default");
+  default_ = name;
+  return {};
+}
+
+std::string AdapterRegistry::default_name() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return default_;
+}
+
+std::optional<LoadedAdapter> AdapterRegistry::resolve_default() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (default_.empty()) return std::nullopt;
+  return loaded_.at(default_);
 }
 
 Result<LoadedAdapter> AdapterRegistry::resolve(const std::string& name) const {

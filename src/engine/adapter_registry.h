@@ -3,13 +3,16 @@
 // name, and gives it the next revision of that name (revisions keep counting across unloads, so
 // a prefix-cache key naming (name, revision) never matches weights it was not computed with).
 // Requests resolve names to shared pointers when they are submitted: an unload or a reload
-// changes what later requests get, never the weights of one in flight. Thread-safe.
+// changes what later requests get, never the weights of one in flight. One loaded adapter may be
+// the default: requests that name no adapter (and do not ask for the base model) resolve it at
+// submit, so making a new revision the default is a swap at a drained boundary. Thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,10 +40,17 @@ class AdapterRegistry {
   // Loads `dir` as `name`, replacing a loaded adapter of that name once the new one is valid
   // (a failed load leaves the old one in place).
   Result<LoadedAdapter> load(const std::string& name, const std::string& dir);
-  // kNotFound naming `name` when it is not loaded.
+  // kNotFound naming `name` when it is not loaded. Unloading the default adapter clears the default.
   Status unload(const std::string& name);
   Result<LoadedAdapter> resolve(const std::string& name) const;
   std::vector<LoadedAdapter> list() const;  // by name
+
+  // The default adapter: `name` must be loaded (kNotFound); "" clears it. A reload of the default's
+  // name keeps it the default, at the new revision.
+  Status set_default(const std::string& name);
+  std::string default_name() const;  // "" when none
+  // The default adapter's entry, or nullopt when there is none.
+  std::optional<LoadedAdapter> resolve_default() const;
 
  private:
   const ModelConfig& model_;
@@ -48,6 +58,7 @@ class AdapterRegistry {
   mutable std::mutex mu_;
   std::map<std::string, LoadedAdapter> loaded_;
   std::map<std::string, uint64_t> revisions_;  // last revision given to each name ever loaded
+  std::string default_;                        // "" : none; always a key of loaded_ otherwise
 };
 
 }  // namespace kiln

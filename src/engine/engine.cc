@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "engine/row_sampling.h"
+
 namespace kiln {
 
 Result<std::unique_ptr<Engine>> Engine::create(Qwen35Model& model, EngineConfig config) {
@@ -49,6 +51,11 @@ Result<Submission> Engine::submit(RequestSpec spec) {
   std::vector<RequestSpec::AdapterUse> uses;
   if (!spec.adapter.empty()) uses.push_back({spec.adapter, 1.f});
   uses.insert(uses.end(), spec.adapters.begin(), spec.adapters.end());
+  // A request naming no adapter gets the default one, resolved here like a named one, so it keeps
+  // the revision it started with when a newer one becomes the default.
+  std::optional<LoadedAdapter> by_default;
+  if (uses.empty() && !spec.base_model && config_.adapters)
+    if ((by_default = config_.adapters->resolve_default())) uses.push_back({by_default->name, 1.f});
   std::vector<std::shared_ptr<const LoraAdapter>> held;
   std::vector<LoraTerm> lora;
   std::string stack_key;
@@ -58,7 +65,7 @@ Result<Submission> Engine::submit(RequestSpec spec) {
       return invalid_argument("adapters: the weight of '" + u.name + "' is not finite");
     if (!config_.adapters)
       return not_found("adapter '" + u.name + "' is not loaded (the engine serves the base model only)");
-    KILN_ASSIGN_OR_RETURN(LoadedAdapter e, config_.adapters->resolve(u.name));
+    KILN_ASSIGN_OR_RETURN(LoadedAdapter e, by_default ? Result<LoadedAdapter>(*by_default) : config_.adapters->resolve(u.name));
     if (i == 0 && !spec.adapter.empty() && spec.adapter_revision > 0 && e.revision != spec.adapter_revision)
       return not_found("adapter '" + u.name + "' revision " + std::to_string(spec.adapter_revision) +
                        " is not loaded (loaded: revision " + std::to_string(e.revision) + ")");
@@ -83,11 +90,6 @@ Result<Submission> Engine::submit(RequestSpec spec) {
   seq->lora = std::move(lora);
   KILN_RETURN_IF_ERROR(scheduler_.enqueue(std::move(seq)));
   return Submission{id, channel};
-}
-
-SampledToken Engine::next_token(Sequence& seq, std::span<const float> logits) {
-  if (seq.must_close_reasoning()) return {seq.spec.thinking.close_id, 0.f, {}};
-  return seq.sampler.sample(logits, seq.tokens, seq.generated());
 }
 
 void Engine::emit(Sequence& seq, const SampledToken& t) {
@@ -118,17 +120,16 @@ Status Engine::run_decode(const Cycle& c) {
   if (c.decode.empty()) return {};
   std::vector<SequenceInput> rows;
   for (Sequence* s : c.decode) rows.push_back({&s->state, std::span<const int32_t>(&s->tokens.back(), 1), s->lora});
-  auto logits = model_.forward(rows, LogitsMode::kLast, state_);
-  if (!logits.ok()) {
-    for (Sequence* s : c.decode) fail(*s, logits.status());
-    return logits.status();
+  auto logits = model_.forward_on_device(rows, LogitsMode::kLast, state_);
+  std::vector<RowToSample> picks;
+  for (size_t i = 0; i < c.decode.size(); ++i) picks.push_back({c.decode[i], static_cast<int64_t>(i)});
+  Result<std::vector<SampledToken>> tokens =
+      logits.ok() ? sample_rows(model_.backend(), *logits, picks, config_.device_sampling) : logits.status();
+  if (!tokens.ok()) {
+    for (Sequence* s : c.decode) fail(*s, tokens.status());
+    return tokens.status();
   }
-  const int64_t V = logits->dim(1);
-  for (size_t i = 0; i < c.decode.size(); ++i) {
-    Sequence& s = *c.decode[i];
-    std::span<const float> row(logits->data<float>() + static_cast<int64_t>(i) * V, static_cast<size_t>(V));
-    emit(s, next_token(s, row));
-  }
+  for (size_t i = 0; i < c.decode.size(); ++i) emit(*c.decode[i], (*tokens)[i]);
   return {};
 }
 
@@ -143,12 +144,16 @@ Status Engine::run_prefill(const Cycle& c) {
   // Rows that score their prompt need every position's logits, so the whole forward gives them.
   const bool all = std::any_of(c.prefill.begin(), c.prefill.end(),
                                [](const PrefillChunk& p) { return p.seq->spec.prompt_logprobs >= 0; });
-  auto logits = model_.forward(rows, all ? LogitsMode::kAll : LogitsMode::kLast, state_);
+  // Prompt scores need every row on the host; otherwise the logits stay where they are and
+  // sample_rows moves only what each request needs.
+  auto logits = all ? model_.forward(rows, LogitsMode::kAll, state_)
+                    : model_.forward_on_device(rows, LogitsMode::kLast, state_);
   if (!logits.ok()) {
     for (const PrefillChunk& p : c.prefill) fail(*p.seq, logits.status());
     return logits.status();
   }
   const int64_t V = logits->dim(1);
+  std::vector<RowToSample> picks;  // the rows whose prompt ends in this cycle
   int64_t first_row = 0;  // kAll: the logits row of this chunk's first token
   for (size_t i = 0; i < c.prefill.size(); ++i) {
     Sequence& s = *c.prefill[i].seq;
@@ -178,8 +183,16 @@ Status Engine::run_prefill(const Cycle& c) {
       }
     }
     if (s.prompt_remaining() > 0) continue;
-    s.phase = SequencePhase::kDecode;
-    emit(s, next_token(s, logits_row(last_row)));
+    picks.push_back({&s, last_row});
+  }
+  Result<std::vector<SampledToken>> tokens = sample_rows(model_.backend(), *logits, picks, config_.device_sampling);
+  if (!tokens.ok()) {
+    for (const RowToSample& p : picks) fail(*p.seq, tokens.status());
+    return tokens.status();
+  }
+  for (size_t i = 0; i < picks.size(); ++i) {
+    picks[i].seq->phase = SequencePhase::kDecode;
+    emit(*picks[i].seq, (*tokens)[i]);
   }
   return {};
 }
@@ -203,7 +216,7 @@ Result<CycleReport> Engine::step() {
       s->finish = FinishReason::kCancelled;
       s->phase = SequencePhase::kFinished;
     }
-  // Nothing is in flight between cycles (each forward returned host logits), so the cancelled
+  // Nothing is in flight between cycles (each one ends with a synchronisation), so the cancelled
   // requests' blocks can go back before this cycle is planned.
   report.finished += retire_finished();
 

@@ -25,6 +25,9 @@ struct EngineConfig {
   size_t channel_capacity = 256;  // events buffered per request before its decoding pauses
   std::string model_identity;     // the prefix-cache key's model part
   AdapterRegistry* adapters = nullptr;  // resolves requests' adapters; null: any adapter is kNotFound
+  // Greedy rows that report nothing else take their token from one argmax on the device, and only
+  // ids cross to the host (row_sampling.h); false copies every row's logits to the host.
+  bool device_sampling = true;
 };
 
 struct EngineStats {
@@ -65,8 +68,6 @@ class Engine {
   EngineStats stats() const;
 
  private:
-  // The sampled token, or the reasoning span's closing token when the thinking budget is spent.
-  SampledToken next_token(Sequence& seq, std::span<const float> logits);
   // Appends a sampled token, decides whether it finishes the request, and streams it.
   void emit(Sequence& seq, const SampledToken& t);
   void fail(Sequence& seq, const Status& st);

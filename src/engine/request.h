@@ -41,7 +41,8 @@ struct RequestSpec {
   int32_t prompt_logprobs = -1;
   // LoRA adapters, by their AdapterRegistry names: `adapter` is one use of weight 1, `adapters`
   // a weighted stack (spec/api.md `adapters: [{name, scale}]`); both may be given, `adapter`
-  // then comes first. Both empty: the base model.
+  // then comes first. Both empty: the registry's default adapter where one is set (unless
+  // `base_model`: the API's explicit `"adapter": null` / `""`), else the base model.
   struct AdapterUse {
     std::string name;
     float weight = 1.f;
@@ -49,6 +50,7 @@ struct RequestSpec {
   std::string adapter;
   std::vector<AdapterUse> adapters;
   uint64_t adapter_revision = 0;        // > 0: `adapter` must be loaded at this revision
+  bool base_model = false;              // with no adapter named: ignore the default adapter
   // Stop strings are matched on detokenised text by the server (it owns the tokenizer); it
   // cancels the request when one matches.
 };

@@ -137,6 +137,22 @@ Result<LoraAdapter> LoraAdapter::init(const LoraConfig& config, const ModelConfi
   return ad;
 }
 
+Result<LoraAdapter> LoraAdapter::zeros_like(const LoraAdapter& like, StorageFacet& storage) {
+  LoraAdapter ad;
+  ad.config_ = like.config_;
+  ad.prefix_ = like.prefix_;
+  ad.layers_.resize(like.layers_.size());
+  for (size_t i = 0; i < like.layers_.size(); ++i)
+    for (int t = 0; t < kLoraTargetCount; ++t) {
+      const LoraFactors& src = like.layers_[i][t];
+      if (!src.defined()) continue;
+      LoraFactors& f = ad.layers_[i][t];
+      KILN_ASSIGN_OR_RETURN(f.a, storage.allocate(src.a.shape(), DType::kF32));  // zero-filled
+      KILN_ASSIGN_OR_RETURN(f.b, storage.allocate(src.b.shape(), DType::kF32));
+    }
+  return ad;
+}
+
 Status LoraAdapter::save(const std::string& dir, StorageFacet& storage) const {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

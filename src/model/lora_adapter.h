@@ -33,6 +33,9 @@ class LoraAdapter {
   // from `seed`, B zero, so it changes nothing; f32.
   static Result<LoraAdapter> init(const LoraConfig& config, const ModelConfig& model, uint64_t seed,
                                   StorageFacet& storage);
+  // An adapter of the same config, prefix and factor shapes whose factors are f32 zeros: the
+  // gradients of `like` (train/lora_trainer.cc).
+  static Result<LoraAdapter> zeros_like(const LoraAdapter& like, StorageFacet& storage);
 
   // Writes adapter_config.json and adapter_model.safetensors (streamed, factor by factor, with
   // PEFT's names) into `dir`, created if missing; each file goes through a temporary name and a

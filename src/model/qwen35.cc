@@ -23,6 +23,7 @@ struct Qwen35Model::Workspace {
   Tensor qg, k, v, attn;                        // full attention
   Tensor gate, up;                              // MLP
   LoraBatch lora;                               // the rows' adapters (none: no work)
+  LayerTrace* trace = nullptr;                  // forward_layer's: copies taken before in-place ops
 
   static Result<Workspace> create(const ModelConfig& c, int64_t T, StorageFacet& s) {
     Workspace w;
@@ -63,6 +64,12 @@ Tensor heads_view(const Tensor& t, int64_t tokens, int64_t heads, int64_t dim, i
   return t.as_strided({tokens, heads, dim}, {token_stride, head_stride, 1}, offset);
 }
 
+// dst = a fresh copy of the contiguous activation `src` (forward_layer's trace).
+Status keep_copy(StorageFacet& s, const Tensor& src, Tensor& dst) {
+  KILN_ASSIGN_OR_RETURN(dst, s.allocate(src.shape(), src.dtype()));
+  return s.copy(src, dst);
+}
+
 }  // namespace
 
 Result<BatchLayout> Qwen35Model::build_layout(std::span<const SequenceInput> rows, ModelState& state) {
@@ -90,6 +97,10 @@ Status Qwen35Model::attention_layer(const LayerWeights& L, int64_t layer, const 
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kQProj, layer, ws.h, ws.qg));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kKProj, layer, ws.h, ws.k));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kVProj, layer, ws.h, ws.v));
+  if (ws.trace) {  // the q/k norms and RoPE below work in place
+    KILN_RETURN_IF_ERROR(keep_copy(backend_.storage(), ws.qg, ws.trace->qg_raw));
+    KILN_RETURN_IF_ERROR(keep_copy(backend_.storage(), ws.k, ws.trace->k_raw));
+  }
   // q_proj rows per head: the query, then (when gated) the output gate.
   Tensor q = heads_view(ws.qg, T, Hq, D, qrow, per_head);
   Tensor gate = c.attn_output_gate ? heads_view(ws.qg, T, Hq, D, qrow, per_head, D) : Tensor();
@@ -165,6 +176,7 @@ Status Qwen35Model::mlp(const LayerWeights& L, int64_t layer, Workspace& ws) {
   KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.up_proj, ws.up}));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kGateProj, layer, ws.h, ws.gate));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kUpProj, layer, ws.h, ws.up));
+  if (ws.trace) KILN_RETURN_IF_ERROR(keep_copy(backend_.storage(), ws.gate, ws.trace->gate_raw));  // silu-mul is in place
   KILN_RETURN_IF_ERROR(backend_.elementwise().binary({ElementwiseOp::kSiluMul, ws.gate, ws.up, ws.gate}));
   MatmulArgs d{ws.gate, L.down_proj, ws.x};
   d.accumulate = true;
@@ -172,7 +184,57 @@ Status Qwen35Model::mlp(const LayerWeights& L, int64_t layer, Workspace& ws) {
   return ws.lora.apply(LoraTarget::kDownProj, layer, ws.gate, ws.x);
 }
 
+// x += mixer(rms(x)); x += mlp(rms(x)).
+Status Qwen35Model::decoder_layer(int64_t i, const BatchLayout& bl, ModelState& state, Workspace& ws) {
+  const LayerWeights& L = weights_.layers[i];
+  NormFacet& norm = backend_.norm();
+  StorageFacet& s = backend_.storage();
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, ws.x, {}, L.input_norm, {}, ws.h, eps}));
+  if (ws.trace) KILN_RETURN_IF_ERROR(keep_copy(s, ws.h, ws.trace->h_in));
+  if (L.kind == LayerKind::kFullAttention) KILN_RETURN_IF_ERROR(attention_layer(L, i, bl, state, ws));
+  else KILN_RETURN_IF_ERROR(gdn_layer(L, i, bl, state, ws));
+  if (ws.trace) KILN_RETURN_IF_ERROR(keep_copy(s, ws.x, ws.trace->x_mid));
+  KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, ws.x, {}, L.post_norm, {}, ws.h, eps}));
+  return mlp(L, i, ws);
+}
+
+Status Qwen35Model::forward_layer(int64_t layer, std::span<const SequenceInput> rows, const BatchLayout& bl,
+                                  ModelState& state, const Tensor& x, LayerTrace* trace) {
+  if (layer < 0 || layer >= config_.num_layers)
+    return invalid_argument("forward_layer: layer " + std::to_string(layer) + " of a model with " +
+                            std::to_string(config_.num_layers));
+  if (x.rank() != 2 || x.dim(0) != bl.tokens || x.dim(1) != config_.hidden_size || !x.is_contiguous())
+    return invalid_argument("forward_layer: x is " + x.describe() + ", expected a contiguous [" +
+                            std::to_string(bl.tokens) + ", " + std::to_string(config_.hidden_size) + "]");
+  KILN_ASSIGN_OR_RETURN(Workspace ws, Workspace::create(config_, bl.tokens, backend_.storage()));
+  KILN_ASSIGN_OR_RETURN(ws.lora, LoraBatch::create(rows, config_, backend_));
+  ws.x = x;
+  ws.trace = trace;
+  KILN_RETURN_IF_ERROR(decoder_layer(layer, bl, state, ws));
+  if (trace) {
+    LayerTrace& t = *trace;
+    t.h_post = ws.h;
+    if (weights_.layers[layer].kind == LayerKind::kFullAttention) {
+      t.qg = ws.qg, t.k = ws.k, t.v = ws.v, t.attn = ws.attn;
+    } else {
+      t.mixed = ws.mixed, t.conv = ws.conv, t.z = ws.z, t.a = ws.a, t.b = ws.b, t.core = ws.core, t.normed = ws.normed;
+    }
+    t.up = ws.up, t.act = ws.gate;
+  }
+  return {};
+}
+
 Result<Tensor> Qwen35Model::forward(std::span<const SequenceInput> rows, LogitsMode mode, ModelState& state) {
+  KILN_ASSIGN_OR_RETURN(Tensor logits, forward_on_device(rows, mode, state));
+  if (logits.device().kind == DeviceKind::kHost) return logits;
+  Tensor host = Tensor::empty(logits.shape(), DType::kF32);
+  KILN_RETURN_IF_ERROR(backend_.storage().copy_to_host(logits, host));
+  return host;
+}
+
+Result<Tensor> Qwen35Model::forward_on_device(std::span<const SequenceInput> rows, LogitsMode mode,
+                                              ModelState& state) {
   if (rows.empty()) return invalid_argument("forward: no rows");
   KILN_ASSIGN_OR_RETURN(BatchLayout bl, build_layout(rows, state));
   const auto& c = config_;
@@ -188,18 +250,12 @@ Result<Tensor> Qwen35Model::forward(std::span<const SequenceInput> rows, LogitsM
 
   NormFacet& norm = backend_.norm();
   const float eps = static_cast<float>(c.rms_norm_eps);
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    const LayerWeights& L = weights_.layers[i];
-    KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, ws.x, {}, L.input_norm, {}, ws.h, eps}));
-    if (L.kind == LayerKind::kFullAttention) KILN_RETURN_IF_ERROR(attention_layer(L, i, bl, state, ws));
-    else KILN_RETURN_IF_ERROR(gdn_layer(L, i, bl, state, ws));
-    KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, ws.x, {}, L.post_norm, {}, ws.h, eps}));
-    KILN_RETURN_IF_ERROR(mlp(L, i, ws));
-  }
+  for (int64_t i = 0; i < c.num_layers; ++i) KILN_RETURN_IF_ERROR(decoder_layer(i, bl, state, ws));
 
   // The rows whose logits are wanted: every token, or each sequence's last.
+  // A batch of one token per row (decode) already has exactly those rows.
   Tensor final_in = ws.x;
-  if (mode == LogitsMode::kLast) {
+  if (mode == LogitsMode::kLast && bl.rows != T) {
     KILN_ASSIGN_OR_RETURN(final_in, s.allocate({bl.rows, H}, DType::kF32));
     int64_t t = 0;
     for (int64_t r = 0; r < bl.rows; ++r) {
@@ -216,10 +272,7 @@ Result<Tensor> Qwen35Model::forward(std::span<const SequenceInput> rows, LogitsM
   KILN_RETURN_IF_ERROR(backend_.linear().matmul({normed, weights_.lm_head, logits}));
 
   for (const auto& r : rows) r.seq->length += static_cast<int64_t>(r.tokens.size());
-  if (logits.device().kind == DeviceKind::kHost) return logits;
-  Tensor host = Tensor::empty(logits.shape(), DType::kF32);
-  KILN_RETURN_IF_ERROR(s.copy_to_host(logits, host));
-  return host;
+  return logits;
 }
 
 }  // namespace kiln

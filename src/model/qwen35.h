@@ -22,6 +22,19 @@ struct SequenceInput {
 
 enum class LogitsMode : uint8_t { kAll, kLast };
 
+// What Qwen35Model::forward_layer keeps of one decoder layer for its backward (the trainer,
+// train/lora_trainer.cc): views of that call's activations, [tokens, ...] each, plus copies of
+// the values the forward overwrites in place. Only the tensors of the layer's mixer kind are set.
+struct LayerTrace {
+  Tensor h_in;            // input-normed x: the mixer's input (copy)
+  Tensor x_mid;           // the residual after the mixer (copy)
+  Tensor h_post;          // post-normed x_mid: the MLP's input
+  Tensor qg_raw, k_raw;   // attention: q_proj (query + gate per head) and k_proj outputs before the q/k norms (copies)
+  Tensor qg, k, v, attn;  // attention: q and k after norm and RoPE, v; attn = o_proj's input (gated)
+  Tensor mixed, conv, z, a, b, core, normed;  // GDN: projections, conv + silu output, delta rule, gated norm
+  Tensor gate_raw, up, act;  // MLP: gate_proj output (copy, before silu-mul), up_proj output, silu(gate) * up
+};
+
 struct ForwardOptions {
   int gdn_chunk = 64;                           // chunk of the GDN prefill; results do not depend on it
   GdnForm prefill_form = GdnForm::kChunked;     // decode steps always use the recurrent form
@@ -46,12 +59,24 @@ class Qwen35Model {
   // K/V is written only at positions from the sequence's length on, so full blocks before it
   // may be shared (the prefix cache) and are only read.
   Result<Tensor> forward(std::span<const SequenceInput> rows, LogitsMode mode, ModelState& state);
+  // As forward, but the logits stay where the backend computed them (on an accelerator: device
+  // memory, still being written by queued work), so that sampling can run there and only token
+  // ids cross to the host.
+  Result<Tensor> forward_on_device(std::span<const SequenceInput> rows, LogitsMode mode, ModelState& state);
+
+  // One decoder layer on the residual `x` [tokens, hidden] (updated in place), for training,
+  // which recomputes layers from checkpoints. `bl` is the rows' layout, their K/V blocks reserved;
+  // the layer's GDN state slots are used as they are (zero them to start the sequences afresh).
+  // Sequence lengths do not advance. `trace`, when given, receives the layer's internals.
+  Status forward_layer(int64_t layer, std::span<const SequenceInput> rows, const BatchLayout& bl, ModelState& state,
+                       const Tensor& x, LayerTrace* trace = nullptr);
 
  private:
   struct Workspace;
   Status attention_layer(const LayerWeights& L, int64_t layer, const BatchLayout& bl, ModelState& state, Workspace& ws);
   Status gdn_layer(const LayerWeights& L, int64_t layer, const BatchLayout& bl, ModelState& state, Workspace& ws);
   Status mlp(const LayerWeights& L, int64_t layer, Workspace& ws);
+  Status decoder_layer(int64_t layer, const BatchLayout& bl, ModelState& state, Workspace& ws);
   Result<BatchLayout> build_layout(std::span<const SequenceInput> rows, ModelState& state);
 
   ModelConfig config_;

@@ -1,36 +1,21 @@
 #include "report/support_audit.h"
 
-#include <functional>
+#include "report/audit_case.h"
 
 namespace kiln {
 
 namespace {
 
-// One audit case: builds its arguments on the backend, then asks and runs.
-struct Case {
-  std::string facet;
-  std::function<Result<std::pair<Support, std::pair<std::string, Status>>>(Backend&)> run;
-};
+Result<Tensor> dev(Backend& be, Shape shape, DType dtype) { return audit_tensor(be, shape, dtype); }
 
-Result<Tensor> dev(Backend& be, Shape shape, DType dtype) { return be.storage().allocate(shape, dtype); }
+#define KILN_DEV(var, ...) KILN_AUDIT_TENSOR(var, __VA_ARGS__)
 
-// Asks the predicate for describe(args) and runs `method(args)`.
-template <typename Args, typename Pred, typename Method>
-Result<std::pair<Support, std::pair<std::string, Status>>> ask_and_run(const Args& args, Pred pred, Method method) {
-  auto req = describe(args);
-  Support s = pred(req);
-  Status st = method(args);
-  return std::make_pair(s, std::make_pair(req.describe(), st));
-}
-
-#define KILN_DEV(var, ...) KILN_ASSIGN_OR_RETURN(Tensor var, dev(be, __VA_ARGS__))
-
-std::vector<Case> cases() {
-  std::vector<Case> c;
+std::vector<AuditCase> cases() {
+  std::vector<AuditCase> c;
   for (DType w : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32})
     for (DType x : {DType::kF32, DType::kBF16})
       for (int64_t m : {1, 9})
-        c.push_back({"linear.matmul", [=](Backend& be) -> Result<std::pair<Support, std::pair<std::string, Status>>> {
+        c.push_back({"linear.matmul", [=](Backend& be) -> Result<AuditOutcome> {
                        KILN_DEV(xt, {m, 32}, x);
                        KILN_DEV(wt, {16, 32}, w);
                        KILN_DEV(yt, {m, 16}, DType::kF32);
@@ -40,7 +25,7 @@ std::vector<Case> cases() {
   for (NormKind kind : {NormKind::kOnePlus, NormKind::kPlain, NormKind::kGated})
     for (bool residual : {false, true})
       for (DType d : {DType::kF32, DType::kBF16})
-        c.push_back({"norm.rms_norm", [=](Backend& be) -> Result<std::pair<Support, std::pair<std::string, Status>>> {
+        c.push_back({"norm.rms_norm", [=](Backend& be) -> Result<AuditOutcome> {
                        KILN_DEV(x, {4, 32}, d);
                        KILN_DEV(w, {32}, DType::kF32);
                        KILN_DEV(out, {4, 32}, d);
@@ -56,29 +41,18 @@ std::vector<Case> cases() {
                                           [&](auto& a) { return be.norm().rms_norm(a); });
                      }});
   for (int64_t rot : {8, 7})
-    c.push_back({"attention.rope", [=](Backend& be) -> Result<std::pair<Support, std::pair<std::string, Status>>> {
+    c.push_back({"attention.rope", [=](Backend& be) -> Result<AuditOutcome> {
                    KILN_DEV(q, {3, 4, 16}, DType::kF32);
                    KILN_DEV(k, {3, 2, 16}, DType::kF32);
                    KILN_DEV(pos, {3}, DType::kI32);
                    return ask_and_run(RopeArgs{q, k, pos, rot, 10000.f}, [&](auto& r) { return be.attention().supports(r); },
                                       [&](auto& a) { return be.attention().rope(a); });
                  }});
-  // Paged K/V: a layout of two rows over blocks of 4 tokens.
-  auto layout = [](Backend& be, std::vector<int64_t> lens) -> Result<BatchLayout> {
-    HostBatchLayout h;
-    h.block_size = 4;
-    int32_t next = 0;
-    for (size_t r = 0; r < lens.size(); ++r) {
-      std::vector<int32_t> blocks;
-      for (int64_t b = 0; b < (lens[r] + 3) / 4; ++b) blocks.push_back(next++);
-      h.add_row(0, lens[r], blocks, static_cast<int32_t>(r));
-    }
-    return make_batch_layout(h, be.storage());
-  };
+  auto layout = [](Backend& be, std::vector<int64_t> lens) { return audit_layout(be, lens); };
   for (DType kv : {DType::kF32, DType::kBF16})
     for (int64_t q_heads : {4, 3})
       for (bool decode : {false, true})
-        c.push_back({"attention.write_kv+attend", [=](Backend& be) -> Result<std::pair<Support, std::pair<std::string, Status>>> {
+        c.push_back({"attention.write_kv+attend", [=](Backend& be) -> Result<AuditOutcome> {
                        std::vector<int64_t> lens = decode ? std::vector<int64_t>{1, 1} : std::vector<int64_t>{5, 3};
                        KILN_ASSIGN_OR_RETURN(BatchLayout bl, layout(be, lens));
                        const int64_t T = bl.tokens;
@@ -98,7 +72,7 @@ std::vector<Case> cases() {
                                           [&](auto& a) { return be.attention().attend(a); });
                      }});
   for (int64_t kernel : {4, 1})
-    c.push_back({"conv.causal_conv1d", [=](Backend& be) -> Result<std::pair<Support, std::pair<std::string, Status>>> {
+    c.push_back({"conv.causal_conv1d", [=](Backend& be) -> Result<AuditOutcome> {
                    KILN_ASSIGN_OR_RETURN(BatchLayout bl, layout(be, {5, 2}));
                    KILN_DEV(x, {7, 24}, DType::kF32);
                    KILN_DEV(w, {24, kernel}, DType::kF32);
@@ -110,7 +84,7 @@ std::vector<Case> cases() {
   for (GdnForm form : {GdnForm::kChunked, GdnForm::kRecurrent})
     for (DType state_dtype : {DType::kF32, DType::kBF16})
       for (int64_t k_heads : {2, 3})
-        c.push_back({"gdn.delta_rule", [=](Backend& be) -> Result<std::pair<Support, std::pair<std::string, Status>>> {
+        c.push_back({"gdn.delta_rule", [=](Backend& be) -> Result<AuditOutcome> {
                        KILN_ASSIGN_OR_RETURN(BatchLayout bl, layout(be, {5, 2}));
                        GdnArgs g;
                        g.form = form;
@@ -129,7 +103,7 @@ std::vector<Case> cases() {
                                           [&](auto& a) { return be.gdn().delta_rule(a); });
                      }});
   for (DType table : {DType::kBF16, DType::kF32, DType::kI32})
-    c.push_back({"elementwise.embed", [=](Backend& be) -> Result<std::pair<Support, std::pair<std::string, Status>>> {
+    c.push_back({"elementwise.embed", [=](Backend& be) -> Result<AuditOutcome> {
                    KILN_DEV(ids, {3}, DType::kI32);
                    KILN_DEV(t, {10, 8}, table);
                    KILN_DEV(out, {3, 8}, DType::kF32);
@@ -138,27 +112,40 @@ std::vector<Case> cases() {
                  }});
   for (ElementwiseOp op : {ElementwiseOp::kAdd, ElementwiseOp::kSiluMul})
     for (DType d : {DType::kF32, DType::kBF16})
-      c.push_back({"elementwise.binary", [=](Backend& be) -> Result<std::pair<Support, std::pair<std::string, Status>>> {
+      c.push_back({"elementwise.binary", [=](Backend& be) -> Result<AuditOutcome> {
                      KILN_DEV(a, {3, 8}, d);
                      KILN_DEV(b, {3, 8}, d);
                      KILN_DEV(out, {3, 8}, d);
                      return ask_and_run(BinaryArgs{op, a, b, out}, [&](auto& r) { return be.elementwise().supports(r); },
                                         [&](auto& x) { return be.elementwise().binary(x); });
                    }});
-  c.push_back({"sampling.argmax", [](Backend& be) -> Result<std::pair<Support, std::pair<std::string, Status>>> {
+  c.push_back({"sampling.argmax", [](Backend& be) -> Result<AuditOutcome> {
                  KILN_DEV(logits, {2, 50}, DType::kF32);
                  KILN_DEV(ids, {2}, DType::kI32);
                  return ask_and_run(ArgmaxArgs{logits, ids}, [&](auto& r) { return be.sampling().supports(r); },
                                     [&](auto& a) { return be.sampling().argmax(a); });
                }});
+  for (AuditCase& t : training_audit_cases()) c.push_back(std::move(t));
   return c;
 }
 
 }  // namespace
 
+Result<BatchLayout> audit_layout(Backend& be, const std::vector<int64_t>& lens) {
+  HostBatchLayout h;
+  h.block_size = 4;
+  int32_t next = 0;
+  for (size_t r = 0; r < lens.size(); ++r) {
+    std::vector<int32_t> blocks;
+    for (int64_t b = 0; b < (lens[r] + 3) / 4; ++b) blocks.push_back(next++);
+    h.add_row(0, lens[r], blocks, static_cast<int32_t>(r));
+  }
+  return make_batch_layout(h, be.storage());
+}
+
 std::vector<AuditRow> audit_support(Backend& backend) {
   std::vector<AuditRow> rows;
-  for (const Case& c : cases()) {
+  for (const AuditCase& c : cases()) {
     AuditRow row;
     row.facet = c.facet;
     auto r = c.run(backend);

@@ -2,11 +2,19 @@
 // POST /v1/adapters/load {"name", "path"?} loads (or reloads, as the next revision) a PEFT
 // directory, by default <adapter_dir>/<name>; POST /v1/adapters/unload {"name"} unloads;
 // DELETE /v1/adapters/{name} unloads and removes <adapter_dir>/<name>. Requests already
-// submitted keep the adapters they resolved.
+// submitted keep the adapters they resolved. GET /v1/adapters/{name}/download answers the
+// directory as tar.gz; POST /v1/adapters/upload?name=NAME takes one (validated as an adapter of
+// the served model before it lands, atomically); POST /v1/adapters/merge combines loaded or
+// on-disk adapters (train/adapter_merge.h). The default adapter (used by requests naming none)
+// is shown in the list, set by load's "default": true, and cleared by unloading it.
 #include <filesystem>
+#include <fstream>
 
 #include "server/route_support.h"
 #include "server/routes.h"
+#include "server/tar_gz.h"
+#include "train/adapter_merge.h"
+#include "train/adapter_publish.h"
 
 namespace kiln {
 
@@ -14,12 +22,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Json adapter_json(const LoadedAdapter& a) {
+Json adapter_json(const LoadedAdapter& a, const std::string& default_name = "") {
   const LoraConfig& c = a.adapter->config();
   Json targets = Json::array();
   for (LoraTarget t : c.targets) targets.push_back(std::string(lora_target_name(t)));
   return Json{{"name", a.name},   {"object", "adapter"}, {"revision", a.revision}, {"path", a.path},
-              {"rank", c.rank},   {"alpha", c.alpha},    {"targets", targets}};
+              {"rank", c.rank},   {"alpha", c.alpha},    {"targets", targets},   {"default", a.name == default_name}};
+}
+
+// Where an adapter named in a merge comes from: the loaded one, else <adapter_dir>/<name>.
+Result<std::shared_ptr<const LoraAdapter>> find_adapter(const ServerContext& ctx, const std::string& name) {
+  if (ctx.adapters)
+    if (auto a = ctx.adapters->resolve(name); a.ok()) return a->adapter;
+  const std::string dir = (fs::path(ctx.adapter_dir) / name).string();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return not_found("adapter '" + name + "' is neither loaded nor in " + ctx.adapter_dir);
+  const Qwen35Model& m = *ctx.train_env.model;
+  KILN_ASSIGN_OR_RETURN(LoraAdapter a, LoraAdapter::load(dir, m.config(), ctx.train_env.model->backend().storage()));
+  return std::shared_ptr<const LoraAdapter>(std::make_shared<LoraAdapter>(std::move(a)));
 }
 
 ApiError not_loaded(const std::string& param, const std::string& message) {
@@ -49,19 +69,21 @@ std::optional<ApiError> read_object(const httplib::Request& req, Json& body) {
 void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
   server.Get("/v1/adapters", [&ctx](const httplib::Request&, httplib::Response& res) {
     Json data = Json::array();
+    const std::string def = ctx.adapters ? ctx.adapters->default_name() : "";
     if (ctx.adapters)
-      for (const LoadedAdapter& a : ctx.adapters->list()) data.push_back(adapter_json(a));
-    send_json(res, 200, {{"object", "list"}, {"data", data}});
+      for (const LoadedAdapter& a : ctx.adapters->list()) data.push_back(adapter_json(a, def));
+    send_json(res, 200, {{"object", "list"}, {"data", data}, {"default_adapter", def.empty() ? Json(nullptr) : Json(def)}});
   });
 
   server.Post("/v1/adapters/load", [&ctx](const httplib::Request& req, httplib::Response& res) {
     Json body;
     if (auto e = read_object(req, body)) return send_error(res, *e);
-    FieldReader r(body, "", {"name", "path"});
+    FieldReader r(body, "", {"name", "path", "default"});
     std::string name;
     if (auto e = read_name(r, name)) return send_error(res, *e);
     std::string path = (fs::path(ctx.adapter_dir) / name).string();
     if (auto v = r.string("path")) path = *v;
+    const bool make_default = r.boolean("default").value_or(false);
     if (!r.ok()) return send_error(res, *r.error());
     if (!ctx.adapters) return send_error(res, ApiError::from_status(failed_precondition("adapters cannot be loaded here")));
     std::error_code ec;
@@ -74,7 +96,9 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
       if (loaded.status().code() == ErrorCode::kNotFound) e = not_loaded("path", loaded.status().message());
       return send_error(res, e);
     }
-    send_json(res, 200, adapter_json(*loaded));
+    if (make_default)
+      if (Status st = ctx.adapters->set_default(name); !st.ok()) return send_error(res, ApiError::from_status(st, "name"));
+    send_json(res, 200, adapter_json(*loaded, ctx.adapters->default_name()));
   });
 
   server.Post("/v1/adapters/unload", [&ctx](const httplib::Request& req, httplib::Response& res) {
@@ -105,6 +129,131 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
     }
     send_json(res, 200, {{"name", name}, {"object", "adapter"}, {"deleted", true}, {"unloaded", unloaded},
                          {"removed", on_disk ? Json(dir.string()) : Json(nullptr)}});
+  });
+
+  server.Get(R"(/v1/adapters/([^/]+)/download)", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    const std::string name = req.matches[1];
+    if (Status st = AdapterRegistry::check_name(name); !st.ok())
+      return send_error(res, ApiError::invalid("name", st.message()));
+    const std::string dir = (fs::path(ctx.adapter_dir) / name).string();
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) return send_error(res, not_loaded("name", "no adapter '" + name + "' in " + ctx.adapter_dir));
+    auto files = read_flat_directory(dir);
+    if (!files.ok()) return send_error(res, ApiError::from_status(files.status()));
+    res.status = 200;
+    res.set_header("Content-Disposition", "attachment; filename=\"" + name + ".tar.gz\"");
+    res.set_content(write_tar_gz(*files), "application/gzip");
+  });
+
+  // The body is the tar.gz itself; the query names the adapter: ?name=NAME[&replace=true][&load=true].
+  server.Post("/v1/adapters/upload", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    const std::string name = req.get_param_value("name");
+    if (name.empty()) return send_error(res, ApiError::invalid("name", "name is required (the query parameter ?name=NAME)"));
+    if (Status st = AdapterRegistry::check_name(name); !st.ok())
+      return send_error(res, ApiError::invalid("name", st.message()));
+    auto flag = [&req](const char* key) -> std::optional<bool> {
+      if (!req.has_param(key)) return false;
+      const std::string v = req.get_param_value(key);
+      if (v == "true" || v == "1") return true;
+      if (v == "false" || v == "0") return false;
+      return std::nullopt;
+    };
+    const auto replace = flag("replace"), load = flag("load");
+    if (!replace) return send_error(res, ApiError::invalid("replace", "replace must be true or false"));
+    if (!load) return send_error(res, ApiError::invalid("load", "load must be true or false"));
+    const fs::path dest = fs::path(ctx.adapter_dir) / name;
+    std::error_code ec;
+    if (fs::exists(dest, ec) && !*replace) {
+      ApiError e = ApiError::invalid("name", "adapter '" + name + "' already exists in " + ctx.adapter_dir + " (add replace=true)");
+      e.http_status = 409;
+      e.type = "conflict_error";
+      e.code = "conflict";
+      return send_error(res, e);
+    }
+    // An adapter is at most a few times the body; refuse archives that inflate far beyond it.
+    auto files = read_tar_gz(req.body, std::max<uint64_t>(64ull << 20, 16 * static_cast<uint64_t>(req.body.size())));
+    if (!files.ok()) return send_error(res, ApiError::invalid("body", "the body is not an adapter archive: " + files.status().message()));
+    auto staged = make_staging_dir(ctx.adapter_dir, name);
+    if (!staged.ok()) return send_error(res, ApiError::from_status(staged.status()));
+    for (const ArchiveFile& f : *files) {
+      std::ofstream out(fs::path(*staged) / f.name, std::ios::binary);
+      out.write(f.data.data(), static_cast<std::streamsize>(f.data.size()));
+      out.close();
+      if (!out) {
+        fs::remove_all(*staged, ec);
+        return send_error(res, ApiError::from_status(io_error("cannot write " + f.name + " into " + *staged)));
+      }
+    }
+    const Qwen35Model& m = *ctx.train_env.model;
+    auto path = publish_staged(*staged, m.config(), ctx.train_env.model->backend().storage(), ctx.adapter_dir, name);
+    if (!path.ok()) return send_error(res, ApiError::invalid("body", path.status().message()));
+    Json out = {{"name", name}, {"object", "adapter"}, {"path", *path}, {"files", files->size()}, {"loaded", false}};
+    if (*load && ctx.adapters) {
+      auto loaded = ctx.adapters->load(name, *path);
+      if (!loaded.ok()) return send_error(res, ApiError::from_status(loaded.status()));
+      out["loaded"] = true;
+      out["revision"] = loaded->revision;
+    }
+    send_json(res, 200, out);
+  });
+
+  server.Post("/v1/adapters/merge", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    Json body;
+    if (auto e = read_object(req, body)) return send_error(res, *e);
+    FieldReader r(body, "", {"sources", "method", "output_name", "density", "rank", "load"});
+    MergeOptions opt;
+    if (auto m = r.string("method")) {
+      if (*m == "concat") opt.method = MergeMethod::kConcat;
+      else if (*m == "weighted_average") opt.method = MergeMethod::kWeightedAverage;
+      else if (*m == "ties") opt.method = MergeMethod::kTies;
+      else r.fail("method", "method must be \"weighted_average\", \"ties\" or \"concat\", got \"" + *m + "\"");
+    } else if (r.ok()) {
+      r.fail("method", "method is required");
+    }
+    std::string output;
+    if (auto v = r.string("output_name")) output = *v;
+    else if (r.ok()) r.fail("output_name", "output_name is required");
+    if (auto v = r.number("density", 0.0, 1.0, /*lo_open=*/true)) opt.density = *v;
+    if (auto v = r.integer("rank", 1, 4096)) opt.rank = *v;
+    const bool load = r.boolean("load").value_or(false);
+    const Json* src = r.get("sources");
+    if (r.ok() && (!src || !src->is_array() || src->empty())) r.fail("sources", "sources must be a non-empty list of {\"name\", \"weight\"}");
+    if (!r.ok()) return send_error(res, *r.error());
+    if (Status st = AdapterRegistry::check_name(output); !st.ok()) return send_error(res, ApiError::invalid("output_name", st.message()));
+    std::vector<std::shared_ptr<const LoraAdapter>> held;
+    std::vector<MergeSource> sources;
+    for (size_t i = 0; i < src->size(); ++i) {
+      const std::string path = "sources[" + std::to_string(i) + "]";
+      FieldReader sr((*src)[i], path, {"name", "weight"});
+      MergeSource s;
+      if (auto v = sr.string("name")) s.name = *v;
+      else if (sr.ok()) sr.fail("name", path + ".name is required");
+      if (auto v = sr.number("weight", -1e6, 1e6)) s.weight = *v;
+      if (!sr.ok()) return send_error(res, *sr.error());
+      auto a = find_adapter(ctx, s.name);
+      if (!a.ok()) {
+        ApiError e = a.status().code() == ErrorCode::kNotFound ? not_loaded(path + ".name", a.status().message())
+                                                                : ApiError::invalid(path + ".name", a.status().message());
+        return send_error(res, e);
+      }
+      held.push_back(*a);
+      s.adapter = held.back().get();
+      sources.push_back(s);
+    }
+    Qwen35Model& m = *ctx.train_env.model;
+    auto merged = merge_adapters(sources, opt, m.config(), m.backend().storage());
+    if (!merged.ok()) return send_error(res, ApiError::from_status(merged.status(), "sources"));
+    auto path = publish_adapter(*merged, nullptr, m.config(), m.backend().storage(), ctx.adapter_dir, output);
+    if (!path.ok()) return send_error(res, ApiError::from_status(path.status()));
+    Json out = {{"name", output}, {"object", "adapter"}, {"path", *path}, {"rank", merged->config().rank},
+                {"alpha", merged->config().alpha}, {"loaded", false}};
+    if (load && ctx.adapters) {
+      auto loaded = ctx.adapters->load(output, *path);
+      if (!loaded.ok()) return send_error(res, ApiError::from_status(loaded.status()));
+      out["loaded"] = true;
+      out["revision"] = loaded->revision;
+    }
+    send_json(res, 200, out);
   });
 }
 

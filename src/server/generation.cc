@@ -30,6 +30,7 @@ std::optional<ApiError> Generation::start(ServerContext& ctx, const GenerationIn
     spec.stop_token_ids = gen.stop_token_ids;
     spec.ignore_eos = gen.ignore_eos;
     spec.adapter = gen.adapter;
+    spec.base_model = gen.base_model;
     for (const AdapterRef& a : gen.adapters) spec.adapters.push_back({a.name, static_cast<float>(a.scale)});
     spec.thinking = in.thinking;
     spec.prompt_logprobs = in.prompt_logprobs;

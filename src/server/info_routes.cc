@@ -46,6 +46,17 @@ void add_info_routes(httplib::Server& server, ServerContext& ctx) {
                    {"gdn_slots_total", e.total_slots},
                    {"gdn_slots_cached", e.cached_snapshots}}},
                  {"last_error", last_error.empty() ? Json(nullptr) : Json(last_error)}};
+    const std::string def = ctx.adapters ? ctx.adapters->default_name() : "";
+    body["default_adapter"] = def.empty() ? Json(nullptr) : Json(def);
+    if (ctx.training) {
+      int64_t queued = 0;
+      Json running = nullptr;
+      for (const JobInfo& j : ctx.training->list()) {
+        if (j.state == JobState::kQueued) ++queued;
+        if (j.state == JobState::kRunning) running = j.id;
+      }
+      body["training"] = {{"running", running}, {"queued", queued}};
+    }
     send_json(res, status == "ready" || status == "degraded" ? 200 : 503, body);
   });
   server.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {

@@ -87,6 +87,8 @@ void read_generation(FieldReader& r, const Json& body, bool logprobs_is_count, G
   }
   if (auto v = r.boolean("ignore_eos")) g.ignore_eos = *v;
   if (auto v = r.string("adapter")) g.adapter = *v;
+  // An explicit null or "" asks for the base model; leaving the field out takes the default adapter.
+  g.base_model = body.contains("adapter") && g.adapter.empty();
   if (const Json* a = r.get("adapters")) {
     if (!a->is_array()) r.fail("adapters", "adapters must be a list of {\"name\", \"scale\"}");
     for (size_t i = 0; a->is_array() && i < a->size() && r.ok(); ++i) {

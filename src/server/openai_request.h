@@ -35,7 +35,8 @@ struct GenerationRequest {
   int n = 1;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
-  std::string adapter;         // "" : the base model
+  std::string adapter;         // "" : the default adapter if one is set (see base_model), else the base model
+  bool base_model = false;     // `adapter` given as null or "": no default adapter either
   std::vector<AdapterRef> adapters;
 };
 

@@ -13,6 +13,10 @@ void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Respo
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res, bool batch);
 void add_info_routes(httplib::Server& server, ServerContext& ctx);
 // GET /v1/adapters, POST /v1/adapters/load, POST /v1/adapters/unload, DELETE /v1/adapters/{name}.
+// Also GET /v1/adapters/{name}/download, POST /v1/adapters/upload, POST /v1/adapters/merge.
 void add_adapter_routes(httplib::Server& server, ServerContext& ctx);
+// POST /v1/train/sft, POST /v1/train/grpo, GET /v1/train/status/{id}, GET /v1/train/queue,
+// DELETE /v1/train/queue/{id}.
+void add_train_routes(httplib::Server& server, ServerContext& ctx);
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
 // ServerContext: what every route handler shares: the resolved configuration, the engine actor,
-// adapter registry, tokenizer and chat template, the model's facts the API checks against, and the metrics.
+// adapter registry, training queue, tokenizer and chat template, the model's facts the API checks
+// against, and the metrics.
 #pragma once
 
 #include <atomic>
@@ -15,6 +16,8 @@
 #include "server/metrics.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
+#include "train/job_queue.h"
+#include "train/train_job.h"
 
 namespace kiln {
 
@@ -24,6 +27,8 @@ struct ServerContext {
   EngineActor* actor = nullptr;
   AdapterRegistry* adapters = nullptr;  // the loaded LoRA adapters (null: none can be)
   std::string adapter_dir;              // model.adapter_dir, or <model dir>/adapters
+  JobQueue* training = nullptr;         // the training jobs (null: training routes answer 409)
+  TrainJobEnv train_env;                // what every job shares: model, registry, step runner
   const Tokenizer* tokenizer = nullptr;
   const ChatTemplate* chat_template = nullptr;  // null: the model has none (chat routes answer 400)
   std::string model_id;

@@ -16,8 +16,10 @@
 
 #include "backend/registry.h"
 #include "model/qwen35.h"
+#include "qualify/sha256.h"
 #include "server/route_support.h"
 #include "server/routes.h"
+#include "server/webhook.h"
 
 namespace kiln {
 
@@ -117,6 +119,7 @@ class Stack final : public ServingStack {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(*model_, ec));
     actor_ = std::make_unique<EngineActor>(std::move(engine));
     ctx_.actor = actor_.get();
+    start_training(cfg, dir);
     std::fprintf(stderr,
                  "kiln: model '%s' from %s on %s: %lld layers, vocabulary %lld; %lld K/V blocks (%.1f MiB), "
                  "context %lld tokens, up to %lld sequences\n",
@@ -129,6 +132,30 @@ class Stack final : public ServingStack {
 
   void set_config_report(nlohmann::json report) { ctx_.config_report = std::move(report); }
 
+  // The training queue: each job's steps run on the engine's thread between serving cycles; a
+  // job's end is posted to training.webhook_url when one is set.
+  void start_training(const KilnConfig& cfg, const std::string& dir) {
+    EngineActor* actor = actor_.get();
+    ctx_.train_env.model = model_.get();
+    ctx_.train_env.registry = adapters_.get();
+    ctx_.train_env.adapter_dir = ctx_.adapter_dir;
+    ctx_.train_env.run_step = [actor](const std::function<Status()>& step) { return actor->run_between_cycles(step); };
+    auto config_hash = qualify::sha256_file((fs::path(dir) / "config.json").string());
+    ctx_.train_env.base_model = {{"model_id", ctx_.model_id},
+                                 {"path", fs::absolute(dir).string()},
+                                 {"config_sha256", config_hash.ok() ? nlohmann::json(config_hash->sha256) : nlohmann::json(nullptr)},
+                                 {"backend", ctx_.backend}};
+    const std::string url = cfg.training.webhook_url;
+    jobs_ = std::make_unique<JobQueue>(cfg.training.max_queued_jobs, [url](const JobInfo& job) {
+      std::fprintf(stderr, "kiln: training job %s (%s) %s%s%s\n", job.id.c_str(), job.type.c_str(),
+                   job_state_name(job.state), job.error.empty() ? "" : ": ", job.error.c_str());
+      if (url.empty()) return;
+      if (Status st = post_webhook(url, webhook_body(job)); !st.ok())
+        std::fprintf(stderr, "kiln: training.webhook_url: %s\n", st.to_string().c_str());
+    });
+    ctx_.training = jobs_.get();
+  }
+
   int port() const override { return port_; }
   std::string base_url() const override { return "http://" + ctx_.config.server.host + ":" + std::to_string(port_); }
   std::string model_id() const override { return ctx_.model_id; }
@@ -140,6 +167,7 @@ class Stack final : public ServingStack {
     if (ctx_.stopping.exchange(true)) return;
     if (server_) server_->stop();  // handlers in flight see `stopping` and cancel
     if (listener_.joinable()) listener_.join();
+    jobs_.reset();   // cancels a running job at its next step (its steps need the actor)
     actor_.reset();  // cancels what is still running
     std::lock_guard<std::mutex> lock(mu_);
     stopped_ = true;
@@ -186,6 +214,7 @@ class Stack final : public ServingStack {
                   timed("/v1/completions/batch", [&ctx](const auto& q, auto& r) { handle_completions(ctx, q, r, true); }));
     add_info_routes(*server_, ctx_);
     add_adapter_routes(*server_, ctx_);
+    add_train_routes(*server_, ctx_);
     server_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "unknown exception";
       try {
@@ -238,6 +267,7 @@ class Stack final : public ServingStack {
   std::unique_ptr<ChatTemplate> template_;
   std::unique_ptr<AdapterRegistry> adapters_;  // requests in flight hold their adapters themselves
   std::unique_ptr<EngineActor> actor_;
+  std::unique_ptr<JobQueue> jobs_;  // stopped before actor_
   std::unique_ptr<httplib::Server> server_;
   std::thread listener_;
   int port_ = -1;

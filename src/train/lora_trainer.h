@@ -27,7 +27,7 @@ struct TrainSequence {
 };
 
 struct TrainerOptions {
-  int gdn_chunk = 64;
+  int gdn_chunk = 64;  // of the GDN backward; the forward keeps the model's ForwardOptions (shared with serving)
   int64_t checkpoint_every = 1;  // layers per activation-checkpoint segment
 };
 

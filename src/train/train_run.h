@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,7 +39,7 @@ struct TrainSpec {
   OptimizerKind optimizer = OptimizerKind::kMuon;
   OptimizerHyper hyper;
   int64_t epochs = 1;
-  int64_t batch_sequences = 1;           // sequences per optimizer step
+  int64_t batch_sequences = 1;           // sequences per optimizer step (GRPO: whole groups, as many as fit, at least one)
   uint64_t seed = 0;
   std::vector<TrainSequence> sft;        // kSft
   std::vector<GrpoGroup> grpo;           // kGrpo
@@ -47,7 +48,16 @@ struct TrainSpec {
   float kl_coeff = 0.1f;
   KlEstimator kl = KlEstimator::kNone;
   float echo_lambda = 0.05f;
-  const LoraAdapter* base_adapter = nullptr;  // continue from these factors (copied), else a fresh init
+  // Continue from these factors (a copy, in f32; its LoraConfig then wins over `lora`), else a fresh init.
+  const LoraAdapter* base_adapter = nullptr;
+  TrainerOptions trainer;                // GDN chunk and activation-checkpoint segments of the LoraTrainer
+  // Every `checkpoint_interval` steps (0: never), `checkpoint` gets the step and the adapter as it
+  // stands; it runs inside the step's device work (so a StepRunner orders it with the device), and
+  // its error ends the run. (The API's checkpoint_interval: the job saves a partial adapter.)
+  int64_t checkpoint_interval = 0;
+  std::function<Status(int64_t step, const LoraAdapter& adapter)> checkpoint;
+  // Tests only: builds a stand-in trainer over the run's adapter; empty: LoraTrainer::create.
+  std::function<Result<std::unique_ptr<LoraTrainer>>(Qwen35Model&, LoraAdapter&)> make_trainer;
 };
 
 struct TrainProgress {
@@ -59,6 +69,7 @@ struct TrainProgress {
 struct TrainResult {
   LoraAdapter adapter;          // the trained factors (f32, on the model's backend)
   std::vector<double> losses;   // one per optimizer step
+  std::vector<double> step_seconds;  // wall time of each step (forward, loss, backward, optimizer)
   double seconds = 0;
   int64_t tokens = 0;
 };

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/registry.h"
+#include "forwarding_backend.h"
 #include "report/support_audit.h"
 
 namespace kiln {
@@ -31,24 +32,12 @@ class LyingGdn final : public GdnFacet {
   GdnFacet& real_;
 };
 
-class BrokenBackend final : public Backend {
+class BrokenBackend final : public testing::ForwardingBackend {
  public:
-  explicit BrokenBackend(std::unique_ptr<Backend> b) : b_(std::move(b)), gdn_(b_->gdn()) {}
-  const BackendIdentity& identity() const override { return b_->identity(); }
-  const BackendCapabilities& capabilities() const override { return b_->capabilities(); }
-  StorageFacet& storage() override { return b_->storage(); }
-  LinearFacet& linear() override { return b_->linear(); }
-  NormFacet& norm() override { return b_->norm(); }
-  AttentionFacet& attention() override { return b_->attention(); }
-  ConvFacet& conv() override { return b_->conv(); }
+  explicit BrokenBackend(std::unique_ptr<Backend> b) : ForwardingBackend(std::move(b)), gdn_(inner().gdn()) {}
   GdnFacet& gdn() override { return gdn_; }
-  ElementwiseFacet& elementwise() override { return b_->elementwise(); }
-  SamplingFacet& sampling() override { return b_->sampling(); }
-  TrainingFacet& training() override { return b_->training(); }
-  OptimizerFacet& optimizer() override { return b_->optimizer(); }
 
  private:
-  std::unique_ptr<Backend> b_;
   LyingGdn gdn_;
 };
 

@@ -38,6 +38,12 @@ BackendCapabilities cpu_capabilities() {
   c.gdn.state_dtype = DType::kF32;
   c.decode.batched = true;
   c.decode_execution.mode = "eager";
+  c.training.supported = true;  // the f32 reference: LoRA factors, gradients and optimizer state in f32
+  c.training.lora_dtypes = {DType::kF32};
+  c.training.optimizers = {"muon", "adam_w", "sgd"};
+  // Muon's Newton-Schulz runs in the rank-sized Gram space (r x r); 256 keeps it a small matrix.
+  c.training.muon_rank_min = 1;
+  c.training.muon_rank_max = 256;
   c.replay.captured = "none: the CPU runs every step eagerly";
   c.fallback = {FallbackMode::kReference, FallbackMode::kCorrectnessAllowed, FallbackMode::kReference};
   return c;

@@ -1,13 +1,163 @@
-// Placeholder until the CPU optimizer steps land: every request is declined, naming itself.
+// The optimizer steps of spec/training.md on f32 host parameters, in place on param, m and v:
+// Muon (Newton-Schulz-5 in the Gram space of the smaller side, so a LoRA factor's iteration is
+// rank x rank), AdamW (bias-corrected, decoupled weight decay) and SGD. Reductions (the norm, the
+// Gram matrix, the Newton-Schulz products) accumulate in double; the iterates are f32.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "backend/cpu/cpu_facets.h"
 
 namespace kiln::cpu {
 
-Support Optimizer::supports(const OptimizerRequest&) const {
-  return Support::declined("not written yet on the CPU backend");
+namespace {
+
+Status check_state(const Tensor& t, const char* name, const Tensor& param, const std::string& req) {
+  if (!t.defined()) return invalid_argument(req + ": tensor '" + name + "' is missing");
+  if (t.device().kind != DeviceKind::kHost)
+    return invalid_argument(req + ": tensor '" + name + "' is on " + t.device().to_string() + ", not host");
+  if (t.dtype() != DType::kF32) return invalid_argument(req + ": tensor '" + name + "' is " + t.describe() + ", expected f32");
+  if (!t.is_contiguous()) return invalid_argument(req + ": tensor '" + name + "' must be contiguous");
+  if (!(t.shape() == param.shape()))
+    return invalid_argument(req + ": tensor '" + name + "' is " + t.describe() + ", expected the parameter's shape " +
+                            param.shape().to_string());
+  return {};
 }
+
+Status validate(const OptimizerStepArgs& a, const std::string& req) {
+  if (!a.param.defined()) return invalid_argument(req + ": tensor 'param' is missing");
+  if (a.param.rank() < 1 || a.param.rank() > 2)
+    return invalid_argument(req + ": tensor 'param' is " + a.param.describe() + "; a parameter is a vector or a matrix");
+  KILN_RETURN_IF_ERROR(check_state(a.param, "param", a.param, req));
+  KILN_RETURN_IF_ERROR(check_state(a.grad, "grad", a.param, req));
+  if (a.kind != OptimizerKind::kSgd) KILN_RETURN_IF_ERROR(check_state(a.m, "m", a.param, req));
+  if (a.kind == OptimizerKind::kAdamW) KILN_RETURN_IF_ERROR(check_state(a.v, "v", a.param, req));
+  const OptimizerHyper& h = a.hyper;
+  auto bad = [&](const char* field, double v, const char* want) {
+    return invalid_argument(req + ": hyperparameter " + field + " = " + std::to_string(v) + " (" + want + ")");
+  };
+  if (!(std::isfinite(h.lr) && h.lr >= 0)) return bad("lr", h.lr, "must be finite and >= 0");
+  if (!(std::isfinite(h.weight_decay) && h.weight_decay >= 0)) return bad("weight_decay", h.weight_decay, "must be finite and >= 0");
+  if (a.kind == OptimizerKind::kAdamW) {
+    if (!(h.beta1 >= 0 && h.beta1 < 1)) return bad("beta1", h.beta1, "must be in [0, 1)");
+    if (!(h.beta2 >= 0 && h.beta2 < 1)) return bad("beta2", h.beta2, "must be in [0, 1)");
+    if (!(std::isfinite(h.eps) && h.eps > 0)) return bad("eps", h.eps, "must be finite and > 0");
+    if (a.step < 1) return bad("step", static_cast<double>(a.step), "counts from 1");
+  }
+  if (a.kind == OptimizerKind::kMuon) {
+    if (!(h.momentum >= 0 && h.momentum < 1)) return bad("momentum", h.momentum, "must be in [0, 1)");
+    if (h.ns_steps < 0 || h.ns_steps > 100) return bad("ns_steps", h.ns_steps, "must be in [0, 100]");
+  }
+  return {};
+}
+
+// Newton-Schulz-5 of x [rows, cols] (row-major), in place: x / ||x||_F, then `steps` times
+// x = a x + (b g + c g^2) x with g = x x^T when rows <= cols, else x = a x + x (b g + c g^2) with
+// g = x^T x; both are the same iteration (the second is the first on x^T), on an s x s Gram
+// matrix, s = min(rows, cols).
+void newton_schulz(float* x, int64_t rows, int64_t cols, int steps) {
+  constexpr double ka = 3.4445, kb = -4.7750, kc = 2.0315;
+  double norm = 0;
+  for (int64_t i = 0; i < rows * cols; ++i) norm += static_cast<double>(x[i]) * x[i];
+  norm = std::sqrt(norm);
+  if (norm == 0) return;  // a zero update stays zero (no 0/0)
+  for (int64_t i = 0; i < rows * cols; ++i) x[i] = static_cast<float>(x[i] / norm);
+
+  // The s x n view: x itself when wide, x^T (copied) when tall, so every row is contiguous.
+  const bool wide = rows <= cols;
+  const int64_t s = wide ? rows : cols, n = wide ? cols : rows;
+  std::vector<float> y(s * n);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) (wide ? y[i * n + j] : y[j * n + i]) = x[i * cols + j];
+  std::vector<double> g(s * s), p(s * s), acc(n);
+  std::vector<float> next(s * n);
+  for (int it = 0; it < steps; ++it) {
+    for (int64_t i = 0; i < s; ++i)
+      for (int64_t j = i; j < s; ++j) {
+        double d = 0;
+        for (int64_t k = 0; k < n; ++k) d += static_cast<double>(y[i * n + k]) * y[j * n + k];
+        g[i * s + j] = g[j * s + i] = d;
+      }
+    for (int64_t i = 0; i < s; ++i)  // p = b g + c g^2
+      for (int64_t j = 0; j < s; ++j) {
+        double d = 0;
+        for (int64_t k = 0; k < s; ++k) d += g[i * s + k] * g[k * s + j];
+        p[i * s + j] = kb * g[i * s + j] + kc * d;
+      }
+    for (int64_t i = 0; i < s; ++i) {  // next = a y + p y
+      for (int64_t k = 0; k < n; ++k) acc[k] = ka * y[i * n + k];
+      for (int64_t j = 0; j < s; ++j) {
+        const double pij = p[i * s + j];
+        const float* yj = &y[j * n];
+        for (int64_t k = 0; k < n; ++k) acc[k] += pij * yj[k];
+      }
+      for (int64_t k = 0; k < n; ++k) next[i * n + k] = static_cast<float>(acc[k]);
+    }
+    y.swap(next);
+  }
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) x[i * cols + j] = wide ? y[i * n + j] : y[j * n + i];
+}
+
+}  // namespace
+
+Support Optimizer::supports(const OptimizerRequest& r) const {
+  switch (r.kind) {
+    case OptimizerKind::kMuon:
+    case OptimizerKind::kAdamW:
+    case OptimizerKind::kSgd: break;
+    default: return Support::declined("unknown optimizer kind " + std::to_string(static_cast<int>(r.kind)));
+  }
+  if (r.rows < 1 || r.cols < 1)
+    return Support::declined("an empty parameter [" + std::to_string(r.rows) + ", " + std::to_string(r.cols) + "]");
+  return Support::native();
+}
+
 Status Optimizer::step(const OptimizerStepArgs& a) {
-  return unsupported("declined " + describe(a).describe() + ": not written yet on the CPU backend");
+  const OptimizerRequest r = describe(a);
+  const std::string req = r.describe();
+  const Support s = supports(r);
+  if (!s.runs_natively()) return unsupported("cpu declined " + req + ": " + s.constraint);
+  KILN_RETURN_IF_ERROR(validate(a, req));
+  const int64_t n = a.param.numel();
+  float* p = a.param.data<float>();
+  const float* g = a.grad.data<float>();
+  const OptimizerHyper& h = a.hyper;
+  const float decay = 1.f - h.lr * h.weight_decay;  // decoupled: shrinks p, not the gradient
+  switch (a.kind) {
+    case OptimizerKind::kSgd:
+      for (int64_t i = 0; i < n; ++i) p[i] = p[i] * decay - h.lr * g[i];
+      return {};
+    case OptimizerKind::kAdamW: {
+      float* m = a.m.data<float>();
+      float* v = a.v.data<float>();
+      const double c1 = 1.0 - std::pow(static_cast<double>(h.beta1), static_cast<double>(a.step));
+      const double c2 = 1.0 - std::pow(static_cast<double>(h.beta2), static_cast<double>(a.step));
+      for (int64_t i = 0; i < n; ++i) {
+        m[i] = h.beta1 * m[i] + (1.f - h.beta1) * g[i];
+        v[i] = h.beta2 * v[i] + (1.f - h.beta2) * g[i] * g[i];
+        const double mhat = m[i] / c1, vhat = v[i] / c2;
+        p[i] = static_cast<float>(p[i] * decay - h.lr * mhat / (std::sqrt(vhat) + h.eps));
+      }
+      return {};
+    }
+    case OptimizerKind::kMuon: {
+      float* m = a.m.data<float>();
+      std::vector<float> b(n);
+      for (int64_t i = 0; i < n; ++i) {
+        m[i] = h.momentum * m[i] + g[i];
+        b[i] = h.nesterov ? g[i] + h.momentum * m[i] : m[i];
+      }
+      float gain = 1.f;
+      if (r.rows > 1 && r.cols > 1) {  // a matrix: orthogonalise; a vector takes b as it is
+        newton_schulz(b.data(), r.rows, r.cols, h.ns_steps);
+        gain = std::sqrt(static_cast<float>(std::max(r.rows, r.cols)));
+      }
+      for (int64_t i = 0; i < n; ++i) p[i] = p[i] * decay - h.lr * gain * b[i];
+      return {};
+    }
+  }
+  return internal_error(req + ": unhandled optimizer kind");
 }
 
 }  // namespace kiln::cpu

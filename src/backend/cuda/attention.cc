@@ -103,8 +103,11 @@ Status Attention::attend(const AttentionArgs& a) {
   p.block_tables = a.layout->block_tables.data<int32_t>();
   p.scale = a.scale;
   if (tuning().attention_split && paged_attention_split_applies(r.head_dim, r.q_heads / r.kv_heads)) {
+    // The plan aims at two decode blocks an SM; the tuning scales that target (4 measured best at
+    // 32..128 rows, docs/cuda.md).
+    const int sms = static_cast<int>(ctx_->props.multiProcessorCount * tuning().attention_decode_blocks_per_sm / 2);
     AttentionSplit s = plan_attention_split(r.tokens, r.kv_heads, a.layout->max_q_len, r.max_kv_len,
-                                            r.phase == Phase::kDecode, ctx_->props.multiProcessorCount);
+                                            r.phase == Phase::kDecode, sms < 1 ? 1 : sms);
     Tensor scratch;
     if (s.splits > 1) {
       const int64_t parts = r.tokens * r.q_heads * s.splits;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_facets.h"
+#include "backend/declining_training.h"
 #include "backend/cuda/kernels/paged_attention.h"
 
 namespace kiln {
@@ -80,8 +81,9 @@ class CudaBackend final : public Backend {
   cuda::Gdn gdn_;
   cuda::Elementwise elementwise_;
   cuda::Sampling sampling_;
-  cuda::Training training_;
-  cuda::Optimizer optimizer_;
+  // Training is not native on CUDA yet (issue #6 runs it on the CPU reference first).
+  DecliningTraining training_{"not yet native on CUDA (training runs on the CPU reference backend for now)"};
+  DecliningOptimizer optimizer_{"not yet native on CUDA (training runs on the CPU reference backend for now)"};
 };
 
 Result<CudaBackend*> as_cuda(Backend& b) {
@@ -109,6 +111,10 @@ Result<CudaBackendStats> cuda_backend_stats(Backend& backend) {
   s.pool_misses = p.misses;
   s.pool_reserved_bytes = p.reserved_bytes;
   s.pool_peak_in_use_bytes = p.peak_in_use_bytes;
+  size_t free_b = 0, total_b = 0;
+  KILN_RETURN_IF_ERROR(cuda::cuda_status(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo"));
+  s.device_used_bytes = total_b - free_b;
+  s.device_total_bytes = total_b;
   return s;
 }
 

@@ -18,6 +18,7 @@ struct CudaBackendStats {
   uint64_t matmul_cache_hits = 0, matmul_cache_misses = 0, matmul_cache_entries = 0;
   uint64_t pool_hits = 0, pool_misses = 0;  // device allocations served from the cache / by cudaMalloc
   uint64_t pool_reserved_bytes = 0, pool_peak_in_use_bytes = 0;
+  uint64_t device_used_bytes = 0, device_total_bytes = 0;  // cudaMemGetInfo: every process and the context
 };
 // Fails when `backend` is not a CUDA backend.
 Result<CudaBackendStats> cuda_backend_stats(Backend& backend);

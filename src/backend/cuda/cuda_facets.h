@@ -12,7 +12,6 @@
 #include "backend/arg_checks.h"
 #include "backend/cuda/context.h"
 #include "backend/facets.h"
-#include "backend/training_facets.h"
 
 namespace kiln::cuda {
 
@@ -161,28 +160,6 @@ class Sampling final : public SamplingFacet {
 
  private:
   std::shared_ptr<Context> ctx_;
-};
-
-// Training is not native on CUDA yet (issue #6 runs it on the CPU reference first): both facets
-// decline every request, and under the strict policy a training job on CUDA fails naming the op.
-class Training final : public TrainingFacet {
- public:
-  Support supports(const TrainRequest& r) const override;
-  Status gemm(const GemmArgs& a) override;
-  Status norm_backward(const NormBackwardArgs& a) override;
-  Status silu_mul_backward(const SiluMulBackwardArgs& a) override;
-  Status rope_backward(const RopeBackwardArgs& a) override;
-  Status attention_backward(const AttentionBackwardArgs& a) override;
-  Status conv_backward(const ConvBackwardArgs& a) override;
-  Status gdn_backward(const GdnBackwardArgs& a) override;
-  Status token_logprobs(const TokenLogprobArgs& a) override;
-  Status token_logprobs_backward(const TokenLogprobBackwardArgs& a) override;
-};
-
-class Optimizer final : public OptimizerFacet {
- public:
-  Support supports(const OptimizerRequest& r) const override;
-  Status step(const OptimizerStepArgs& a) override;
 };
 
 }  // namespace kiln::cuda

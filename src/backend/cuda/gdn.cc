@@ -181,6 +181,13 @@ Status Gdn::fused_decode(const GdnDecodeArgs& a) {
   p.out_head_stride = a.out.stride(1);
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
   p.state_slots = a.layout->state_slots.data<int32_t>();
+  // One token a row at enough rows: the split kernels (a block per value head, state in registers).
+  if (r.tokens == r.rows && r.rows >= tuning().gdn_split_min_rows && gdn_decode_split_applies(r.dk, r.dv)) {
+    KILN_ASSIGN_OR_RETURN(Tensor qk, ctx_->empty({r.rows, r.k_heads, 2, r.dk}, DType::kF32));
+    ProfileScope prof(ctx_->profiler.get(), [&] { return "gdn fused_decode split rows=" + std::to_string(r.rows); });
+    Status s = gdn_decode_split(p, qk.data<float>(), ctx_->stream);
+    return s.ok() ? s : s.with_context(r.describe());
+  }
   ProfileScope prof(ctx_->profiler.get(), [&] { return "gdn fused_decode rows=" + std::to_string(r.rows); });
   Status s = gdn_decode(p, ctx_->stream);
   return s.ok() ? s : s.with_context(r.describe());

@@ -9,7 +9,12 @@
 //   KILN_CUDA_GDN_TWO_PASS=0    the chunked form runs as one kernel (substitution inside the scan)
 //   KILN_CUDA_GDN_FUSED=0       the fused GDN decode step is declined (the model runs conv, delta
 //                               rule and gated norm as separate calls)
+//   KILN_CUDA_GDN_SPLIT_MIN_ROWS=<n> fewest rows (one token each) for which the fused decode step
+//                               runs as the split kernels (a block per value head); 0 or unset:
+//                               the measured default; a huge value keeps the one-kernel form
 //   KILN_CUDA_CONV_SEQUENTIAL=1 the conv runs one thread per channel over all of a row's tokens
+//   KILN_CUDA_ATTN_DECODE_BLOCKS_PER_SM=<n> decode attention splits the keys until about n blocks
+//                               an SM run (at least 64 keys a split)
 //   KILN_CUDA_ATTENTION=simple  the one-block-per-(token, head) attention kernel for every request
 #pragma once
 
@@ -25,8 +30,10 @@ struct Tuning {
   bool gdn_chunked = true;
   bool gdn_two_pass = true;
   bool gdn_fused_decode = true;
+  long long gdn_split_min_rows = 1;
   bool conv_token_parallel = true;
   bool attention_split = true;  // the split-key GQA kernel where its shape allows
+  int attention_decode_blocks_per_sm = 4;
 };
 
 inline Tuning tuning_from_env() {
@@ -44,7 +51,11 @@ inline Tuning tuning_from_env() {
   t.gdn_chunked = flag("KILN_CUDA_GDN_CHUNKED", true);
   t.gdn_two_pass = flag("KILN_CUDA_GDN_TWO_PASS", true);
   t.gdn_fused_decode = flag("KILN_CUDA_GDN_FUSED", true);
+  if (const char* n = std::getenv("KILN_CUDA_GDN_SPLIT_MIN_ROWS"); n != nullptr && std::atoll(n) > 0)
+    t.gdn_split_min_rows = std::atoll(n);
   t.conv_token_parallel = !flag("KILN_CUDA_CONV_SEQUENTIAL", false);
+  if (const char* n = std::getenv("KILN_CUDA_ATTN_DECODE_BLOCKS_PER_SM"); n != nullptr && std::atoi(n) > 0)
+    t.attention_decode_blocks_per_sm = std::atoi(n);
   if (const char* a = std::getenv("KILN_CUDA_ATTENTION"); a != nullptr && std::strcmp(a, "simple") == 0)
     t.attention_split = false;
   return t;

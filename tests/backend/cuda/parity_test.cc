@@ -517,23 +517,28 @@ TEST(CudaParity, GatedDeltaRuleChunkedKernel) {
 
 // The fused decode step against the CPU running its three steps (conv, recurrent delta rule,
 // gated norm) on the same inputs: output, recurrent state and conv state. Rows of one token (the
-// decode the model sends) and of several (the kernel takes them in order).
+// decode the model sends) and of several (the kernel takes them in order). Both forms: the one
+// kernel, and the split kernels (a block per value head) wherever they apply (one token a row).
 TEST(CudaParity, GdnFusedDecodeEqualsConvDeltaRuleAndGatedNorm) {
   KILN_CUDA_OR_SKIP(be);
   auto ref = cpu();
+  TuningScope tune;
   struct Case {
     const char* name;
     Rows rows;
     int64_t hk, hv, dk, dv, kernel;
   } cases[] = {
       {"decode 4B", {{5, 0, 12}, {1, 1, 1}}, 16, 32, 128, 128, 4},
+      {"decode 4B 9 rows", {{5, 0, 12, 3, 7, 1, 0, 2, 9}, {1, 1, 1, 1, 1, 1, 1, 1, 1}}, 16, 32, 128, 128, 4},
       {"decode tiny dk!=dv", {{3, 9}, {1, 1}}, 2, 4, 16, 32, 4},
       {"ratio 1 kernel 3", {{0}, {1}}, 2, 2, 64, 64, 3},
       {"several tokens a row", {{0, 7}, {3, 2}}, 2, 4, 16, 16, 4},
   };
+  for (bool split : {false, true}) {
+  tune->gdn_split_min_rows = split ? 1 : (1LL << 62);
   uint32_t seed = 650;
   for (const auto& c : cases) {
-    SCOPED_TRACE(c.name);
+    SCOPED_TRACE(std::string(c.name) + (split ? " (split)" : " (one kernel)"));
     const int64_t T = total_tokens(c.rows), R = static_cast<int64_t>(c.rows.n.size());
     const int64_t C = 2 * c.hk * c.dk + c.hv * c.dv;
     HostBatchLayout hl = make_layout(c.rows, blocks_needed(c.rows) + 1, seed++);
@@ -583,7 +588,9 @@ TEST(CudaParity, GdnFusedDecodeEqualsConvDeltaRuleAndGatedNorm) {
     EXPECT_LE(eo, kF32Tol);
     EXPECT_LE(es, kF32Tol);
     EXPECT_EQ(ec, 0.0);  // the conv state is the inputs, moved
-    std::printf("gdn fused decode %s: out rel err %.3g, state %.3g, conv state %.3g\n", c.name, eo, es, ec);
+    std::printf("gdn fused decode %s (%s): out rel err %.3g, state %.3g, conv state %.3g\n", c.name,
+                split && T == R ? "split" : "one kernel", eo, es, ec);
+  }
   }
 }
 

@@ -140,7 +140,160 @@ __global__ void gdn_decode_kernel(GdnDecodeParams p) {
   }
 }
 
+// ---- the split form: two kernels, a block per (row, value head) for the state ----
+
+// Grid: (k_heads, rows). Threads: one per q and k channel of the key head (2 * dk, rounded up to a
+// warp). The conv update of those channels (this block owns them), silu, and the l2 norms; writes
+// q * q_scale / |q| and k / |k| to qk [rows, k_heads, 2, dk].
+__global__ void gdn_decode_qk_kernel(GdnDecodeParams p, float* qk) {
+  __shared__ float scratch[32];
+  const int64_t kh = blockIdx.x, row = blockIdx.y;
+  const int64_t slot = p.state_slots[row];
+  if (slot < 0 || slot >= p.slots || slot >= p.conv_slots) return;
+  const int64_t dk = p.dk, K = p.conv_kernel, C = p.channels, e = threadIdx.x;
+  const int64_t t = p.cu_seqlens[row];
+  float val = 0.f;
+  if (e < 2 * dk) {
+    const int64_t ch = e < dk ? kh * dk + e : p.k_heads * dk + kh * dk + (e - dk);
+    float* cst = p.conv_state + slot * (K - 1) * C;
+    const float x = p.mixed[t * p.mixed_stride + ch];
+    const float* w = p.conv_weight + ch * p.conv_weight_stride;
+    float acc = 0.f;
+    for (int64_t k = 0; k < K - 1; ++k) {
+      const float s = cst[k * C + ch];
+      acc += w[k] * s;
+      if (k > 0) cst[(k - 1) * C + ch] = s;
+    }
+    acc += w[K - 1] * x;
+    cst[(K - 2) * C + ch] = x;
+    val = acc / (1.f + expf(-acc));
+  }
+  const float qq = block_sum(e < dk ? val * val : 0.f, scratch);
+  const float kk = block_sum(e >= dk && e < 2 * dk ? val * val : 0.f, scratch);
+  if (e < dk) qk[(row * p.k_heads + kh) * 2 * dk + e] = val * (1.f / sqrtf(static_cast<float>(dk))) / sqrtf(qq + 1e-6f);
+  else if (e < 2 * dk) qk[(row * p.k_heads + kh) * 2 * dk + e] = val / sqrtf(kk + 1e-6f);
+}
+
+constexpr int kStateParts = 4;  // threads per state column, each holding dk / 4 of its entries
+
+// Grid: (v_heads, rows). Threads: kStateParts per state column (4 * dv). Thread (part, j) keeps
+// rows part*RPT .. part*RPT+RPT-1 of column j of the value head's state in registers (loaded
+// coalesced: a warp reads 32 adjacent columns of one state row); the column's two dot products
+// are summed over the parts through shared memory in a fixed order. The v channels' conv update
+// (this block owns them), the gates and the gated RMSNorm run here too.
+template <int RPT>
+__global__ void __launch_bounds__(512, 2) gdn_decode_state_kernel(GdnDecodeParams p, const float* qk) {
+  extern __shared__ float smem[];
+  const int h = blockIdx.x, row = blockIdx.y;
+  const int64_t slot = p.state_slots[row];
+  if (slot < 0 || slot >= p.slots || slot >= p.conv_slots) return;
+  // 32-bit indices inside the block (a head's state is far below 2^31 entries): registers are
+  // what limits this kernel to two blocks an SM.
+  const int dk = static_cast<int>(p.dk), dv = static_cast<int>(p.dv);
+  const int kh = h / static_cast<int>(p.v_heads / p.k_heads);
+  const int tid = threadIdx.x, part = tid / dv, j = tid - part * dv;
+  float* q_s = smem;                      // [dk]
+  float* k_s = q_s + dk;                  // [dk]
+  float* v_s = k_s + dk;                  // [dv]
+  float* red = v_s + dv;                  // [kStateParts][dv]
+  float* gates = red + kStateParts * dv;  // decay, beta
+  float* scratch = gates + 2;             // [32]
+  const int64_t t = p.cu_seqlens[row];
+
+  // The state loads first: in flight while the conv and the gates run.
+  float* S_glob = p.state + (slot * p.v_heads + h) * p.dk * p.dv + part * RPT * dv + j;
+  float s[RPT];
+#pragma unroll
+  for (int r = 0; r < RPT; ++r) s[r] = S_glob[r * dv];
+
+  const float* qk_row = qk + (static_cast<int64_t>(row) * p.k_heads + kh) * 2 * dk;
+  for (int e = tid; e < 2 * dk; e += blockDim.x) q_s[e] = qk_row[e];  // q then k, adjacent
+  if (tid < dv) {
+    const int64_t K = p.conv_kernel, C = p.channels;
+    const int64_t ch = 2 * p.k_heads * p.dk + static_cast<int64_t>(h) * dv + j;
+    float* cst = p.conv_state + slot * (K - 1) * C;
+    const float x = p.mixed[t * p.mixed_stride + ch];
+    const float* w = p.conv_weight + ch * p.conv_weight_stride;
+    float acc = 0.f;
+    for (int64_t k = 0; k < K - 1; ++k) {
+      const float c = cst[k * C + ch];
+      acc += w[k] * c;
+      if (k > 0) cst[(k - 1) * C + ch] = c;
+    }
+    acc += w[K - 1] * x;
+    cst[(K - 2) * C + ch] = x;
+    v_s[j] = acc / (1.f + expf(-acc));
+  }
+  if (tid == 0) {
+    const float x = p.a[t * p.a_stride + h] + p.dt_bias[h];
+    const float softplus = x > 20.f ? x : log1pf(expf(x));
+    gates[0] = expf(-expf(p.a_log[h]) * softplus);
+    gates[1] = 1.f / (1.f + expf(-p.b[t * p.b_stride + h]));
+  }
+  __syncthreads();
+  const float decay = gates[0], beta = gates[1];
+  const int base = part * RPT;
+  float u = 0.f;
+#pragma unroll
+  for (int r = 0; r < RPT; ++r) {
+    s[r] *= decay;
+    u += s[r] * k_s[base + r];
+  }
+  red[tid] = u;  // = red[part * dv + j]
+  __syncthreads();
+  float ku = 0.f;
+#pragma unroll
+  for (int q = 0; q < kStateParts; ++q) ku += red[q * dv + j];
+  u = beta * (v_s[j] - ku);
+  float acc = 0.f;
+#pragma unroll
+  for (int r = 0; r < RPT; ++r) {
+    s[r] += k_s[base + r] * u;
+    acc += s[r] * q_s[base + r];
+    S_glob[r * dv] = s[r];
+  }
+  __syncthreads();  // every thread has read red
+  red[tid] = acc;
+  __syncthreads();
+  float o = 0.f;
+  if (part == 0)
+    for (int q = 0; q < kStateParts; ++q) o += red[q * dv + j];
+  const float ss = block_sum(part == 0 ? o * o : 0.f, scratch);
+  if (part == 0) {
+    const float inv = 1.f / sqrtf(ss / static_cast<float>(dv) + p.eps);
+    const float zv = p.z[t * p.z_token_stride + h * p.z_head_stride + j];
+    p.out[t * p.out_token_stride + h * p.out_head_stride + j] = p.norm_weight[j] * (o * inv) * (zv / (1.f + expf(-zv)));
+  }
+}
+
 }  // namespace
+
+bool gdn_decode_split_applies(int64_t dk, int64_t dv) {
+  return (dk == 16 || dk == 32 || dk == 64 || dk == 128) && dv >= 8 && dv % 8 == 0 && kStateParts * dv <= 512;
+}
+
+Status gdn_decode_split(const GdnDecodeParams& p, float* qk, cudaStream_t stream) {
+  auto shape = [&] {
+    return "rows=" + std::to_string(p.rows) + " tokens=" + std::to_string(p.tokens) + " v_heads=" +
+           std::to_string(p.v_heads) + " dk=" + std::to_string(p.dk) + " dv=" + std::to_string(p.dv);
+  };
+  if (p.rows == 0) return {};
+  if (p.tokens != p.rows || !gdn_decode_split_applies(p.dk, p.dv) || p.rows > 65535 || p.conv_kernel < 2)
+    return invalid_argument("gdn_decode_split: needs one token a row, dk in 16..128 and dv <= 128 (" + shape() + ")");
+  int qk_threads = static_cast<int>(((2 * p.dk + 31) / 32) * 32);
+  gdn_decode_qk_kernel<<<dim3(static_cast<unsigned>(p.k_heads), static_cast<unsigned>(p.rows)), qk_threads, 0, stream>>>(p, qk);
+  KILN_RETURN_IF_ERROR(launch_status("gdn_decode_qk_kernel", shape, stream));
+  const dim3 grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>(p.rows));
+  const int threads = static_cast<int>(kStateParts * p.dv);
+  const size_t smem = static_cast<size_t>(2 * p.dk + p.dv + kStateParts * p.dv + 2 + 32) * sizeof(float);
+  switch (p.dk) {
+    case 16: gdn_decode_state_kernel<4><<<grid, threads, smem, stream>>>(p, qk); break;
+    case 32: gdn_decode_state_kernel<8><<<grid, threads, smem, stream>>>(p, qk); break;
+    case 64: gdn_decode_state_kernel<16><<<grid, threads, smem, stream>>>(p, qk); break;
+    default: gdn_decode_state_kernel<32><<<grid, threads, smem, stream>>>(p, qk); break;
+  }
+  return launch_status("gdn_decode_state_kernel", shape, stream);
+}
 
 size_t gdn_decode_smem_bytes(int64_t k_heads, int64_t v_heads, int64_t dk, int64_t dv) {
   if (k_heads <= 0) return 0;

@@ -38,4 +38,13 @@ struct GdnDecodeParams {
 size_t gdn_decode_smem_bytes(int64_t k_heads, int64_t v_heads, int64_t dk, int64_t dv);
 Status gdn_decode(const GdnDecodeParams& p, cudaStream_t stream);
 
+// The same step split in two kernels for batches of one token a row: a block per (row, key head)
+// updates the q/k conv channels and writes the normalised q, k to `qk` ([rows, k_heads, 2, dk]
+// f32, scratch), then a block per (row, value head) keeps that head's state in registers (four
+// threads a column) and does the v conv, the recurrence and the gated norm. Many small blocks
+// instead of one shared-memory-sized block per key head: at tens of rows the state traffic
+// overlaps with compute across blocks.
+bool gdn_decode_split_applies(int64_t dk, int64_t dv);
+Status gdn_decode_split(const GdnDecodeParams& p, float* qk, cudaStream_t stream);
+
 }  // namespace kiln::cuda

@@ -1,0 +1,127 @@
+#include "cli/bench_engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace kiln::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// A prompt no other bench prompt shares a prefix with (`salt` differs per sequence).
+std::vector<int32_t> distinct_prompt(int64_t tokens, int64_t salt, int64_t vocab) {
+  std::vector<int32_t> p(static_cast<size_t>(tokens));
+  for (int64_t i = 0; i < tokens; ++i) p[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + salt * 104729 + 13) % vocab);
+  return p;
+}
+
+RequestSpec greedy_request(std::vector<int32_t> prompt, int64_t max_tokens) {
+  RequestSpec r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;  // random weights may well produce an end-of-sequence id
+  r.sampling.temperature = 0.f;
+  r.sampling.logprobs = false;
+  return r;
+}
+
+// An engine for `rows` sequences of up to `tokens` tokens each, with no prefix cache (every
+// prompt must be computed).
+Result<std::unique_ptr<Engine>> bench_engine(Qwen35Model& model, int64_t rows, int64_t tokens, int64_t chunk,
+                                             bool device_sampling) {
+  EngineConfig ec;
+  ec.scheduler.max_running = rows;
+  ec.scheduler.max_queue = rows;
+  ec.scheduler.max_batch_tokens = std::max(chunk, rows);
+  ec.kv_blocks = rows * ((tokens + ModelState::kBlockSize - 1) / ModelState::kBlockSize);
+  ec.snapshot_slots = 0;
+  ec.prefix_cache.enabled = false;
+  ec.channel_capacity = static_cast<size_t>(tokens) + 8;  // never full: no backpressure pauses
+  ec.device_sampling = device_sampling;
+  return Engine::create(model, std::move(ec));
+}
+
+// Every event of a finished request: an error event fails the bench.
+Status drain(TokenChannel& ch, int64_t* tokens) {
+  while (auto e = ch.try_pop()) {
+    if (e->finish == FinishReason::kError || e->finish == FinishReason::kCancelled)
+      return internal_error("bench request ended early: " + e->error);
+    if (e->token >= 0) ++*tokens;
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<nlohmann::json> bench_engine_decode(Qwen35Model& model, int64_t batch, const EngineBenchOpts& o) {
+  if (batch < 1 || o.context < 1 || o.decode_steps < 1) return invalid_argument("bench: batch, context and steps must be positive");
+  const int64_t V = model.config().vocab_size;
+  // The first token comes from the prefill; then warm-up and timed steps.
+  const int64_t max_tokens = 1 + o.warmup_steps + o.decode_steps;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                        bench_engine(model, batch, o.context + max_tokens, o.prefill_chunk, o.device_sampling));
+  std::vector<Submission> subs;
+  for (int64_t r = 0; r < batch; ++r) {
+    KILN_ASSIGN_OR_RETURN(Submission s, engine->submit(greedy_request(distinct_prompt(o.context, batch * 1000 + r, V), max_tokens)));
+    subs.push_back(std::move(s));
+  }
+  std::vector<double> steps;
+  int64_t full_steps = 0;
+  auto t_all = Clock::now();
+  while (engine->has_work()) {
+    auto t = Clock::now();
+    KILN_ASSIGN_OR_RETURN(CycleReport rep, engine->step());
+    const double dt = seconds_since(t);
+    if (rep.decode_rows == batch && rep.prefill_rows == 0 && full_steps++ >= o.warmup_steps) steps.push_back(dt);
+  }
+  const double total = seconds_since(t_all);
+  int64_t produced = 0;
+  for (auto& s : subs) KILN_RETURN_IF_ERROR(drain(*s.channel, &produced));
+  if (produced != batch * max_tokens)
+    return internal_error("bench: " + std::to_string(produced) + " tokens produced, expected " + std::to_string(batch * max_tokens));
+  if (steps.empty()) return internal_error("bench: no cycle decoded every sequence at once");
+  double sum = 0;
+  for (double s : steps) sum += s;
+  std::vector<double> sorted = steps;
+  std::sort(sorted.begin(), sorted.end());
+  return nlohmann::json{{"batch", batch},
+                        {"context", o.context},
+                        {"steps", static_cast<int64_t>(steps.size())},
+                        {"seconds", sum},
+                        {"step_ms_median", 1e3 * sorted[sorted.size() / 2]},
+                        {"step_ms_max", 1e3 * sorted.back()},
+                        {"tokens_per_s", static_cast<double>(batch) * static_cast<double>(steps.size()) / sum},
+                        {"wall_seconds_with_prefill", total}};
+}
+
+Result<nlohmann::json> bench_engine_ttft(Qwen35Model& model, int64_t tokens, int repeats, const EngineBenchOpts& o) {
+  if (tokens < 1 || repeats < 1) return invalid_argument("bench: TTFT tokens and repeats must be positive");
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                        bench_engine(model, 1, tokens + 1, std::max(tokens, o.prefill_chunk), o.device_sampling));
+  std::vector<double> ms;
+  for (int rep = 0; rep <= repeats; ++rep) {  // rep 0 warms up
+    const int64_t V = model.config().vocab_size;
+    auto t = Clock::now();
+    KILN_ASSIGN_OR_RETURN(Submission s, engine->submit(greedy_request(distinct_prompt(tokens, 7 + rep, V), 1)));
+    std::optional<TokenEvent> first;
+    while (!first && engine->has_work()) {
+      KILN_RETURN_IF_ERROR(engine->step().status());
+      first = s.channel->try_pop();
+    }
+    const double dt = 1e3 * seconds_since(t);
+    if (!first || first->token < 0) return internal_error("bench: TTFT request produced no token");
+    while (engine->has_work()) KILN_RETURN_IF_ERROR(engine->step().status());
+    if (rep > 0) ms.push_back(dt);
+  }
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  return nlohmann::json{{"tokens", tokens}, {"ms_median", sorted[sorted.size() / 2]}, {"ms_each", ms}};
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,31 @@
+// The engine-level half of `kiln bench`: decode throughput of N sequences decoded together (each
+// first prefilled to the context), and the time to first token of one prompt, both measured
+// through the Engine as serving runs it (scheduler, forward, sampling, token channels).
+#pragma once
+
+#include <cstdint>
+
+#include <nlohmann/json.hpp>
+
+#include "model/qwen35.h"
+
+namespace kiln::cli {
+
+struct EngineBenchOpts {
+  int64_t context = 1024;       // prompt tokens of every sequence before the timed decode steps
+  int64_t decode_steps = 32;    // timed steps, each one token for every sequence
+  int64_t warmup_steps = 2;     // decode steps run before the timed ones (algorithm caches, pool)
+  int64_t prefill_chunk = 8192; // tokens per engine cycle while the prompts prefill
+  bool device_sampling = true;  // EngineConfig::device_sampling
+};
+
+// `batch` sequences of `context` distinct tokens each, prefilled, then decoded together; the
+// cycles that decode all of them (and prefill nothing) are timed. Greedy, no logprobs.
+// JSON: batch, context, steps, seconds, step_ms_median, tokens_per_s.
+Result<nlohmann::json> bench_engine_decode(Qwen35Model& model, int64_t batch, const EngineBenchOpts& o);
+
+// Submit-to-first-token time of a `tokens`-token prompt on an idle engine (greedy, one token),
+// `repeats` times after one warm-up, each prompt distinct. JSON: tokens, ms_median, ms_each.
+Result<nlohmann::json> bench_engine_ttft(Qwen35Model& model, int64_t tokens, int repeats, const EngineBenchOpts& o);
+
+}  // namespace kiln::cli

@@ -1,0 +1,254 @@
+#include "server/train_request.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <fstream>
+#include <sstream>
+
+#include "qualify/sha256.h"
+#include "train/train_data.h"
+
+namespace kiln {
+
+namespace {
+
+const std::set<std::string> kLoraKeys = {"lora_rank", "lora_alpha", "learning_rate", "epochs", "optimizer",
+                                         "output_name", "base_adapter", "auto_load", "seed", "checkpoint_interval",
+                                         "batch_size", "target_modules"};
+const std::set<std::string> kGrpoKeys = {"advantage_mode", "clip_epsilon", "kl_coeff", "kl_estimator", "echo_lambda"};
+
+// The field a train_data error names: its message starts with the JSON path ("examples[2]...")
+// or "path:line" for a file.
+std::string error_param(const std::string& message, const std::string& fallback) {
+  if (message.rfind(fallback, 0) != 0) return fallback;
+  const size_t end = message.find_first_of(": ");
+  return end == std::string::npos ? message : message.substr(0, end);
+}
+
+void read_optimizer(FieldReader& cfg, TrainSpec& spec) {
+  const Json* o = cfg.get("optimizer");
+  if (!o) return;
+  Json obj = o->is_string() ? Json{{"kind", *o}} : *o;
+  FieldReader r(obj, cfg.path("optimizer"),
+                {"kind", "momentum", "nesterov", "ns_steps", "beta1", "beta2", "eps", "weight_decay"});
+  if (auto k = r.string("kind")) {
+    if (*k == "muon") spec.optimizer = OptimizerKind::kMuon;
+    else if (*k == "adam_w" || *k == "adamw") spec.optimizer = OptimizerKind::kAdamW;
+    else if (*k == "sgd") spec.optimizer = OptimizerKind::kSgd;
+    else r.fail("kind", r.path("kind") + " must be \"muon\", \"adam_w\" or \"sgd\", got \"" + *k + "\"");
+  } else if (r.ok()) {
+    r.fail("kind", r.path("kind") + " is required");
+  }
+  OptimizerHyper& h = spec.hyper;
+  if (auto v = r.number("momentum", 0.0, 1.0)) h.momentum = static_cast<float>(*v);
+  if (auto v = r.boolean("nesterov")) h.nesterov = *v;
+  if (auto v = r.integer("ns_steps", 1, 20)) h.ns_steps = static_cast<int>(*v);
+  if (auto v = r.number("beta1", 0.0, 1.0)) h.beta1 = static_cast<float>(*v);
+  if (auto v = r.number("beta2", 0.0, 1.0)) h.beta2 = static_cast<float>(*v);
+  if (auto v = r.number("eps", 0.0, 1.0, /*lo_open=*/true)) h.eps = static_cast<float>(*v);
+  if (auto v = r.number("weight_decay", 0.0, 1.0)) h.weight_decay = static_cast<float>(*v);
+  // Keep the nested field's name ("config.optimizer.kind") as the error's param.
+  if (r.error()) cfg.fail(r.error()->param.substr(std::string("config.").size()), r.error()->message);
+}
+
+// The resolved hyperparameters, as the receipt records them.
+Json hyperparameters(const TrainSpec& s, const std::string& base_adapter, bool auto_load, int64_t checkpoint_interval,
+                     const std::string& output_name) {
+  Json targets = Json::array();
+  for (LoraTarget t : s.lora.targets) targets.push_back(std::string(lora_target_name(t)));
+  Json j = {{"lora_rank", s.lora.rank},
+            {"lora_alpha", s.lora.alpha},
+            {"target_modules", targets},
+            {"learning_rate", s.hyper.lr},
+            {"epochs", s.epochs},
+            {"batch_size", s.batch_sequences},
+            {"seed", s.seed},
+            {"optimizer",
+             {{"kind", std::string(optimizer_kind_name(s.optimizer))},
+              {"momentum", s.hyper.momentum},
+              {"nesterov", s.hyper.nesterov},
+              {"ns_steps", s.hyper.ns_steps},
+              {"beta1", s.hyper.beta1},
+              {"beta2", s.hyper.beta2},
+              {"eps", s.hyper.eps},
+              {"weight_decay", s.hyper.weight_decay}}},
+            {"output_name", output_name},
+            {"base_adapter", base_adapter.empty() ? Json(nullptr) : Json(base_adapter)},
+            {"auto_load", auto_load},
+            {"checkpoint_interval", checkpoint_interval}};
+  if (s.kind == TrainSpec::Kind::kGrpo) {
+    j["advantage_mode"] = s.advantage == AdvantageMode::kDrGrpo ? "dr_grpo" : "vanilla";
+    j["clip_epsilon"] = s.clip_epsilon;
+    j["kl_coeff"] = s.kl_coeff;
+    j["kl_estimator"] = s.kl == KlEstimator::kNone ? "none" : s.kl == KlEstimator::kK1 ? "k1" : "k3";
+    j["echo_lambda"] = s.echo_lambda;
+  }
+  return j;
+}
+
+// sha256 of the canonical form of the inline data: keys sorted, no whitespace.
+std::string canonical_sha256(const Json& data) {
+  return qualify::sha256_hex(nlohmann::json::parse(data.dump()).dump());
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec::Kind kind, const Json& body,
+                                            std::shared_ptr<TrainJobRequest>& out) {
+  const bool sft = kind == TrainSpec::Kind::kSft;
+  int64_t min_rank = 1, max_rank = int64_t{1} << 20;
+  if (ctx.train_env.model != nullptr) {
+    const Backend& be = ctx.train_env.model->backend();
+    const auto& t = be.capabilities().training;
+    if (!t.supported) {
+      ApiError e;
+      e.http_status = 501;
+      e.type = "server_error";
+      e.code = "training_unsupported";
+      e.message = "training is not supported on the " + be.identity().name +
+                  " backend yet (see `kiln capabilities`); serve with --backend cpu to train";
+      return e;
+    }
+    if (t.muon_rank_min > 0) min_rank = t.muon_rank_min;
+    if (t.muon_rank_max > 0) max_rank = t.muon_rank_max;
+  }
+  const std::string data_field = sft ? "examples" : "groups";
+  FieldReader r(body, "", {data_field, "dataset_path", "config"});
+  if (!r.ok()) return r.error();
+  auto req = std::make_shared<TrainJobRequest>();
+  req->type = sft ? "sft" : "grpo";
+  TrainSpec& spec = req->spec;
+  spec.kind = kind;
+  spec.lora.targets.clear();
+  for (int t = 0; t < kLoraTargetCount; ++t) spec.lora.targets.push_back(static_cast<LoraTarget>(t));
+
+  // The envelope first: a bad config is refused before any tokenizing.
+  static const Json kEmpty = Json::object();
+  const Json* cfg_json = r.get("config");
+  std::set<std::string> keys = kLoraKeys;
+  if (!sft) keys.insert(kGrpoKeys.begin(), kGrpoKeys.end());
+  FieldReader c(cfg_json ? *cfg_json : kEmpty, "config", keys);
+  if (auto v = c.integer("lora_rank", min_rank, max_rank)) spec.lora.rank = *v;
+  if (auto v = c.number("lora_alpha", 0.0, 1e6, /*lo_open=*/true)) spec.lora.alpha = *v;
+  if (auto v = c.number("learning_rate", 0.0, 10.0, /*lo_open=*/true)) spec.hyper.lr = static_cast<float>(*v);
+  if (auto v = c.integer("epochs", 1, 10000)) spec.epochs = *v;
+  if (auto v = c.integer("batch_size", 1, 4096)) spec.batch_sequences = *v;
+  read_optimizer(c, spec);
+  if (const Json* s = c.get("seed")) {
+    if (s->is_number_unsigned()) spec.seed = s->get<uint64_t>();
+    else if (s->is_number_integer() && s->get<int64_t>() >= 0) spec.seed = static_cast<uint64_t>(s->get<int64_t>());
+    else c.fail("seed", "config.seed must be a non-negative integer, got " + s->dump());
+  }
+  int64_t checkpoint_interval = ctx.config.training.checkpoint_interval;
+  if (auto v = c.integer("checkpoint_interval", 0, int64_t{1} << 40)) checkpoint_interval = *v;
+  if (auto v = c.boolean("auto_load")) req->auto_load = *v;
+  if (const Json* t = c.get("target_modules")) {
+    if (!t->is_array() || t->empty()) c.fail("target_modules", "config.target_modules must be a non-empty list of module names");
+    std::vector<LoraTarget> targets;
+    for (size_t i = 0; c.ok() && i < t->size(); ++i) {
+      const Json& n = (*t)[i];
+      auto target = n.is_string() ? parse_lora_target(n.get<std::string>()) : std::nullopt;
+      if (!target) c.fail("target_modules", "config.target_modules[" + std::to_string(i) + "] is not a projection Kiln adapts (q_proj, k_proj, v_proj, o_proj, in_proj_qkv, in_proj_z, out_proj, gate_proj, up_proj, down_proj): " + n.dump());
+      else if (std::find(targets.begin(), targets.end(), *target) == targets.end()) targets.push_back(*target);
+    }
+    std::sort(targets.begin(), targets.end());
+    if (c.ok()) spec.lora.targets = targets;
+  }
+  std::string base_adapter;
+  if (auto v = c.string("base_adapter")) base_adapter = *v;
+  if (auto v = c.string("output_name")) {
+    if (Status st = AdapterRegistry::check_name(*v); !st.ok()) c.fail("output_name", "config.output_name: " + st.message());
+    req->output_name = *v;
+  }
+  if (!sft) {
+    if (auto v = c.string("advantage_mode")) {
+      if (*v == "dr_grpo") spec.advantage = AdvantageMode::kDrGrpo;
+      else if (*v == "vanilla") spec.advantage = AdvantageMode::kVanilla;
+      else c.fail("advantage_mode", "config.advantage_mode must be \"dr_grpo\" or \"vanilla\", got \"" + *v + "\"");
+    }
+    if (auto v = c.number("clip_epsilon", 0.0, 1.0)) spec.clip_epsilon = static_cast<float>(*v);
+    if (auto v = c.number("kl_coeff", 0.0, 100.0)) spec.kl_coeff = static_cast<float>(*v);
+    if (auto v = c.string("kl_estimator")) {
+      if (*v == "none") spec.kl = KlEstimator::kNone;
+      else if (*v == "k1") spec.kl = KlEstimator::kK1;
+      else if (*v == "k3") spec.kl = KlEstimator::kK3;
+      else c.fail("kl_estimator", "config.kl_estimator must be \"k1\", \"k3\" or \"none\", got \"" + *v + "\"");
+    }
+    if (auto v = c.number("echo_lambda", 0.0, 100.0)) spec.echo_lambda = static_cast<float>(*v);
+  }
+  if (!c.ok()) return c.error();
+  if (req->output_name.empty()) {
+    // No name given: a fresh one, so that the job never replaces an adapter by accident.
+    char suffix[24];
+    std::snprintf(suffix, sizeof suffix, "%08x", static_cast<unsigned>(std::random_device{}()));
+    req->output_name = req->type + "-" + suffix;
+  }
+  if (Status st = spec.lora.validate("config"); !st.ok()) return ApiError::invalid("config", st.message());
+  if (!base_adapter.empty()) {
+    Result<LoadedAdapter> base = ctx.adapters ? ctx.adapters->resolve(base_adapter)
+                                              : Result<LoadedAdapter>(not_found("adapter '" + base_adapter + "' is not loaded"));
+    if (!base.ok()) {
+      ApiError e = ApiError::invalid("config.base_adapter", base.status().message());
+      e.http_status = 404;
+      e.code = "adapter_not_found";
+      return e;
+    }
+    // Training continues from the base adapter's factors, so its shape is the job's.
+    spec.lora = base->adapter->config();
+    req->base_adapter = base->adapter;
+    spec.base_adapter = req->base_adapter.get();
+  }
+
+  // The data.
+  const Json* inline_data = r.get(data_field);
+  auto path = r.string("dataset_path");
+  if (!r.ok()) return r.error();
+  if (inline_data && path) return ApiError::invalid("dataset_path", "give " + data_field + " or dataset_path, not both");
+  if (!inline_data && !path) return ApiError::invalid(data_field, data_field + " is required (or dataset_path)");
+  if (!ctx.tokenizer) return ApiError::from_status(failed_precondition("the server has no tokenizer"));
+  if (sft && !ctx.chat_template)
+    return ApiError::invalid(data_field, "the served model has no chat template, so conversations cannot be rendered");
+  TrainDataContext dc;
+  dc.tokenizer = ctx.tokenizer;
+  dc.chat_template = ctx.chat_template;
+  dc.max_tokens = ctx.max_context;
+  Status data_status;
+  if (inline_data) {
+    if (!inline_data->is_array() || inline_data->empty())
+      return ApiError::invalid(data_field, data_field + " must be a non-empty list");
+    req->data_sha256 = canonical_sha256(*inline_data);
+    if (sft) {
+      auto seqs = sft_sequences(*inline_data, dc);
+      if (seqs.ok()) spec.sft = std::move(*seqs);
+      else data_status = seqs.status();
+    } else {
+      auto groups = grpo_groups(*inline_data, dc);
+      if (groups.ok()) spec.grpo = std::move(*groups);
+      else data_status = groups.status();
+    }
+    if (!data_status.ok()) return ApiError::invalid(error_param(data_status.message(), data_field), data_status.message());
+  } else {
+    auto digest = qualify::sha256_file(*path);
+    if (!digest.ok()) return ApiError::invalid("dataset_path", "dataset_path: " + digest.status().message());
+    req->data_sha256 = digest->sha256;
+    if (sft) {
+      auto seqs = sft_sequences_from_jsonl(*path, dc);
+      if (seqs.ok()) spec.sft = std::move(*seqs);
+      else data_status = seqs.status();
+    } else {
+      auto groups = grpo_groups_from_jsonl(*path, dc);
+      if (groups.ok()) spec.grpo = std::move(*groups);
+      else data_status = groups.status();
+    }
+    if (!data_status.ok()) return ApiError::invalid("dataset_path", data_status.message());
+  }
+  if (sft && spec.sft.empty()) return ApiError::invalid(data_field, "no training sequences");
+  if (!sft && spec.grpo.empty()) return ApiError::invalid(data_field, "no groups");
+  req->hyperparameters = hyperparameters(spec, base_adapter, req->auto_load, checkpoint_interval, req->output_name);
+  out = std::move(req);
+  return std::nullopt;
+}
+
+}  // namespace kiln

@@ -1,0 +1,104 @@
+// JobQueue: the server's training jobs (spec/training.md "Jobs and publication"). Jobs wait in a
+// bounded FIFO (training.max_queued_jobs) and run one at a time on the queue's worker thread;
+// each keeps its state, queue position, per-step loss curve, progress, timings, error and the
+// adapter it produced. Cancelling a queued job removes it; a running one sees its cancel flag
+// (run_training polls it between steps). What a job does is a JobWork function, so the queue
+// knows nothing of models or HTTP.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "train/train_run.h"
+
+namespace kiln {
+
+enum class JobState : uint8_t { kQueued, kRunning, kCompleted, kFailed, kCancelled };
+const char* job_state_name(JobState s);  // "queued", "running", "completed", "failed", "cancelled"
+
+// What a finished job produced.
+struct JobOutcome {
+  std::string adapter_name;
+  std::string adapter_path;
+  uint64_t adapter_revision = 0;  // > 0 when it was loaded (auto_load)
+};
+
+// One job as a client sees it at one moment.
+struct JobInfo {
+  std::string id;
+  std::string type;                 // "sft" | "grpo"
+  JobState state = JobState::kQueued;
+  int64_t queue_position = 0;       // 1 = next to run; 0 when not queued
+  int64_t step = 0, total_steps = 0;
+  std::vector<double> losses;       // one per finished optimizer step
+  double tokens_per_second = 0;
+  double created_at = 0, started_at = 0, finished_at = 0;  // unix seconds; 0: not yet
+  std::string error;                // failed / cancelled: why
+  JobOutcome outcome;
+
+  bool finished() const { return state >= JobState::kCompleted; }
+  nlohmann::json to_json() const;
+};
+
+// A job's work: run until done, reporting progress and polling `cancel` between steps. An error
+// after `cancel` was set ends the job as cancelled, any other error as failed.
+using JobWork = std::function<Result<JobOutcome>(const std::atomic<bool>& cancel,
+                                                 const std::function<void(const TrainProgress&)>& progress)>;
+
+class JobQueue {
+ public:
+  // `on_end` is called on the worker thread once a job has ended (completed, failed or
+  // cancelled while running) and for a queued job cancelled, on the cancelling thread.
+  explicit JobQueue(int64_t max_queued, std::function<void(const JobInfo&)> on_end = {});
+  ~JobQueue();  // cancels the running job, drops the queued ones, joins the worker
+  JobQueue(const JobQueue&) = delete;
+  JobQueue& operator=(const JobQueue&) = delete;
+
+  // Queues a job; kResourceExhausted when max_queued jobs already wait.
+  Result<JobInfo> submit(std::string type, JobWork work);
+  Result<JobInfo> status(const std::string& id) const;  // kNotFound naming the id
+  // The running job, then the queued ones in order, then finished ones, newest first.
+  std::vector<JobInfo> list() const;
+  // Queued: removed, cancelled. Running: its cancel flag is set (it ends at its next step
+  // boundary). Finished: kFailedPrecondition. Unknown: kNotFound.
+  Result<JobInfo> cancel(const std::string& id);
+  int64_t max_queued() const { return max_queued_; }
+
+  static constexpr size_t kFinishedKept = 256;  // the oldest finished records are forgotten beyond it
+
+ private:
+  struct Job {
+    JobInfo info;
+    JobWork work;
+    std::atomic<bool> cancel{false};
+  };
+  void loop();
+  JobInfo snapshot(const Job& j) const;  // under mu_
+  void forget_old();                     // under mu_
+
+  const int64_t max_queued_;
+  std::function<void(const JobInfo&)> on_end_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::map<std::string, std::shared_ptr<Job>> jobs_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  std::shared_ptr<Job> running_;
+  std::deque<std::string> finished_;  // ids, oldest first
+  bool stop_ = false;
+  uint64_t next_ = 1;
+  std::thread worker_;
+};
+
+}  // namespace kiln

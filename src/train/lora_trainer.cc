@@ -1,0 +1,394 @@
+// The LoRA backward through the Qwen3.5 forward, written against the training facet. forward()
+// runs the model layer by layer (Qwen35Model::forward_layer, the serving code itself) and keeps
+// the residual stream entering every `checkpoint_every`-th layer; backward() walks the segments
+// in reverse, recomputes each segment's layer inputs from its checkpoint, then each layer once
+// more with its internals traced, and back-propagates through it: MLP, post norm, mixer, input
+// norm. Every projection passes dX += dY W through its frozen weight; an adapted one also
+// accumulates its factors' gradients.
+#include "train/lora_trainer.h"
+
+#include <cmath>
+#include <optional>
+
+namespace kiln {
+
+namespace {
+
+// Everything one batch of sequences needs to run layer by layer: sequences each from an empty
+// state (K/V blocks reserved, GDN slots zeroed before every layer's run), the layout, the rows.
+struct Pass {
+  std::optional<ModelState> state;
+  std::vector<SequenceState> seqs;
+  std::vector<SequenceInput> rows;
+  BatchLayout layout;
+  std::vector<int64_t> offsets;  // first token of each sequence in the batch
+  int64_t tokens = 0;
+  Tensor targets;                // [tokens] i32: the next token, -1 at each sequence's last position
+  // Kept by forward(with_adapter) for backward:
+  std::vector<Tensor> checkpoints;  // residual entering layer i, for i % checkpoint_every == 0
+  Tensor x_final, normed, lse;      // [tokens, hidden] residual after the last layer, final-normed; [tokens]
+};
+
+class TrainerImpl final : public LoraTrainer {
+ public:
+  TrainerImpl(Qwen35Model& model, LoraAdapter& adapter, LoraAdapter grads, TrainerOptions opts)
+      : model_(model), adapter_(adapter), grads_(std::move(grads)), opts_(opts), term_{&adapter, 1.f} {}
+
+  Result<std::vector<std::vector<float>>> forward(std::span<const TrainSequence> seqs, bool with_adapter) override;
+  Status backward(const std::vector<std::vector<float>>& coef) override;
+  LoraAdapter& grads() override { return grads_; }
+  Status zero_grads() override {
+    for (int64_t l = 0; l < grads_.num_layers(); ++l)
+      for (int t = 0; t < kLoraTargetCount; ++t) {
+        LoraFactors& f = grads_.factors(l, static_cast<LoraTarget>(t));
+        if (!f.defined()) continue;
+        KILN_RETURN_IF_ERROR(storage().zero(f.a));
+        KILN_RETURN_IF_ERROR(storage().zero(f.b));
+      }
+    return {};
+  }
+
+ private:
+  StorageFacet& storage() { return model_.backend().storage(); }
+  TrainingFacet& train() { return model_.backend().training(); }
+  Result<Tensor> alloc(Shape shape) { return storage().allocate(shape, DType::kF32); }
+  Result<Tensor> copy_of(const Tensor& t) {
+    KILN_ASSIGN_OR_RETURN(Tensor c, alloc(t.shape()));
+    KILN_RETURN_IF_ERROR(storage().copy(t, c));
+    return c;
+  }
+
+  Result<std::unique_ptr<Pass>> prepare(std::span<const TrainSequence> seqs, bool with_adapter);
+  Status run_layer(Pass& p, int64_t layer, const Tensor& x, LayerTrace* trace);
+  Status layer_backward(Pass& p, int64_t layer, const LayerTrace& tr, const Tensor& x_in, const Tensor& dx);
+  Status attention_backward(Pass& p, int64_t layer, const LayerTrace& tr, const Tensor& dx, const Tensor& dh);
+  Status gdn_backward(Pass& p, int64_t layer, const LayerTrace& tr, const Tensor& dx, const Tensor& dh);
+  Status projection_backward(int64_t layer, std::optional<LoraTarget> target, const Tensor& w, const Tensor& x,
+                             const Tensor& dy, const Tensor& dx, bool accumulate);
+
+  Qwen35Model& model_;
+  LoraAdapter& adapter_;
+  LoraAdapter grads_;
+  TrainerOptions opts_;
+  LoraTerm term_;
+  std::unique_ptr<Pass> kept_;  // the last forward(with_adapter)
+};
+
+Result<std::unique_ptr<Pass>> TrainerImpl::prepare(std::span<const TrainSequence> seqs, bool with_adapter) {
+  if (seqs.empty()) return invalid_argument("LoraTrainer::forward: no sequences");
+  const ModelConfig& c = model_.config();
+  auto p = std::make_unique<Pass>();
+  int64_t blocks = 0;
+  std::vector<int32_t> targets;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const auto& s = seqs[i];
+    const int64_t n = static_cast<int64_t>(s.tokens.size());
+    if (n < 2)
+      return invalid_argument("LoraTrainer::forward: sequence " + std::to_string(i) + " has " + std::to_string(n) +
+                              " tokens, at least 2 are needed");
+    if (s.roles.size() != s.tokens.size())
+      return invalid_argument("LoraTrainer::forward: sequence " + std::to_string(i) + " has " +
+                              std::to_string(s.roles.size()) + " roles for " + std::to_string(n) + " tokens");
+    for (int64_t t = 0; t < n; ++t)
+      if (s.tokens[t] < 0 || s.tokens[t] >= c.vocab_size)
+        return invalid_argument("LoraTrainer::forward: sequence " + std::to_string(i) + " token " + std::to_string(t) +
+                                " is " + std::to_string(s.tokens[t]) + ", outside the vocabulary of " +
+                                std::to_string(c.vocab_size));
+    p->offsets.push_back(p->tokens);
+    p->tokens += n;
+    blocks += (n + ModelState::kBlockSize - 1) / ModelState::kBlockSize;
+    for (int64_t t = 0; t < n; ++t) targets.push_back(t + 1 < n ? s.tokens[t + 1] : -1);
+  }
+  StateCapacity cap;
+  cap.max_sequences = static_cast<int64_t>(seqs.size());
+  cap.kv_blocks = blocks;
+  KILN_ASSIGN_OR_RETURN(ModelState st, model_.create_state(cap));
+  p->state.emplace(std::move(st));
+  HostBatchLayout h;
+  h.block_size = ModelState::kBlockSize;
+  p->seqs.reserve(seqs.size());
+  for (const auto& s : seqs) {
+    KILN_ASSIGN_OR_RETURN(SequenceState seq, p->state->new_sequence());
+    KILN_RETURN_IF_ERROR(p->state->reserve(seq, static_cast<int64_t>(s.tokens.size())));
+    p->seqs.push_back(std::move(seq));
+  }
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    h.add_row(0, static_cast<int64_t>(seqs[i].tokens.size()), p->seqs[i].blocks, p->seqs[i].slot);
+    SequenceInput row{&p->seqs[i], seqs[i].tokens};
+    if (with_adapter) row.lora = std::span<const LoraTerm>(&term_, 1);
+    p->rows.push_back(row);
+  }
+  KILN_ASSIGN_OR_RETURN(p->layout, make_batch_layout(h, storage()));
+  KILN_ASSIGN_OR_RETURN(p->targets, storage().upload(Tensor::from_values(targets, {p->tokens})));
+  return p;
+}
+
+Status TrainerImpl::run_layer(Pass& p, int64_t layer, const Tensor& x, LayerTrace* trace) {
+  if (model_.config().layer_types[layer] == LayerKind::kLinearAttention) {  // every sequence starts afresh
+    KILN_RETURN_IF_ERROR(storage().zero(p.state->recurrent(layer)));
+    KILN_RETURN_IF_ERROR(storage().zero(p.state->conv(layer)));
+  }
+  return model_.forward_layer(layer, p.rows, p.layout, *p.state, x, trace);
+}
+
+Result<std::vector<std::vector<float>>> TrainerImpl::forward(std::span<const TrainSequence> seqs, bool with_adapter) {
+  if (with_adapter) kept_.reset();
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Pass> p, prepare(seqs, with_adapter));
+  const ModelConfig& c = model_.config();
+  const ModelWeights& w = model_.weights();
+  const int64_t T = p->tokens, every = std::max<int64_t>(opts_.checkpoint_every, 1);
+
+  std::vector<int32_t> ids;
+  for (const auto& s : seqs) ids.insert(ids.end(), s.tokens.begin(), s.tokens.end());
+  KILN_ASSIGN_OR_RETURN(Tensor dev_ids, storage().upload(Tensor::from_values(ids, {T})));
+  KILN_ASSIGN_OR_RETURN(Tensor x, alloc({T, c.hidden_size}));
+  KILN_RETURN_IF_ERROR(model_.backend().elementwise().embed({dev_ids, w.embed, x}));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    if (with_adapter && i % every == 0) {
+      KILN_ASSIGN_OR_RETURN(Tensor ckpt, copy_of(x));
+      p->checkpoints.push_back(ckpt);
+    }
+    KILN_RETURN_IF_ERROR(run_layer(*p, i, x, nullptr));
+  }
+  KILN_ASSIGN_OR_RETURN(p->normed, alloc({T, c.hidden_size}));
+  KILN_RETURN_IF_ERROR(model_.backend().norm().rms_norm(
+      {NormKind::kOnePlus, x, {}, w.final_norm, {}, p->normed, static_cast<float>(c.rms_norm_eps)}));
+  KILN_ASSIGN_OR_RETURN(Tensor logp, alloc({T}));
+  KILN_ASSIGN_OR_RETURN(p->lse, alloc({T}));
+  KILN_RETURN_IF_ERROR(train().token_logprobs({p->normed, w.lm_head, p->targets, logp, p->lse}));
+  p->x_final = x;
+
+  Tensor host = Tensor::empty({T}, DType::kF32);
+  KILN_RETURN_IF_ERROR(storage().copy_to_host(logp, host));
+  std::vector<std::vector<float>> out(seqs.size());
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const int64_t n = static_cast<int64_t>(seqs[s].tokens.size());
+    out[s].assign(static_cast<size_t>(n), 0.f);
+    for (int64_t t = 1; t < n; ++t) out[s][t] = host.data<float>()[p->offsets[s] + t - 1];  // predicted at t - 1
+  }
+  if (with_adapter) kept_ = std::move(p);
+  return out;
+}
+
+// dX (+)= dY W through the frozen weight; for an adapted projection (u = x A^T, c = scale):
+// dB += c dY^T u, dA += c (dY B)^T x, dX += c (dY B) A.
+Status TrainerImpl::projection_backward(int64_t layer, std::optional<LoraTarget> target, const Tensor& w,
+                                        const Tensor& x, const Tensor& dy, const Tensor& dx, bool accumulate) {
+  GemmArgs base{dy, w, dx};
+  base.accumulate = accumulate;
+  KILN_RETURN_IF_ERROR(train().gemm(base));
+  if (!target) return {};
+  const LoraFactors& f = adapter_.factors(layer, *target);
+  if (!f.defined()) return {};
+  LoraFactors& g = grads_.factors(layer, *target);
+  const float c = adapter_.scale();
+  const int64_t T = x.dim(0), r = f.a.dim(0);
+  KILN_ASSIGN_OR_RETURN(Tensor u, alloc({T, r}));
+  GemmArgs xa{x, f.a, u};
+  xa.trans_b = true;
+  KILN_RETURN_IF_ERROR(train().gemm(xa));  // u = x A^T
+  GemmArgs db{dy, u, g.b};
+  db.trans_a = true, db.alpha = c, db.accumulate = true;
+  KILN_RETURN_IF_ERROR(train().gemm(db));
+  KILN_ASSIGN_OR_RETURN(Tensor gb, alloc({T, r}));
+  KILN_RETURN_IF_ERROR(train().gemm({dy, f.b, gb}));  // dY B
+  GemmArgs da{gb, x, g.a};
+  da.trans_a = true, da.alpha = c, da.accumulate = true;
+  KILN_RETURN_IF_ERROR(train().gemm(da));
+  GemmArgs dxa{gb, f.a, dx};
+  dxa.alpha = c, dxa.accumulate = true;
+  return train().gemm(dxa);
+}
+
+Status TrainerImpl::attention_backward(Pass& p, int64_t layer, const LayerTrace& tr, const Tensor& dx,
+                                       const Tensor& dh) {
+  const ModelConfig& c = model_.config();
+  const AttentionWeights& W = model_.weights().layers[layer].attn;
+  const int64_t T = p.tokens, Hq = c.num_heads, Hkv = c.num_kv_heads, D = c.head_dim;
+  const int64_t qrow = c.q_proj_rows(), per_head = c.attn_output_gate ? 2 * D : D;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  auto heads = [&](const Tensor& t, int64_t h, int64_t ts, int64_t hs, int64_t off) {
+    return t.as_strided({T, h, D}, {ts, hs, 1}, off);
+  };
+  KILN_ASSIGN_OR_RETURN(Tensor dattn, alloc({T, Hq * D}));
+  KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kOProj, W.o_proj, tr.attn.reshape({T, Hq * D}), dx,
+                                           dattn, false));
+  KILN_ASSIGN_OR_RETURN(Tensor dqg, alloc({T, qrow}));
+  KILN_ASSIGN_OR_RETURN(Tensor dk, alloc({T, Hkv * D}));
+  KILN_ASSIGN_OR_RETURN(Tensor dv, alloc({T, Hkv * D}));
+  AttentionBackwardArgs ab;
+  ab.q = heads(tr.qg, Hq, qrow, per_head, 0);
+  ab.k = heads(tr.k, Hkv, Hkv * D, D, 0);
+  ab.v = heads(tr.v, Hkv, Hkv * D, D, 0);
+  ab.dout = dattn.reshape({T, Hq, D});
+  ab.dq = heads(dqg, Hq, qrow, per_head, 0);
+  ab.dk = heads(dk, Hkv, Hkv * D, D, 0);
+  ab.dv = heads(dv, Hkv, Hkv * D, D, 0);
+  if (c.attn_output_gate) {
+    ab.gate = heads(tr.qg, Hq, qrow, per_head, D);
+    ab.dgate = heads(dqg, Hq, qrow, per_head, D);
+  }
+  ab.layout = &p.layout;
+  ab.scale = 1.f / std::sqrt(static_cast<float>(D));
+  KILN_RETURN_IF_ERROR(train().attention_backward(ab));
+  KILN_RETURN_IF_ERROR(train().rope_backward({ab.dq, ab.dk, p.layout.positions, c.rotary_dim(), float(c.rope_theta)}));
+  // The q/k norms, in place on the gradients (the norm backward reads each element before writing it).
+  auto rows = [](const Tensor& t, int64_t n, int64_t width, int64_t stride) {
+    return t.as_strided({n, width}, {stride, 1});
+  };
+  NormBackwardArgs qn;
+  qn.x = rows(tr.qg_raw, T * Hq, D, per_head);
+  qn.weight = W.q_norm;
+  qn.dout = qn.dx = rows(dqg, T * Hq, D, per_head);
+  qn.eps = eps;
+  KILN_RETURN_IF_ERROR(train().norm_backward(qn));
+  NormBackwardArgs kn;
+  kn.x = rows(tr.k_raw, T * Hkv, D, D);
+  kn.weight = W.k_norm;
+  kn.dout = kn.dx = rows(dk, T * Hkv, D, D);
+  kn.eps = eps;
+  KILN_RETURN_IF_ERROR(train().norm_backward(kn));
+  KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kQProj, W.q_proj, tr.h_in, dqg, dh, false));
+  KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kKProj, W.k_proj, tr.h_in, dk, dh, true));
+  return projection_backward(layer, LoraTarget::kVProj, W.v_proj, tr.h_in, dv, dh, true);
+}
+
+Status TrainerImpl::gdn_backward(Pass& p, int64_t layer, const LayerTrace& tr, const Tensor& dx, const Tensor& dh) {
+  const ModelConfig& c = model_.config();
+  const GdnWeights& W = model_.weights().layers[layer].gdn;
+  const int64_t T = p.tokens, Hk = c.linear_num_key_heads, dk = c.linear_key_head_dim;
+  const int64_t Hv = c.linear_num_value_heads, dv = c.linear_value_head_dim, C = c.gdn_conv_dim();
+  KILN_ASSIGN_OR_RETURN(Tensor dnormed, alloc({T, Hv * dv}));
+  KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kOutProj, W.out_proj, tr.normed, dx, dnormed, false));
+  KILN_ASSIGN_OR_RETURN(Tensor dcore, alloc({T, Hv, dv}));
+  KILN_ASSIGN_OR_RETURN(Tensor dz, alloc({T, Hv * dv}));
+  NormBackwardArgs gn;
+  gn.kind = NormKind::kGated;
+  gn.x = tr.core.reshape({T * Hv, dv});
+  gn.weight = W.norm;
+  gn.gate = tr.z.reshape({T * Hv, dv});
+  gn.dout = dnormed.reshape({T * Hv, dv});
+  gn.dx = dcore.reshape({T * Hv, dv});
+  gn.dgate = dz.reshape({T * Hv, dv});
+  gn.eps = static_cast<float>(c.rms_norm_eps);
+  KILN_RETURN_IF_ERROR(train().norm_backward(gn));
+  KILN_ASSIGN_OR_RETURN(Tensor dconv, alloc({T, C}));
+  KILN_ASSIGN_OR_RETURN(Tensor da, alloc({T, Hv}));
+  KILN_ASSIGN_OR_RETURN(Tensor db, alloc({T, Hv}));
+  auto heads = [&](const Tensor& t, int64_t h, int64_t d, int64_t off) {
+    return t.as_strided({T, h, d}, {C, d, 1}, off);
+  };
+  GdnBackwardArgs g;
+  g.chunk = opts_.gdn_chunk;
+  g.q = heads(tr.conv, Hk, dk, 0);
+  g.k = heads(tr.conv, Hk, dk, Hk * dk);
+  g.v = heads(tr.conv, Hv, dv, 2 * Hk * dk);
+  g.a = tr.a;
+  g.b = tr.b;
+  g.a_log = W.a_log;
+  g.dt_bias = W.dt_bias;
+  g.dout = dcore;
+  g.dq = heads(dconv, Hk, dk, 0);
+  g.dk = heads(dconv, Hk, dk, Hk * dk);
+  g.dv = heads(dconv, Hv, dv, 2 * Hk * dk);
+  g.da = da;
+  g.db = db;
+  g.layout = &p.layout;
+  KILN_RETURN_IF_ERROR(train().gdn_backward(g));
+  KILN_ASSIGN_OR_RETURN(Tensor dmixed, alloc({T, C}));
+  KILN_RETURN_IF_ERROR(train().conv_backward({tr.mixed, W.conv, dconv, dmixed, &p.layout}));
+  KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kInProjQkv, W.in_proj_qkv, tr.h_in, dmixed, dh, false));
+  KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kInProjZ, W.in_proj_z, tr.h_in, dz, dh, true));
+  KILN_RETURN_IF_ERROR(projection_backward(layer, std::nullopt, W.in_proj_a, tr.h_in, da, dh, true));
+  return projection_backward(layer, std::nullopt, W.in_proj_b, tr.h_in, db, dh, true);
+}
+
+// dx enters as the gradient of the layer's output and leaves as that of its input x_in.
+Status TrainerImpl::layer_backward(Pass& p, int64_t layer, const LayerTrace& tr, const Tensor& x_in,
+                                   const Tensor& dx) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& L = model_.weights().layers[layer];
+  const int64_t T = p.tokens, H = c.hidden_size, I = c.intermediate_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  // MLP: x_out = x_mid + down(silu(gate(h)) * up(h)), h = rms(x_mid).
+  KILN_ASSIGN_OR_RETURN(Tensor dact, alloc({T, I}));
+  KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kDownProj, L.down_proj, tr.act, dx, dact, false));
+  KILN_ASSIGN_OR_RETURN(Tensor dgate, alloc({T, I}));
+  KILN_ASSIGN_OR_RETURN(Tensor dup, alloc({T, I}));
+  KILN_RETURN_IF_ERROR(train().silu_mul_backward({tr.gate_raw, tr.up, dact, dgate, dup}));
+  KILN_ASSIGN_OR_RETURN(Tensor dh, alloc({T, H}));
+  KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kGateProj, L.gate_proj, tr.h_post, dgate, dh, false));
+  KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kUpProj, L.up_proj, tr.h_post, dup, dh, true));
+  NormBackwardArgs post;
+  post.x = tr.x_mid, post.weight = L.post_norm, post.dout = dh, post.dx = dx, post.accumulate = true, post.eps = eps;
+  KILN_RETURN_IF_ERROR(train().norm_backward(post));
+  // Mixer: x_mid = x_in + mixer(rms(x_in)).
+  if (L.kind == LayerKind::kFullAttention) KILN_RETURN_IF_ERROR(attention_backward(p, layer, tr, dx, dh));
+  else KILN_RETURN_IF_ERROR(gdn_backward(p, layer, tr, dx, dh));
+  NormBackwardArgs in;
+  in.x = x_in, in.weight = L.input_norm, in.dout = dh, in.dx = dx, in.accumulate = true, in.eps = eps;
+  return train().norm_backward(in);
+}
+
+Status TrainerImpl::backward(const std::vector<std::vector<float>>& coef) {
+  if (!kept_) return failed_precondition("LoraTrainer::backward: no forward(seqs, with_adapter = true) to follow");
+  Pass& p = *kept_;
+  const ModelConfig& c = model_.config();
+  const ModelWeights& w = model_.weights();
+  const int64_t T = p.tokens, every = std::max<int64_t>(opts_.checkpoint_every, 1);
+  if (coef.size() != p.offsets.size())
+    return invalid_argument("LoraTrainer::backward: " + std::to_string(coef.size()) + " coefficient rows for " +
+                            std::to_string(p.offsets.size()) + " sequences");
+  std::vector<float> flat(static_cast<size_t>(T), 0.f);
+  for (size_t s = 0; s < coef.size(); ++s) {
+    const int64_t n = (s + 1 < p.offsets.size() ? p.offsets[s + 1] : T) - p.offsets[s];
+    if (static_cast<int64_t>(coef[s].size()) != n)
+      return invalid_argument("LoraTrainer::backward: sequence " + std::to_string(s) + " has " +
+                              std::to_string(coef[s].size()) + " coefficients for " + std::to_string(n) + " tokens");
+    for (int64_t t = 1; t < n; ++t) flat[p.offsets[s] + t - 1] = coef[s][t];
+  }
+  KILN_ASSIGN_OR_RETURN(Tensor dev_coef, storage().upload(Tensor::from_values(flat, {T})));
+  KILN_ASSIGN_OR_RETURN(Tensor dnormed, alloc({T, c.hidden_size}));
+  KILN_RETURN_IF_ERROR(train().token_logprobs_backward({p.normed, w.lm_head, p.targets, p.lse, dev_coef, dnormed}));
+  KILN_ASSIGN_OR_RETURN(Tensor dx, alloc({T, c.hidden_size}));
+  NormBackwardArgs fin;
+  fin.x = p.x_final, fin.weight = w.final_norm, fin.dout = dnormed, fin.dx = dx;
+  fin.eps = static_cast<float>(c.rms_norm_eps);
+  KILN_RETURN_IF_ERROR(train().norm_backward(fin));
+
+  for (int64_t seg = static_cast<int64_t>(p.checkpoints.size()) - 1; seg >= 0; --seg) {
+    const int64_t begin = seg * every, end = std::min(begin + every, c.num_layers);
+    // The input of every layer of the segment, recomputed from its checkpoint.
+    std::vector<Tensor> inputs{p.checkpoints[seg]};
+    for (int64_t i = begin; i + 1 < end; ++i) {
+      KILN_ASSIGN_OR_RETURN(Tensor next, copy_of(inputs.back()));
+      KILN_RETURN_IF_ERROR(run_layer(p, i, next, nullptr));
+      inputs.push_back(next);
+    }
+    for (int64_t i = end - 1; i >= begin; --i) {
+      const Tensor& x_in = inputs[i - begin];
+      KILN_ASSIGN_OR_RETURN(Tensor scratch, copy_of(x_in));
+      LayerTrace tr;
+      KILN_RETURN_IF_ERROR(run_layer(p, i, scratch, &tr));
+      KILN_RETURN_IF_ERROR(layer_backward(p, i, tr, x_in, dx));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LoraTrainer>> LoraTrainer::create(Qwen35Model& model, LoraAdapter& adapter, TrainerOptions opts) {
+  if (adapter.num_layers() != model.config().num_layers)
+    return invalid_argument("LoraTrainer: the adapter has " + std::to_string(adapter.num_layers()) +
+                            " layers, the model " + std::to_string(model.config().num_layers));
+  if (opts.checkpoint_every < 1)
+    return invalid_argument("LoraTrainer: checkpoint_every is " + std::to_string(opts.checkpoint_every) +
+                            ", it must be at least 1");
+  if (opts.gdn_chunk < 1)
+    return invalid_argument("LoraTrainer: gdn_chunk is " + std::to_string(opts.gdn_chunk) + ", it must be at least 1");
+  KILN_ASSIGN_OR_RETURN(LoraAdapter grads, LoraAdapter::zeros_like(adapter, model.backend().storage()));
+  return std::unique_ptr<LoraTrainer>(new TrainerImpl(model, adapter, std::move(grads), opts));
+}
+
+}  // namespace kiln

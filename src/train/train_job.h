@@ -1,0 +1,44 @@
+// A training job's work as the server queues it: run_training with each step on the engine's
+// thread (StepRunner), then publication of the adapter with its train_receipt.json
+// (train/adapter_publish.h), then with auto_load the adapter loaded as the next revision of its
+// name and made the registry's default, so the next request naming no adapter uses it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/adapter_registry.h"
+#include "model/qwen35.h"
+#include "train/job_queue.h"
+#include "train/train_run.h"
+
+namespace kiln {
+
+// What every job of one server shares. Pointers must outlive the JobQueue running the jobs.
+struct TrainJobEnv {
+  Qwen35Model* model = nullptr;
+  AdapterRegistry* registry = nullptr;  // auto_load; may be null (then nothing is loaded)
+  std::string adapter_dir;
+  StepRunner run_step;                  // empty: steps run on the job's thread
+  nlohmann::json base_model;            // the receipt's base model identity (path, id, config hash)
+};
+
+struct TrainJobRequest {
+  std::string type;  // "sft" | "grpo"
+  TrainSpec spec;    // spec.base_adapter points into `base_adapter`
+  std::shared_ptr<const LoraAdapter> base_adapter;  // held for the job's life
+  std::string output_name;
+  bool auto_load = true;
+  nlohmann::json hyperparameters;  // the request's config as resolved (defaults filled in)
+  std::string data_sha256;         // of the canonical training input
+};
+
+// The receipt written beside the adapter (spec/training.md): hyperparameters, data hash, loss
+// curve, timings, seed, base model identity.
+nlohmann::json train_receipt(const TrainJobRequest& req, const TrainResult& result, const nlohmann::json& base_model);
+
+JobWork make_train_job(const TrainJobEnv& env, std::shared_ptr<TrainJobRequest> req);
+
+}  // namespace kiln

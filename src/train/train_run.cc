@@ -1,0 +1,248 @@
+// The training loop: the adapter (fresh or continued), a deterministic batch plan (epochs of a
+// seeded shuffle), then per step forward -> loss -> backward -> one optimizer step per factor.
+#include "train/train_run.h"
+
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "train/token_loss.h"
+
+namespace kiln {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+Status check_spec(const TrainSpec& s) {
+  if (s.epochs < 1) return invalid_argument("epochs must be >= 1, got " + std::to_string(s.epochs));
+  if (s.batch_sequences < 1) return invalid_argument("batch_sequences must be >= 1, got " + std::to_string(s.batch_sequences));
+  if (s.checkpoint_interval < 0)
+    return invalid_argument("checkpoint_interval must be >= 0, got " + std::to_string(s.checkpoint_interval));
+  auto check_seq = [](const TrainSequence& q, const std::string& where) -> Status {
+    if (q.tokens.size() < 2) return invalid_argument(where + ": fewer than 2 tokens");
+    if (q.roles.size() != q.tokens.size())
+      return invalid_argument(where + ": " + std::to_string(q.roles.size()) + " roles for " + std::to_string(q.tokens.size()) + " tokens");
+    return {};
+  };
+  if (s.kind == TrainSpec::Kind::kSft) {
+    if (s.sft.empty()) return invalid_argument("an SFT run needs at least one sequence");
+    for (size_t i = 0; i < s.sft.size(); ++i) {
+      KILN_RETURN_IF_ERROR(check_seq(s.sft[i], "sequence " + std::to_string(i)));
+      bool target = false;
+      for (size_t t = 1; t < s.sft[i].roles.size(); ++t) target = target || s.sft[i].roles[t] == TokenRole::kTarget;
+      if (!target) return invalid_argument("sequence " + std::to_string(i) + " has no target token: nothing to learn");
+    }
+  } else {
+    if (s.grpo.empty()) return invalid_argument("a GRPO run needs at least one group");
+    for (size_t g = 0; g < s.grpo.size(); ++g) {
+      if (s.grpo[g].completions.size() < 2)
+        return invalid_argument("group " + std::to_string(g) + " has fewer than 2 completions");
+      for (size_t c = 0; c < s.grpo[g].completions.size(); ++c) {
+        const std::string where = "group " + std::to_string(g) + " completion " + std::to_string(c);
+        KILN_RETURN_IF_ERROR(check_seq(s.grpo[g].completions[c].sequence, where));
+        if (!std::isfinite(s.grpo[g].completions[c].reward)) return invalid_argument(where + ": reward is not finite");
+      }
+    }
+  }
+  return {};
+}
+
+// The batches of every epoch, as indices into the run's items (sequences, or GRPO groups kept).
+// The shuffle is a Fisher-Yates driven by mt19937_64, whose output the standard fixes, so the plan
+// (and with it the adapter) depends only on the seed and the data. A GRPO batch holds whole
+// groups (advantages are per group): as many as fit in batch_sequences completions, at least one.
+std::vector<std::vector<size_t>> plan_batches(const std::vector<size_t>& item_sizes, const TrainSpec& spec) {
+  std::mt19937_64 rng(spec.seed ^ 0x5eed'ba7c'4e5ull);  // not the adapter init's stream
+  std::vector<std::vector<size_t>> batches;
+  std::vector<size_t> order(item_sizes.size());
+  for (int64_t e = 0; e < spec.epochs; ++e) {
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
+    std::vector<size_t> cur;
+    int64_t cur_size = 0;
+    for (size_t idx : order) {
+      const int64_t sz = static_cast<int64_t>(item_sizes[idx]);
+      if (!cur.empty() && cur_size + sz > spec.batch_sequences) {
+        batches.push_back(std::move(cur));
+        cur.clear();
+        cur_size = 0;
+      }
+      cur.push_back(idx);
+      cur_size += sz;
+    }
+    if (!cur.empty()) batches.push_back(std::move(cur));
+  }
+  return batches;
+}
+
+// A copy of `base` in f32 on the model's device: the run trains the copy, never the original.
+Result<LoraAdapter> copy_adapter(const LoraAdapter& base, StorageFacet& storage) {
+  KILN_ASSIGN_OR_RETURN(LoraAdapter out, LoraAdapter::zeros_like(base, storage));
+  for (int64_t l = 0; l < base.num_layers(); ++l)
+    for (int t = 0; t < kLoraTargetCount; ++t) {
+      const LoraFactors& src = base.factors(l, static_cast<LoraTarget>(t));
+      if (!src.defined()) continue;
+      LoraFactors& dst = out.factors(l, static_cast<LoraTarget>(t));
+      for (auto [s, d] : {std::pair{&src.a, &dst.a}, std::pair{&src.b, &dst.b}}) {
+        if (s->dtype() == DType::kF32) {
+          KILN_RETURN_IF_ERROR(storage.copy(*s, *d));
+          continue;
+        }
+        Tensor host = Tensor::empty(s->shape(), s->dtype());
+        KILN_RETURN_IF_ERROR(storage.copy_to_host(*s, host));
+        Tensor f = Tensor::empty(s->shape(), DType::kF32);
+        for (int64_t i = 0; i < host.numel(); ++i) {
+          const uint16_t h = host.data<uint16_t>()[i];
+          f.data<float>()[i] = s->dtype() == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
+        }
+        KILN_RETURN_IF_ERROR(storage.copy_from_host(f, *d));
+      }
+    }
+  return out;
+}
+
+// One parameter of the optimizer: a factor, its gradient and its state (allocated once).
+struct ParamSlot {
+  Tensor param, grad, m, v;
+};
+
+Result<std::vector<ParamSlot>> make_slots(LoraAdapter& adapter, LoraAdapter& grads, OptimizerKind kind,
+                                          StorageFacet& storage) {
+  std::vector<ParamSlot> slots;
+  for (int64_t l = 0; l < adapter.num_layers(); ++l)
+    for (int t = 0; t < kLoraTargetCount; ++t) {
+      const LoraFactors& f = adapter.factors(l, static_cast<LoraTarget>(t));
+      if (!f.defined()) continue;
+      const LoraFactors& g = grads.factors(l, static_cast<LoraTarget>(t));
+      if (!g.defined()) return internal_error("the trainer has no gradient for layer " + std::to_string(l) + " " +
+                                              std::string(lora_target_name(static_cast<LoraTarget>(t))));
+      for (auto [p, d] : {std::pair{f.a, g.a}, std::pair{f.b, g.b}}) {
+        ParamSlot s{p, d, {}, {}};
+        if (kind != OptimizerKind::kSgd) {
+          KILN_ASSIGN_OR_RETURN(s.m, storage.allocate(p.shape(), DType::kF32));  // zero-filled
+        }
+        if (kind == OptimizerKind::kAdamW) {
+          KILN_ASSIGN_OR_RETURN(s.v, storage.allocate(p.shape(), DType::kF32));
+        }
+        slots.push_back(std::move(s));
+      }
+    }
+  return slots;
+}
+
+}  // namespace
+
+Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
+                                 const std::function<void(const TrainProgress&)>& progress,
+                                 const std::atomic<bool>& cancel, const StepRunner& run_step) {
+  KILN_RETURN_IF_ERROR(check_spec(spec));
+  const bool sft = spec.kind == TrainSpec::Kind::kSft;
+  const GrpoLossOptions gopts{spec.advantage, spec.clip_epsilon, spec.kl, spec.kl_coeff, spec.echo_lambda};
+
+  // GRPO groups whose rewards are all equal teach nothing: left out of the plan, not stepped on.
+  std::vector<size_t> items, item_sizes;
+  if (sft) {
+    for (size_t i = 0; i < spec.sft.size(); ++i) items.push_back(i), item_sizes.push_back(1);
+  } else {
+    for (size_t g = 0; g < spec.grpo.size(); ++g) {
+      std::vector<double> r;
+      for (const auto& c : spec.grpo[g].completions) r.push_back(c.reward);
+      if (grpo_advantages(r, spec.advantage)) items.push_back(g), item_sizes.push_back(spec.grpo[g].completions.size());
+    }
+    if (items.empty()) return invalid_argument("every group's rewards are all equal: GRPO has nothing to learn");
+  }
+  const auto batches = plan_batches(item_sizes, spec);
+
+  StorageFacet& storage = model.backend().storage();
+  LoraAdapter adapter;
+  if (spec.base_adapter) {
+    KILN_ASSIGN_OR_RETURN(adapter, copy_adapter(*spec.base_adapter, storage));
+  } else {
+    LoraConfig lora = spec.lora;
+    if (lora.targets.empty())  // TrainSpec's default: every projection the model has
+      for (int t = 0; t < kLoraTargetCount; ++t) lora.targets.push_back(static_cast<LoraTarget>(t));
+    KILN_ASSIGN_OR_RETURN(adapter, LoraAdapter::init(lora, model.config(), spec.seed, storage));
+  }
+  TrainResult result;
+  {
+    std::unique_ptr<LoraTrainer> trainer;
+    if (spec.make_trainer) {
+      KILN_ASSIGN_OR_RETURN(trainer, spec.make_trainer(model, adapter));
+    } else {
+      KILN_ASSIGN_OR_RETURN(trainer, LoraTrainer::create(model, adapter, spec.trainer));
+    }
+    KILN_ASSIGN_OR_RETURN(std::vector<ParamSlot> slots, make_slots(adapter, trainer->grads(), spec.optimizer, storage));
+    KILN_RETURN_IF_ERROR(trainer->zero_grads());
+
+    const auto t_run = Clock::now();
+    const int64_t total = static_cast<int64_t>(batches.size());
+    for (int64_t step = 1; step <= total; ++step) {
+      if (cancel.load()) return failed_precondition("cancelled");
+      const auto& batch = batches[static_cast<size_t>(step - 1)];
+      std::vector<TrainSequence> seqs;
+      std::vector<GrpoGroup> groups;
+      for (size_t idx : batch) {
+        if (sft) {
+          seqs.push_back(spec.sft[items[idx]]);
+        } else {
+          groups.push_back(spec.grpo[items[idx]]);
+          for (const auto& c : groups.back().completions) seqs.push_back(c.sequence);
+        }
+      }
+      int64_t tokens = 0;
+      for (const auto& q : seqs) tokens += static_cast<int64_t>(q.tokens.size());
+
+      double loss = 0;
+      const auto t_step = Clock::now();
+      auto device_work = [&]() -> Status {
+        TokenLogprobs ref;
+        if (!sft && spec.kl != KlEstimator::kNone) {  // the reference pass first: it keeps nothing
+          KILN_ASSIGN_OR_RETURN(ref, trainer->forward(seqs, false));
+        }
+        KILN_ASSIGN_OR_RETURN(TokenLogprobs logp, trainer->forward(seqs, true));
+        Result<TokenLoss> l = sft ? sft_loss(seqs, logp, spec.echo_lambda) : grpo_loss(groups, logp, ref, gopts);
+        if (!l.ok()) return l.status();
+        if (!std::isfinite(l->loss)) return internal_error("the loss is not finite (" + std::to_string(l->loss) + ")");
+        loss = l->loss;
+        KILN_RETURN_IF_ERROR(trainer->backward(l->coef));
+        for (const ParamSlot& s : slots) {
+          OptimizerStepArgs a;
+          a.kind = spec.optimizer;
+          a.param = s.param;
+          a.grad = s.grad;
+          a.m = s.m;
+          a.v = s.v;
+          a.hyper = spec.hyper;
+          a.step = step;
+          KILN_RETURN_IF_ERROR(model.backend().optimizer().step(a));
+        }
+        KILN_RETURN_IF_ERROR(trainer->zero_grads());
+        if (spec.checkpoint && spec.checkpoint_interval > 0 && step % spec.checkpoint_interval == 0)
+          KILN_RETURN_IF_ERROR(spec.checkpoint(step, adapter));
+        return storage.synchronize();
+      };
+      Status st = run_step ? run_step(device_work) : device_work();
+      if (!st.ok()) return st.with_context("training step " + std::to_string(step) + " of " + std::to_string(total));
+      const double secs = seconds_since(t_step);
+      result.losses.push_back(loss);
+      result.step_seconds.push_back(secs);
+      result.tokens += tokens;
+      if (progress) {
+        TrainProgress p;
+        p.step = step;
+        p.total_steps = total;
+        p.loss = loss;
+        p.tokens_per_second = secs > 0 ? static_cast<double>(tokens) / secs : 0;
+        progress(p);
+      }
+    }
+    result.seconds = seconds_since(t_run);
+  }
+  result.adapter = std::move(adapter);
+  return result;
+}
+
+}  // namespace kiln

@@ -1,0 +1,137 @@
+// Sampling on the device through the Engine (row_sampling.h): greedy rows take their token from one
+// batched argmax on the device and copy only ids; the tokens must equal those of the old path
+// (every row's logits copied to the host and sampled there) and of the CPU backend's engine, on the
+// committed fixtures. Rows that need the distribution (temperature, logprobs) in the same batch
+// must get exactly the host path's tokens and logprobs, whether their rows are copied one by one
+// or the whole logits tensor at once.
+#include <gtest/gtest.h>
+
+#include "backend/cuda/cuda_test_util.h"
+#include "engine/engine.h"
+#include "engine/row_sampling.h"
+#include "model/qwen35.h"
+
+namespace kiln {
+namespace {
+
+std::string fixture_dir(const char* name) { return std::string(KILN_FIXTURES_DIR) + "/reference/" + name; }
+
+struct Output {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+};
+
+// Runs `specs` to completion on an engine over `be`, all submitted before the first cycle.
+std::vector<Output> run_engine(Backend& be, const char* config, const std::vector<RequestSpec>& specs,
+                               bool device_sampling) {
+  auto model = Qwen35Model::load(fixture_dir(config), be);
+  EXPECT_TRUE(model.ok()) << model.status().to_string();
+  if (!model.ok()) return {};
+  EngineConfig ec;
+  ec.scheduler.max_running = 8;
+  ec.scheduler.max_batch_tokens = 1024;
+  ec.kv_blocks = 32;
+  ec.prefix_cache.enabled = false;
+  ec.device_sampling = device_sampling;
+  auto engine = Engine::create(**model, ec);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  if (!engine.ok()) return {};
+  std::vector<Submission> subs;
+  for (const RequestSpec& s : specs) {
+    auto sub = (*engine)->submit(s);
+    EXPECT_TRUE(sub.ok()) << sub.status().to_string();
+    if (!sub.ok()) return {};
+    subs.push_back(*sub);
+  }
+  while ((*engine)->has_work()) {
+    auto r = (*engine)->step();
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    if (!r.ok()) return {};
+  }
+  std::vector<Output> out(specs.size());
+  for (size_t i = 0; i < subs.size(); ++i)
+    while (auto e = subs[i].channel->try_pop()) {
+      EXPECT_NE(e->finish, FinishReason::kError) << e->error;
+      if (e->token < 0) continue;
+      out[i].tokens.push_back(e->token);
+      out[i].logprobs.push_back(e->logprob);
+    }
+  return out;
+}
+
+std::vector<int32_t> prompt(int64_t n, int64_t salt, int64_t vocab) {
+  std::vector<int32_t> p;
+  for (int64_t i = 0; i < n; ++i) p.push_back(static_cast<int32_t>((i * 31 + salt * 17 + 3) % vocab));
+  return p;
+}
+
+RequestSpec greedy(std::vector<int32_t> p, int64_t max_tokens) {
+  RequestSpec r;
+  r.prompt = std::move(p);
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0.f;
+  r.sampling.logprobs = false;
+  return r;
+}
+
+TEST(CudaEngine, DeviceArgmaxTokensEqualHostPathAndCpu) {
+  KILN_CUDA_OR_SKIP(be);
+  auto cpu = create_backend("cpu");
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  for (const char* name : {"gqa_untied", "tied_dk_ne_dv", "nested_mha"}) {
+    SCOPED_TRACE(name);
+    const int64_t V = 300;  // every fixture's vocabulary is at least this large
+    std::vector<RequestSpec> specs;
+    for (int64_t n : {5, 70, 130, 1}) specs.push_back(greedy(prompt(n, n, V), 24));
+    ASSERT_TRUE(needs_only_argmax(specs[0].sampling));
+    std::vector<Output> dev = run_engine(*be, name, specs, true);
+    std::vector<Output> host = run_engine(*be, name, specs, false);
+    std::vector<Output> ref = run_engine(**cpu, name, specs, true);
+    ASSERT_EQ(dev.size(), specs.size());
+    ASSERT_EQ(host.size(), specs.size());
+    ASSERT_EQ(ref.size(), specs.size());
+    for (size_t i = 0; i < specs.size(); ++i) {
+      EXPECT_EQ(dev[i].tokens.size(), 24u) << "request " << i;
+      EXPECT_EQ(dev[i].tokens, host[i].tokens) << "request " << i;
+      EXPECT_EQ(dev[i].tokens, ref[i].tokens) << "request " << i;
+    }
+  }
+}
+
+// `sampled` of `rows` requests need the host (seeded temperature sampling with top-k, or greedy
+// with logprobs); the others take the device argmax.
+void expect_mixed_batch_matches_host(size_t rows, size_t sampled) {
+  KILN_CUDA_OR_SKIP(be);
+  std::vector<RequestSpec> specs;
+  for (size_t i = 0; i < rows; ++i) {
+    RequestSpec r = greedy(prompt(10 + 7 * static_cast<int64_t>(i), static_cast<int64_t>(i), 300), 12);
+    if (i < sampled) {
+      if (i % 2 == 0) {
+        r.sampling.temperature = 0.8f;
+        r.sampling.top_k = 20;
+        r.seed = 1234 + i;
+      }
+      r.sampling.logprobs = true;
+    }
+    specs.push_back(r);
+  }
+  std::vector<Output> dev = run_engine(*be, "gqa_untied", specs, true);
+  std::vector<Output> host = run_engine(*be, "gqa_untied", specs, false);
+  ASSERT_EQ(dev.size(), rows);
+  ASSERT_EQ(host.size(), rows);
+  for (size_t i = 0; i < rows; ++i) {
+    EXPECT_EQ(dev[i].tokens.size(), 12u) << "request " << i;
+    EXPECT_EQ(dev[i].tokens, host[i].tokens) << "request " << i;
+    EXPECT_EQ(dev[i].logprobs, host[i].logprobs) << "request " << i;
+    if (i < sampled) {
+      for (float lp : dev[i].logprobs) EXPECT_LT(lp, 0.f) << "request " << i << " reports its logprobs";
+    }
+  }
+}
+
+TEST(CudaEngine, MixedBatchOneHostRowCopiedAlone) { expect_mixed_batch_matches_host(5, 1); }
+TEST(CudaEngine, MixedBatchManyHostRowsCopiedTogether) { expect_mixed_batch_matches_host(3, 2); }
+
+}  // namespace
+}  // namespace kiln

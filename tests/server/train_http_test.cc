@@ -1,0 +1,507 @@
+// Training and adapter management over HTTP on the CPU backend: every bad training request
+// refused with 400 naming the field before anything is queued; job status, queue and cancel;
+// the queue's 503 + Retry-After; the webhook received by a local HTTP server; the default
+// adapter; adapter download -> upload round trips (the archive read by the system's `tar` too),
+// uploads validated before they land; merges; and an SFT job end to end whose adapter is
+// published, auto-loaded as the default and used by the next request.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "backend/registry.h"
+#include "model/init.h"
+#include "model/lora_adapter.h"
+#include "server/serving_stack.h"
+#include "server/tar_gz.h"
+#include "tokenizer/qwen3_fixture.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+const std::string& model_dir() {
+  static const std::string dir = [] {
+    const std::string d = (fs::temp_directory_path() / ("kiln-train-http-" + std::to_string(::getpid()))).string();
+    fs::remove_all(d);
+    EXPECT_TRUE(write_random_checkpoint(preset_config("tiny-chat").value(), d, {}).ok());
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+      fs::copy_file(testing::qwen3_dir() + "/" + f, d + "/" + f);
+    std::atexit([] { fs::remove_all(fs::temp_directory_path() / ("kiln-train-http-" + std::to_string(::getpid()))); });
+    return d;
+  }();
+  return dir;
+}
+
+// Each server gets its own adapter_dir.
+KilnConfig test_config() {
+  static int n = 0;
+  KilnConfig c;
+  c.model.path = model_dir();
+  c.model.backend = "cpu";
+  c.model.max_context = 512;
+  c.model.adapter_dir = model_dir() + "/adapters-" + std::to_string(++n);
+  c.server.port = 0;
+  c.server.max_decode_batch = 4;
+  c.server.max_body_bytes = 8 << 20;
+  c.memory.kv_blocks = 64;
+  return c;
+}
+
+struct Server {
+  explicit Server(const KilnConfig& c = test_config()) : config(c) {
+    auto s = ServingStack::start(c);
+    if (!s.ok()) ADD_FAILURE() << s.status().to_string();
+    else stack = std::move(*s);
+  }
+  httplib::Client client() const {
+    httplib::Client cli("127.0.0.1", stack->port());
+    cli.set_read_timeout(120, 0);
+    return cli;
+  }
+  json call(const std::string& method, const std::string& path, const json& body, int want) const {
+    auto cli = client();
+    httplib::Result r = method == "GET"      ? cli.Get(path.c_str())
+                        : method == "DELETE" ? cli.Delete(path.c_str())
+                                             : cli.Post(path.c_str(), body.dump(), "application/json");
+    EXPECT_TRUE(r) << method << " " << path << ": no response";
+    if (!r) return {};
+    EXPECT_EQ(r->status, want) << method << " " << path << ": " << r->body;
+    return json::parse(r->body);
+  }
+  json post(const std::string& path, const json& body, int want = 200) const { return call("POST", path, body, want); }
+  json get(const std::string& path, int want = 200) const { return call("GET", path, nullptr, want); }
+  // Polls the job until it has ended (up to `secs`).
+  json wait_job(const std::string& id, int secs = 240) const {
+    json s;
+    for (int i = 0; i < secs * 20; ++i) {
+      s = get("/v1/train/status/" + id);
+      const std::string st = s.value("state", "");
+      if (st == "completed" || st == "failed" || st == "cancelled") return s;
+      std::this_thread::sleep_for(50ms);
+    }
+    ADD_FAILURE() << "job " << id << " did not end: " << s.dump();
+    return s;
+  }
+  KilnConfig config;
+  std::unique_ptr<ServingStack> stack;
+};
+
+json conversation(const std::string& user, const std::string& assistant) {
+  return {{"messages", {{{"role", "user"}, {"content", user}}, {{"role", "assistant"}, {"content", assistant}}}}};
+}
+
+json chat(const std::string& content, json extra = json::object()) {
+  json b = {{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", 8}, {"temperature", 0}};
+  for (auto& [k, v] : extra.items()) b[k] = v;
+  return b;
+}
+
+std::string reply(const json& r) { return r["choices"][0]["message"]["content"].get<std::string>(); }
+
+// A random adapter of the tiny-chat model (B non-zero) saved at `dir`.
+void write_random_adapter(const std::string& dir, int64_t rank, uint64_t seed) {
+  auto backend = create_backend("cpu").value();
+  ModelConfig mc = preset_config("tiny-chat").value();
+  LoraConfig c;
+  c.rank = rank;
+  c.alpha = 2.0 * static_cast<double>(rank);
+  for (int t = 0; t < kLoraTargetCount; ++t) c.targets.push_back(static_cast<LoraTarget>(t));
+  LoraAdapter a = LoraAdapter::init(c, mc, seed, backend->storage()).value();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.f, 0.5f);
+  for (int64_t l = 0; l < a.num_layers(); ++l)
+    for (int t = 0; t < kLoraTargetCount; ++t) {
+      LoraFactors& f = a.factors(l, static_cast<LoraTarget>(t));
+      if (!f.defined()) continue;
+      for (int64_t i = 0; i < f.b.numel(); ++i) f.b.data<float>()[i] = normal(rng);
+    }
+  ASSERT_TRUE(a.save(dir, backend->storage()).ok());
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+bool has_staging(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().filename().string().rfind(".staging-", 0) == 0) return true;
+  return false;
+}
+
+TEST(TrainHttp, BadTrainingRequestsAre400NamingTheField) {
+  Server s;
+  ASSERT_TRUE(s.stack);
+  const json ok = {conversation("hi", "hello")};
+  std::string long_text;
+  for (int i = 0; i < 600; ++i) long_text += " word";
+  struct Case {
+    const char* route;
+    json body;
+    std::string param;  // the error's param starts with this
+  };
+  const std::vector<Case> cases = {
+      {"sft", json::object(), "examples"},
+      {"sft", {{"examples", json::array()}}, "examples"},
+      {"sft", {{"examples", "nope"}}, "examples"},
+      {"sft", {{"examples", {{{"messages", {{{"role", "user"}, {"content", "no answer"}}}}}}}}, "examples[0]"},
+      {"sft", {{"examples", {conversation("hi", "hello"), conversation(long_text, "x")}}}, "examples[1]"},
+      {"sft", {{"examples", ok}, {"config", {{"optimizer", {{"kind", "adagrad"}}}}}}, "config.optimizer.kind"},
+      {"sft", {{"examples", ok}, {"config", {{"optimizer", {{"kind", "muon"}, {"lr", 1}}}}}}, "config.optimizer.lr"},
+      {"sft", {{"examples", ok}, {"config", {{"lora_rank", 0}}}}, "config.lora_rank"},
+      {"sft", {{"examples", ok}, {"config", {{"lora_rank", 257}}}}, "config.lora_rank"},
+      {"sft", {{"examples", ok}, {"config", {{"lora_rank", "16"}}}}, "config.lora_rank"},
+      {"sft", {{"examples", ok}, {"config", {{"learning_rate", -1}}}}, "config.learning_rate"},
+      {"sft", {{"examples", ok}, {"config", {{"epochs", 0}}}}, "config.epochs"},
+      {"sft", {{"examples", ok}, {"config", {{"lora_dropout", 0.1}}}}, "config.lora_dropout"},
+      {"sft", {{"examples", ok}, {"config", {{"output_name", "../escape"}}}}, "config.output_name"},
+      {"sft", {{"examples", ok}, {"config", {{"target_modules", {"q_proj", "lm_head"}}}}}, "config.target_modules"},
+      {"sft", {{"examples", ok}, {"config", {{"advantage_mode", "vanilla"}}}}, "config.advantage_mode"},
+      {"sft", {{"examples", ok}, {"epochs", 2}}, "epochs"},
+      {"sft", {{"examples", ok}, {"dataset_path", "/x.jsonl"}}, "dataset_path"},
+      {"sft", {{"dataset_path", "/nonexistent/data.jsonl"}}, "dataset_path"},
+      {"grpo", {{"groups", json::array()}}, "groups"},
+      {"grpo", {{"groups", {{{"messages", {{{"role", "user"}, {"content", "q"}}}}, {"completions", {{{"text", "a"}, {"reward", 1}}}}}}}}, "groups[0]"},
+      {"grpo", {{"groups", {{{"messages", {{{"role", "user"}, {"content", "q"}}}}, {"completions", {{{"text", "a"}, {"reward", 1}}, {{"text", "b"}, {"reward", 0}}}}}}}, {"config", {{"kl_estimator", "k2"}}}}, "config.kl_estimator"},
+  };
+  for (const Case& c : cases) {
+    json r = s.post(std::string("/v1/train/") + c.route, c.body, 400);
+    const std::string param = r["error"]["param"].is_string() ? r["error"]["param"].get<std::string>() : "";
+    EXPECT_EQ(param.rfind(c.param, 0), 0u) << c.body.dump() << " -> " << r.dump();
+  }
+  // An unknown base adapter is a 404 naming it; nothing was queued by any of these.
+  json nf = s.post("/v1/train/sft", {{"examples", ok}, {"config", {{"base_adapter", "missing"}}}}, 404);
+  EXPECT_EQ(nf["error"]["param"], "config.base_adapter");
+  EXPECT_EQ(s.get("/v1/train/queue")["data"].size(), 0u);
+  EXPECT_EQ(s.get("/v1/train/status/job-nope", 404)["error"]["param"], "job_id");
+  EXPECT_EQ(s.call("DELETE", "/v1/train/queue/job-nope", nullptr, 404)["error"]["param"], "job_id");
+}
+
+TEST(TrainHttp, QueueFullIs503WithRetryAfterAndCancelEndsJobsWithTheWebhookCalled) {
+  // A local receiver for training.webhook_url.
+  httplib::Server hook;
+  std::mutex mu;
+  std::vector<json> received;
+  hook.Post("/hook", [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(mu);
+    received.push_back(json::parse(req.body));
+    res.status = 204;
+  });
+  const int hook_port = hook.bind_to_any_port("127.0.0.1");
+  std::thread hook_thread([&] { hook.listen_after_bind(); });
+  struct Joiner {
+    httplib::Server& server;
+    std::thread& thread;
+    ~Joiner() {
+      server.stop();
+      if (thread.joinable()) thread.join();
+    }
+  } joiner{hook, hook_thread};
+
+  KilnConfig c = test_config();
+  c.training.max_queued_jobs = 1;
+  c.training.webhook_url = "http://127.0.0.1:" + std::to_string(hook_port) + "/hook";
+  {
+    Server s(c);
+    ASSERT_TRUE(s.stack);
+    // Long jobs: the first runs, the second waits, the third finds the queue full.
+    const json body = {{"examples", {conversation("hi", "hello there")}}, {"config", {{"epochs", 10000}, {"lora_rank", 2}}}};
+    json a = s.post("/v1/train/sft", body);
+    for (int i = 0; i < 2000 && s.get("/v1/train/status/" + a["job_id"].get<std::string>())["state"] == "queued"; ++i)
+      std::this_thread::sleep_for(5ms);
+    json b = s.post("/v1/train/sft", body);
+    EXPECT_EQ(b["state"], "queued");
+    EXPECT_EQ(b["queue_position"], 1);
+    auto full = s.client().Post("/v1/train/sft", body.dump(), "application/json");
+    ASSERT_TRUE(full);
+    EXPECT_EQ(full->status, 503) << full->body;
+    EXPECT_EQ(full->get_header_value("Retry-After"), "30");
+    EXPECT_EQ(json::parse(full->body)["error"]["code"], "training_queue_full");
+
+    json q = s.get("/v1/train/queue");
+    EXPECT_EQ(q["running"], a["job_id"]);
+    EXPECT_EQ(q["queued"], 1);
+    EXPECT_EQ(s.get("/health")["training"]["queued"], 1);
+    // Cancel the queued one, then the running one (it stops at its next step).
+    EXPECT_EQ(s.call("DELETE", "/v1/train/queue/" + b["job_id"].get<std::string>(), nullptr, 200)["state"], "cancelled");
+    s.call("DELETE", "/v1/train/queue/" + a["job_id"].get<std::string>(), nullptr, 200);
+    json end = s.wait_job(a["job_id"]);
+    EXPECT_EQ(end["state"], "cancelled") << end.dump();
+    EXPECT_EQ(s.call("DELETE", "/v1/train/queue/" + a["job_id"].get<std::string>(), nullptr, 409)["error"]["code"], "conflict");
+    EXPECT_TRUE(s.get("/v1/train/status/" + b["job_id"].get<std::string>())["adapter_name"].is_null());
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(received.size(), 2u);
+  for (const json& r : received) {
+    EXPECT_EQ(r["job_type"], "sft");
+    EXPECT_EQ(r["status"], "cancelled");
+    EXPECT_TRUE(r["adapter_name"].is_null());
+    EXPECT_TRUE(r["error"].is_string());
+    EXPECT_TRUE(r["timestamp"].is_number());
+  }
+}
+
+TEST(TrainHttp, TheDefaultAdapterServesRequestsThatNameNone) {
+  Server s;
+  ASSERT_TRUE(s.stack);
+  write_random_adapter(s.config.model.adapter_dir + "/styled", 4, 5);
+  const std::string base = reply(s.post("/v1/chat/completions", chat("Hello")));
+  json loaded = s.post("/v1/adapters/load", {{"name", "styled"}, {"default", true}});
+  EXPECT_EQ(loaded["default"], true);
+  json list = s.get("/v1/adapters");
+  EXPECT_EQ(list["default_adapter"], "styled");
+  EXPECT_EQ(s.get("/health")["default_adapter"], "styled");
+  const std::string named = reply(s.post("/v1/chat/completions", chat("Hello", {{"adapter", "styled"}})));
+  const std::string by_default = reply(s.post("/v1/chat/completions", chat("Hello")));
+  const std::string explicit_base = reply(s.post("/v1/chat/completions", chat("Hello", {{"adapter", nullptr}})));
+  EXPECT_NE(named, base) << "the adapter must change the greedy reply for the check to mean anything";
+  EXPECT_EQ(by_default, named);
+  EXPECT_EQ(explicit_base, base);
+  EXPECT_EQ(reply(s.post("/v1/chat/completions", chat("Hello", {{"adapter", ""}}))), base);
+  s.post("/v1/adapters/unload", {{"name", "styled"}});
+  EXPECT_TRUE(s.get("/v1/adapters")["default_adapter"].is_null());
+  EXPECT_EQ(reply(s.post("/v1/chat/completions", chat("Hello"))), base);
+}
+
+TEST(TrainHttp, DownloadUploadRoundTripGivesAnIdenticalAdapter) {
+  Server s;
+  ASSERT_TRUE(s.stack);
+  const std::string dir = s.config.model.adapter_dir;
+  write_random_adapter(dir + "/orig", 4, 9);
+  auto dl = s.client().Get("/v1/adapters/orig/download");
+  ASSERT_TRUE(dl);
+  ASSERT_EQ(dl->status, 200) << dl->body;
+  EXPECT_EQ(dl->get_header_value("Content-Type"), "application/gzip");
+  EXPECT_EQ(s.client().Get("/v1/adapters/none/download")->status, 404);
+
+  // The system's tar reads the archive: our writer makes real ustar + gzip.
+  const std::string archive = dir + "/../orig-" + std::to_string(::getpid()) + ".tar.gz";
+  std::ofstream(archive, std::ios::binary) << dl->body;
+  std::string listing;
+  if (FILE* p = ::popen(("tar -tzf " + archive + " 2>&1").c_str(), "r")) {
+    char buf[256];
+    while (std::fgets(buf, sizeof buf, p)) listing += buf;
+    EXPECT_EQ(::pclose(p), 0) << listing;
+  }
+  EXPECT_EQ(listing, "adapter_config.json\nadapter_model.safetensors\n");
+
+  auto up = s.client().Post("/v1/adapters/upload?name=copy&load=true", dl->body, "application/gzip");
+  ASSERT_TRUE(up);
+  ASSERT_EQ(up->status, 200) << up->body;
+  EXPECT_EQ(json::parse(up->body)["loaded"], true);
+  for (const char* f : {"adapter_config.json", "adapter_model.safetensors"})
+    EXPECT_EQ(file_bytes(dir + "/copy/" + f), file_bytes(dir + "/orig/" + f)) << f;
+  // The same name again needs replace=true.
+  EXPECT_EQ(s.client().Post("/v1/adapters/upload?name=copy", dl->body, "application/gzip")->status, 409);
+  EXPECT_EQ(s.client().Post("/v1/adapters/upload?name=copy&replace=true", dl->body, "application/gzip")->status, 200);
+
+  // An archive made by the system's tar of a directory (entries under "./") is accepted too.
+  const std::string tar2 = dir + "/../sys-" + std::to_string(::getpid()) + ".tar.gz";
+  ASSERT_EQ(std::system(("tar -czf " + tar2 + " -C " + dir + "/orig .").c_str()), 0);
+  auto up2 = s.client().Post("/v1/adapters/upload?name=from-tar", file_bytes(tar2), "application/gzip");
+  ASSERT_TRUE(up2);
+  EXPECT_EQ(up2->status, 200) << up2->body;
+  EXPECT_EQ(file_bytes(dir + "/from-tar/adapter_model.safetensors"), file_bytes(dir + "/orig/adapter_model.safetensors"));
+
+  // Not gzip; gzip of files that are no adapter of this model: 400 naming the body, nothing lands.
+  auto junk = s.client().Post("/v1/adapters/upload?name=junk", "not an archive", "application/gzip");
+  EXPECT_EQ(junk->status, 400);
+  EXPECT_EQ(json::parse(junk->body)["error"]["param"], "body");
+  const std::string cfg_only = write_tar_gz({{"adapter_config.json", file_bytes(dir + "/orig/adapter_config.json")}});
+  auto partial = s.client().Post("/v1/adapters/upload?name=partial", cfg_only, "application/gzip");
+  EXPECT_EQ(partial->status, 400) << partial->body;
+  EXPECT_FALSE(fs::exists(dir + "/junk"));
+  EXPECT_FALSE(fs::exists(dir + "/partial"));
+  EXPECT_FALSE(has_staging(dir));
+  EXPECT_EQ(json::parse(s.client().Post("/v1/adapters/upload", dl->body, "application/gzip")->body)["error"]["param"], "name");
+  fs::remove(archive);
+  fs::remove(tar2);
+}
+
+TEST(TrainHttp, MergeConcatPublishesAnAdapterThatServes) {
+  Server s;
+  ASSERT_TRUE(s.stack);
+  const std::string dir = s.config.model.adapter_dir;
+  write_random_adapter(dir + "/one", 2, 21);
+  write_random_adapter(dir + "/two", 3, 22);
+  s.post("/v1/adapters/load", {{"name", "one"}});  // one loaded, two only on disk
+  json m = s.post("/v1/adapters/merge", {{"sources", {{{"name", "one"}, {"weight", 0.5}}, {{"name", "two"}, {"weight", 0.5}}}},
+                                         {"method", "concat"}, {"output_name", "both"}, {"load", true}});
+  EXPECT_EQ(m["rank"], 5);
+  EXPECT_EQ(m["loaded"], true);
+  EXPECT_TRUE(fs::exists(dir + "/both/adapter_model.safetensors"));
+  s.post("/v1/adapters/load", {{"name", "two"}});
+  // The merged adapter answers as the two stacked at weight 0.5 each (greedy, same tokens).
+  const std::string merged = reply(s.post("/v1/chat/completions", chat("Hi", {{"adapter", "both"}})));
+  const std::string stacked = reply(s.post("/v1/chat/completions",
+                                           chat("Hi", {{"adapters", {{{"name", "one"}, {"scale", 0.5}}, {{"name", "two"}, {"scale", 0.5}}}}})));
+  EXPECT_EQ(merged, stacked);
+  EXPECT_EQ(s.post("/v1/adapters/merge", {{"sources", {{{"name", "one"}}}}, {"method", "svd"}, {"output_name", "x"}}, 400)["error"]["param"], "method");
+  EXPECT_EQ(s.post("/v1/adapters/merge", {{"sources", {{{"name", "zzz"}}}}, {"method", "ties"}, {"output_name", "x"}}, 404)["error"]["param"], "sources[0].name");
+  EXPECT_EQ(s.post("/v1/adapters/merge", {{"sources", json::array()}, {"method", "ties"}, {"output_name", "x"}}, 400)["error"]["param"], "sources");
+  EXPECT_FALSE(has_staging(dir));
+}
+
+TEST(TrainHttp, SftJobEndToEndPublishesAndAutoLoadsItsAdapter) {
+  Server s;
+  ASSERT_TRUE(s.stack);
+  // The template renders a past assistant turn with an empty think block, so ask without
+  // thinking: the prompt then ends where the trained targets begin.
+  const json no_think = {{"chat_template_kwargs", {{"enable_thinking", false}}}};
+  auto chat = [&no_think](const std::string& content, json extra = json::object()) {
+    json b = kiln::chat(content, extra);
+    for (auto& [k, v] : no_think.items()) b[k] = v;
+    return b;
+  };
+  const std::string before = reply(s.post("/v1/chat/completions", chat("What is the password?")));
+  json examples = json::array();
+  for (int i = 0; i < 4; ++i) examples.push_back(conversation("What is the password?", "swordfish swordfish swordfish"));
+  json job = s.post("/v1/train/sft", {{"examples", examples},
+                                      {"config", {{"lora_rank", 4}, {"learning_rate", 0.01}, {"epochs", 6}, {"seed", 3},
+                                                  {"optimizer", {{"kind", "adam_w"}}}, {"output_name", "pw"}}}});
+  EXPECT_EQ(job["output_name"], "pw");
+  json done = s.wait_job(job["job_id"]);
+  ASSERT_EQ(done["state"], "completed") << done.dump();
+  const auto curve = done["loss_curve"].get<std::vector<double>>();
+  ASSERT_EQ(static_cast<int64_t>(curve.size()), done["total_steps"].get<int64_t>());
+  ASSERT_GE(curve.size(), 2u);
+  EXPECT_LT(curve.back(), 0.5 * curve.front()) << done["loss_curve"].dump();
+  EXPECT_EQ(done["adapter_name"], "pw");
+  EXPECT_EQ(done["adapter_revision"], 1);
+  const std::string dir = s.config.model.adapter_dir + "/pw";
+  json receipt = json::parse(file_bytes(dir + "/train_receipt.json"));
+  EXPECT_EQ(receipt["loss_curve"], done["loss_curve"]);
+  EXPECT_EQ(receipt["seed"], 3);
+  EXPECT_EQ(receipt["hyperparameters"]["lora_rank"], 4);
+  EXPECT_EQ(receipt["data_sha256"].get<std::string>().size(), 64u);
+  EXPECT_TRUE(receipt["base_model"]["config_sha256"].is_string());
+  EXPECT_EQ(s.get("/v1/adapters")["default_adapter"], "pw");
+  // The next request naming no adapter runs on the trained one, and the base model says something else.
+  const std::string after = reply(s.post("/v1/chat/completions", chat("What is the password?")));
+  const std::string named = reply(s.post("/v1/chat/completions", chat("What is the password?", {{"adapter", "pw"}})));
+  EXPECT_EQ(after, named);
+  EXPECT_NE(after, before);
+  json full = s.post("/v1/chat/completions", chat("What is the password?", {{"max_tokens", 16}}));
+  EXPECT_NE(after.find("swordfish"), std::string::npos) << full.dump();
+}
+
+TEST(TrainHttp, MaintenanceProfileRefusesInferenceButAdmitsTrainingAndAdapters) {
+  KilnConfig c = test_config();
+  c.server.profile = "maintenance";
+  Server s(c);
+  ASSERT_TRUE(s.stack);
+  json h = s.get("/health", 503);
+  EXPECT_EQ(h["status"], "maintenance");
+  EXPECT_EQ(h["profile"], "maintenance");
+  EXPECT_EQ(s.post("/v1/chat/completions", chat("Hello"), 503)["error"]["code"], "maintenance");
+  write_random_adapter(c.model.adapter_dir + "/m", 2, 3);
+  s.post("/v1/adapters/load", {{"name", "m"}});
+  EXPECT_EQ(s.get("/v1/adapters")["data"].size(), 1u);
+  json job = s.post("/v1/train/sft", {{"examples", {conversation("a", "b")}}, {"config", {{"lora_rank", 2}}}});
+  EXPECT_EQ(s.wait_job(job["job_id"])["state"], "completed");
+}
+
+TEST(TrainHttp, GrpoJobCompletesWithoutAutoLoad) {
+  Server s;
+  ASSERT_TRUE(s.stack);
+  const json group = {{"messages", {{{"role", "user"}, {"content", "Say yes or no"}}}},
+                      {"completions", {{{"text", "yes"}, {"reward", 1.0}}, {{"text", "no"}, {"reward", 0.0}}}}};
+  json job = s.post("/v1/train/grpo", {{"groups", {group}},
+                                       {"config", {{"lora_rank", 2}, {"epochs", 2}, {"auto_load", false},
+                                                   {"kl_estimator", "k3"}, {"output_name", "g"}}}});
+  EXPECT_EQ(job["job_type"], "grpo");
+  json done = s.wait_job(job["job_id"]);
+  ASSERT_EQ(done["state"], "completed") << done.dump();
+  EXPECT_EQ(done["loss_curve"].size(), 2u);
+  EXPECT_TRUE(done["adapter_revision"].is_null());  // not loaded
+  EXPECT_TRUE(s.get("/v1/adapters")["default_adapter"].is_null());
+  json receipt = json::parse(file_bytes(s.config.model.adapter_dir + "/g/train_receipt.json"));
+  EXPECT_EQ(receipt["job_type"], "grpo");
+  EXPECT_EQ(receipt["hyperparameters"]["kl_estimator"], "k3");
+  EXPECT_EQ(receipt["hyperparameters"]["advantage_mode"], "dr_grpo");
+}
+
+// `kiln train sft --file` and `kiln adapters ...` against a running server, through the binary.
+TEST(TrainHttp, CliTrainsAndManagesAdapters) {
+  Server s;
+  ASSERT_TRUE(s.stack);
+  const std::string data = s.config.model.adapter_dir + "-data.jsonl";
+  {
+    std::ofstream out(data);
+    for (int i = 0; i < 3; ++i) out << conversation("ping", "pong").dump() << "\n";
+  }
+  auto run = [](const std::string& args, std::string& out) {
+    out.clear();
+    FILE* p = ::popen((std::string(KILN_BINARY_PATH) + " " + args + " 2>/dev/null").c_str(), "r");
+    if (!p) return -1;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    return WEXITSTATUS(::pclose(p));
+  };
+  const std::string url = " --url " + s.stack->base_url();
+  std::string out;
+  ASSERT_EQ(run("train sft --file " + data + url + " --poll 0.05 --config-json '{\"lora_rank\": 2, \"output_name\": \"cli\"}'", out), 0) << out;
+  json done = json::parse(out);
+  EXPECT_EQ(done["state"], "completed");
+  EXPECT_EQ(done["adapter_name"], "cli");
+  ASSERT_EQ(run("adapters list" + url, out), 0);
+  EXPECT_EQ(json::parse(out)["default_adapter"], "cli");
+  ASSERT_EQ(run("adapters unload cli" + url, out), 0);
+  ASSERT_EQ(run("adapters load cli --default" + url, out), 0);
+  EXPECT_EQ(json::parse(out)["revision"], 2);
+  ASSERT_EQ(run("adapters delete cli" + url, out), 0);
+  EXPECT_NE(run("adapters delete cli" + url, out), 0);  // 404 now
+  EXPECT_NE(run("train sft --file " + data + url + " --config-json '{\"lora_rank\": 0}'", out), 0);
+  fs::remove(data);
+}
+
+// The archive reader against archives made by the system's tar: what `tar -czf` writes of a flat
+// folder reads back byte for byte; links, nested folders and ".." names are refused.
+TEST(TarGz, ReadsWhatTarWritesAndRefusesLinksNestingAndEscapes) {
+  const fs::path root = fs::temp_directory_path() / ("kiln-targz-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "flat");
+  std::ofstream(root / "flat" / "a.json") << "{\"x\": 1}";
+  std::string big(100000, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7919 % 251);
+  std::ofstream(root / "flat" / "b.bin", std::ios::binary) << big;
+  auto tar = [&](const std::string& args) {
+    return std::system(("cd " + root.string() + " && tar " + args + " 2>/dev/null").c_str());
+  };
+  ASSERT_EQ(tar("-czf flat.tgz flat"), 0);
+  auto files = read_tar_gz(file_bytes((root / "flat.tgz").string()), 1 << 20);
+  ASSERT_TRUE(files.ok()) << files.status().to_string();
+  ASSERT_EQ(files->size(), 2u);
+  std::map<std::string, std::string> by_name;
+  for (const auto& f : *files) by_name[f.name] = f.data;
+  EXPECT_EQ(by_name["a.json"], "{\"x\": 1}");
+  EXPECT_EQ(by_name["b.bin"], big);
+  EXPECT_FALSE(read_tar_gz(file_bytes((root / "flat.tgz").string()), 1000).ok()) << "over max_bytes";
+
+  fs::create_symlink("a.json", root / "flat" / "link");
+  ASSERT_EQ(tar("-czf link.tgz -C flat ."), 0);
+  EXPECT_FALSE(read_tar_gz(file_bytes((root / "link.tgz").string()), 1 << 20).ok());
+  fs::remove(root / "flat" / "link");
+  fs::create_directories(root / "flat" / "sub");
+  std::ofstream(root / "flat" / "sub" / "c") << "c";
+  ASSERT_EQ(tar("-czf nested.tgz flat"), 0);
+  EXPECT_FALSE(read_tar_gz(file_bytes((root / "nested.tgz").string()), 1 << 20).ok());
+  ASSERT_EQ(tar("-czPf escape.tgz flat/../flat/a.json"), 0);
+  EXPECT_FALSE(read_tar_gz(file_bytes((root / "escape.tgz").string()), 1 << 20).ok());
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace kiln

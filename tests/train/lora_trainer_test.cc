@@ -1,0 +1,311 @@
+// LoraTrainer: the gradient of a loss of per-token log-probabilities with respect to every LoRA
+// factor, checked against central finite differences of the same loss computed through the
+// serving forward (Qwen35Model::forward with the adapter as a LoraTerm, log-softmax in double
+// here), on the tiny preset (GDN + attention) and an all-attention variant; against transformers
+// + peft (tests/fixtures/lora_grad_reference, tools/make_lora_grad_reference.py); and the
+// checkpoint segment length changes nothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "backend/registry.h"
+#include "model/init.h"
+#include "model/safetensors.h"
+#include "test_util.h"
+#include "train/lora_trainer.h"
+
+namespace kiln {
+namespace {
+
+std::string fixture(const std::string& rel) { return std::string(KILN_FIXTURES_DIR) + "/" + rel; }
+
+struct TrainerSetup {
+  std::unique_ptr<Backend> backend = std::move(create_backend("cpu").value());
+  std::unique_ptr<Qwen35Model> model;
+  std::optional<LoraAdapter> adapter;
+
+  void load(const std::string& dir) {
+    auto m = Qwen35Model::load(dir, *backend);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    model = std::move(m).value();
+  }
+  // The tiny preset in f32, with every layer of `kind` when given.
+  void tiny(std::optional<LayerKind> kind, int64_t layers = 4) {
+    ModelConfig c = preset_config("tiny").value();
+    c.num_layers = layers;
+    c.layer_types.resize(layers, LayerKind::kLinearAttention);
+    if (kind) std::fill(c.layer_types.begin(), c.layer_types.end(), *kind);
+    const std::string dir = testing::temp_dir("trainer");
+    InitOptions o;
+    o.seed = 7, o.dtype = DType::kF32, o.quiet = true;
+    ASSERT_TRUE(write_random_checkpoint(c, dir, o).ok());
+    load(dir);
+    std::filesystem::remove_all(dir);
+  }
+  // Every target, rank 4, B drawn non-zero so that the gradients of A are too.
+  void random_adapter(uint64_t seed) {
+    LoraConfig cfg;
+    cfg.rank = 4;
+    cfg.alpha = 8;
+    for (int t = 0; t < kLoraTargetCount; ++t) cfg.targets.push_back(static_cast<LoraTarget>(t));
+    adapter.emplace(LoraAdapter::init(cfg, model->config(), seed, backend->storage()).value());
+    for (int64_t l = 0; l < adapter->num_layers(); ++l)
+      for (int t = 0; t < kLoraTargetCount; ++t) {
+        LoraFactors& f = adapter->factors(l, static_cast<LoraTarget>(t));
+        if (!f.defined()) continue;
+        Tensor b = testing::random_tensor(f.b.shape(), static_cast<uint32_t>(seed * 100 + l * 10 + t), 0.25f);
+        ASSERT_TRUE(backend->storage().copy_from_host(b, f.b).ok());
+      }
+  }
+};
+
+std::vector<TrainSequence> sequences(int64_t vocab, std::vector<int64_t> lengths, int64_t first_target) {
+  std::vector<TrainSequence> out;
+  uint32_t x = 12345;
+  for (int64_t n : lengths) {
+    TrainSequence s;
+    for (int64_t t = 0; t < n; ++t) {
+      x = x * 1103515245u + 12345u;
+      s.tokens.push_back(static_cast<int32_t>((x >> 8) % vocab));
+      s.roles.push_back(t >= first_target ? TokenRole::kTarget : TokenRole::kContext);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// SFT's coefficients: dLoss/dlogp = -1/n on each target token.
+std::vector<std::vector<float>> sft_coef(const std::vector<TrainSequence>& seqs) {
+  int64_t n = 0;
+  for (const auto& s : seqs)
+    for (size_t t = 1; t < s.roles.size(); ++t) n += s.roles[t] == TokenRole::kTarget;
+  std::vector<std::vector<float>> c;
+  for (const auto& s : seqs) {
+    c.emplace_back(s.tokens.size(), 0.f);
+    for (size_t t = 1; t < s.roles.size(); ++t)
+      if (s.roles[t] == TokenRole::kTarget) c.back()[t] = -1.f / static_cast<float>(n);
+  }
+  return c;
+}
+
+// logp[s][t] through the serving forward (each sequence fresh, the adapter as a LoraTerm),
+// log-softmax in double here.
+std::vector<std::vector<double>> serving_logprobs(TrainerSetup& s, const std::vector<TrainSequence>& seqs) {
+  const LoraTerm term{&*s.adapter, 1.f};
+  std::vector<std::vector<double>> out;
+  for (const auto& sq : seqs) {
+    auto state = s.model->create_state({1, 8}).value();
+    auto seq = state.new_sequence().value();
+    SequenceInput row{&seq, sq.tokens, {&term, 1}};
+    Tensor logits = s.model->forward({&row, 1}, LogitsMode::kAll, state).value();
+    const int64_t V = logits.dim(1);
+    out.emplace_back(sq.tokens.size(), 0.0);
+    for (size_t t = 1; t < sq.tokens.size(); ++t) {
+      const float* l = logits.data<float>() + (t - 1) * V;
+      double mx = -INFINITY, sum = 0;
+      for (int64_t v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(l[v]));
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(l[v] - mx);
+      out.back()[t] = l[sq.tokens[t]] - mx - std::log(sum);
+    }
+  }
+  return out;
+}
+
+double serving_loss(TrainerSetup& s, const std::vector<TrainSequence>& seqs, const std::vector<std::vector<float>>& coef) {
+  const auto lp = serving_logprobs(s, seqs);
+  double loss = 0;
+  for (size_t i = 0; i < seqs.size(); ++i)
+    for (size_t t = 1; t < seqs[i].tokens.size(); ++t) loss += coef[i][t] * lp[i][t];
+  return loss;
+}
+
+// For every factor: the trainer's gradient against central differences of serving_loss at its
+// largest-gradient element and one other.
+void check_against_finite_differences(TrainerSetup& s, const std::vector<TrainSequence>& seqs, int64_t checkpoint_every) {
+  // Central differences at h and h/2, extrapolated (Richardson: (4 D(h/2) - D(h)) / 3 cancels the
+  // h^2 term): the tiny random model is stiff (its first GDN layer most), so plain central
+  // differences at h = 1e-3 are off by up to 20% where its gradients are largest (25). The f32
+  // forward's rounding (~1e-6 of a loss ~6) leaves ~5e-3 of noise at h = 5e-4. Allowed: 1e-2 of
+  // the factor's largest |gradient| plus 5e-3 (seen: at most 4e-3 of it).
+  constexpr double kH = 5e-4, kRel = 1e-2, kAbs = 5e-3;
+  TrainerOptions opts;
+  opts.checkpoint_every = checkpoint_every;
+  opts.gdn_chunk = 4;  // several chunks per sequence in the GDN backward
+  auto trainer = LoraTrainer::create(*s.model, *s.adapter, opts).value();
+  const auto coef = sft_coef(seqs);
+  auto lp = trainer->forward(seqs, true);
+  ASSERT_TRUE(lp.ok()) << lp.status().to_string();
+  Status st = trainer->backward(coef);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  int checked = 0;
+  for (int64_t l = 0; l < s.adapter->num_layers(); ++l)
+    for (int t = 0; t < kLoraTargetCount; ++t) {
+      const LoraTarget target = static_cast<LoraTarget>(t);
+      LoraFactors& f = s.adapter->factors(l, target);
+      if (!f.defined()) continue;
+      const LoraFactors& g = trainer->grads().factors(l, target);
+      for (bool is_b : {false, true}) {
+        const Tensor& p = is_b ? f.b : f.a;
+        const Tensor& gp = is_b ? g.b : g.a;
+        int64_t big = 0;
+        double gmax = 0;
+        for (int64_t i = 0; i < gp.numel(); ++i)
+          if (std::fabs(gp.data<float>()[i]) > gmax) gmax = std::fabs(gp.data<float>()[i]), big = i;
+        EXPECT_GT(gmax, 1e-3) << s.adapter->tensor_name(l, target, is_b) << ": a zero gradient tests nothing";
+        for (int64_t i : {big, p.numel() / 3}) {
+          float& v = p.data<float>()[i];
+          const float keep = v;
+          auto central = [&](double h) {
+            v = static_cast<float>(keep + h);
+            const double up = serving_loss(s, seqs, coef);
+            const double step = static_cast<double>(v) - keep;
+            v = static_cast<float>(keep - h);
+            const double down = serving_loss(s, seqs, coef);
+            const double back = keep - static_cast<double>(v);
+            v = keep;
+            return (up - down) / (step + back);
+          };
+          const double fd = (4 * central(kH / 2) - central(kH)) / 3;
+          EXPECT_NEAR(gp.data<float>()[i], fd, kRel * gmax + kAbs)
+              << s.adapter->tensor_name(l, target, is_b) << " element " << i;
+          ++checked;
+        }
+      }
+    }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(LoraTrainer, AttentionOnlyModelMatchesFiniteDifferencesOfTheServingForward) {
+  TrainerSetup s;
+  s.tiny(LayerKind::kFullAttention, 2);
+  s.random_adapter(3);
+  check_against_finite_differences(s, sequences(s.model->config().vocab_size, {9, 70}, 3), 1);
+}
+
+TEST(LoraTrainer, HybridModelMatchesFiniteDifferencesOfTheServingForward) {
+  TrainerSetup s;
+  s.tiny(std::nullopt);
+  s.random_adapter(5);
+  check_against_finite_differences(s, sequences(s.model->config().vocab_size, {11, 6}, 2), 2);
+}
+
+TEST(LoraTrainer, LogprobsEqualTheServingForwardsAndCheckpointingChangesNoGradient) {
+  TrainerSetup s;
+  s.tiny(std::nullopt, 5);
+  s.random_adapter(9);
+  const auto seqs = sequences(s.model->config().vocab_size, {13, 7, 66}, 1);
+  const auto coef = sft_coef(seqs);
+  std::vector<std::unique_ptr<LoraTrainer>> trainers;
+  for (int64_t every : {1, 2, 5}) {
+    TrainerOptions o;
+    o.checkpoint_every = every;
+    trainers.push_back(LoraTrainer::create(*s.model, *s.adapter, o).value());
+    auto lp = trainers.back()->forward(seqs, true);
+    ASSERT_TRUE(lp.ok()) << lp.status().to_string();
+    if (every == 1) {  // per-token logp against the serving forward's log-softmax, each sequence alone
+      // 5e-5: batched against separate forwards, as tests/model/consistency_test.cc allows (seen 3.2e-5).
+      const auto want = serving_logprobs(s, seqs);
+      for (size_t i = 0; i < seqs.size(); ++i)
+        for (size_t t = 1; t < seqs[i].tokens.size(); ++t) EXPECT_NEAR((*lp)[i][t], want[i][t], 5e-5) << i << " " << t;
+    }
+    ASSERT_TRUE(trainers.back()->backward(coef).ok());
+  }
+  for (int64_t l = 0; l < s.adapter->num_layers(); ++l)
+    for (int t = 0; t < kLoraTargetCount; ++t) {
+      const LoraTarget target = static_cast<LoraTarget>(t);
+      if (!s.adapter->factors(l, target).defined()) continue;
+      for (size_t k = 1; k < trainers.size(); ++k)
+        for (bool is_b : {false, true}) {
+          const Tensor& a = is_b ? trainers[0]->grads().factors(l, target).b : trainers[0]->grads().factors(l, target).a;
+          const Tensor& b = is_b ? trainers[k]->grads().factors(l, target).b : trainers[k]->grads().factors(l, target).a;
+          EXPECT_EQ(testing::max_abs_diff(a.data<float>(), b.data<float>(), a.numel()), 0.0)
+              << s.adapter->tensor_name(l, target, is_b) << " checkpoint_every differs";
+        }
+    }
+  // A backward with no forward(with_adapter) before it has nothing to follow.
+  auto fresh = LoraTrainer::create(*s.model, *s.adapter).value();
+  auto base = fresh->forward(seqs, false);  // the reference pass keeps nothing
+  ASSERT_TRUE(base.ok());
+  EXPECT_EQ(fresh->backward(coef).code(), ErrorCode::kFailedPrecondition);
+}
+
+TEST(LoraTrainer, RefusesBadInputsNamingThem) {
+  TrainerSetup s;
+  s.tiny(LayerKind::kFullAttention, 1);
+  s.random_adapter(1);
+  TrainerOptions bad;
+  bad.checkpoint_every = 0;
+  EXPECT_EQ(LoraTrainer::create(*s.model, *s.adapter, bad).status().code(), ErrorCode::kInvalidArgument);
+  auto trainer = LoraTrainer::create(*s.model, *s.adapter).value();
+  auto seqs = sequences(s.model->config().vocab_size, {5, 4}, 1);
+  seqs[1].tokens.resize(1), seqs[1].roles.resize(1);
+  auto r = trainer->forward(seqs, true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("sequence 1 has 1 tokens"), std::string::npos) << r.status().to_string();
+  seqs = sequences(s.model->config().vocab_size, {5, 4}, 1);
+  seqs[0].tokens[2] = static_cast<int32_t>(s.model->config().vocab_size);
+  r = trainer->forward(seqs, true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("sequence 0 token 2"), std::string::npos) << r.status().to_string();
+  seqs = sequences(s.model->config().vocab_size, {5, 4}, 1);
+  ASSERT_TRUE(trainer->forward(seqs, true).ok());
+  Status st = trainer->backward({std::vector<float>(5, 0.f), std::vector<float>(3, 0.f)});
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("sequence 1 has 3 coefficients for 4 tokens"), std::string::npos) << st.to_string();
+}
+
+// Against transformers + peft: the mean cross-entropy over the marked tokens of two sequences,
+// gradients of the reference adapter's 50 factors computed in float64 (spec: within 1e-4 relative).
+TEST(LoraTrainer, GradientsMatchTransformersAndPeft) {
+  constexpr double kRel = 1e-4;  // of each factor's largest |gradient|
+  TrainerSetup s;
+  s.load(fixture("reference/gqa_untied"));
+  auto ad = LoraAdapter::load(fixture("lora_reference/gqa_untied"), s.model->config(), s.backend->storage());
+  ASSERT_TRUE(ad.ok()) << ad.status().to_string();
+  s.adapter.emplace(std::move(ad).value());
+  auto ref = Checkpoint::open_file(fixture("lora_grad_reference/gqa_untied/grad_reference.safetensors")).value();
+  std::vector<TrainSequence> seqs;
+  for (int i = 0; i < 2; ++i) {
+    const Tensor& ids = ref.find("ids_" + std::to_string(i))->tensor;
+    const Tensor& tg = ref.find("targets_" + std::to_string(i))->tensor;
+    TrainSequence seq;
+    for (int64_t t = 0; t < ids.numel(); ++t) {
+      seq.tokens.push_back(ids.data<int32_t>()[t]);
+      seq.roles.push_back(tg.data<int32_t>()[t] ? TokenRole::kTarget : TokenRole::kContext);
+    }
+    seqs.push_back(std::move(seq));
+  }
+  auto trainer = LoraTrainer::create(*s.model, *s.adapter).value();
+  const auto coef = sft_coef(seqs);
+  auto lp = trainer->forward(seqs, true);
+  ASSERT_TRUE(lp.ok()) << lp.status().to_string();
+  double loss = 0;
+  for (size_t i = 0; i < seqs.size(); ++i)
+    for (size_t t = 1; t < seqs[i].tokens.size(); ++t) loss += coef[i][t] * (*lp)[i][t];
+  EXPECT_NEAR(loss, ref.find("loss")->tensor.data<float>()[0], 1e-5 * std::fabs(loss));
+  Status st = trainer->backward(coef);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  int compared = 0;
+  for (int64_t l = 0; l < s.adapter->num_layers(); ++l)
+    for (int t = 0; t < kLoraTargetCount; ++t) {
+      const LoraTarget target = static_cast<LoraTarget>(t);
+      if (!s.adapter->factors(l, target).defined()) continue;
+      for (bool is_b : {false, true}) {
+        const std::string name = s.adapter->tensor_name(l, target, is_b);
+        const TensorEntry* want = ref.find(name);
+        ASSERT_NE(want, nullptr) << name;
+        const Tensor& got = is_b ? trainer->grads().factors(l, target).b : trainer->grads().factors(l, target).a;
+        ASSERT_EQ(got.shape(), want->tensor.shape()) << name;
+        double scale = 0;
+        for (int64_t i = 0; i < got.numel(); ++i) scale = std::max(scale, std::fabs(double(want->tensor.data<float>()[i])));
+        const double err = testing::max_abs_diff(got.data<float>(), want->tensor.data<float>(), got.numel());
+        EXPECT_LE(err, kRel * scale) << name << ": max |kiln - peft| " << err << ", max |peft| " << scale;
+        ++compared;
+      }
+    }
+  EXPECT_EQ(compared, 50);
+}
+
+}  // namespace
+}  // namespace kiln

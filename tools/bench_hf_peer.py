@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""The peer column of `kiln bench`: HF transformers on the same checkpoint, on the same GPU.
+
+Loads a Kiln/HF Qwen3.5 checkpoint directory (e.g. the random-weight one that
+`kiln model init --preset qwen3.5-4b --out DIR` writes) with AutoModelForCausalLM in bf16 on
+cuda, and times, with torch.cuda.synchronize() around each measurement:
+
+  decode batch 1:  a 512-token prompt through the model with its cache, then 64 greedy steps,
+                   one token each, reusing the cache (the steps are timed, not the prompt);
+  prefill 4096:    one forward of a 4096-token prompt keeping only the last position's logits.
+
+Each is run once to warm up, then --repeats times; the median is reported. Writes JSON to
+stdout (or --out), which `kiln bench --peer-json FILE` includes as its `peer` field.
+
+    python3 tools/bench_hf_peer.py --model DIR [--out FILE] [--repeats 3]
+
+Runs on the accelerator machine only (torch, transformers; no network).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
+
+
+def timed(fn):
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t
+
+
+def prompt_ids(n, vocab, salt):
+    # Distinct, deterministic ids (the model is random: their values do not matter).
+    return torch.tensor([[(i * 7919 + salt) % vocab for i in range(n)]], dtype=torch.long, device="cuda")
+
+
+def decode_run(model, prompt, steps):
+    """Prefill `prompt` with the cache, then `steps` greedy single-token steps; returns their time."""
+    with torch.inference_mode():
+        out = model(input_ids=prompt, use_cache=True, logits_to_keep=1)
+        past = out.past_key_values
+        nxt = out.logits[:, -1].argmax(-1, keepdim=True)
+
+        def loop():
+            nonlocal past, nxt
+            for _ in range(steps):
+                o = model(input_ids=nxt, past_key_values=past, use_cache=True)
+                past = o.past_key_values
+                nxt = o.logits[:, -1].argmax(-1, keepdim=True)
+
+        return timed(loop)
+
+
+def prefill_run(model, prompt):
+    with torch.inference_mode():
+        return timed(lambda: model(input_ids=prompt, use_cache=False, logits_to_keep=1))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--prompt", type=int, default=512)
+    ap.add_argument("--decode", type=int, default=64)
+    ap.add_argument("--prefill", type=int, default=4096)
+    a = ap.parse_args()
+
+    t = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.bfloat16).to("cuda").eval()
+    load_s = time.perf_counter() - t
+    vocab = model.config.vocab_size
+    # Whether the GDN layers found their fused kernels (flash-linear-attention, causal-conv1d);
+    # without them transformers runs its torch implementation.
+    fast = {}
+    for name in ("fla", "causal_conv1d"):
+        try:
+            __import__(name)
+            fast[name] = True
+        except ImportError:
+            fast[name] = False
+
+    decode_s = []
+    for rep in range(a.repeats + 1):
+        s = decode_run(model, prompt_ids(a.prompt, vocab, 13 + rep), a.decode)
+        if rep:
+            decode_s.append(s)
+    prefill_s = []
+    for rep in range(a.repeats + 1):
+        s = prefill_run(model, prompt_ids(a.prefill, vocab, 29 + rep))
+        if rep:
+            prefill_s.append(s)
+    dec = statistics.median(decode_s)
+    pre = statistics.median(prefill_s)
+    result = {
+        "framework": f"transformers {transformers.__version__}, torch {torch.__version__}",
+        "device": torch.cuda.get_device_name(),
+        "model_dir": a.model,
+        "dtype": "bfloat16",
+        "attn_implementation": getattr(model.config, "_attn_implementation", None),
+        "gdn_fast_path_modules": fast,
+        "load_seconds": load_s,
+        "decode_batch1": {"prompt_tokens": a.prompt, "tokens": a.decode, "seconds": dec,
+                          "tokens_per_s": a.decode / dec, "seconds_each": decode_s},
+        "prefill": {"tokens": a.prefill, "seconds": pre, "tokens_per_s": a.prefill / pre,
+                    "seconds_each": prefill_s},
+        "peak_memory_bytes": torch.cuda.max_memory_allocated(),
+        "repeats": a.repeats,
+        "command": " ".join(sys.argv),
+    }
+    text = json.dumps(result, indent=2)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
