@@ -8,6 +8,7 @@
 #include <ctime>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -164,6 +165,15 @@ Status run(const BenchOpts& o) {
     KILN_RETURN_IF_ERROR(be->sampling().argmax({logits, dev_ids}));
     return device ? be->storage().copy_to_host(dev_ids, ids) : Status();
   };
+  // Kernel launches + cuBLASLt matmuls of the decode loops (CUDA only; null elsewhere).
+  auto launches_now = [&]() -> std::optional<uint64_t> {
+#ifdef KILN_HAVE_CUDA
+    if (auto st = cuda_backend_stats(*be); st.ok()) return st->launches;
+#endif
+    return std::nullopt;
+  };
+  uint64_t decode_launches = 0;
+  bool launches_counted = false;
   for (int rep = 0; rep < o.repeats; ++rep) {
     KILN_ASSIGN_OR_RETURN(SequenceState seq, state.new_sequence());
     std::fprintf(stderr, "bench: repeat %d/%d: prefill %lld tokens, decode %lld tokens\n", rep + 1, o.repeats,
@@ -174,6 +184,7 @@ Status run(const BenchOpts& o) {
     KILN_RETURN_IF_ERROR(pick(logits));
     prefill_s.push_back(seconds_since(t));
     t = Clock::now();
+    const std::optional<uint64_t> launches_before = launches_now();
     for (int64_t i = 0; i < o.decode_tokens; ++i) {
       int32_t tok = ids.data<int32_t>()[0];
       SequenceInput step{&seq, {&tok, 1}};
@@ -181,6 +192,10 @@ Status run(const BenchOpts& o) {
       KILN_RETURN_IF_ERROR(pick(logits));
     }
     decode_s.push_back(seconds_since(t));
+    if (auto after = launches_now(); after && launches_before) {
+      decode_launches += *after - *launches_before;
+      launches_counted = true;
+    }
     state.release(seq);
   }
 
@@ -222,7 +237,11 @@ Status run(const BenchOpts& o) {
                   {"seconds", decode_time},
                   {"tokens_per_s", decode_tps},
                   {"roofline_tokens_per_s", roofline_tps},
-                  {"fraction_of_roofline", decode_tps / roofline_tps}}},
+                  {"fraction_of_roofline", decode_tps / roofline_tps},
+                  // Every kernel launch and cuBLASLt matmul of a decode step, the argmax included.
+                  {"launches_per_token", launches_counted ? nlohmann::json(static_cast<double>(decode_launches) /
+                                                                           static_cast<double>(o.decode_tokens * o.repeats))
+                                                          : nlohmann::json(nullptr)}}},
       {"repeats", o.repeats},
   };
 

@@ -20,6 +20,7 @@ void add_qualify_command(CLI::App& app);
 void add_tokenizer_commands(CLI::App& app);
 void add_config_command(CLI::App& app);
 void add_train_command(CLI::App& app);     // `kiln train sft|grpo`: a client of a running server
+void add_eval_command(CLI::App& app);      // `kiln eval list|run|compare`: a client of a running server
 void add_adapters_command(CLI::App& app);  // `kiln adapters list|load|unload|delete`: likewise
 
 // Prints "error: <status>" to stderr and sets exit_code to 1 when the status is an error.

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_tokenizer_commands(app);
   kiln::cli::add_config_command(app);
   kiln::cli::add_train_command(app);
+  kiln::cli::add_eval_command(app);
   kiln::cli::add_adapters_command(app);
   static char serve[] = "serve";
   char* serve_argv[] = {argv[0], serve, nullptr};

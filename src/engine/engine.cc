@@ -59,6 +59,7 @@ Result<Submission> Engine::submit(RequestSpec spec) {
   std::vector<std::shared_ptr<const LoraAdapter>> held;
   std::vector<LoraTerm> lora;
   std::string stack_key;
+  std::vector<ResolvedAdapter> resolved;
   for (size_t i = 0; i < uses.size(); ++i) {
     const auto& u = uses[i];
     if (!std::isfinite(u.weight))
@@ -73,6 +74,7 @@ Result<Submission> Engine::submit(RequestSpec spec) {
     auto [end, ec] = std::to_chars(weight, weight + sizeof weight, u.weight);  // shortest exact form
     stack_key += e.name + "@" + std::to_string(e.revision) + "*" + std::string(weight, end) + ";";
     lora.push_back({e.adapter.get(), u.weight});
+    resolved.push_back({e.name, e.revision, u.weight});
     held.push_back(std::move(e.adapter));
   }
   const int64_t need = BlockManager::blocks_for(static_cast<int64_t>(spec.prompt.size()) + spec.max_tokens);
@@ -89,7 +91,7 @@ Result<Submission> Engine::submit(RequestSpec spec) {
   seq->adapters = std::move(held);
   seq->lora = std::move(lora);
   KILN_RETURN_IF_ERROR(scheduler_.enqueue(std::move(seq)));
-  return Submission{id, channel};
+  return Submission{id, channel, std::move(resolved)};
 }
 
 void Engine::emit(Sequence& seq, const SampledToken& t) {

@@ -44,9 +44,18 @@ struct CycleReport {
   int64_t decode_rows = 0, prefill_rows = 0, tokens = 0, finished = 0;
 };
 
+// One adapter of the stack a request resolved at submit: every token of the request is computed
+// with exactly these weights, whatever loads or becomes the default afterwards.
+struct ResolvedAdapter {
+  std::string name;
+  uint64_t revision = 0;
+  float weight = 1.f;
+};
+
 struct Submission {
   uint64_t id = 0;
   std::shared_ptr<TokenChannel> channel;
+  std::vector<ResolvedAdapter> adapters;  // in the order applied; empty: the base model
 };
 
 class Engine {

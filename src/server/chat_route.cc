@@ -66,9 +66,11 @@ void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   const int64_t created = unix_seconds();
   const std::string model = ctx.model_id;
   const bool want_logprobs = cr.gen.logprobs;
-  auto chunk = [id, created, model](Json choices) {
+  // Every chunk names the adapter revisions its tokens come from (one stack for the whole request).
+  const Json adapters = adapters_json(gen->adapters());
+  auto chunk = [id, created, model, adapters](Json choices) {
     return Json{{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
-                {"choices", std::move(choices)}};
+                {"adapters", adapters}, {"choices", std::move(choices)}};
   };
 
   if (cr.gen.stream) {
@@ -114,7 +116,7 @@ void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Respo
 
   std::shared_ptr<Generation> g(std::move(gen));
   ServerContext* c = &ctx;
-  respond_when_done(ctx, res, {g}, [g, c, id, created, model, want_logprobs]() -> Json {
+  respond_when_done(ctx, res, {g}, [g, c, id, created, model, want_logprobs, adapters]() -> Json {
     Json choices = Json::array();
     for (const auto& ch : g->choices()) {
       if (!ch->error.empty()) return ApiError::from_status(internal_error(ch->error)).to_json();
@@ -122,7 +124,7 @@ void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Respo
                          {"logprobs", want_logprobs ? chat_logprobs(*c, ch->tokens) : Json(nullptr)},
                          {"finish_reason", ch->finish_reason}});
     }
-    return {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
+    return {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model}, {"adapters", adapters},
             {"choices", choices}, {"usage", usage_json(g->prompt_tokens(), g->completion_tokens())}};
   });
 }

@@ -68,12 +68,15 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   const int64_t created = unix_seconds();
   const std::string model = ctx.model_id;
   const bool want_logprobs = cr.gen.logprobs;
+  // The adapter stack the (first) prompt's choices resolved at submit; with several prompts each
+  // choice names its own too, since each prompt's choices were submitted on their own.
+  const Json adapters = adapters_json(gens[0]->adapters());
 
   if (cr.gen.stream) {
     ServerContext* c = &ctx;
-    auto chunk = [id, created, model](Json choice) {
+    auto chunk = [id, created, model, adapters](Json choice) {
       return Json{{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
-                  {"choices", Json::array({std::move(choice)})}};
+                  {"adapters", adapters}, {"choices", Json::array({std::move(choice)})}};
     };
     auto make = [chunk, want_logprobs, c](const ChoiceDelta& d, std::vector<Json>& out) {
       const bool has_lp = want_logprobs && !d.tokens.empty();
@@ -85,10 +88,11 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
       }
     };
     const bool usage = cr.gen.include_usage;
-    auto final_chunks = [id, created, model, usage](const Generation& g, std::vector<Json>& out) {
+    auto final_chunks = [id, created, model, usage, adapters](const Generation& g, std::vector<Json>& out) {
       if (!usage) return;
       out.push_back({{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
-                     {"choices", Json::array()}, {"usage", usage_json(g.prompt_tokens(), g.completion_tokens())}});
+                     {"adapters", adapters}, {"choices", Json::array()},
+                     {"usage", usage_json(g.prompt_tokens(), g.completion_tokens())}});
     };
     stream_sse(ctx, res, gens[0], make, final_chunks, {});
     return;
@@ -98,7 +102,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   const bool echo = cr.echo;
   const std::optional<int> prompt_lp = cr.prompt_logprobs;
   respond_when_done(ctx, res, gens, [gens, prepared, c, id, created, model, want_logprobs, echo, prompt_lp, batch,
-                                     prompt_tokens]() -> Json {
+                                     prompt_tokens, adapters]() -> Json {
     Json choices = Json::array();
     int64_t completion_tokens = 0;
     for (size_t i = 0; i < gens.size(); ++i) {
@@ -113,12 +117,14 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
                        {"finish_reason", ch->finish_reason}};
         if (prompt_lp) choice["prompt_logprobs"] = prompt_logprobs_json(*c, prepared[i].ids, ch->prompt_scores);
         if (batch) choice["prompt_index"] = i;
+        if (gens.size() > 1) choice["adapters"] = adapters_json(gens[i]->adapters());
         choices.push_back(std::move(choice));
       }
       completion_tokens += gens[i]->completion_tokens();
     }
     return {{"id", id}, {"object", batch ? "text_completion.batch" : "text_completion"}, {"created", created},
-            {"model", model}, {"choices", choices}, {"usage", usage_json(prompt_tokens, completion_tokens)}};
+            {"model", model}, {"adapters", adapters}, {"choices", choices},
+            {"usage", usage_json(prompt_tokens, completion_tokens)}};
   });
 }
 

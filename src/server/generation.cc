@@ -15,7 +15,38 @@ std::string finish_reason_text(FinishReason r, bool stopped_by_string, bool has_
   return s;
 }
 
+namespace {
+
+bool same_stack(const std::vector<ResolvedAdapter>& a, const std::vector<ResolvedAdapter>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].name != b[i].name || a[i].revision != b[i].revision || a[i].weight != b[i].weight) return false;
+  return true;
+}
+
+}  // namespace
+
 std::optional<ApiError> Generation::start(ServerContext& ctx, const GenerationInput& in, std::unique_ptr<Generation>& out) {
+  // Each choice resolves its adapters when it is submitted. Should an adapter be swapped between
+  // two choices' submits (n > 1), they are cancelled and submitted again, so that every choice of
+  // one response comes from one revision (the response's `adapters` field says which). A swap is
+  // rare and swaps are seconds apart, so a second attempt all but always agrees.
+  constexpr int kAttempts = 4;
+  for (int attempt = 1;; ++attempt) {
+    std::unique_ptr<Generation> g;
+    if (auto e = start_once(ctx, in, g)) return e;
+    bool agree = true;
+    for (size_t i = 1; i < g->resolved_.size(); ++i) agree = agree && same_stack(g->resolved_[0], g->resolved_[i]);
+    if (agree || attempt == kAttempts) {
+      if (!agree) return ApiError::from_status(resource_exhausted("adapters were swapped while the request's choices were submitted; retry"));
+      g->adapters_ = g->resolved_.empty() ? std::vector<ResolvedAdapter>{} : g->resolved_[0];
+      out = std::move(g);
+      return std::nullopt;
+    }
+  }
+}
+
+std::optional<ApiError> Generation::start_once(ServerContext& ctx, const GenerationInput& in, std::unique_ptr<Generation>& out) {
   std::unique_ptr<Generation> g(new Generation(ctx));
   g->prompt_tokens_ = static_cast<int64_t>(in.prompt.size());
   const GenerationRequest& gen = *in.gen;
@@ -36,6 +67,7 @@ std::optional<ApiError> Generation::start(ServerContext& ctx, const GenerationIn
     spec.prompt_logprobs = in.prompt_logprobs;
     auto sub = ctx.actor->submit(std::move(spec));
     if (!sub.ok()) return ApiError::from_status(sub.status());  // the destructor cancels the others
+    g->resolved_.push_back(sub->adapters);
     auto c = std::unique_ptr<ChoiceState>(new ChoiceState{in.first_index + i, sub->channel,
                                                           IncrementalDetokenizer(*ctx.tokenizer, SpecialTokenOutput::kSkip),
                                                           ChoiceOutput(in.output), {}, {}, "", "", {}});

@@ -72,14 +72,19 @@ class Generation {
   const std::vector<std::unique_ptr<ChoiceState>>& choices() const { return choices_; }
   int64_t prompt_tokens() const { return prompt_tokens_; }
   int64_t completion_tokens() const;
+  // The adapter stack every choice resolved at submit (one for all choices; empty: the base model).
+  const std::vector<ResolvedAdapter>& adapters() const { return adapters_; }
 
  private:
   Generation(ServerContext& ctx) : ctx_(ctx) {}
+  static std::optional<ApiError> start_once(ServerContext& ctx, const GenerationInput& in, std::unique_ptr<Generation>& out);
   void handle(ChoiceState& c, const TokenEvent& e, std::vector<ChoiceDelta>& out);
 
   ServerContext& ctx_;
   std::vector<std::unique_ptr<ChoiceState>> choices_;
   int64_t prompt_tokens_ = 0;
+  std::vector<std::vector<ResolvedAdapter>> resolved_;  // per choice, as submitted
+  std::vector<ResolvedAdapter> adapters_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   bool first_token_seen_ = false;
   bool cancelled_ = false;

@@ -75,6 +75,10 @@ std::string Metrics::render(const EngineStats& e) const {
   sample(out, "kiln_prompt_tokens_total", static_cast<double>(prompt_tokens_.load()));
   header(out, "kiln_generated_tokens_total", "counter", "Tokens generated.");
   sample(out, "kiln_generated_tokens_total", static_cast<double>(generated_tokens_.load()));
+  header(out, "kiln_request_log_rows_total", "counter",
+         "Request-log rows by outcome (dropped: the writer's queue was full).");
+  sample(out, "kiln_request_log_rows_total", static_cast<double>(log_rows_queued_.load()), "outcome=\"queued\"");
+  sample(out, "kiln_request_log_rows_total", static_cast<double>(log_rows_dropped_.load()), "outcome=\"dropped\"");
   header(out, "kiln_requests_active", "gauge", "HTTP inference requests being answered.");
   sample(out, "kiln_requests_active", static_cast<double>(active_.load()));
   header(out, "kiln_queue_depth", "gauge", "Requests waiting for admission by the engine.");

@@ -41,6 +41,8 @@ class Metrics {
   }
   void active_requests(int delta) { active_ += delta; }
   int64_t active_requests() const { return active_.load(); }
+  // A request-log row queued for the writer, or dropped because its queue was full.
+  void request_log_row(bool queued) { ++(queued ? log_rows_queued_ : log_rows_dropped_); }
 
   std::string render(const EngineStats& engine) const;
 
@@ -50,6 +52,7 @@ class Metrics {
   std::map<std::string, Histogram> latency_;                  // route -> request duration
   Histogram ttft_, itl_;
   std::atomic<int64_t> prompt_tokens_{0}, generated_tokens_{0}, active_{0};
+  std::atomic<int64_t> log_rows_queued_{0}, log_rows_dropped_{0};
 };
 
 }  // namespace kiln

@@ -178,6 +178,12 @@ Json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
           {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
+Json adapters_json(const std::vector<ResolvedAdapter>& adapters) {
+  Json out = Json::array();
+  for (const ResolvedAdapter& a : adapters) out.push_back({{"name", a.name}, {"revision", a.revision}, {"scale", a.weight}});
+  return out;
+}
+
 void log_client_gone(const char* how) {
   std::fprintf(stderr, "kiln: a client left before its answer was complete (%s): its request is cancelled\n", how);
 }

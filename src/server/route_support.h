@@ -53,6 +53,9 @@ int64_t unix_seconds();
 
 // Usage block of a response.
 Json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+// The response's `adapters` field (docs/serving.md): the stack a request resolved at submit,
+// [{"name", "revision", "scale"}] in the order applied; [] for the base model.
+Json adapters_json(const std::vector<ResolvedAdapter>& adapters);
 
 // Answers a non-streaming request once every choice of `gens` has finished: `build` makes the
 // body (an ApiError's JSON when a choice failed: the 200 status is sent before generation ends).

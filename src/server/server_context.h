@@ -21,6 +21,10 @@
 
 namespace kiln {
 
+class RequestLog;
+class SuiteStore;
+class EvalJobs;
+
 struct ServerContext {
   KilnConfig config;
   nlohmann::json config_report;  // GET /v1/config: each field's value and source
@@ -39,6 +43,9 @@ struct ServerContext {
   int32_t think_open_id = -1, think_close_id = -1;  // <think> / </think>, -1 if the tokenizer has none
   std::chrono::system_clock::time_point started = std::chrono::system_clock::now();
   Metrics metrics;
+  SuiteStore* eval_suites = nullptr;  // <adapter_dir>/../eval-suites (null: eval routes answer 409)
+  EvalJobs* evals = nullptr;          // the eval jobs
+  RequestLog* request_log = nullptr;  // logging.request_log: each inference request's row (null: off)
   std::atomic<bool> stopping{false};
 };
 

@@ -17,6 +17,10 @@
 #include "backend/registry.h"
 #include "model/qwen35.h"
 #include "qualify/sha256.h"
+#include "eval/eval_jobs.h"
+#include "server/eval_service.h"
+#include "server/request_log.h"
+#include "server/request_log_capture.h"
 #include "server/route_support.h"
 #include "server/routes.h"
 #include "server/webhook.h"
@@ -120,6 +124,7 @@ class Stack final : public ServingStack {
     actor_ = std::make_unique<EngineActor>(std::move(engine));
     ctx_.actor = actor_.get();
     start_training(cfg, dir);
+    KILN_RETURN_IF_ERROR(open_request_log(cfg));
     std::fprintf(stderr,
                  "kiln: model '%s' from %s on %s: %lld layers, vocabulary %lld; %lld K/V blocks (%.1f MiB), "
                  "context %lld tokens, up to %lld sequences\n",
@@ -128,6 +133,23 @@ class Stack final : public ServingStack {
                  static_cast<double>(ec.kv_blocks * ModelState::block_bytes_for(mc)) / (1 << 20),
                  static_cast<long long>(ctx_.max_context), static_cast<long long>(cfg.server.max_decode_batch));
     return listen();
+  }
+
+  // logging.request_log: rotated at a fraction of the cap (RequestLog::kRotateFraction).
+  Status open_request_log(const KilnConfig& cfg) {
+    if (!cfg.logging.request_log) return {};
+    RequestLogOptions o;
+    o.dir = cfg.logging.request_log_dir.empty()
+                ? (fs::path(ctx_.adapter_dir).lexically_normal().parent_path() / "request-log").string()
+                : cfg.logging.request_log_dir;
+    o.max_bytes = cfg.logging.request_log_max_bytes;
+    auto log = RequestLog::open(o);
+    if (!log.ok()) return log.status().with_context("logging.request_log_dir");
+    request_log_ = std::move(*log);
+    ctx_.request_log = request_log_.get();
+    std::fprintf(stderr, "kiln: request log in %s (rotated every %lld bytes, at most %lld bytes)\n", o.dir.c_str(),
+                 static_cast<long long>(request_log_->rotate_bytes()), static_cast<long long>(o.max_bytes));
+    return {};
   }
 
   void set_config_report(nlohmann::json report) { ctx_.config_report = std::move(report); }
@@ -154,6 +176,14 @@ class Stack final : public ServingStack {
         std::fprintf(stderr, "kiln: training.webhook_url: %s\n", st.to_string().c_str());
     });
     ctx_.training = jobs_.get();
+    // Eval suites live beside the adapters; eval jobs run one at a time on their own queue.
+    suites_ = std::make_unique<SuiteStore>(((fs::path(ctx_.adapter_dir) / "..").lexically_normal() / "eval-suites").string());
+    evals_ = std::make_unique<EvalJobs>(*suites_, make_eval_generate(ctx_), cfg.training.max_queued_jobs);
+    ctx_.eval_suites = suites_.get();
+    ctx_.evals = evals_.get();
+    ServerContext* c = &ctx_;
+    ctx_.train_env.post_eval = [c](const std::string& suite, const std::string& path, const std::string& name,
+                                   const std::atomic<bool>& cancel) { return run_post_eval(*c, suite, path, name, cancel); };
   }
 
   int port() const override { return port_; }
@@ -168,7 +198,10 @@ class Stack final : public ServingStack {
     if (server_) server_->stop();  // handlers in flight see `stopping` and cancel
     if (listener_.joinable()) listener_.join();
     jobs_.reset();   // cancels a running job at its next step (its steps need the actor)
+    evals_.reset();  // after training (a job's post_eval waits on it), before the actor
     actor_.reset();  // cancels what is still running
+    ctx_.request_log = nullptr;
+    request_log_.reset();  // writes the rows still queued
     std::lock_guard<std::mutex> lock(mu_);
     stopped_ = true;
     stopped_cv_.notify_all();
@@ -192,7 +225,9 @@ class Stack final : public ServingStack {
       return [&ctx, route, fn](const httplib::Request& req, httplib::Response& res) {
         const auto t0 = std::chrono::steady_clock::now();
         ctx.metrics.active_requests(1);
+        auto logged = begin_request_log(ctx, route, req);
         fn(req, res);
+        end_request_log(std::move(logged), res);
         auto finished = [&ctx, route, t0](int status) {
           ctx.metrics.active_requests(-1);
           ctx.metrics.request_finished(route, status,
@@ -215,6 +250,8 @@ class Stack final : public ServingStack {
     add_info_routes(*server_, ctx_);
     add_adapter_routes(*server_, ctx_);
     add_train_routes(*server_, ctx_);
+    add_eval_routes(*server_, ctx_);
+    add_ui_routes(*server_, ctx_);
     server_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "unknown exception";
       try {
@@ -268,6 +305,9 @@ class Stack final : public ServingStack {
   std::unique_ptr<AdapterRegistry> adapters_;  // requests in flight hold their adapters themselves
   std::unique_ptr<EngineActor> actor_;
   std::unique_ptr<JobQueue> jobs_;  // stopped before actor_
+  std::unique_ptr<SuiteStore> suites_;
+  std::unique_ptr<EvalJobs> evals_;  // stopped after jobs_, before actor_
+  std::unique_ptr<RequestLog> request_log_;
   std::unique_ptr<httplib::Server> server_;
   std::thread listener_;
   int port_ = -1;

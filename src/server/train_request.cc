@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "eval/suite.h"
 #include "qualify/sha256.h"
 #include "train/train_data.h"
 
@@ -16,7 +17,7 @@ namespace {
 
 const std::set<std::string> kLoraKeys = {"lora_rank", "lora_alpha", "learning_rate", "epochs", "optimizer",
                                          "output_name", "base_adapter", "auto_load", "seed", "checkpoint_interval",
-                                         "batch_size", "target_modules"};
+                                         "batch_size", "target_modules", "post_eval", "exclude_suite"};
 const std::set<std::string> kGrpoKeys = {"advantage_mode", "clip_epsilon", "kl_coeff", "kl_estimator", "echo_lambda"};
 
 // The field a train_data error names: its message starts with the JSON path ("examples[2]...")
@@ -25,6 +26,32 @@ std::string error_param(const std::string& message, const std::string& fallback)
   if (message.rfind(fallback, 0) != 0) return fallback;
   const size_t end = message.find_first_of(": ");
   return end == std::string::npos ? message : message.substr(0, end);
+}
+
+// config.exclude_suite: drops every conversation that is one of the suite's examples (its prompt
+// messages followed by the expected answer as the assistant's turn), so a held-out split made by
+// POST /v1/eval/synthesize stays out of training.
+std::optional<ApiError> exclude_suite_examples(const ServerContext& ctx, const std::string& name, const Json& examples,
+                                               Json& kept) {
+  Result<EvalSuite> suite = ctx.eval_suites ? ctx.eval_suites->load(name)
+                                            : Result<EvalSuite>(not_found("no eval suite '" + name + "'"));
+  if (!suite.ok()) {
+    ApiError e = ApiError::invalid("config.exclude_suite", "no eval suite '" + name + "'");
+    e.http_status = 404;
+    e.code = "suite_not_found";
+    return e;
+  }
+  std::set<std::string> held;
+  for (const EvalExample& ex : suite->examples) {
+    nlohmann::json conv = ex.messages;
+    conv.push_back({{"role", "assistant"}, {"content", ex.expected}});
+    held.insert(conv.dump());
+  }
+  kept = Json::array();
+  for (const Json& e : examples)
+    if (!(e.is_object() && e.contains("messages") && held.count(nlohmann::json(e["messages"]).dump()))) kept.push_back(e);
+  if (kept.empty()) return ApiError::invalid("config.exclude_suite", "config.exclude_suite leaves no examples to train on");
+  return std::nullopt;
 }
 
 void read_optimizer(FieldReader& cfg, TrainSpec& spec) {
@@ -143,7 +170,29 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
   }
   int64_t checkpoint_interval = ctx.config.training.checkpoint_interval;
   if (auto v = c.integer("checkpoint_interval", 0, int64_t{1} << 40)) checkpoint_interval = *v;
+  spec.checkpoint_interval = checkpoint_interval;
   if (auto v = c.boolean("auto_load")) req->auto_load = *v;
+  auto exclude_suite = c.string("exclude_suite");
+  if (const Json* pe = c.get("post_eval")) {
+    // {suite, min_accuracy?}: the suite runs on the new adapter before auto_load (docs/evals.md).
+    if (!pe->is_object()) {
+      c.fail("post_eval", "config.post_eval must be an object {suite, min_accuracy?}");
+    } else {
+      FieldReader p(*pe, "config.post_eval", {"suite", "min_accuracy"});
+      auto suite = p.string("suite");
+      auto min_acc = p.number("min_accuracy", 0.0, 1.0);
+      if (!p.ok()) return p.error();
+      if (!suite || suite->empty()) return ApiError::invalid("config.post_eval.suite", "config.post_eval.suite is required (a suite name)");
+      if (!ctx.eval_suites || !ctx.eval_suites->load(*suite).ok()) {
+        ApiError e = ApiError::invalid("config.post_eval.suite", "no eval suite '" + *suite + "'");
+        e.http_status = 404;
+        e.code = "suite_not_found";
+        return e;
+      }
+      req->post_eval_suite = *suite;
+      req->post_eval_min_accuracy = min_acc;
+    }
+  }
   if (const Json* t = c.get("target_modules")) {
     if (!t->is_array() || t->empty()) c.fail("target_modules", "config.target_modules must be a non-empty list of module names");
     std::vector<LoraTarget> targets;
@@ -205,6 +254,14 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
   const Json* inline_data = r.get(data_field);
   auto path = r.string("dataset_path");
   if (!r.ok()) return r.error();
+  Json kept;  // the inline examples left after config.exclude_suite
+  if (exclude_suite) {
+    if (!sft) return ApiError::invalid("config.exclude_suite", "config.exclude_suite applies to SFT jobs");
+    if (!inline_data || !inline_data->is_array())
+      return ApiError::invalid("config.exclude_suite", "config.exclude_suite needs inline examples (not dataset_path)");
+    if (auto e = exclude_suite_examples(ctx, *exclude_suite, *inline_data, kept)) return e;
+    inline_data = &kept;
+  }
   if (inline_data && path) return ApiError::invalid("dataset_path", "give " + data_field + " or dataset_path, not both");
   if (!inline_data && !path) return ApiError::invalid(data_field, data_field + " is required (or dataset_path)");
   if (!ctx.tokenizer) return ApiError::from_status(failed_precondition("the server has no tokenizer"));

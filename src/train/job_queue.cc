@@ -56,6 +56,9 @@ nlohmann::json JobInfo::to_json() const {
   j["adapter_name"] = outcome.adapter_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(outcome.adapter_name);
   j["adapter_path"] = outcome.adapter_path.empty() ? nlohmann::json(nullptr) : nlohmann::json(outcome.adapter_path);
   j["adapter_revision"] = outcome.adapter_revision > 0 ? nlohmann::json(outcome.adapter_revision) : nlohmann::json(nullptr);
+  j["post_eval"] = outcome.post_eval;
+  j["checkpoints"] = nlohmann::json::array();
+  for (const TrainCheckpoint& c : checkpoints) j["checkpoints"].push_back({{"step", c.step}, {"path", c.path}});
   return j;
 }
 
@@ -178,6 +181,7 @@ void JobQueue::loop() {
       job->info.total_steps = p.total_steps;
       job->info.tokens_per_second = p.tokens_per_second;
       if (static_cast<int64_t>(job->info.losses.size()) < p.step) job->info.losses.push_back(p.loss);
+      job->info.checkpoints = p.checkpoints;
     };
     Result<JobOutcome> r = internal_error("the job had no work");
     try {

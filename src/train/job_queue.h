@@ -33,6 +33,7 @@ struct JobOutcome {
   std::string adapter_name;
   std::string adapter_path;
   uint64_t adapter_revision = 0;  // > 0 when it was loaded (auto_load)
+  nlohmann::json post_eval = nullptr;  // null, or the post-training eval's result (docs/evals.md)
 };
 
 // One job as a client sees it at one moment.
@@ -43,6 +44,7 @@ struct JobInfo {
   int64_t queue_position = 0;       // 1 = next to run; 0 when not queued
   int64_t step = 0, total_steps = 0;
   std::vector<double> losses;       // one per finished optimizer step
+  std::vector<TrainCheckpoint> checkpoints;  // config.checkpoint_interval: the ones written so far
   double tokens_per_second = 0;
   double created_at = 0, started_at = 0, finished_at = 0;  // unix seconds; 0: not yet
   std::string error;                // failed / cancelled: why

@@ -1,8 +1,11 @@
 #include "train/train_job.h"
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 
 #include "train/adapter_publish.h"
+#include "train/train_checkpoints.h"
 
 namespace kiln {
 
@@ -27,17 +30,70 @@ nlohmann::json train_receipt(const TrainJobRequest& req, const TrainResult& resu
           {"finished_at", now}};
 }
 
+namespace {
+
+// The post-training eval's record: the eval's result, the threshold and whether auto_load is
+// skipped (and why). An eval that cannot run skips auto_load too: nothing vouches for the adapter.
+nlohmann::json post_eval_result(const TrainJobEnv& env, const TrainJobRequest& req, const std::string& path,
+                                const std::atomic<bool>& cancel) {
+  nlohmann::json j;
+  Result<nlohmann::json> r = env.post_eval ? env.post_eval(req.post_eval_suite, path, req.output_name, cancel)
+                                           : Result<nlohmann::json>(failed_precondition("evaluation is not available"));
+  if (!r.ok()) {
+    j = {{"suite", req.post_eval_suite}, {"error", r.status().message()}, {"auto_load_skipped", req.auto_load},
+         {"reason", "post_eval failed: " + r.status().message()}};
+  } else {
+    j = *r;
+    j["auto_load_skipped"] = false;
+    j["reason"] = nullptr;
+  }
+  j["min_accuracy"] = req.post_eval_min_accuracy ? nlohmann::json(*req.post_eval_min_accuracy) : nlohmann::json(nullptr);
+  if (r.ok() && req.post_eval_min_accuracy && j["accuracy"].is_number() &&
+      j["accuracy"].get<double>() < *req.post_eval_min_accuracy) {
+    j["auto_load_skipped"] = req.auto_load;
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "accuracy %.4g < min_accuracy %.4g", j["accuracy"].get<double>(),
+                  *req.post_eval_min_accuracy);
+    j["reason"] = std::string(buf) + (req.auto_load ? ": published, not loaded" : "");
+  }
+  return j;
+}
+
+// train_receipt.json again, with the eval in it (written beside, then renamed over).
+Status rewrite_receipt(const std::string& dir, const nlohmann::json& receipt) {
+  const std::string final_path = dir + "/train_receipt.json", tmp = final_path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << receipt.dump(2) << "\n";
+    if (!out) return io_error("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), final_path.c_str()) != 0) return io_error("cannot replace " + final_path);
+  return Status();
+}
+
+}  // namespace
+
 JobWork make_train_job(const TrainJobEnv& env, std::shared_ptr<TrainJobRequest> req) {
   return [env, req](const std::atomic<bool>& cancel,
                     const std::function<void(const TrainProgress&)>& progress) -> Result<JobOutcome> {
-    KILN_ASSIGN_OR_RETURN(TrainResult result, run_training(*env.model, req->spec, progress, cancel, env.run_step));
+    const auto report = with_checkpoints(env, *req, progress);  // config.checkpoint_interval
+    KILN_ASSIGN_OR_RETURN(TrainResult result, run_training(*env.model, req->spec, report, cancel, env.run_step));
     if (cancel.load()) return failed_precondition("cancelled");
     const nlohmann::json receipt = train_receipt(*req, result, env.base_model);
     KILN_ASSIGN_OR_RETURN(std::string path,
                           publish_adapter(result.adapter, receipt, env.model->config(),
                                           env.model->backend().storage(), env.adapter_dir, req->output_name));
-    JobOutcome out{req->output_name, path, 0};
-    if (req->auto_load && env.registry) {
+    JobOutcome out{req->output_name, path, 0, nullptr};
+    bool load = req->auto_load;
+    if (!req->post_eval_suite.empty()) {
+      // After publication, before auto_load: a worse adapter stays on disk but is not served.
+      out.post_eval = post_eval_result(env, *req, path, cancel);
+      if (out.post_eval.value("auto_load_skipped", false)) load = false;
+      nlohmann::json with_eval = receipt;
+      with_eval["post_eval"] = out.post_eval;
+      KILN_RETURN_IF_ERROR(rewrite_receipt(path, with_eval));
+    }
+    if (load && env.registry) {
       // Swapping the registry's entry is the drained boundary: requests already submitted hold
       // the adapters they resolved; the next one resolves the new revision.
       KILN_ASSIGN_OR_RETURN(LoadedAdapter loaded, env.registry->load(req->output_name, path));

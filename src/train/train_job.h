@@ -4,7 +4,10 @@
 // name and made the registry's default, so the next request naming no adapter uses it.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +26,11 @@ struct TrainJobEnv {
   std::string adapter_dir;
   StepRunner run_step;                  // empty: steps run on the job's thread
   nlohmann::json base_model;            // the receipt's base model identity (path, id, config hash)
+  // Runs eval suite `suite` on the adapter published at `path` (for `name`) and returns
+  // {suite, eval_job_id, accuracy, passed, total, wilson, ...}; empty: post_eval is refused.
+  std::function<Result<nlohmann::json>(const std::string& suite, const std::string& path, const std::string& name,
+                                       const std::atomic<bool>& cancel)>
+      post_eval;
 };
 
 struct TrainJobRequest {
@@ -33,6 +41,8 @@ struct TrainJobRequest {
   bool auto_load = true;
   nlohmann::json hyperparameters;  // the request's config as resolved (defaults filled in)
   std::string data_sha256;         // of the canonical training input
+  std::string post_eval_suite;     // "": no post-training eval
+  std::optional<double> post_eval_min_accuracy;  // below it, publish but do not auto-load
 };
 
 // The receipt written beside the adapter (spec/training.md): hyperparameters, data hash, loss

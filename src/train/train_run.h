@@ -60,10 +60,17 @@ struct TrainSpec {
   std::function<Result<std::unique_ptr<LoraTrainer>>(Qwen35Model&, LoraAdapter&)> make_trainer;
 };
 
+// An intermediate adapter a job published (train/train_checkpoints.h).
+struct TrainCheckpoint {
+  int64_t step = 0;
+  std::string path;
+};
+
 struct TrainProgress {
   int64_t step = 0, total_steps = 0;
   double loss = 0;
   double tokens_per_second = 0;
+  std::vector<TrainCheckpoint> checkpoints;  // written so far; filled in by the job, not run_training
 };
 
 struct TrainResult {

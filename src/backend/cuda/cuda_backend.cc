@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_facets.h"
 #include "backend/declining_training.h"
+#include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/paged_attention.h"
 
 namespace kiln {
@@ -106,6 +107,8 @@ Result<CudaBackendStats> cuda_backend_stats(Backend& backend) {
   s.matmul_cache_hits = m.hits;
   s.matmul_cache_misses = m.misses;
   s.matmul_cache_entries = m.entries;
+  s.cublaslt_matmuls = m.hits + m.misses;  // every cuBLASLt matmul looks its plan up once
+  s.launches = cuda::kernel_launch_count().load();
   cuda::PoolStats p = be->context().pool->stats();
   s.pool_hits = p.hits;
   s.pool_misses = p.misses;

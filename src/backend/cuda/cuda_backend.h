@@ -19,6 +19,10 @@ struct CudaBackendStats {
   uint64_t pool_hits = 0, pool_misses = 0;  // device allocations served from the cache / by cudaMalloc
   uint64_t pool_reserved_bytes = 0, pool_peak_in_use_bytes = 0;
   uint64_t device_used_bytes = 0, device_total_bytes = 0;  // cudaMemGetInfo: every process and the context
+  // Kernel launches plus cuBLASLt matmuls, by every CUDA backend of this process since it started
+  // (kernels/launch.h); take differences around the work to count.
+  uint64_t launches = 0;
+  uint64_t cublaslt_matmuls = 0;  // of this backend (each is one of `launches`)
 };
 // Fails when `backend` is not a CUDA backend.
 Result<CudaBackendStats> cuda_backend_stats(Backend& backend);

@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/elementwise.h"
 #include "backend/cuda/kernels/gemv.h"
+#include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/tuning.h"
 
 namespace kiln::cuda {
@@ -207,6 +208,7 @@ Status Linear::matmul(const MatmulArgs& a) {
           alignment_of(a.out.raw())};
   KILN_ASSIGN_OR_RETURN(const Plan* plan, plan_for(key, req));
   const float alpha = 1.f, beta = a.accumulate ? 1.f : 0.f;
+  kernel_launch_count().fetch_add(1, std::memory_order_relaxed);  // one cuBLASLt matmul, counted as one launch
   return lt_status(cublasLtMatmul(handle_, plan->desc, &alpha, a.w.raw(), plan->a, b_ptr, plan->b, &beta, a.out.raw(),
                                   plan->c, a.out.raw(), plan->c, &plan->algo, workspace_.raw(), kWorkspaceBytes,
                                   ctx_->stream),

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
@@ -21,11 +23,20 @@ inline bool sync_every_launch() {
   return on;
 }
 
-// The Status of the launch just made. `shape` (a string, or a callable returning one) describes
+// Kernel launches made by this process: every launcher reports each launch through
+// launch_status exactly once, so counting there counts them all (cuda_backend_stats; decode
+// launches per token in `kiln bench`). Process-wide because launchers see a stream, not a Context.
+inline std::atomic<uint64_t>& kernel_launch_count() {
+  static std::atomic<uint64_t> n{0};
+  return n;
+}
+
+// The Status of the launch just made (and one more launch counted). `shape` (a string, or a callable returning one) describes
 // the launch in an error; a callable is only evaluated on failure, keeping the hot path free of
 // string building.
 template <typename Shape>
 inline Status launch_status(const char* kernel, const Shape& shape, cudaStream_t stream) {
+  kernel_launch_count().fetch_add(1, std::memory_order_relaxed);
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess && sync_every_launch()) err = cudaStreamSynchronize(stream);
   if (err == cudaSuccess) return {};

@@ -1,0 +1,376 @@
+#include "eval/scorer.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <regex>
+
+namespace kiln {
+
+namespace {
+
+using json = nlohmann::json;
+
+// One grammar for every number the scorers read: sign, digits (optionally in ,-separated groups
+// of three), fraction, exponent. ".5" counts; "1,2" is two numbers.
+const std::regex& number_re() {
+  static const std::regex re(R"([+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][+-]?\d+)?)");
+  return re;
+}
+
+double to_double(std::string s) {
+  std::string t;
+  for (char c : s)
+    if (c != ',') t.push_back(c);
+  return std::strtod(t.c_str(), nullptr);
+}
+
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+std::string fmt(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+std::string drop_trailing_period(std::string s) {
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return trim(s);
+}
+
+// The output without a surrounding ``` fence (```json ... ```), as models often wrap JSON.
+std::string unfence(const std::string& s) {
+  std::string t = trim(s);
+  if (t.rfind("```", 0) != 0) return t;
+  size_t nl = t.find('\n');
+  if (nl == std::string::npos) return t;
+  t = t.substr(nl + 1);
+  size_t end = t.rfind("```");
+  if (end != std::string::npos) t = t.substr(0, end);
+  return trim(t);
+}
+
+// The JSON value an expected answer stands for: a string that parses as an object or array is
+// that value; any other non-string JSON value is itself.
+std::optional<json> expected_structure(const json& expected) {
+  if (expected.is_null()) return std::nullopt;
+  if (!expected.is_string()) return json(expected);
+  json v = json::parse(trim(expected.get<std::string>()), nullptr, false);
+  if (v.is_discarded() || !(v.is_object() || v.is_array())) return std::nullopt;
+  return v;
+}
+
+bool regex_compiles(const std::string& pattern, std::string& why) {
+  try {
+    std::regex re(pattern, std::regex::ECMAScript);
+    return true;
+  } catch (const std::regex_error& e) {
+    why = e.what();
+    return false;
+  }
+}
+
+std::optional<ScorerType> type_from_name(const std::string& n) {
+  static const std::pair<const char*, ScorerType> names[] = {
+      {"exact", ScorerType::kExact}, {"contains", ScorerType::kContains}, {"regex", ScorerType::kRegex},
+      {"numeric_tolerance", ScorerType::kNumericTolerance}, {"multiple_choice", ScorerType::kMultipleChoice},
+      {"json_validity", ScorerType::kJsonValidity}, {"all", ScorerType::kAll}, {"any", ScorerType::kAny}};
+  for (const auto& [name, t] : names)
+    if (n == name) return t;
+  return std::nullopt;
+}
+
+}  // namespace
+
+const char* scorer_type_name(ScorerType t) {
+  switch (t) {
+    case ScorerType::kExact: return "exact";
+    case ScorerType::kContains: return "contains";
+    case ScorerType::kRegex: return "regex";
+    case ScorerType::kNumericTolerance: return "numeric_tolerance";
+    case ScorerType::kMultipleChoice: return "multiple_choice";
+    case ScorerType::kJsonValidity: return "json_validity";
+    case ScorerType::kAll: return "all";
+    case ScorerType::kAny: return "any";
+  }
+  return "?";
+}
+
+json ScorerSpec::to_json() const {
+  json j = {{"type", scorer_type_name(type)}};
+  if (case_sensitive) j["case_sensitive"] = *case_sensitive;
+  switch (type) {
+    case ScorerType::kRegex:
+      if (!pattern.empty()) j["pattern"] = pattern;
+      break;
+    case ScorerType::kNumericTolerance:
+      j["tolerance"] = tolerance;
+      j["relative"] = relative;
+      break;
+    case ScorerType::kMultipleChoice: j["choices"] = choices; break;
+    case ScorerType::kJsonValidity:
+      if (require_match) j["require_match"] = *require_match;
+      break;
+    case ScorerType::kAll:
+    case ScorerType::kAny: {
+      json of_j = json::array();
+      for (size_t i = 0; i < of.size(); ++i) {
+        json m = of[i].to_json();
+        if (of_expected[i]) m["expected"] = *of_expected[i];
+        of_j.push_back(m);
+      }
+      j["of"] = of_j;
+      break;
+    }
+    default: break;
+  }
+  return j;
+}
+
+std::optional<FieldError> parse_scorer(const json& j, const std::string& path, ScorerSpec& out) {
+  out = ScorerSpec{};
+  if (j.is_string()) {
+    auto t = type_from_name(j.get<std::string>());
+    if (!t) return FieldError{path, "unknown scorer '" + j.get<std::string>() + "'"};
+    if (*t == ScorerType::kAll || *t == ScorerType::kAny)
+      return FieldError{path, std::string(scorer_type_name(*t)) + " needs an object with `of`"};
+    out.type = *t;
+    return std::nullopt;
+  }
+  if (!j.is_object()) return FieldError{path, "a scorer is a name or an object {type, ...}"};
+  auto type_it = j.find("type");
+  if (type_it == j.end() || !type_it->is_string()) return FieldError{path + ".type", "type is required (a scorer name)"};
+  auto t = type_from_name(type_it->get<std::string>());
+  if (!t) return FieldError{path + ".type", "unknown scorer '" + type_it->get<std::string>() + "'"};
+  out.type = *t;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    const std::string p = path + "." + k;
+    if (k == "type") continue;
+    if (k == "case_sensitive" && (out.type == ScorerType::kExact || out.type == ScorerType::kContains ||
+                                  out.type == ScorerType::kRegex)) {
+      if (!v.is_boolean()) return FieldError{p, "must be a boolean"};
+      out.case_sensitive = v.get<bool>();
+    } else if (k == "pattern" && out.type == ScorerType::kRegex) {
+      if (!v.is_string() || v.get<std::string>().empty()) return FieldError{p, "must be a non-empty string"};
+      std::string why;
+      if (!regex_compiles(v.get<std::string>(), why)) return FieldError{p, "the regex does not compile: " + why};
+      out.pattern = v.get<std::string>();
+    } else if ((k == "tolerance" || k == "relative") && out.type == ScorerType::kNumericTolerance) {
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+        return FieldError{p, "must be a finite number >= 0"};
+      (k == "tolerance" ? out.tolerance : out.relative) = v.get<double>();
+    } else if (k == "choices" && out.type == ScorerType::kMultipleChoice) {
+      if (!v.is_string() || v.get<std::string>().empty()) return FieldError{p, "must be a non-empty string of letters"};
+      for (char c : v.get<std::string>())
+        if (!std::isupper(static_cast<unsigned char>(c))) return FieldError{p, "must hold capital letters only"};
+      out.choices = v.get<std::string>();
+    } else if (k == "require_match" && out.type == ScorerType::kJsonValidity) {
+      if (!v.is_boolean()) return FieldError{p, "must be a boolean"};
+      out.require_match = v.get<bool>();
+    } else if (k == "of" && (out.type == ScorerType::kAll || out.type == ScorerType::kAny)) {
+      if (!v.is_array() || v.empty()) return FieldError{p, "must be a non-empty array of scorers"};
+      for (size_t i = 0; i < v.size(); ++i) {
+        const std::string mp = p + "[" + std::to_string(i) + "]";
+        json member = v[i];
+        std::optional<json> own;
+        if (member.is_object() && member.contains("expected")) {
+          own = member["expected"];
+          member.erase("expected");
+        }
+        ScorerSpec m;
+        if (auto e = parse_scorer(member, mp, m)) return e;
+        if (m.type == ScorerType::kRegex && m.pattern.empty() && own) {
+          std::string why;
+          if (!own->is_string() || !regex_compiles(own->get<std::string>(), why))
+            return FieldError{mp + ".expected", "the regex does not compile: " + why};
+        }
+        out.of.push_back(std::move(m));
+        out.of_expected.push_back(std::move(own));
+      }
+    } else {
+      return FieldError{p, "unknown field for scorer " + std::string(scorer_type_name(out.type))};
+    }
+  }
+  if ((out.type == ScorerType::kAll || out.type == ScorerType::kAny) && out.of.empty())
+    return FieldError{path + ".of", "is required: the scorers to combine"};
+  return std::nullopt;
+}
+
+std::string expected_text(const json& expected) {
+  if (expected.is_string()) return expected.get<std::string>();
+  if (expected.is_null()) return "";
+  return expected.dump();
+}
+
+std::string strip_reasoning(const std::string& output) {
+  size_t close = output.rfind("</think>");
+  if (close != std::string::npos) return output.substr(close + 8);
+  // An open block that never closed: the whole output is reasoning, there is no answer.
+  if (trim(output).rfind("<think>", 0) == 0) return "";
+  return output;
+}
+
+std::string normalize_text(const std::string& s, bool case_sensitive) {
+  std::string out;
+  bool space = false;
+  for (char c : trim(s)) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      space = true;
+      continue;
+    }
+    if (space) out.push_back(' ');
+    space = false;
+    out.push_back(case_sensitive ? c : static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  }
+  return out;
+}
+
+std::optional<double> parse_number_exact(const std::string& s) {
+  const std::string t = trim(s);
+  if (!std::regex_match(t, number_re())) return std::nullopt;
+  return to_double(t);
+}
+
+std::optional<double> last_number(const std::string& s) {
+  std::optional<double> last;
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), number_re()); it != std::sregex_iterator(); ++it)
+    last = to_double(it->str());
+  return last;
+}
+
+std::optional<char> chosen_letter(const std::string& output, const std::string& choices) {
+  const std::string set = "[" + choices + "]";
+  const std::string t = trim(output);
+  std::smatch m;
+  // 1. The whole output is one letter: "B", "b", "(B)", "B.", "B)".
+  if (std::regex_match(t, m, std::regex("\\(?([A-Za-z])[.)]?")) &&
+      choices.find(static_cast<char>(std::toupper(static_cast<unsigned char>(m[1].str()[0])))) != std::string::npos)
+    return static_cast<char>(std::toupper(static_cast<unsigned char>(m[1].str()[0])));
+  auto last_match = [&t](const std::regex& re) -> std::optional<char> {
+    std::optional<char> last;
+    for (auto it = std::sregex_iterator(t.begin(), t.end(), re); it != std::sregex_iterator(); ++it)
+      last = (*it)[1].str()[0];
+    return last;
+  };
+  // 2. After "answer is" / "answer:" (the model's own statement of its choice).
+  if (auto c = last_match(std::regex("answer(?:\\s+is)?\\s*[:\\-]?\\s*\\(?(" + set + ")\\b", std::regex::icase))) {
+    char u = static_cast<char>(std::toupper(static_cast<unsigned char>(*c)));
+    if (choices.find(u) != std::string::npos) return u;
+  }
+  // 3. A letter in parentheses: "(B)"; 4. a standalone capital letter word.
+  if (auto c = last_match(std::regex("\\((" + set + ")\\)"))) return c;
+  return last_match(std::regex("\\b(" + set + ")\\b"));
+}
+
+ScorerSpec auto_scorer(const json& expected) {
+  ScorerSpec s;
+  if (expected_structure(expected)) {
+    s.type = ScorerType::kJsonValidity;
+  } else if (parse_number_exact(expected_text(expected))) {
+    s.type = ScorerType::kNumericTolerance;
+  } else if (std::regex_match(trim(expected_text(expected)), std::regex("\\(?[A-E][.)]?"))) {
+    s.type = ScorerType::kMultipleChoice;
+  } else {
+    s.type = ScorerType::kExact;
+  }
+  return s;
+}
+
+ScoreResult score(const ScorerSpec& spec, const json& expected, const std::string& raw_output) {
+  const std::string output = strip_reasoning(raw_output);
+  const std::string exp = expected_text(expected);
+  switch (spec.type) {
+    case ScorerType::kExact: {
+      const bool cs = spec.case_sensitive.value_or(false);
+      const std::string a = drop_trailing_period(normalize_text(output, cs));
+      const std::string b = drop_trailing_period(normalize_text(exp, cs));
+      if (a == b) return {true, "exact match"};
+      return {false, "expected \"" + b + "\", got \"" + a.substr(0, 200) + "\""};
+    }
+    case ScorerType::kContains: {
+      const bool cs = spec.case_sensitive.value_or(false);
+      const std::string a = normalize_text(output, cs), b = normalize_text(exp, cs);
+      size_t at = a.find(b);
+      if (b.empty()) return {false, "expected is empty"};
+      if (at != std::string::npos) return {true, "found \"" + b + "\" at " + std::to_string(at)};
+      return {false, "\"" + b + "\" not found"};
+    }
+    case ScorerType::kRegex: {
+      const std::string pattern = spec.pattern.empty() ? exp : spec.pattern;
+      try {
+        auto flags = std::regex::ECMAScript;
+        if (!spec.case_sensitive.value_or(true)) flags |= std::regex::icase;
+        std::smatch m;
+        if (std::regex_search(output, m, std::regex(pattern, flags)))
+          return {true, "matched \"" + m.str().substr(0, 200) + "\" at " + std::to_string(m.position())};
+        return {false, "no match for /" + pattern + "/"};
+      } catch (const std::regex_error& e) {
+        return {false, std::string("the regex does not compile: ") + e.what()};
+      }
+    }
+    case ScorerType::kNumericTolerance: {
+      auto want = parse_number_exact(exp);
+      if (!want) want = last_number(exp);
+      if (!want) return {false, "expected \"" + exp + "\" is not a number"};
+      auto got = last_number(output);
+      if (!got) return {false, "no number in output"};
+      const double diff = std::fabs(*got - *want);
+      const double bound = spec.tolerance + spec.relative * std::fabs(*want);
+      const bool ok = diff <= bound;
+      return {ok, "expected " + fmt(*want) + ", read " + fmt(*got) + " (|diff| " + fmt(diff) + (ok ? " <= " : " > ") +
+                      fmt(bound) + ")"};
+    }
+    case ScorerType::kMultipleChoice: {
+      auto want = chosen_letter(exp, spec.choices);
+      if (!want) return {false, "expected \"" + exp + "\" is not one of " + spec.choices};
+      auto got = chosen_letter(output, spec.choices);
+      if (!got) return {false, "no choice found, expected " + std::string(1, *want)};
+      if (*got == *want) return {true, "chose " + std::string(1, *got)};
+      return {false, "chose " + std::string(1, *got) + ", expected " + std::string(1, *want)};
+    }
+    case ScorerType::kJsonValidity: {
+      const std::string body = unfence(output);
+      json parsed;
+      try {
+        parsed = json::parse(body);
+      } catch (const json::parse_error& e) {
+        return {false, "invalid JSON at byte " + std::to_string(e.byte) + ": " + e.what()};
+      }
+      auto want = expected_structure(expected);
+      const bool match = spec.require_match.value_or(!exp.empty());
+      if (!match) return {true, "valid JSON"};
+      if (!want) {
+        // A non-structured expected (e.g. a plain string) is compared as a JSON value.
+        json w = json::parse(exp, nullptr, false);
+        if (w.is_discarded()) w = json(exp);
+        want = w;
+      }
+      if (parsed == *want) return {true, "valid JSON, equal to expected"};
+      return {false, "valid JSON, differs from expected " + want->dump().substr(0, 200)};
+    }
+    case ScorerType::kAll:
+    case ScorerType::kAny: {
+      const bool all = spec.type == ScorerType::kAll;
+      bool result = all;
+      std::string detail = all ? "all:" : "any:";
+      for (size_t i = 0; i < spec.of.size(); ++i) {
+        const json& e = spec.of_expected[i] ? *spec.of_expected[i] : expected;
+        ScoreResult r = score(spec.of[i], e, raw_output);
+        detail += std::string(i ? ";" : "") + " " + scorer_type_name(spec.of[i].type) + (r.passed ? " ok" : " failed (" + r.detail + ")");
+        result = all ? (result && r.passed) : (result || r.passed);
+      }
+      return {result, detail};
+    }
+  }
+  return {false, "unknown scorer"};
+}
+
+}  // namespace kiln
