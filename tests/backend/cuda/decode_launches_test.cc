@@ -19,7 +19,7 @@ namespace {
 //              (x rounded to bf16, then the matmul)
 //   gdn_step   the fused decode step: 2 (q/k prep, state update; the split kernels) or 1
 //   attend     the split-key attention: 1, plus the combine when the keys take more than one split
-// per token = embedding gather + final norm + LM head + device argmax
+// per token = embedding gather + final norm + LM head + device argmax (a request without logprobs)
 //           + per GDN layer: input norm, 5 matmuls (in_proj_qkv, _z, _a, _b, out_proj), the fused
 //             step, post norm, MLP (gate, up, silu-mul, down)
 //           + per attention layer: input norm, 4 matmuls (q, k, v, o), q norm, k norm, RoPE, K/V
@@ -51,6 +51,7 @@ TEST(CudaEngine, DecodeLaunchesPerTokenEqualTheOpCountUnderTheBound) {
   r.max_tokens = steps + 1;
   r.ignore_eos = true;
   r.sampling.temperature = 0.f;
+  r.sampling.logprobs = false;  // greedy without logprobs: the device argmax, only the id crosses
   auto sub = (*engine)->submit(r);
   ASSERT_TRUE(sub.ok()) << sub.status().to_string();
   ASSERT_TRUE((*engine)->step().ok());  // the prompt, and the first token
