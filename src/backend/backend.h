@@ -17,6 +17,12 @@ struct BackendIdentity {
   int threads = 0;          // host threads the backend uses (cpu)
 };
 
+// Memory of the device a backend computes on, as far as it can tell; -1 where unknown.
+struct MemoryUsage {
+  int64_t used_bytes = -1, total_bytes = -1;
+  std::string what;  // what `used` counts ("this process's resident set", "the device, every process")
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -32,6 +38,8 @@ class Backend {
   virtual SamplingFacet& sampling() = 0;
   virtual TrainingFacet& training() = 0;
   virtual OptimizerFacet& optimizer() = 0;
+  // Read at the time of the call (for /health and the dashboard); unknown by default.
+  virtual MemoryUsage memory_usage() const { return {}; }
 };
 
 }  // namespace kiln

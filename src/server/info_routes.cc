@@ -46,6 +46,13 @@ void add_info_routes(httplib::Server& server, ServerContext& ctx) {
                    {"gdn_slots_total", e.total_slots},
                    {"gdn_slots_cached", e.cached_snapshots}}},
                  {"last_error", last_error.empty() ? Json(nullptr) : Json(last_error)}};
+    if (ctx.backend_impl) {  // what the dashboard's memory card shows; null where unknown
+      const MemoryUsage m = ctx.backend_impl->memory_usage();
+      auto bytes = [](int64_t v) { return v < 0 ? Json(nullptr) : Json(v); };
+      body["memory"] = {{"device_used_bytes", bytes(m.used_bytes)},
+                        {"device_total_bytes", bytes(m.total_bytes)},
+                        {"what", m.what}};
+    }
     const std::string def = ctx.adapters ? ctx.adapters->default_name() : "";
     body["default_adapter"] = def.empty() ? Json(nullptr) : Json(def);
     if (ctx.training) {

@@ -37,6 +37,7 @@ struct ServerContext {
   const ChatTemplate* chat_template = nullptr;  // null: the model has none (chat routes answer 400)
   std::string model_id;
   std::string backend;       // the backend's name, for /health and /v1/config
+  const Backend* backend_impl = nullptr;  // the backend itself (its memory use for /health); may be null
   int64_t vocab_size = 0;    // the model's
   int64_t max_context = 0;   // prompt + generated tokens one request may hold
   int64_t default_max_tokens = 4096;  // when a request gives none (capped by the context left)

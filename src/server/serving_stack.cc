@@ -80,6 +80,7 @@ class Stack final : public ServingStack {
     if (dir.empty()) return invalid_argument("model.path is empty: name a checkpoint directory (--model DIR)");
     KILN_ASSIGN_OR_RETURN(backend_, open_backend(cfg.model.backend));
     ctx_.backend = backend_->identity().name;
+    ctx_.backend_impl = backend_.get();
     KILN_ASSIGN_OR_RETURN(model_, Qwen35Model::load(dir, *backend_));
     const std::string tok_dir = cfg.model.tokenizer_path.empty() ? dir : cfg.model.tokenizer_path;
     {

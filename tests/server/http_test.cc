@@ -127,6 +127,11 @@ TEST(Http, ModelsHealthAndConfigRoutes) {
   EXPECT_EQ(h["status"], "ready");
   EXPECT_EQ(h["backend"], "cpu");
   EXPECT_EQ(h["engine"]["kv_blocks_total"], 256);
+  // The CPU backend's memory: this process's resident set (a loaded model and a K/V pool: more
+  // than a megabyte) out of the machine's RAM.
+  ASSERT_TRUE(h["memory"]["device_used_bytes"].is_number()) << h.dump();
+  EXPECT_GT(h["memory"]["device_used_bytes"].get<int64_t>(), int64_t{1} << 20);
+  EXPECT_GT(h["memory"]["device_total_bytes"].get<int64_t>(), h["memory"]["device_used_bytes"].get<int64_t>());
   auto missing = s.client().Get("/v1/nope");
   EXPECT_EQ(missing->status, 404);
   EXPECT_NE(json::parse(missing->body)["error"]["message"].get<std::string>().find("/v1/nope"), std::string::npos);

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "backend/cpu/cpu_facets.h"
 #include "core/thread_pool.h"
 
@@ -70,6 +72,17 @@ class CpuBackend final : public Backend {
   SamplingFacet& sampling() override { return sampling_; }
   TrainingFacet& training() override { return training_; }
   OptimizerFacet& optimizer() override { return optimizer_; }
+  // The CPU computes in host memory: this process's resident set out of the physical RAM.
+  MemoryUsage memory_usage() const override {
+    MemoryUsage m;
+    m.what = "host memory: this process's resident set of the physical RAM";
+    const long page = sysconf(_SC_PAGESIZE), pages = sysconf(_SC_PHYS_PAGES);
+    if (page > 0 && pages > 0) m.total_bytes = static_cast<int64_t>(page) * pages;
+    std::ifstream statm("/proc/self/statm");
+    int64_t size = 0, resident = 0;
+    if (page > 0 && statm >> size >> resident) m.used_bytes = resident * page;
+    return m;
+  }
 
  private:
   BackendIdentity id_;

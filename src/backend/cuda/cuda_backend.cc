@@ -66,6 +66,16 @@ class CudaBackend final : public Backend {
   SamplingFacet& sampling() override { return sampling_; }
   TrainingFacet& training() override { return training_; }
   OptimizerFacet& optimizer() override { return optimizer_; }
+  MemoryUsage memory_usage() const override {
+    MemoryUsage m;
+    m.what = "device memory in use by every process and context (cudaMemGetInfo)";
+    size_t free_b = 0, total_b = 0;
+    if (cudaSetDevice(ctx_->device) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+      m.used_bytes = static_cast<int64_t>(total_b - free_b);
+      m.total_bytes = static_cast<int64_t>(total_b);
+    }
+    return m;
+  }
 
   cuda::Context& context() { return *ctx_; }
   const cuda::Linear& linear_impl() const { return linear_; }

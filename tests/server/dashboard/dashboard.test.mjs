@@ -71,6 +71,9 @@ test("the dashboard loads and the status panel shows live values from /health an
   const health = (await getJson("/health")).body;
   assert.equal(await card("model"), MODEL_ID);
   assert.equal(await card("backend"), health.backend);
+  // Memory as /health reports it ("used / total", in binary units).
+  assert.ok(health.memory && health.memory.device_total_bytes > 0, JSON.stringify(health.memory));
+  assert.match(await card("memory"), /^[0-9.]+ (KiB|MiB|GiB|TiB) \/ [0-9.]+ (MiB|GiB|TiB)$/);
   // K/V blocks "used / free": free as /health reports it (nothing runs now, so it is stable).
   const kv = (await card("kv_blocks")).split("/").map((s) => Number(s.trim().replace(/,/g, "")));
   assert.equal(kv[1], health.engine.kv_blocks_free);
