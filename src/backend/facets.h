@@ -88,6 +88,9 @@ struct AttentionArgs {
   Tensor k_cache, v_cache;  // [blocks, block_size, kv_heads, head_dim], already holding the new tokens
   const BatchLayout* layout = nullptr;
   float scale = 1.f;
+  // kBF16: Q, K, V and the probabilities may be rounded to bf16 for tensor cores, f32
+  // accumulation (a backend may still compute in f32). kF32: every product in f32.
+  DType compute = DType::kF32;
 };
 AttentionRequest describe(const AttentionArgs& a);
 

@@ -56,6 +56,7 @@ std::string AttentionRequest::describe() const {
   s << "attention " << phase_name(phase) << " rows=" << rows << " tokens=" << tokens << " q_heads=" << q_heads
     << " kv_heads=" << kv_heads << " head_dim=" << head_dim << " max_kv=" << max_kv_len << " block=" << block_size
     << (output_gate ? " gated" : "") << " " << dt(dtype) << " kv=" << dt(kv_dtype);
+  if (compute != DType::kF32) s << " compute=" << dt(compute);
   return s.str();
 }
 
@@ -124,6 +125,7 @@ AttentionRequest describe(const AttentionArgs& a) {
   r.output_gate = a.gate.defined();
   r.dtype = a.q.dtype();
   r.kv_dtype = a.k_cache.dtype();
+  r.compute = a.compute;
   return r;
 }
 

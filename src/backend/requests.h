@@ -57,6 +57,7 @@ struct AttentionRequest {
   int block_size = 0;
   bool output_gate = false;  // out *= sigmoid(gate), fused
   DType dtype = DType::kF32, kv_dtype = DType::kF32;
+  DType compute = DType::kF32;  // kBF16: products may round Q, K, V and P to bf16 (AttentionArgs)
   std::string describe() const;
 };
 

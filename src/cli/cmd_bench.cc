@@ -331,8 +331,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--host-sampling", o->host_sampling, "Engine sweep: copy every row's logits to the host (the old path)");
   cmd->add_option("--peer-json", o->peer_json, "JSON of a peer run (tools/bench_hf_peer.py), included as `peer`");
   add_bench_serve_command(*cmd);
+  add_bench_train_command(*cmd);
   cmd->callback([o, cmd] {
-    if (!cmd->get_subcommands().empty()) return;  // `kiln bench serve` ran instead
+    if (!cmd->get_subcommands().empty()) return;  // `kiln bench serve` or `kiln bench train` ran instead
     report(run(*o));
   });
 }

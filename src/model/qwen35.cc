@@ -114,8 +114,12 @@ Status Qwen35Model::attention_layer(const LayerWeights& L, int64_t layer, const 
   AttentionFacet& att = backend_.attention();
   KILN_RETURN_IF_ERROR(att.rope({q, k, bl.positions, c.rotary_dim(), float(c.rope_theta)}));
   KILN_RETURN_IF_ERROR(att.write_kv({k, v, state.k_cache(layer), state.v_cache(layer), bl.slot_mapping}));
-  KILN_RETURN_IF_ERROR(att.attend({q, gate, ws.attn, state.k_cache(layer), state.v_cache(layer), &bl,
-                                   1.f / std::sqrt(static_cast<float>(D))}));
+  AttentionArgs attend{q, gate, ws.attn, state.k_cache(layer), state.v_cache(layer), &bl,
+                       1.f / std::sqrt(static_cast<float>(D))};
+  // A bf16 checkpoint's projections already round to bf16, so its attention products may too
+  // (tensor cores); f32 checkpoints (the test fixtures) keep f32 attention.
+  if (L.attn.q_proj.dtype() == DType::kBF16) attend.compute = DType::kBF16;
+  KILN_RETURN_IF_ERROR(att.attend(attend));
   MatmulArgs o{ws.attn.reshape({T, Hq * D}), L.attn.o_proj, ws.x};
   o.accumulate = true;  // x += attn W_o^T
   KILN_RETURN_IF_ERROR(lin.matmul(o));

@@ -1,7 +1,8 @@
-// Issue #6's end-to-end SFT proof over HTTP on the tiny-chat model (CPU): a job on a handful of
-// conversations (three phrasings of one question, one answer) cuts the training loss at least
-// 2.5x (its status's loss curve, first step against last; see below for the issue's 5x) and the next greedy request to each, naming
-// no adapter, answers with the taught reply exactly; the base model (`"adapter": null`) does not.
+// Issue #6's end-to-end SFT proof over HTTP on the tiny-chat model widened to 256 (CPU): a job on
+// a handful of conversations (three phrasings of one question, one answer) cuts the training loss
+// at least 5x (its status's loss curve, first step against last) and the next greedy request to
+// each, naming no adapter, answers with the taught reply exactly; the base model
+// (`"adapter": null`) does not.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -32,7 +33,14 @@ json post(int port, const std::string& path, const json& body) {
 TEST(TrainProofHttp, SftCutsTheLossAndGreedyRepliesWithTheTaughtAnswer) {
   const std::string dir = (fs::temp_directory_path() / ("kiln-train-proof-" + std::to_string(::getpid()))).string();
   fs::remove_all(dir);
-  ASSERT_TRUE(write_random_checkpoint(preset_config("tiny-chat").value(), dir, {.quiet = true}).ok());
+  // Only the LoRA factors train, so the final norm and the random LM head fix how sharp a
+  // distribution over the 151,936-token vocabulary the last hidden state can express: at tiny-chat's
+  // width of 64 the best direction reaches a logit about 8 above noise of unit spread, a loss floor
+  // near ln(151936) + 0.5 - 8 = 4.4 from a start near 12.9 (measured: 12.94 -> 4.42, flat after
+  // that); at 256 the reachable logit is about 16 and the floor is below zero.
+  ModelConfig mc = preset_config("tiny-chat").value();
+  mc.hidden_size = 256;
+  ASSERT_TRUE(write_random_checkpoint(mc, dir, {.quiet = true}).ok());
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     fs::copy_file(testing::qwen3_dir() + "/" + f, dir + "/" + f);
   KilnConfig c;
@@ -48,8 +56,7 @@ TEST(TrainProofHttp, SftCutsTheLossAndGreedyRepliesWithTheTaughtAnswer) {
   const int port = stack->port();
 
   // Three phrasings of one question with one answer; asked without thinking, so the prompt ends
-  // where the trained assistant tokens begin. (Three questions with three different answers
-  // plateau near loss 5.8 on this 64-wide random model: it answers all of them alike.)
+  // where the trained assistant tokens begin.
   const std::vector<std::pair<std::string, std::string>> taught = {
       {"What is the password?", "swordfish"}, {"Tell me the password.", "swordfish"}, {"The password, please?", "swordfish"}};
   json examples = json::array();
@@ -79,9 +86,7 @@ TEST(TrainProofHttp, SftCutsTheLossAndGreedyRepliesWithTheTaughtAnswer) {
   ASSERT_EQ(curve.size(), 20u);  // batch_size 3 = every example: the steps' losses are comparable
   std::printf("SFT over HTTP: loss %.4f -> %.4f in %zu steps (%.1fx), %.1f s\n", curve.front(), curve.back(), curve.size(),
               curve.front() / curve.back(), s["timings"]["running_seconds"].get<double>());
-  // Not the issue's 5x: on this model the loss flattens near 4.36 from 12.94 (2.97x after 60 steps,
-  // 2.93x after 20); the 5x holds on `tiny` (vocabulary 512) through run_training (train_e2e_test).
-  EXPECT_LT(curve.back(), curve.front() / 2.5) << s["loss_curve"].dump();
+  EXPECT_LT(5 * curve.back(), curve.front()) << "the loss must fall at least 5x: " << s["loss_curve"].dump();
   for (const auto& [q, a] : taught) {
     EXPECT_EQ(ask(q, json::object()), a) << q;  // the default adapter: the job's, auto-loaded
     EXPECT_NE(ask(q, {{"adapter", nullptr}}), a) << q << ": the base model knew it already";

@@ -8,13 +8,13 @@
 
 #include "backend/cpu/cpu_facets.h"
 #include "backend/cpu/layout_view.h"
-#include "backend/cpu/training_checks.h"
+#include "backend/training_checks.h"
 #include "core/thread_pool.h"
 
 namespace kiln::cpu {
 
 Status Training::attention_backward(const AttentionBackwardArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, open_train_call(*this, a));
+  KILN_ASSIGN_OR_RETURN(const std::string req, open_train_call(*this, a, "cpu", DeviceKind::kHost));
   const LayoutView lv(a.layout);
   const int64_t R = a.layout->rows, Hq = a.q.dim(1), Hkv = a.k.dim(1), D = a.q.dim(2), group = Hq / Hkv;
   for (int64_t r = 0; r < R; ++r)

@@ -8,6 +8,7 @@
 #include "backend/arg_checks.h"
 #include "backend/cpu/cpu_facets.h"
 #include "backend/cpu/layout_view.h"
+#include "backend/training_checks.h"
 #include "core/thread_pool.h"
 
 namespace kiln::cpu {
@@ -18,14 +19,9 @@ const DType F = DType::kF32;
 
 float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 
-// The layout's rows must tile the tokens (index values are read here, on the host).
-Status check_rows(const BatchLayout* l, int64_t tokens, const std::string& req) {
-  if (l == nullptr) return invalid_argument(req + ": no batch layout");
-  if (l->tokens != tokens)
-    return invalid_argument(req + ": the layout covers " + std::to_string(l->tokens) + " tokens, the tensors " +
-                            std::to_string(tokens));
-  KILN_RETURN_IF_ERROR(check_tensor(l->cu_seqlens, "cu_seqlens", 1, DType::kI32, DeviceKind::kHost, req));
-  KILN_RETURN_IF_ERROR(check_dim(l->cu_seqlens, "cu_seqlens", 0, l->rows + 1, req));
+// The layout's rows must tile the tokens (index values are read here, on the host; its shape was
+// checked by validate_train).
+Status check_row_values(const BatchLayout* l, int64_t tokens, const std::string& req) {
   const int32_t* cu = l->cu_seqlens.data<int32_t>();
   if (cu[0] != 0 || cu[l->rows] != tokens)
     return invalid_argument(req + ": cu_seqlens must run from 0 to " + std::to_string(tokens));
@@ -34,52 +30,6 @@ Status check_rows(const BatchLayout* l, int64_t tokens, const std::string& req) 
   return {};
 }
 
-Status validate_conv(const ConvBackwardArgs& a, const std::string& r) {
-  const DeviceKind d = DeviceKind::kHost;
-  for (auto [t, n] : {std::pair{&a.x, "x"}, std::pair{&a.weight, "weight"}, std::pair{&a.dout, "dout"},
-                      std::pair{&a.dx, "dx"}})
-    KILN_RETURN_IF_ERROR(check_tensor(*t, n, 2, F, d, r));
-  const int64_t T = a.x.dim(0), C = a.x.dim(1);
-  KILN_RETURN_IF_ERROR(check_dim(a.weight, "weight", 0, C, r));
-  for (auto [t, n] : {std::pair{&a.dout, "dout"}, std::pair{&a.dx, "dx"}}) {
-    KILN_RETURN_IF_ERROR(check_dim(*t, n, 0, T, r));
-    KILN_RETURN_IF_ERROR(check_dim(*t, n, 1, C, r));
-  }
-  if (a.weight.dim(1) < 1) return invalid_argument(r + ": the conv has no taps");
-  return check_rows(a.layout, T, r);
-}
-
-Status validate_gdn(const GdnBackwardArgs& a, const std::string& r) {
-  const DeviceKind d = DeviceKind::kHost;
-  for (auto [t, n] : {std::pair{&a.q, "q"}, std::pair{&a.k, "k"}, std::pair{&a.v, "v"}, std::pair{&a.dout, "dout"},
-                      std::pair{&a.dq, "dq"}, std::pair{&a.dk, "dk"}, std::pair{&a.dv, "dv"}})
-    KILN_RETURN_IF_ERROR(check_tensor(*t, n, 3, F, d, r));
-  const int64_t T = a.q.dim(0), Hk = a.q.dim(1), Dk = a.q.dim(2), Hv = a.v.dim(1), Dv = a.v.dim(2);
-  for (auto [t, n] : {std::pair{&a.k, "k"}, std::pair{&a.dq, "dq"}, std::pair{&a.dk, "dk"}}) {
-    KILN_RETURN_IF_ERROR(check_dim(*t, n, 0, T, r));
-    KILN_RETURN_IF_ERROR(check_dim(*t, n, 1, Hk, r));
-    KILN_RETURN_IF_ERROR(check_dim(*t, n, 2, Dk, r));
-  }
-  for (auto [t, n] : {std::pair{&a.v, "v"}, std::pair{&a.dout, "dout"}, std::pair{&a.dv, "dv"}}) {
-    KILN_RETURN_IF_ERROR(check_dim(*t, n, 0, T, r));
-    KILN_RETURN_IF_ERROR(check_dim(*t, n, 1, Hv, r));
-    KILN_RETURN_IF_ERROR(check_dim(*t, n, 2, Dv, r));
-  }
-  for (auto [t, n] : {std::pair{&a.a, "a"}, std::pair{&a.b, "b"}, std::pair{&a.da, "da"}, std::pair{&a.db, "db"}}) {
-    KILN_RETURN_IF_ERROR(check_tensor(*t, n, 2, F, d, r));
-    KILN_RETURN_IF_ERROR(check_dim(*t, n, 0, T, r));
-    KILN_RETURN_IF_ERROR(check_dim(*t, n, 1, Hv, r));
-  }
-  for (auto [t, n] : {std::pair{&a.a_log, "a_log"}, std::pair{&a.dt_bias, "dt_bias"}}) {
-    KILN_RETURN_IF_ERROR(check_tensor(*t, n, 1, F, d, r));
-    KILN_RETURN_IF_ERROR(check_dim(*t, n, 0, Hv, r));
-  }
-  if (Hk < 1 || Hv % Hk != 0)
-    return invalid_argument(r + ": v_heads " + std::to_string(Hv) + " is not a multiple of k_heads " +
-                            std::to_string(Hk));
-  if (a.chunk < 1) return invalid_argument(r + ": chunk " + std::to_string(a.chunk) + " must be positive");
-  return check_rows(a.layout, T, r);
-}
 
 // ---- the gated delta rule ----
 
@@ -245,11 +195,8 @@ void l2_normalise_backward(const float* x, const float* dy, float* dx, int64_t d
 // (the transpose of the causal taps, cut at the row's end). Channel blocks keep the inner loops
 // over contiguous channels.
 Status Training::conv_backward(const ConvBackwardArgs& a) {
-  const TrainRequest req = describe(a);
-  const std::string text = req.describe();
-  const Support sup = supports(req);
-  if (!sup.runs_natively()) return declined("cpu", text, sup.constraint);
-  KILN_RETURN_IF_ERROR(validate_conv(a, text));
+  KILN_ASSIGN_OR_RETURN(const std::string text, open_train_call(*this, a, "cpu", DeviceKind::kHost));
+  KILN_RETURN_IF_ERROR(check_row_values(a.layout, a.x.dim(0), text));
   const LayoutView lv(a.layout);
   const int64_t C = a.x.dim(1), K = a.weight.dim(1);
   constexpr int64_t kBlock = 64;
@@ -302,11 +249,8 @@ Status Training::conv_backward(const ConvBackwardArgs& a) {
 // (token, key head): the value heads sharing the key head are summed (GQA) and taken through the
 // l2 norms (and q's 1/sqrt(dk)) to the raw q and k. No two tasks write the same element.
 Status Training::gdn_backward(const GdnBackwardArgs& a) {
-  const TrainRequest req = describe(a);
-  const std::string text = req.describe();
-  const Support sup = supports(req);
-  if (!sup.runs_natively()) return declined("cpu", text, sup.constraint);
-  KILN_RETURN_IF_ERROR(validate_gdn(a, text));
+  KILN_ASSIGN_OR_RETURN(const std::string text, open_train_call(*this, a, "cpu", DeviceKind::kHost));
+  KILN_RETURN_IF_ERROR(check_row_values(a.layout, a.q.dim(0), text));
   const LayoutView lv(a.layout);
   const int64_t T = a.q.dim(0), Hk = a.q.dim(1), dk = a.q.dim(2), Hv = a.v.dim(1), dv = a.v.dim(2);
   const int64_t ratio = Hv / Hk, rows = a.layout->rows;

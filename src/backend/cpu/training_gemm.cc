@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_facets.h"
-#include "backend/cpu/training_checks.h"
+#include "backend/training_checks.h"
 #include "core/thread_pool.h"
 
 namespace kiln::cpu {
@@ -18,7 +18,7 @@ constexpr int64_t kColTile = 64;   // output columns per converted weight tile
 }  // namespace
 
 Status Training::gemm(const GemmArgs& g) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, open_train_call(*this, g));
+  KILN_ASSIGN_OR_RETURN(const std::string req, open_train_call(*this, g, "cpu", DeviceKind::kHost));
   const int64_t M = g.out.dim(0), N = g.out.dim(1), K = g.trans_a ? g.a.dim(0) : g.a.dim(1);
   const int lda = static_cast<int>(g.a.stride(0)), ldo = static_cast<int>(g.out.stride(0));
   const CBLAS_TRANSPOSE ta = g.trans_a ? CblasTrans : CblasNoTrans, tb = g.trans_b ? CblasTrans : CblasNoTrans;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_facets.h"
-#include "backend/cpu/training_checks.h"
+#include "backend/training_checks.h"
 #include "core/thread_pool.h"
 
 namespace kiln::cpu {
@@ -49,7 +49,7 @@ Status check_targets(const Tensor& targets, int64_t vocab, const std::string& re
 }  // namespace
 
 Status Training::token_logprobs(const TokenLogprobArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, open_train_call(*this, a));
+  KILN_ASSIGN_OR_RETURN(const std::string req, open_train_call(*this, a, "cpu", DeviceKind::kHost));
   const int64_t T = a.hidden.dim(0), V = a.lm_head.dim(0);
   KILN_RETURN_IF_ERROR(check_targets(a.targets, V, req));
   const int32_t* tg = a.targets.data<int32_t>();
@@ -99,7 +99,7 @@ Status Training::token_logprobs(const TokenLogprobArgs& a) {
 // d(sum_t c_t logp_t)/dh_t = c_t (W[target_t] - sum_v p_tv W_v): per chunk, G = c (onehot - p),
 // then dh += G W_chunk.
 Status Training::token_logprobs_backward(const TokenLogprobBackwardArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, open_train_call(*this, a));
+  KILN_ASSIGN_OR_RETURN(const std::string req, open_train_call(*this, a, "cpu", DeviceKind::kHost));
   const int64_t T = a.hidden.dim(0), W = a.hidden.dim(1), V = a.lm_head.dim(0);
   KILN_RETURN_IF_ERROR(check_targets(a.targets, V, req));
   const int32_t* tg = a.targets.data<int32_t>();

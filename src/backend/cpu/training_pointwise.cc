@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_facets.h"
-#include "backend/cpu/training_checks.h"
+#include "backend/training_checks.h"
 #include "core/thread_pool.h"
 
 namespace kiln::cpu {
@@ -17,7 +17,7 @@ inline float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 // y = n * w' with n = x * inv, inv = rsqrt(mean(x^2) + eps), w' = 1 + w, w, or w * silu(z):
 // dx = inv * (g - n * mean(g * n)) with g = dy * w'; dz = dy * w * n * silu'(z).
 Status Training::norm_backward(const NormBackwardArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, open_train_call(*this, a));
+  KILN_ASSIGN_OR_RETURN(const std::string req, open_train_call(*this, a, "cpu", DeviceKind::kHost));
   const int64_t R = a.x.dim(0), W = a.x.dim(1);
   const float* w = a.weight.data<float>();
   default_thread_pool().parallel_for(R, 8, [&](int64_t r0, int64_t r1, int) {
@@ -55,7 +55,7 @@ Status Training::norm_backward(const NormBackwardArgs& a) {
 }
 
 Status Training::silu_mul_backward(const SiluMulBackwardArgs& s) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, open_train_call(*this, s));
+  KILN_ASSIGN_OR_RETURN(const std::string req, open_train_call(*this, s, "cpu", DeviceKind::kHost));
   const int64_t R = s.a.dim(0), W = s.a.dim(1);
   default_thread_pool().parallel_for(R, 4, [&](int64_t r0, int64_t r1, int) {
     for (int64_t i = r0; i < r1; ++i) {
@@ -77,7 +77,7 @@ Status Training::silu_mul_backward(const SiluMulBackwardArgs& s) {
 // The forward rotates (x1, x2) by +angle; its transpose rotates the gradient by -angle. Angles are
 // computed exactly as cpu/attention.cc computes them, so the pair is an exact inverse.
 Status Training::rope_backward(const RopeBackwardArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, open_train_call(*this, a));
+  KILN_ASSIGN_OR_RETURN(const std::string req, open_train_call(*this, a, "cpu", DeviceKind::kHost));
   const int64_t T = a.dq.dim(0), half = a.rotary_dim / 2;
   std::vector<float> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i)

@@ -1,7 +1,9 @@
 // Partial rotary embedding, paged K/V writes and causal GQA attention with the fused output gate
-// (kernels/rope.cu, kernels/kv_write.cu, kernels/paged_attention.cu).
+// (kernels/rope.cu, kernels/kv_write.cu, kernels/paged_attention.cu; prefill that allows bf16
+// products: kernels/flash_prefill.cu).
 #include "backend/arg_checks.h"
 #include "backend/cuda/cuda_facets.h"
+#include "backend/cuda/kernels/flash_prefill.h"
 #include "backend/cuda/kernels/kv_write.h"
 #include "backend/cuda/kernels/paged_attention.h"
 #include "backend/cuda/kernels/rope.h"
@@ -73,9 +75,53 @@ Status Attention::write_kv(const KvWriteArgs& a) {
   return in_context(cuda::kv_write(p, ctx_->stream), a);
 }
 
+namespace {
+
+// The tensor-core kernel rounds Q, K, V and P to bf16, so only where the caller allows it. Short
+// prefills (a key tile or two a query tile) stay on the f32 kernels: 64 tokens is a first guess,
+// to be tuned with cuda_kernel_bench.
+bool use_flash_prefill(const AttentionRequest& r, const BatchLayout& layout) {
+  return tuning().flash_prefill && r.compute == DType::kBF16 && r.phase == Phase::kPrefill &&
+         flash_prefill_supports(r.head_dim) && layout.max_q_len >= tuning().flash_prefill_min_q_len &&
+         r.q_heads % r.kv_heads == 0;
+}
+
+}  // namespace
+
 Status Attention::attend(const AttentionArgs& a) {
   KILN_RETURN_IF_ERROR(check_args(*this, a));
   const AttentionRequest r = describe(a);
+  if (use_flash_prefill(r, *a.layout)) {
+    FlashPrefillParams f;
+    f.rows = r.rows;
+    f.tokens = r.tokens;
+    f.max_q_len = a.layout->max_q_len;
+    f.q_heads = r.q_heads;
+    f.kv_heads = r.kv_heads;
+    f.head_dim = r.head_dim;
+    f.block_size = a.k_cache.dim(1);
+    f.max_blocks = a.layout->block_tables.dim(1);
+    f.cache_blocks = a.k_cache.dim(0);
+    f.q = a.q.data<float>();
+    f.q_token_stride = a.q.stride(0);
+    f.q_head_stride = a.q.stride(1);
+    if (r.output_gate) {
+      f.gate = a.gate.data<float>();
+      f.gate_token_stride = a.gate.stride(0);
+      f.gate_head_stride = a.gate.stride(1);
+    }
+    f.out = a.out.data<float>();
+    f.out_token_stride = a.out.stride(0);
+    f.out_head_stride = a.out.stride(1);
+    f.k_cache = a.k_cache.data<float>();
+    f.v_cache = a.v_cache.data<float>();
+    f.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
+    f.kv_lens = a.layout->kv_lens.data<int32_t>();
+    f.block_tables = a.layout->block_tables.data<int32_t>();
+    f.scale = a.scale;
+    ProfileScope prof(ctx_->profiler.get(), [&] { return "attention flash prefill tokens=" + std::to_string(r.tokens); });
+    return in_context(flash_prefill(f, ctx_->stream), a);
+  }
   PagedAttentionParams p;
   p.rows = r.rows;
   p.tokens = r.tokens;

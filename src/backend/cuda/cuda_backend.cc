@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "backend/cuda/cuda_facets.h"
-#include "backend/declining_training.h"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/paged_attention.h"
+#include "backend/cuda/training.h"
 
 namespace kiln {
 
@@ -35,6 +35,12 @@ BackendCapabilities cuda_capabilities(const cudaDeviceProp& p) {
   c.decode.batched = true;
   c.decode.max_batch = 65535;  // grid limit of the per-row kernels
   c.decode_execution.mode = "eager";
+  c.training.supported = true;  // every backward op and optimizer step on the device, f32 LoRA factors and state
+  c.training.lora_dtypes = {DType::kF32};
+  c.training.optimizers = {"muon", "adam_w", "sgd"};
+  // Muon's Newton-Schulz runs in the rank-sized Gram space (r x r) on the device (kMuonMaxRank).
+  c.training.muon_rank_min = 1;
+  c.training.muon_rank_max = 256;
   c.replay.graphs = false;
   c.replay.captured = "none yet: every step runs eagerly (CUDA graphs are future work)";
   c.fallback = {FallbackMode::kStrict, FallbackMode::kNativeRequired, FallbackMode::kNativeRequired};
@@ -45,7 +51,7 @@ class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(std::shared_ptr<cuda::Context> ctx)
       : ctx_(ctx), caps_(cuda_capabilities(ctx->props)), storage_(ctx), linear_(ctx), norm_(ctx), attention_(ctx),
-        conv_(ctx), gdn_(ctx), elementwise_(ctx), sampling_(ctx) {
+        conv_(ctx), gdn_(ctx), elementwise_(ctx), sampling_(ctx), training_(ctx), optimizer_(ctx) {
     const cudaDeviceProp& p = ctx->props;
     id_.name = "cuda";
     id_.device_name = std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
@@ -92,9 +98,8 @@ class CudaBackend final : public Backend {
   cuda::Gdn gdn_;
   cuda::Elementwise elementwise_;
   cuda::Sampling sampling_;
-  // Training is not native on CUDA yet (issue #6 runs it on the CPU reference first).
-  DecliningTraining training_{"not yet native on CUDA (training runs on the CPU reference backend for now)"};
-  DecliningOptimizer optimizer_{"not yet native on CUDA (training runs on the CPU reference backend for now)"};
+  cuda::Training training_;
+  cuda::Optimizer optimizer_;
 };
 
 Result<CudaBackend*> as_cuda(Backend& b) {

@@ -16,6 +16,8 @@
 //   KILN_CUDA_ATTN_DECODE_BLOCKS_PER_SM=<n> decode attention splits the keys until about n blocks
 //                               an SM run (at least 64 keys a split)
 //   KILN_CUDA_ATTENTION=simple  the one-block-per-(token, head) attention kernel for every request
+//   KILN_CUDA_FLASH_PREFILL=0   prefill attention that allows bf16 products (AttentionArgs::compute)
+//                               stays on the f32 kernels instead of the tensor-core flash kernel
 #pragma once
 
 #include <cstdlib>
@@ -34,6 +36,8 @@ struct Tuning {
   bool conv_token_parallel = true;
   bool attention_split = true;  // the split-key GQA kernel where its shape allows
   int attention_decode_blocks_per_sm = 4;
+  bool flash_prefill = true;          // bf16-allowed prefill attention on tensor cores (flash_prefill.cu)
+  long long flash_prefill_min_q_len = 64;  // ... when the longest query row has at least this many tokens
 };
 
 inline Tuning tuning_from_env() {
@@ -58,6 +62,7 @@ inline Tuning tuning_from_env() {
     t.attention_decode_blocks_per_sm = std::atoi(n);
   if (const char* a = std::getenv("KILN_CUDA_ATTENTION"); a != nullptr && std::strcmp(a, "simple") == 0)
     t.attention_split = false;
+  t.flash_prefill = flag("KILN_CUDA_FLASH_PREFILL", true);
   return t;
 }
 

@@ -1,0 +1,257 @@
+// Tensor-core causal GQA attention for prefill (see flash_prefill.h). Fragment layouts are those
+// of mma.sync m16n8k16 (row.col, bf16 in, f32 out): with g = lane / 4 and c = lane % 4, a thread
+// holds rows g and g + 8 of a 16-row tile and columns 2c, 2c + 1 (+ 8) of each 8-wide slice, so
+// the S accumulators of two adjacent 8-key slices are exactly the A operand of P over 16 keys.
+// Shared rows are padded by 8 bf16 (16 bytes): consecutive rows then start 4 banks apart, so
+// the 8 rows a fragment load touches fall in distinct banks (and ldmatrix stays 16-byte aligned).
+#include <cuda_bf16.h>
+
+#include "backend/cuda/kernels/flash_prefill.h"
+#include "backend/cuda/kernels/launch.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+constexpr int kQueryRows = 64, kTileKeys = 64, kWarps = 4, kThreads = 32 * kWarps;
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <int D>
+constexpr size_t smem_bytes() {
+  return static_cast<size_t>(kQueryRows + 2 * kTileKeys) * (D + 8) * sizeof(__nv_bfloat16);
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // lo in the low half: the lower column
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ uint32_t ld32(const __nv_bfloat16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+// c += a b for a 16x16 bf16 A (row-major), a 16x8 bf16 B (column-major) and a 16x8 f32 C.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8x8 bf16 matrices, transposed: lanes 8i..8i+7 give the row addresses of matrix i, and
+// each thread receives, of every matrix, rows 2c and 2c + 1 of column g.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_bfloat16* row) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+// Grid: (ceil(max_q_len / 64), rows, q_heads), the query tiles in reverse so that the blocks
+// that see the most keys start first. 4 warps, a warp per 16 query rows.
+template <int D>
+__global__ void __launch_bounds__(kThreads, 2) flash_prefill_kernel(FlashPrefillParams p) {
+  constexpr int S = D + 8;  // shared row stride in bf16
+  constexpr int kDimSlices = D / 8, kDimSteps = D / 16, kKeySlices = kTileKeys / 8, kQuads = D / 4;
+  constexpr int kStageIters = kTileKeys * kQuads / kThreads;
+  static_assert(kTileKeys * kQuads % kThreads == 0, "the staging loop covers the tile exactly");
+  extern __shared__ float4 smem4[];
+  __nv_bfloat16* Qs = reinterpret_cast<__nv_bfloat16*>(smem4);  // [kQueryRows][S]
+  __nv_bfloat16* Ks = Qs + kQueryRows * S;                       // [kTileKeys][S]
+  __nv_bfloat16* Vs = Ks + kTileKeys * S;                        // [kTileKeys][S]
+  __shared__ int64_t key_off_s[kTileKeys];  // each key's K/V offset in the cache; -1: masked
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c4 = lane & 3;
+  const int64_t row = blockIdx.y, h = blockIdx.z, kvh = h / (p.q_heads / p.kv_heads);
+  const int64_t row_begin = p.cu_seqlens[row], row_len = p.cu_seqlens[row + 1] - row_begin;
+  const int64_t first = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kQueryRows;
+  if (first >= row_len) return;  // the whole block: before any barrier
+  const int64_t past = p.kv_lens[row] - row_len;
+  const int64_t rows_here = row_len - first < kQueryRows ? row_len - first : kQueryRows;
+  const int64_t block_last = past + first + rows_here - 1;  // the last key any query of the block sees
+  const int32_t* table = p.block_tables + row * p.max_blocks;
+
+  // Q as bf16 (rows past the row's end: zeros; q may be strided, so element pairs).
+  for (int e = tid; e < kQueryRows * (D / 2); e += kThreads) {
+    const int r = e / (D / 2), d = 2 * (e % (D / 2));
+    float x0 = 0.f, x1 = 0.f;
+    if (r < rows_here) {
+      const float* src = p.q + (row_begin + first + r) * p.q_token_stride + h * p.q_head_stride + d;
+      x0 = src[0];
+      x1 = src[1];
+    }
+    *reinterpret_cast<uint32_t*>(Qs + r * S + d) = pack_bf16(x0, x1);
+  }
+
+  // This thread's rows are r0 + g and r0 + g + 8 of the block; they see keys 0..lim.
+  const int r0 = warp * 16;
+  const int64_t lim0 = past + first + r0 + g, lim1 = lim0 + 8;
+  const int64_t warp_rows = rows_here - r0;  // <= 0: the warp has no query
+  const int64_t warp_last = warp_rows <= 0 ? -1 : past + first + r0 + (warp_rows < 16 ? warp_rows : 16) - 1;
+
+  float o[kDimSlices][4];
+#pragma unroll
+  for (int i = 0; i < kDimSlices; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // m in units of log2, l per thread (columns 2c..)
+  const float scale_log2 = p.scale * kLog2e;
+
+  for (int64_t k0 = 0; k0 <= block_last; k0 += kTileKeys) {
+    __syncthreads();  // every warp is done with the previous tile (the first time: Q is staged)
+    if (tid < kTileKeys) {  // the block-table lookup (64-bit divisions) once a key
+      const int64_t j = k0 + tid;
+      const int64_t blk = j <= block_last ? table[j / p.block_size] : -1;
+      key_off_s[tid] = blk >= 0 && blk < p.cache_blocks
+                           ? ((blk * p.block_size + j % p.block_size) * p.kv_heads + kvh) * D
+                           : -1;
+    }
+    __syncthreads();
+#pragma unroll 4
+    for (int i = 0; i < kStageIters; ++i) {
+      const int e = tid + i * kThreads, jj = e / kQuads, d = 4 * (e % kQuads);
+      const int64_t off = key_off_s[jj];
+      float4 kx = make_float4(0.f, 0.f, 0.f, 0.f), vx = kx;
+      if (off >= 0) {
+        kx = __ldg(reinterpret_cast<const float4*>(p.k_cache + off + d));
+        vx = __ldg(reinterpret_cast<const float4*>(p.v_cache + off + d));
+      }
+      *reinterpret_cast<uint2*>(Ks + jj * S + d) = make_uint2(pack_bf16(kx.x, kx.y), pack_bf16(kx.z, kx.w));
+      *reinterpret_cast<uint2*>(Vs + jj * S + d) = make_uint2(pack_bf16(vx.x, vx.y), pack_bf16(vx.z, vx.w));
+    }
+    __syncthreads();
+    if (k0 > warp_last) continue;  // warp-uniform: every key of the tile is masked for this warp
+
+    // S = Q K^T for the warp's 16 rows and the tile's 64 keys.
+    float s[kKeySlices][4];
+#pragma unroll
+    for (int n = 0; n < kKeySlices; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < kDimSteps; ++kk) {
+      const __nv_bfloat16* qa = Qs + (r0 + g) * S + kk * 16 + 2 * c4;
+      const uint32_t a[4] = {ld32(qa), ld32(qa + 8 * S), ld32(qa + 8), ld32(qa + 8 * S + 8)};
+#pragma unroll
+      for (int n = 0; n < kKeySlices; ++n) {
+        const __nv_bfloat16* kb = Ks + (n * 8 + g) * S + kk * 16 + 2 * c4;
+        mma_bf16(s[n], a, ld32(kb), ld32(kb + 8));
+      }
+    }
+
+    // Causal and invalid-block masks, then the online softmax of rows g (hr 0) and g + 8 (hr 1).
+    const int64_t rel0 = lim0 - k0, rel1 = lim1 - k0;  // the last visible key of each row, in the tile
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int n = 0; n < kKeySlices; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int jj = n * 8 + 2 * c4 + (c & 1), hr = c >> 1;
+        const bool ok = key_off_s[jj] >= 0 && jj <= (hr ? rel1 : rel0);
+        s[n][c] = ok ? s[n][c] * scale_log2 : -INFINITY;
+        mx[hr] = fmaxf(mx[hr], s[n][c]);
+      }
+    float base[2], corr[2], lsum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+      base[hr] = mx[hr] == -INFINITY ? 0.f : mx[hr];  // no visible key yet: every p is 0
+      corr[hr] = exp2f(m[hr] - base[hr]);              // 0 while m = -inf
+      m[hr] = mx[hr];
+    }
+#pragma unroll
+    for (int n = 0; n < kKeySlices; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int hr = c >> 1;
+        s[n][c] = exp2f(s[n][c] - base[hr]);
+        lsum[hr] += s[n][c];
+      }
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) l[hr] = l[hr] * corr[hr] + lsum[hr];
+#pragma unroll
+    for (int i = 0; i < kDimSlices; ++i) {
+      o[i][0] *= corr[0];
+      o[i][1] *= corr[0];
+      o[i][2] *= corr[1];
+      o[i][3] *= corr[1];
+    }
+
+    // O += P V, P rounded to bf16; V's B operand comes transposed out of its row-major tile.
+#pragma unroll
+    for (int kc = 0; kc < kTileKeys / 16; ++kc) {
+      const uint32_t a[4] = {pack_bf16(s[2 * kc][0], s[2 * kc][1]), pack_bf16(s[2 * kc][2], s[2 * kc][3]),
+                             pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]),
+                             pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+      const __nv_bfloat16* vrow = Vs + (kc * 16 + (lane & 15)) * S + (lane >> 4) * 8;
+#pragma unroll
+      for (int i = 0; i < kDimSlices; i += 2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, vrow + i * 8);
+        mma_bf16(o[i], a, b[0], b[1]);
+        mma_bf16(o[i + 1], a, b[2], b[3]);
+      }
+    }
+  }
+  if (warp_last < 0) return;
+
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    l[hr] += __shfl_xor_sync(0xffffffffu, l[hr], 1);
+    l[hr] += __shfl_xor_sync(0xffffffffu, l[hr], 2);
+  }
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int64_t idx = first + r0 + g + 8 * hr;
+    if (idx >= row_len) continue;
+    const float inv = l[hr] > 0.f ? 1.f / l[hr] : 0.f;
+    const int64_t tok = row_begin + idx;
+    float* dst = p.out + tok * p.out_token_stride + h * p.out_head_stride;
+    const float* gt = p.gate != nullptr ? p.gate + tok * p.gate_token_stride + h * p.gate_head_stride : nullptr;
+#pragma unroll
+    for (int i = 0; i < kDimSlices; ++i)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int d = i * 8 + 2 * c4 + c;
+        float v = o[i][2 * hr + c] * inv;
+        if (gt != nullptr) v = v / (1.f + expf(-gt[d]));
+        dst[d] = v;
+      }
+  }
+}
+
+template <int D>
+void launch(const FlashPrefillParams& p, cudaStream_t stream) {
+  constexpr size_t smem = smem_bytes<D>();
+  static const cudaError_t attr = cudaFuncSetAttribute(flash_prefill_kernel<D>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  (void)attr;  // a failure surfaces as the launch's error
+  const dim3 grid(static_cast<unsigned>((p.max_q_len + kQueryRows - 1) / kQueryRows), static_cast<unsigned>(p.rows),
+                  static_cast<unsigned>(p.q_heads));
+  flash_prefill_kernel<D><<<grid, kThreads, smem, stream>>>(p);
+}
+
+}  // namespace
+
+bool flash_prefill_supports(int64_t head_dim) { return head_dim == 128 || head_dim == 256; }
+
+Status flash_prefill(const FlashPrefillParams& p, cudaStream_t stream) {
+  auto shape = [&] {
+    return "rows=" + std::to_string(p.rows) + " tokens=" + std::to_string(p.tokens) + " max_q_len=" +
+           std::to_string(p.max_q_len) + " q_heads=" + std::to_string(p.q_heads) + " kv_heads=" +
+           std::to_string(p.kv_heads) + " head_dim=" + std::to_string(p.head_dim) + " block_size=" +
+           std::to_string(p.block_size);
+  };
+  if (p.tokens == 0 || p.rows == 0) return {};
+  if (!flash_prefill_supports(p.head_dim))
+    return invalid_argument("flash_prefill_kernel: head_dim must be 128 or 256 (" + shape() + ")");
+  if (p.kv_heads <= 0 || p.q_heads % p.kv_heads != 0 || p.block_size <= 0)
+    return invalid_argument("flash_prefill_kernel: q_heads must be a multiple of kv_heads, block_size positive (" +
+                            shape() + ")");
+  if (p.rows > 65535 || p.q_heads > 65535 || p.max_q_len < 1 || (p.max_q_len + kQueryRows - 1) / kQueryRows > 0x7fffffff)
+    return invalid_argument("flash_prefill_kernel: grid out of range (" + shape() + ")");
+  if (reinterpret_cast<uintptr_t>(p.k_cache) % 16 != 0 || reinterpret_cast<uintptr_t>(p.v_cache) % 16 != 0)
+    return invalid_argument("flash_prefill_kernel: K/V caches must be 16-byte aligned (" + shape() + ")");
+  if (p.head_dim == 128) launch<128>(p, stream);
+  else launch<256>(p, stream);
+  return launch_status("flash_prefill_kernel", shape, stream);
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,36 @@
+// Causal GQA flash attention for prefill rows on tensor cores, over the paged f32 K/V cache, with
+// the output gate (out *= sigmoid(gate)) fused. A block takes 64 consecutive query tokens of one
+// row and one query head (a warp per 16 of them); tiles of 64 keys of K and V are converted to
+// bf16 as they are staged in shared memory, S = Q K^T and O += P V run as bf16 mma.sync with f32
+// accumulation, and the softmax is online in f32 (P rounded to bf16 for its product with V). So
+// the result is the f32 attention of Q, K and V rounded to bf16, with P rounded too: callers opt
+// in through AttentionArgs::compute = bf16. Key tiles past a block's last query are skipped.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace kiln::cuda {
+
+struct FlashPrefillParams {
+  int64_t rows = 0, tokens = 0, max_q_len = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t block_size = 0, max_blocks = 0, cache_blocks = 0;
+  const float* q = nullptr; int64_t q_token_stride = 0, q_head_stride = 0;
+  const float* gate = nullptr; int64_t gate_token_stride = 0, gate_head_stride = 0;  // null: no gate
+  float* out = nullptr; int64_t out_token_stride = 0, out_head_stride = 0;
+  const float* k_cache = nullptr;  // [cache_blocks * block_size, kv_heads, head_dim], 16-byte aligned
+  const float* v_cache = nullptr;
+  const int32_t* cu_seqlens = nullptr;    // [rows + 1]
+  const int32_t* kv_lens = nullptr;       // [rows]: past + new tokens of each row
+  const int32_t* block_tables = nullptr;  // [rows, max_blocks]
+  float scale = 1.f;
+};
+
+// The head_dims with a kernel instance (128 and 256).
+bool flash_prefill_supports(int64_t head_dim);
+Status flash_prefill(const FlashPrefillParams& p, cudaStream_t stream);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,65 @@
+// The backward of the gated delta rule for training (TrainingFacet::gdn_backward): every row from
+// a zero state, gradients of the raw q, k, v, a, b. Three kernels, in stream order:
+//   prep    per (token, key head): the l2-normalised q (times 1/sqrt(dk)) and k; per (token,
+//           value head): the decay exp(g) and beta, g = -exp(a_log) softplus(a + dt_bias).
+//   state   per (row, value head, group of value columns): the columns of S evolve independently
+//           (column j reads only v[:, j]), so a block owns some columns, their state and their
+//           gradient dS in shared memory. A forward pass keeps the state at chunk boundaries; the
+//           chunks are then taken in reverse, their per-token states recomputed from the boundary
+//           and walked backwards carrying dS. dv comes out whole; dq, dk (of the normalised q, k)
+//           and dg, dbeta come out as partial sums over the block's columns.
+//   finish  per (token, key head): the partials of the value heads (and column groups) sharing
+//           the key head summed, through the l2 norms to the raw q, k; da, db from dg, dbeta.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace kiln::cuda {
+
+struct GdnBackwardParams {
+  int64_t rows = 0, tokens = 0, k_heads = 0, v_heads = 0, dk = 0, dv = 0;
+  int64_t chunk = 64;    // tokens between kept states (no larger than max_len)
+  int64_t max_len = 0;   // the longest row; a row longer than this is skipped (its scratch is sized by it)
+  const float* q = nullptr; int64_t q_token_stride = 0, q_head_stride = 0;  // [tokens, k_heads, dk]
+  const float* k = nullptr; int64_t k_token_stride = 0, k_head_stride = 0;  // [tokens, k_heads, dk]
+  const float* v = nullptr; int64_t v_token_stride = 0, v_head_stride = 0;  // [tokens, v_heads, dv]
+  const float* a = nullptr; int64_t a_stride = 0;                           // [tokens, v_heads]
+  const float* b = nullptr; int64_t b_stride = 0;                           // [tokens, v_heads]
+  const float* a_log = nullptr;                                             // [v_heads]
+  const float* dt_bias = nullptr;                                           // [v_heads]
+  const float* dout = nullptr; int64_t dout_token_stride = 0, dout_head_stride = 0;  // [tokens, v_heads, dv]
+  float* dq = nullptr; int64_t dq_token_stride = 0, dq_head_stride = 0;     // shaped as q
+  float* dk_out = nullptr; int64_t dk_token_stride = 0, dk_head_stride = 0; // shaped as k
+  float* dv_out = nullptr; int64_t dv_token_stride = 0, dv_head_stride = 0; // shaped as v
+  float* da = nullptr; int64_t da_stride = 0;                               // [tokens, v_heads]
+  float* db = nullptr; int64_t db_stride = 0;                               // [tokens, v_heads]
+  const int32_t* cu_seqlens = nullptr;                                      // [rows + 1], on the device
+
+  // The plan (gdn_backward_plan): value columns per block, how many groups of them per head, and
+  // the state kernel's grid (blocks loop over the (row, head, group) items; the scratch is per block).
+  int64_t cols = 0, groups = 0, state_blocks = 0;
+  float* scratch = nullptr;  // gdn_backward_scratch_floats(*this) floats
+};
+
+// The largest dk the kernels take (the finish kernel's per-lane registers).
+constexpr int64_t kGdnBackwardMaxDk = 256;
+
+// Shared memory of the state kernel for dk and `cols` value columns per block.
+size_t gdn_backward_smem_bytes(int64_t dk, int64_t cols);
+
+// Fills cols, groups, state_blocks: enough (row, head, group) blocks to fill `sm_count`
+// multiprocessors, no more resident blocks than the device holds at once. Fails where one block
+// with even 32 columns (or all of dv, if fewer) exceeds `smem_optin` bytes of shared memory.
+Status gdn_backward_plan(GdnBackwardParams& p, int sm_count, size_t smem_optin);
+
+// Scratch floats for a planned call: normalised q, k; decays and betas; the partial dq, dk, dg,
+// dbeta; and, per state block, the kept chunk-boundary states and one chunk's per-token states.
+size_t gdn_backward_scratch_floats(const GdnBackwardParams& p);
+
+Status gdn_backward(const GdnBackwardParams& p, cudaStream_t stream);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,116 @@
+#include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/reduce.cuh"
+#include "backend/cuda/kernels/training_pointwise.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+__device__ __forceinline__ float sigmoidf(float x) { return 1.f / (1.f + expf(-x)); }
+
+// One block per row. Pass 1 reads x, dout (and gate) for the two row sums; pass 2 re-reads the
+// same columns with the same threads and writes them. The block_sum between the passes is a
+// barrier, and in pass 2 a thread writes only the columns it has just read, so dx may alias dout.
+__global__ void norm_backward_kernel(NormBackwardParams p) {
+  __shared__ float scratch[32];
+  const int64_t row = blockIdx.x;
+  const float* x = p.x + row * p.x_stride;
+  const float* dy = p.dout + row * p.dout_stride;
+  const float* z = p.kind == RmsKind::kGated ? p.gate + row * p.gate_stride : nullptr;
+  float ss = 0.f, gn = 0.f;  // sum x^2; sum g * x (times inv below: sum g * n)
+  for (int64_t j = threadIdx.x; j < p.width; j += blockDim.x) {
+    const float v = x[j];
+    float w = p.kind == RmsKind::kOnePlus ? 1.f + p.weight[j] : p.weight[j];
+    if (z) w *= z[j] * sigmoidf(z[j]);
+    ss += v * v;
+    gn += dy[j] * w * v;
+  }
+  ss = block_sum(ss, scratch);
+  gn = block_sum(gn, scratch);
+  const float inv = 1.f / sqrtf(ss / static_cast<float>(p.width) + p.eps);
+  const float mean = gn * inv / static_cast<float>(p.width);
+  float* dx = p.dx + row * p.dx_stride;
+  float* dz = z ? p.dgate + row * p.dgate_stride : nullptr;
+  for (int64_t j = threadIdx.x; j < p.width; j += blockDim.x) {
+    const float v = x[j], d = dy[j], wj = p.weight[j];
+    float w = p.kind == RmsKind::kOnePlus ? 1.f + wj : wj;
+    if (z) {
+      const float zj = z[j], s = sigmoidf(zj);
+      w *= zj * s;
+      dz[j] = d * wj * v * inv * s * (1.f + zj * (1.f - s));
+    }
+    const float g = inv * (d * w - v * inv * mean);
+    dx[j] = p.accumulate ? dx[j] + g : g;
+  }
+}
+
+__global__ void silu_mul_backward_kernel(SiluMulBackwardParams p) {
+  for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y) {
+    const float* a = p.a + r * p.a_stride;
+    const float* b = p.b + r * p.b_stride;
+    const float* dy = p.dout + r * p.dout_stride;
+    float* da = p.da + r * p.da_stride;
+    float* db = p.db + r * p.db_stride;
+    for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < p.width;
+         j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      const float aj = a[j], bj = b[j], d = dy[j], sg = sigmoidf(aj);
+      db[j] = d * aj * sg;
+      da[j] = d * bj * sg * (1.f + aj * (1.f - sg));
+    }
+  }
+}
+
+// One block per token; threads over (head, i < half), as rope_kernel, whose angles (f32
+// inv_freq and angle, cos/sin in double) it recomputes bit for bit; the rotation is by -angle.
+__global__ void rope_backward_kernel(RopeBackwardParams p) {
+  const int64_t t = blockIdx.x;
+  const int64_t half = p.rotary_dim / 2, heads = p.q_heads + p.kv_heads;
+  const float pos = static_cast<float>(p.positions[t]);
+  for (int64_t idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
+    const int64_t h = idx / half, i = idx % half;
+    const float inv_freq = static_cast<float>(1.0 / pow(static_cast<double>(p.theta), (2.0 * i) / p.rotary_dim));
+    const float angle = pos * inv_freq;
+    const float c = static_cast<float>(cos(static_cast<double>(angle)));
+    const float s = static_cast<float>(sin(static_cast<double>(angle)));
+    float* v = h < p.q_heads ? p.dq + t * p.q_token_stride + h * p.q_head_stride
+                             : p.dk + t * p.k_token_stride + (h - p.q_heads) * p.k_head_stride;
+    const float g1 = v[i], g2 = v[i + half];
+    v[i] = g1 * c + g2 * s;
+    v[i + half] = g2 * c - g1 * s;
+  }
+}
+
+std::string rows_shape(int64_t rows, int64_t width) {
+  return "rows=" + std::to_string(rows) + " width=" + std::to_string(width);
+}
+
+}  // namespace
+
+Status norm_backward(const NormBackwardParams& p, cudaStream_t stream) {
+  auto shape = [&] { return rows_shape(p.rows, p.width) + " kind=" + std::to_string(static_cast<int>(p.kind)); };
+  if (p.rows == 0 || p.width == 0) return {};
+  if (p.rows > 0x7fffffff) return invalid_argument("norm_backward_kernel: too many rows (" + shape() + ")");
+  const int threads = p.width >= 1024 ? 256 : (p.width >= 256 ? 128 : 64);
+  norm_backward_kernel<<<static_cast<unsigned>(p.rows), threads, 0, stream>>>(p);
+  return launch_status("norm_backward_kernel", shape, stream);
+}
+
+Status silu_mul_backward(const SiluMulBackwardParams& p, cudaStream_t stream) {
+  auto shape = [&] { return rows_shape(p.rows, p.width); };
+  if (p.rows == 0 || p.width == 0) return {};
+  constexpr int kThreads = 256;
+  const dim3 grid(grid_blocks(p.width, kThreads, 1024), grid_blocks(p.rows, 1, 65535));
+  silu_mul_backward_kernel<<<grid, kThreads, 0, stream>>>(p);
+  return launch_status("silu_mul_backward_kernel", shape, stream);
+}
+
+Status rope_backward(const RopeBackwardParams& p, cudaStream_t stream) {
+  auto shape = [&] { return "tokens=" + std::to_string(p.tokens) + " q_heads=" + std::to_string(p.q_heads) +
+                            " kv_heads=" + std::to_string(p.kv_heads) + " rotary_dim=" + std::to_string(p.rotary_dim); };
+  if (p.tokens == 0 || p.rotary_dim == 0) return {};
+  if (p.tokens > 0x7fffffff) return invalid_argument("rope_backward_kernel: too many tokens (" + shape() + ")");
+  rope_backward_kernel<<<static_cast<unsigned>(p.tokens), 128, 0, stream>>>(p);
+  return launch_status("rope_backward_kernel", shape, stream);
+}
+
+}  // namespace kiln::cuda

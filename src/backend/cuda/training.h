@@ -1,0 +1,66 @@
+// The CUDA training and optimizer facets (backend/training_facets.h): every backward op and the
+// optimizer step run on the device, in order on the Context's stream. One .cc per concept:
+//   training.cc            supports(): the per-op predicates below, dispatched by op
+//   training_gemm.cc       gemm (cuBLAS; a bf16/f16 weight meets its f32 operand rounded to the
+//                          weight's dtype, f32 x f32 stays f32), blas()
+//   training_pointwise.cc  norm, silu-mul and RoPE backward (kernels/training_pointwise.cu)
+//   training_conv.cc       conv1d backward (kernels/conv_backward.cu)
+//   training_attention.cc  attention backward (kernels/attention_backward.cu + cuBLAS)
+//   training_gdn.cc        gated delta rule backward (kernels/gdn_backward.cu)
+//   training_logprobs.cc   fused linear log-probs and their backward (kernels/token_logprobs.cu + cuBLAS)
+//   optimizer.cc           Muon, AdamW, SGD (kernels/optimizer.cu)
+#pragma once
+
+#include <cublas_v2.h>
+
+#include <memory>
+#include <mutex>
+
+#include "backend/cuda/context.h"
+#include "backend/training_facets.h"
+
+namespace kiln::cuda {
+
+class Training final : public TrainingFacet {
+ public:
+  explicit Training(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  ~Training() override;
+  Support supports(const TrainRequest& r) const override;
+  Status gemm(const GemmArgs& a) override;
+  Status norm_backward(const NormBackwardArgs& a) override;
+  Status silu_mul_backward(const SiluMulBackwardArgs& a) override;
+  Status rope_backward(const RopeBackwardArgs& a) override;
+  Status attention_backward(const AttentionBackwardArgs& a) override;
+  Status conv_backward(const ConvBackwardArgs& a) override;
+  Status gdn_backward(const GdnBackwardArgs& a) override;
+  Status token_logprobs(const TokenLogprobArgs& a) override;
+  Status token_logprobs_backward(const TokenLogprobBackwardArgs& a) override;
+
+  // The per-op predicates supports() dispatches to, each defined beside its op.
+  static Support supports_gemm(const TrainRequest& r);
+  static Support supports_pointwise(const TrainRequest& r);  // norm, silu-mul, RoPE backward
+  static Support supports_conv(const TrainRequest& r);
+  static Support supports_attention(const TrainRequest& r);
+  static Support supports_gdn(const TrainRequest& r);
+  static Support supports_logprobs(const TrainRequest& r);    // both directions
+
+ private:
+  // The cuBLAS handle of training's GEMMs, bound to the Context's stream (created on first use).
+  Result<cublasHandle_t> blas();
+
+  std::shared_ptr<Context> ctx_;
+  cublasHandle_t blas_ = nullptr;
+  std::mutex blas_mu_;
+};
+
+class Optimizer final : public OptimizerFacet {
+ public:
+  explicit Optimizer(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  Support supports(const OptimizerRequest& r) const override;
+  Status step(const OptimizerStepArgs& a) override;
+
+ private:
+  std::shared_ptr<Context> ctx_;
+};
+
+}  // namespace kiln::cuda

@@ -1,0 +1,181 @@
+// The backward of causal GQA attention with the fused output gate, over dense per-token K/V, each
+// row of the layout from position 0 (the CPU reference: cpu/training_attention.cc). Row by row:
+// the row's K and V are gathered into contiguous [kv_heads, n, head_dim] scratch, then per chunk
+// (kernels/attention_backward.h) the probabilities are recomputed and the gradients formed by
+// strided-batched cuBLAS GEMMs over the chunk's kv heads, with the row-wise steps between them as
+// kernels:
+//   S = scale Q K^T, P = causal softmax(S), O = P V, (gate) dO, Di = rowsum(dO O),
+//   dP = dO V^T, dS = P (dP - Di) scale, dQ = dS K, dK += dS^T Q, dV += P^T dO.
+// A kv head's group of query heads is one block of rows, so dK and dV sum over the group inside
+// the GEMM. Everything is f32 with f32 accumulation (CUBLAS_COMPUTE_32F, no TF32), so the result
+// matches the CPU to f32 rounding (the tests hold it to 2e-5 relative).
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/kernels/attention_backward.h"
+#include "backend/cuda/training.h"
+#include "backend/training_checks.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+// The most floats one score buffer (P or dS) of a chunk holds: 256 MB each. A row whose scores
+// exceed it is split into a few kv heads at a time, then a few query heads of a group, then
+// blocks of query positions (dK and dV accumulate over the chunks).
+constexpr int64_t kScoreBudget = int64_t{1} << 26;
+
+struct ChunkPlan {
+  int64_t kv_heads, q_heads, positions;  // per chunk: kv heads, query heads of each group, query positions
+};
+
+ChunkPlan plan_chunks(int64_t n, int64_t hkv, int64_t group) {
+  const int64_t per_head = n * n;  // one query head's scores over the whole row (bounded by the i32 offsets)
+  if (per_head <= kScoreBudget / (hkv * group)) return {hkv, group, n};
+  if (per_head <= kScoreBudget / group) return {kScoreBudget / (group * per_head), group, n};
+  if (per_head <= kScoreBudget) return {1, kScoreBudget / per_head, n};
+  return {1, 1, std::max<int64_t>(1, kScoreBudget / n)};
+}
+
+// One operand of a row-major GEMM: `batch_stride` floats between the matrices of the batch.
+struct Operand {
+  const float* data;
+  int64_t ld, batch_stride;
+  bool trans;
+};
+
+// Row-major C[m, n] = alpha op(A) op(B) + beta C over `batch` matrices. cuBLAS is column-major and
+// a row-major matrix is its column-major transpose, so it is asked for C^T = op(B)^T op(A)^T.
+Status batched_gemm(cublasHandle_t h, int64_t m, int64_t n, int64_t k, float alpha, Operand a, Operand b, float beta,
+            float* c, int64_t ldc, int64_t c_stride, int64_t batch, const std::string& req) {
+  const cublasStatus_t s = cublasGemmStridedBatchedEx(
+      h, b.trans ? CUBLAS_OP_T : CUBLAS_OP_N, a.trans ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
+      static_cast<int>(m), static_cast<int>(k), &alpha, b.data, CUDA_R_32F, static_cast<int>(b.ld), b.batch_stride,
+      a.data, CUDA_R_32F, static_cast<int>(a.ld), a.batch_stride, &beta, c, CUDA_R_32F, static_cast<int>(ldc),
+      c_stride, static_cast<int>(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (s == CUBLAS_STATUS_SUCCESS) return {};
+  return internal_error(req + ": cuBLAS GEMM [" + std::to_string(m) + ", " + std::to_string(n) + ", " +
+                        std::to_string(k) + "] x " + std::to_string(batch) + ": " + cublasGetStatusString(s));
+}
+
+AttnHeads heads(const Tensor& t) {
+  if (!t.defined()) return {};
+  return {t.data<float>(), t.stride(0), t.stride(1)};
+}
+
+}  // namespace
+
+Support Training::supports_attention(const TrainRequest& r) {
+  if (r.dtype != DType::kF32) return Support::declined("activations must be f32");
+  if (r.rows <= 0 || r.tokens <= 0 || r.q_heads <= 0 || r.kv_heads <= 0 || r.head_dim <= 0)
+    return Support::declined("sizes must be positive");
+  if (r.q_heads % r.kv_heads != 0) return Support::declined("q_heads must be a multiple of kv_heads");
+  return Support::native();
+}
+
+Status Training::attention_backward(const AttentionBackwardArgs& a) {
+  KILN_ASSIGN_OR_RETURN(const std::string req, open_train_call(*this, a, "cuda", DeviceKind::kCuda));
+  const int64_t R = a.layout->rows, T = a.q.dim(0), Hkv = a.k.dim(1), D = a.q.dim(2);
+  const int64_t group = a.q.dim(1) / Hkv;
+  cudaStream_t st = ctx_->stream;
+  if (!a.layout->cu_seqlens.is_contiguous()) return invalid_argument(req + ": cu_seqlens must be contiguous");
+  ProfileScope prof(ctx_->profiler.get(), [&] { return "attention_backward tokens=" + std::to_string(T); });
+
+  // The row offsets on the host: the chunking and the GEMM shapes follow them. A small
+  // synchronous copy (rows + 1 ints) once per call, negligible beside the call's GEMMs.
+  std::vector<int32_t> cu(static_cast<size_t>(R + 1));
+  KILN_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(cu.data(), a.layout->cu_seqlens.data<int32_t>(),
+                                                   cu.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, st),
+                                   req + ": reading cu_seqlens"));
+  KILN_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(st), req + ": reading cu_seqlens"));
+  int64_t kv_elems = 0, chunk_rows = 0, score_elems = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    if (cu[r] < 0 || cu[r + 1] < cu[r] || cu[r + 1] > T)
+      return invalid_argument(req + ": row " + std::to_string(r) + " of cu_seqlens is outside the tokens");
+    const int64_t n = cu[r + 1] - cu[r];
+    if (n == 0) continue;
+    const ChunkPlan c = plan_chunks(n, Hkv, group);
+    kv_elems = std::max(kv_elems, Hkv * n * D);
+    chunk_rows = std::max(chunk_rows, c.kv_heads * c.q_heads * c.positions);
+    score_elems = std::max(score_elems, c.kv_heads * c.q_heads * c.positions * n);
+  }
+  if (chunk_rows == 0) return {};  // every row empty: no gradient to write
+  KILN_ASSIGN_OR_RETURN(cublasHandle_t h, blas());
+
+  // Scratch, pool-cached and ordered on the stream like every kernel here.
+  auto scratch = [&](int64_t n) { return ctx_->empty(Shape{n}, DType::kF32); };
+  KILN_ASSIGN_OR_RETURN(Tensor ks_t, scratch(kv_elems));
+  KILN_ASSIGN_OR_RETURN(Tensor vs_t, scratch(kv_elems));
+  KILN_ASSIGN_OR_RETURN(Tensor dks_t, scratch(kv_elems));
+  KILN_ASSIGN_OR_RETURN(Tensor dvs_t, scratch(kv_elems));
+  KILN_ASSIGN_OR_RETURN(Tensor qs_t, scratch(chunk_rows * D));
+  KILN_ASSIGN_OR_RETURN(Tensor dos_t, scratch(chunk_rows * D));
+  KILN_ASSIGN_OR_RETURN(Tensor os_t, scratch(chunk_rows * D));
+  KILN_ASSIGN_OR_RETURN(Tensor di_t, scratch(chunk_rows));
+  KILN_ASSIGN_OR_RETURN(Tensor p_t, scratch(score_elems));
+  KILN_ASSIGN_OR_RETURN(Tensor ds_t, scratch(score_elems));
+  float *ks = ks_t.data<float>(), *vs = vs_t.data<float>(), *dks = dks_t.data<float>(), *dvs = dvs_t.data<float>();
+  float *qs = qs_t.data<float>(), *dos = dos_t.data<float>(), *os = os_t.data<float>();
+
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t b = cu[r], n = cu[r + 1] - cu[r];
+    if (n == 0) continue;
+    const AttnRowMap kv_map{b, 0, n, 0, 1, 0, 1};  // the row's [kv_heads, n] in order
+    KILN_RETURN_IF_ERROR(attention_gather(heads(a.k), kv_map, Hkv * n, D, ks, st));
+    KILN_RETURN_IF_ERROR(attention_gather(heads(a.v), kv_map, Hkv * n, D, vs, st));
+    const size_t kv_bytes = static_cast<size_t>(Hkv * n * D) * sizeof(float);
+    KILN_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(dks, 0, kv_bytes, st), req + ": zeroing dk"));
+    KILN_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(dvs, 0, kv_bytes, st), req + ": zeroing dv"));
+    const ChunkPlan plan = plan_chunks(n, Hkv, group);
+    for (int64_t t0 = 0; t0 < n; t0 += plan.positions) {
+      const int64_t tq = std::min(plan.positions, n - t0), keys = t0 + tq;
+      for (int64_t j0 = 0; j0 < Hkv; j0 += plan.kv_heads) {
+        const int64_t hb = std::min(plan.kv_heads, Hkv - j0);
+        for (int64_t i0 = 0; i0 < group; i0 += plan.q_heads) {
+          const int64_t gi = std::min(plan.q_heads, group - i0), M = gi * tq;  // score rows per kv head
+          AttnChunkParams c;
+          c.map = {b, t0, tq, j0, group, i0, gi};
+          c.rows = hb * M;
+          c.keys = keys;
+          c.head_dim = D;
+          c.scale = a.scale;
+          c.p = p_t.data<float>();
+          c.ds = ds_t.data<float>();
+          c.o = os;
+          c.dout = dos;
+          c.di = di_t.data<float>();
+          c.gate = heads(a.gate);
+          c.dgate = heads(a.dgate);
+          KILN_RETURN_IF_ERROR(attention_gather(heads(a.q), c.map, c.rows, D, qs, st));
+          KILN_RETURN_IF_ERROR(attention_gather(heads(a.dout), c.map, c.rows, D, dos, st));
+          // This chunk's kv heads in the row's K/V scratch, and their gradients (the first `keys` rows).
+          const int64_t off = j0 * n * D, kv_stride = n * D, s_stride = M * keys, r_stride = M * D;
+          const Operand q_op{qs, D, r_stride, false}, do_op{dos, D, r_stride, false};
+          const Operand k_op{ks + off, D, kv_stride, false}, v_op{vs + off, D, kv_stride, false};
+          const Operand k_t{ks + off, D, kv_stride, true}, v_t{vs + off, D, kv_stride, true};
+          const Operand p_op{c.p, keys, s_stride, false}, ds_op{c.ds, keys, s_stride, false};
+          const Operand p_tr{c.p, keys, s_stride, true}, ds_tr{c.ds, keys, s_stride, true};
+          KILN_RETURN_IF_ERROR(batched_gemm(h, M, keys, D, a.scale, q_op, k_t, 0.f, c.p, keys, s_stride, hb, req));
+          KILN_RETURN_IF_ERROR(attention_causal_softmax(c, st));
+          KILN_RETURN_IF_ERROR(batched_gemm(h, M, D, keys, 1.f, p_op, v_op, 0.f, os, D, r_stride, hb, req));
+          KILN_RETURN_IF_ERROR(attention_output_grad(c, st));
+          KILN_RETURN_IF_ERROR(batched_gemm(h, M, keys, D, 1.f, do_op, v_t, 0.f, c.ds, keys, s_stride, hb, req));
+          KILN_RETURN_IF_ERROR(attention_score_grad(c, st));
+          // dQ lands in the O scratch (O is spent), then goes to its heads of dq.
+          KILN_RETURN_IF_ERROR(batched_gemm(h, M, D, keys, 1.f, ds_op, k_op, 0.f, os, D, r_stride, hb, req));
+          KILN_RETURN_IF_ERROR(attention_scatter(os, c.map, c.rows, D, heads(a.dq), st));
+          KILN_RETURN_IF_ERROR(batched_gemm(h, keys, D, M, 1.f, ds_tr, q_op, 1.f, dks + off, D, kv_stride, hb, req));
+          KILN_RETURN_IF_ERROR(batched_gemm(h, keys, D, M, 1.f, p_tr, do_op, 1.f, dvs + off, D, kv_stride, hb, req));
+        }
+      }
+    }
+    KILN_RETURN_IF_ERROR(attention_scatter(dks, kv_map, Hkv * n, D, heads(a.dk), st));
+    KILN_RETURN_IF_ERROR(attention_scatter(dvs, kv_map, Hkv * n, D, heads(a.dv), st));
+  }
+  return {};
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,85 @@
+// The gated delta rule's backward on the device (kernels/gdn_backward.h), computing what the CPU
+// reference (cpu/training_gdn.cc) computes: chunk-boundary states kept, the states inside a chunk
+// recomputed, dS carried backwards, then the GQA sum and the l2 norms' backward. The row bounds
+// stay on the device; the layout's host-side max_q_len sizes the scratch (make_batch_layout sets
+// it to the longest row).
+#include <algorithm>
+#include <string>
+
+#include "backend/cuda/kernels/gdn_backward.h"
+#include "backend/cuda/training.h"
+#include "backend/training_checks.h"
+
+namespace kiln::cuda {
+
+Support Training::supports_gdn(const TrainRequest& r) {
+  if (r.dtype != DType::kF32) return Support::declined("activations must be f32 on the cuda backend");
+  // TrainRequest for GDN: q_heads = k_heads, kv_heads = v_heads, head_dim = dk, inner = dv.
+  if (r.rows <= 0 || r.tokens <= 0 || r.q_heads <= 0 || r.kv_heads <= 0 || r.head_dim <= 0 || r.inner <= 0)
+    return Support::declined("sizes must be positive");
+  if (r.kv_heads % r.q_heads != 0) return Support::declined("v_heads is not a multiple of k_heads");
+  if (r.head_dim > kGdnBackwardMaxDk)
+    return Support::declined("dk above " + std::to_string(kGdnBackwardMaxDk) +
+                             " (a warp holds one key head's q and k at 8 elements a lane)");
+  return Support::native();
+}
+
+Status Training::gdn_backward(const GdnBackwardArgs& a) {
+  KILN_ASSIGN_OR_RETURN(const std::string req, open_train_call(*this, a, "cuda", DeviceKind::kCuda));
+  if (!a.layout->cu_seqlens.is_contiguous()) return invalid_argument(req + ": cu_seqlens must be contiguous");
+  GdnBackwardParams p;
+  p.rows = a.layout->rows;
+  p.tokens = a.q.dim(0);
+  p.k_heads = a.q.dim(1);
+  p.dk = a.q.dim(2);
+  p.v_heads = a.v.dim(1);
+  p.dv = a.v.dim(2);
+  p.max_len = a.layout->max_q_len > 0 ? std::min(a.layout->max_q_len, p.tokens) : p.tokens;
+  // The chunk only trades scratch for recomputation (the values do not depend on it); no chunk
+  // need be longer than the longest row.
+  p.chunk = std::min<int64_t>(a.chunk, p.max_len);
+  p.q = a.q.data<float>();
+  p.q_token_stride = a.q.stride(0);
+  p.q_head_stride = a.q.stride(1);
+  p.k = a.k.data<float>();
+  p.k_token_stride = a.k.stride(0);
+  p.k_head_stride = a.k.stride(1);
+  p.v = a.v.data<float>();
+  p.v_token_stride = a.v.stride(0);
+  p.v_head_stride = a.v.stride(1);
+  p.a = a.a.data<float>();
+  p.a_stride = a.a.stride(0);
+  p.b = a.b.data<float>();
+  p.b_stride = a.b.stride(0);
+  p.a_log = a.a_log.data<float>();
+  p.dt_bias = a.dt_bias.data<float>();
+  p.dout = a.dout.data<float>();
+  p.dout_token_stride = a.dout.stride(0);
+  p.dout_head_stride = a.dout.stride(1);
+  p.dq = a.dq.data<float>();
+  p.dq_token_stride = a.dq.stride(0);
+  p.dq_head_stride = a.dq.stride(1);
+  p.dk_out = a.dk.data<float>();
+  p.dk_token_stride = a.dk.stride(0);
+  p.dk_head_stride = a.dk.stride(1);
+  p.dv_out = a.dv.data<float>();
+  p.dv_token_stride = a.dv.stride(0);
+  p.dv_head_stride = a.dv.stride(1);
+  p.da = a.da.data<float>();
+  p.da_stride = a.da.stride(0);
+  p.db = a.db.data<float>();
+  p.db_stride = a.db.stride(0);
+  p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
+  KILN_RETURN_IF_ERROR(
+      gdn_backward_plan(p, ctx_->props.multiProcessorCount, ctx_->props.sharedMemPerBlockOptin).with_context(req));
+  // Back to the pool on return: stream order makes its reuse by the next call safe.
+  KILN_ASSIGN_OR_RETURN(Tensor scratch,
+                        ctx_->empty({static_cast<int64_t>(gdn_backward_scratch_floats(p))}, DType::kF32));
+  p.scratch = scratch.data<float>();
+  ProfileScope prof(ctx_->profiler.get(), [&] {
+    return "train gdn_backward tokens=" + std::to_string(p.tokens) + " groups=" + std::to_string(p.groups);
+  });
+  return cuda::gdn_backward(p, ctx_->stream).with_context(req);
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,148 @@
+// `kiln bench train`: LoRA SFT throughput of one backend on one checkpoint (JSON): run_training on
+// fixed pseudo-random token sequences (every token after the first half a target), the time of
+// each optimizer step (forward, loss, backward, optimizer: the trainer's own timing), trained
+// tokens per second, the loss of each step, and the device's peak memory, next to the FLOP
+// roofline of a step at the H200's dense bf16 peak.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/registry.h"
+#include "cli/bench_roofline.h"
+#include "cli/commands.h"
+#include "cli/default_model.h"
+#include "model/qwen35.h"
+#include "train/train_run.h"
+#ifdef KILN_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace kiln::cli {
+
+namespace {
+
+struct TrainBenchOpts {
+  std::string model, backend = "cpu", optimizer = "muon", out;
+  int64_t sequences = 4, seq_tokens = 512, steps = 5, rank = 16, checkpoint_every = 1;
+};
+
+// FLOPs of one trained token: the forward (2 per matmul parameter), its recomputation from the
+// layer checkpoints, and the backward's dX = dY W (2 more; the LoRA factors' own products are
+// negligible at rank << width): 6 per matmul parameter, the LM head included (its logits are
+// computed in the forward and again in the backward, whose dX is a third product). Attention's
+// T^2 terms and the GDN recurrence are left out, so the roofline is optimistic.
+double flops_per_token(const ModelConfig& c, const ModelWeights& w) {
+  return 3.0 * prefill_flops(c, w, 1);
+}
+
+Result<OptimizerKind> parse_optimizer(const std::string& s) {
+  for (OptimizerKind k : {OptimizerKind::kMuon, OptimizerKind::kAdamW, OptimizerKind::kSgd})
+    if (s == optimizer_kind_name(k)) return k;
+  return invalid_argument("--optimizer " + s + ": expected muon, adam_w or sgd");
+}
+
+Status run(const TrainBenchOpts& o) {
+  if (o.sequences < 1 || o.seq_tokens < 2 || o.steps < 1 || o.rank < 1)
+    return invalid_argument("--sequences, --steps and --rank must be positive and --seq-tokens at least 2");
+  KILN_ASSIGN_OR_RETURN(OptimizerKind opt, parse_optimizer(o.optimizer));
+  KILN_ASSIGN_OR_RETURN(std::string dir, resolve_model_dir(o.model));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, create_backend(o.backend));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Qwen35Model> model, Qwen35Model::load(dir, *be));
+  const ModelConfig& c = model->config();
+
+  TrainSpec spec;
+  spec.lora.rank = o.rank;
+  spec.lora.alpha = 2.0 * static_cast<double>(o.rank);
+  for (int t = 0; t < kLoraTargetCount; ++t) spec.lora.targets.push_back(static_cast<LoraTarget>(t));
+  spec.optimizer = opt;
+  spec.epochs = o.steps;
+  spec.batch_sequences = o.sequences;
+  spec.trainer.checkpoint_every = o.checkpoint_every;
+  uint32_t x = 2024;
+  for (int64_t s = 0; s < o.sequences; ++s) {
+    TrainSequence seq;
+    for (int64_t t = 0; t < o.seq_tokens; ++t) {
+      x = x * 1664525u + 1013904223u;
+      seq.tokens.push_back(static_cast<int32_t>((x >> 7) % static_cast<uint32_t>(c.vocab_size)));
+      seq.roles.push_back(t >= o.seq_tokens / 2 ? TokenRole::kTarget : TokenRole::kContext);
+    }
+    spec.sft.push_back(std::move(seq));
+  }
+  std::fprintf(stderr, "bench train: %lld steps of %lld sequences x %lld tokens, rank %lld, %s, on %s\n",
+               static_cast<long long>(o.steps), static_cast<long long>(o.sequences), static_cast<long long>(o.seq_tokens),
+               static_cast<long long>(o.rank), o.optimizer.c_str(), be->identity().device_name.c_str());
+  std::atomic<bool> cancel{false};
+  auto progress = [](const TrainProgress& p) {
+    std::fprintf(stderr, "\rbench train: step %lld/%lld  loss %.4f  %.0f tok/s ", static_cast<long long>(p.step),
+                 static_cast<long long>(p.total_steps), p.loss, p.tokens_per_second);
+    std::fflush(stderr);
+  };
+  KILN_ASSIGN_OR_RETURN(TrainResult r, run_training(*model, spec, progress, cancel));
+  std::fprintf(stderr, "\n");
+
+  const int64_t step_tokens = o.sequences * o.seq_tokens;
+  // The first step pays for allocations and plan creation: the median is over the others.
+  std::vector<double> steady(r.step_seconds.begin() + (r.step_seconds.size() > 1 ? 1 : 0), r.step_seconds.end());
+  std::sort(steady.begin(), steady.end());
+  const double step_s = steady[steady.size() / 2];
+  const double flops = flops_per_token(c, model->weights()) * static_cast<double>(step_tokens);
+  nlohmann::json j = {{"kind", "train_sft"},
+                      {"model", dir},
+                      {"backend", be->identity().name},
+                      {"device", be->identity().device_name},
+                      {"sequences_per_step", o.sequences},
+                      {"tokens_per_sequence", o.seq_tokens},
+                      {"tokens_per_step", step_tokens},
+                      {"lora_rank", o.rank},
+                      {"optimizer", o.optimizer},
+                      {"checkpoint_every", o.checkpoint_every},
+                      {"step_seconds", r.step_seconds},
+                      {"median_step_seconds", step_s},
+                      {"tokens_per_s", static_cast<double>(step_tokens) / step_s},
+                      {"losses", r.losses},
+                      {"flops_per_step", flops},
+                      {"tflop_s", flops / step_s / 1e12},
+                      {"roofline_tokens_per_s_spec", kH200PeakBf16FlopPerS / (flops / static_cast<double>(step_tokens))},
+                      {"fraction_of_spec_roofline", flops / step_s / kH200PeakBf16FlopPerS},
+                      {"roofline_note", "6 FLOPs per matmul parameter per token (forward, its recomputation, dX) at "
+                                        "the H200's 989 TFLOP/s dense bf16; attention and GDN left out"}};
+  const MemoryUsage mem = be->memory_usage();
+  j["memory"] = {{"used_bytes_at_end", mem.used_bytes}, {"total_bytes", mem.total_bytes}, {"what", mem.what}};
+#ifdef KILN_HAVE_CUDA
+  if (auto st = cuda_backend_stats(*be); st.ok())
+    j["cuda"] = {{"device_pool_peak_in_use_bytes", st->pool_peak_in_use_bytes},
+                 {"device_pool_reserved_bytes", st->pool_reserved_bytes},
+                 {"launches", st->launches}};
+#endif
+  const std::string text = j.dump(2);
+  std::printf("%s\n", text.c_str());
+  if (!o.out.empty()) {
+    std::ofstream f(o.out);
+    if (!(f << text << "\n")) return internal_error("--out " + o.out + ": cannot write it");
+  }
+  return {};
+}
+
+}  // namespace
+
+void add_bench_train_command(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("train", "LoRA SFT throughput: step time, trained tokens/s, loss and peak memory "
+                                             "next to the FLOP roofline (JSON)");
+  auto o = std::make_shared<TrainBenchOpts>();
+  cmd->add_option("--model", o->model, "Checkpoint directory; default: the random-weight 'small' checkpoint");
+  cmd->add_option("--backend", o->backend, "Backend to train on")->capture_default_str();
+  cmd->add_option("--sequences", o->sequences, "Sequences per optimizer step")->capture_default_str();
+  cmd->add_option("--seq-tokens", o->seq_tokens, "Tokens per sequence (the second half are targets)")->capture_default_str();
+  cmd->add_option("--steps", o->steps, "Optimizer steps (the first is left out of the median)")->capture_default_str();
+  cmd->add_option("--rank", o->rank, "LoRA rank (every target module)")->capture_default_str();
+  cmd->add_option("--optimizer", o->optimizer, "muon, adam_w or sgd")->capture_default_str();
+  cmd->add_option("--checkpoint-every", o->checkpoint_every, "Layers per activation-checkpoint segment")->capture_default_str();
+  cmd->add_option("--out", o->out, "Also write the JSON document to this file");
+  cmd->callback([o] { report(run(*o)); });
+}
+
+}  // namespace kiln::cli

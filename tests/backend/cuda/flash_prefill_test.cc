@@ -1,0 +1,198 @@
+// The tensor-core prefill attention (AttentionArgs::compute = bf16, kernels/flash_prefill.cu)
+// against the CPU facet's f32 attention, on q, K and V already rounded to bf16: the kernel's
+// own rounding of them is then exact, and what differs is P rounded to bf16 for its product with
+// V, and the order of the f32 sums. Bound: each p_j carries a relative error <= 2^-9, so the
+// numerator sum_j p_j v_j (the denominator keeps f32 p) is off by <= 2^-9 sum_j p_j |v_j|, i.e.
+// the output by <= 2^-9 max|v| in the worst case, and as a random walk over the keys far less;
+// on these N(0, 1) inputs, where the softmax is wide and max|out| is smaller than max|v|, we
+// allow 1e-2 of max|out| at any element and 1e-3 of it on average (a missing causal mask or a
+// wrong key tile gives errors of order 1). The same requests with compute = f32 must take the
+// f32 kernels (2e-5, the parity bound), and so must bf16 requests the flash kernel declines
+// (head_dim 64, short rows) or that KILN_CUDA_FLASH_PREFILL=0 turns away: bit-equal to f32.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "backend/cuda/cuda_test_util.h"
+#include "backend/cuda/tuning.h"
+
+namespace kiln {
+namespace {
+
+using testing::random_tensor;
+using testing::rel_error;
+using testing::same_view;
+using testing::to_device;
+using testing::to_host;
+
+constexpr double kFlashMaxTol = 1e-2, kFlashMeanTol = 1e-3, kF32Tol = 2e-5;
+
+// Rounds every element of a contiguous f32 host tensor to bf16 (kept as f32).
+Tensor rounded_to_bf16(Tensor t) {
+  float* x = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
+  return t;
+}
+
+// mean |got - want| / max |want| over two contiguous f32 tensors.
+double mean_rel_error(const Tensor& got, const Tensor& want) {
+  double sum = 0, scale = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    sum += std::fabs(double(got.data<float>()[i]) - want.data<float>()[i]);
+    scale = std::max(scale, std::fabs(double(want.data<float>()[i])));
+  }
+  return sum / std::max<int64_t>(want.numel(), 1) / std::max(scale, 1e-30);
+}
+
+// Rows continuing `past` cached tokens with `n` new ones, their K/V blocks taken from a shuffled
+// pool so that no row's blocks are contiguous.
+HostBatchLayout shuffled_layout(const std::vector<int64_t>& past, const std::vector<int64_t>& n, int64_t pool_blocks,
+                                uint32_t seed) {
+  std::vector<int32_t> pool(pool_blocks);
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), std::mt19937(seed));
+  HostBatchLayout h;
+  h.block_size = 64;
+  auto next = pool.begin();
+  for (size_t i = 0; i < past.size(); ++i) {
+    const int64_t need = (past[i] + n[i] + 63) / 64;
+    h.add_row(past[i], n[i], std::vector<int32_t>(next, next + need), static_cast<int32_t>(i));
+    next += need;
+  }
+  return h;
+}
+
+// A host tensor and its device copy.
+struct Twin {
+  Tensor host, dev;
+  Twin(Backend& be, Tensor h) : host(std::move(h)), dev(to_device(be, host)) {}
+};
+
+struct Case {
+  const char* name;
+  std::vector<int64_t> past, n;
+  int64_t hq, hkv, d;
+  bool gate;
+  bool flash;                // whether the flash kernel takes the bf16 request
+  int64_t min_q_len = 64;    // tuning().flash_prefill_min_q_len for the case
+};
+
+class FlashPrefill : public ::testing::Test {
+ protected:
+  void SetUp() override { saved_ = cuda::tuning(); }
+  void TearDown() override { cuda::tuning() = saved_; }
+  cuda::Tuning saved_;
+};
+
+TEST_F(FlashPrefill, MatchesCpuOnBf16RoundedInputs) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = std::move(create_backend("cpu").value());
+  const Case cases[] = {
+      {"4B one row of 1000", {0}, {1000}, 16, 4, 256, true, true},
+      {"4B rows of 63, 64, 65", {0, 0, 0}, {63, 64, 65}, 16, 4, 256, true, true},
+      {"4B 1 and 300 over cached prefixes", {0, 130}, {1, 300}, 16, 4, 256, false, true},
+      {"4B 300 over a 1000-token prefix, and 64", {1000, 64}, {300, 64}, 16, 4, 256, true, true},
+      {"d128 mha 300, 64 and 1", {0, 70, 5}, {300, 64, 1}, 8, 8, 128, false, true},
+      {"d128 mha 1000 over a prefix", {37}, {1000}, 8, 8, 128, true, true},
+      {"4B rows of 1 and 2 (threshold 1)", {0, 40}, {1, 2}, 16, 4, 256, true, true, 1},
+      {"4B rows of 63 (below the threshold)", {0, 10}, {63, 20}, 16, 4, 256, true, false},
+      {"head_dim 64 (declined)", {0}, {100}, 4, 2, 64, true, false},
+  };
+  uint32_t seed = 900;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    int64_t T = 0, blocks = 3;
+    for (size_t i = 0; i < c.n.size(); ++i) {
+      T += c.n[i];
+      blocks += (c.past[i] + c.n[i] + 63) / 64;
+    }
+    HostBatchLayout hl = shuffled_layout(c.past, c.n, blocks, seed++);
+    BatchLayout cl = make_batch_layout(hl, ref->storage()).value();
+    BatchLayout dl = make_batch_layout(hl, be->storage()).value();
+    // A bf16-exact history everywhere, then the new tokens written over their slots by each facet.
+    Twin kc(*be, rounded_to_bf16(random_tensor({blocks, 64, c.hkv, c.d}, seed++)));
+    Twin vc(*be, rounded_to_bf16(random_tensor({blocks, 64, c.hkv, c.d}, seed++)));
+    Twin k(*be, rounded_to_bf16(random_tensor({T, c.hkv, c.d}, seed++)));
+    Twin v(*be, rounded_to_bf16(random_tensor({T, c.hkv, c.d}, seed++)));
+    ASSERT_TRUE(ref->attention().write_kv({k.host, v.host, kc.host, vc.host, cl.slot_mapping}).ok());
+    Status s = be->attention().write_kv({k.dev, v.dev, kc.dev, vc.dev, dl.slot_mapping});
+    ASSERT_TRUE(s.ok()) << s.to_string();
+
+    // q and gate interleaved per head, as the model's q_proj output; the gate stays f32.
+    Tensor qg_host = random_tensor({T, c.hq * 2 * c.d}, seed++);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t e = 0; e < c.hq * 2 * c.d; ++e)
+        if (e % (2 * c.d) < c.d) {
+          float& x = qg_host.data<float>()[t * c.hq * 2 * c.d + e];
+          x = bf16_to_f32(f32_to_bf16(x));
+        }
+    Twin qg(*be, qg_host);
+    const Tensor q_view = qg.host.as_strided({T, c.hq, c.d}, {c.hq * 2 * c.d, 2 * c.d, 1});
+    const Tensor g_view = qg.host.as_strided({T, c.hq, c.d}, {c.hq * 2 * c.d, 2 * c.d, 1}, c.d);
+    const Tensor q_dev = same_view(qg.dev, q_view, qg.host), g_dev = same_view(qg.dev, g_view, qg.host);
+    const float scale = 1.f / std::sqrt(float(c.d));
+
+    Tensor want = Tensor::empty({T, c.hq, c.d}, DType::kF32);
+    ASSERT_TRUE(ref->attention()
+                    .attend({q_view, c.gate ? g_view : Tensor(), want, kc.host, vc.host, &cl, scale})
+                    .ok());
+    // One CUDA run with the given compute dtype and flash switch, into a fresh random output.
+    auto run = [&](DType compute, bool flash_on) {
+      cuda::tuning().flash_prefill = flash_on;
+      cuda::tuning().flash_prefill_min_q_len = c.min_q_len;
+      Twin out(*be, random_tensor({T, c.hq, c.d}, 7));
+      AttentionArgs a{q_dev, c.gate ? g_dev : Tensor(), out.dev, kc.dev, vc.dev, &dl, scale};
+      a.compute = compute;
+      Status st = be->attention().attend(a);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      return to_host(*be, out.dev);
+    };
+    const Tensor exact = run(DType::kF32, true);
+    const Tensor turned_away = run(DType::kBF16, false);
+    const Tensor bf16 = run(DType::kBF16, true);
+
+    EXPECT_LE(rel_error(exact, want), kF32Tol);
+    EXPECT_EQ(rel_error(turned_away, exact), 0.0) << "KILN_CUDA_FLASH_PREFILL=0 must keep the f32 kernels";
+    const double max_err = rel_error(bf16, want), mean_err = mean_rel_error(bf16, want);
+    if (c.flash) {
+      EXPECT_LE(max_err, kFlashMaxTol);
+      EXPECT_LE(mean_err, kFlashMeanTol);
+      // P's rounding moves some output bits: equality would mean the f32 kernel ran instead.
+      EXPECT_GT(rel_error(bf16, exact), 0.0) << "the flash kernel did not run";
+    } else {
+      EXPECT_EQ(rel_error(bf16, exact), 0.0) << "a request the flash kernel declines takes the f32 kernels";
+    }
+    std::printf("flash prefill %-45s max %.3g mean %.3g (f32 kernels %.3g)\n", c.name, max_err, mean_err,
+                rel_error(exact, want));
+  }
+}
+
+// An AttentionArgs with compute = bf16 is checked like any other: a bad tensor is named.
+TEST_F(FlashPrefill, InvalidArgumentNamesTheTensor) {
+  KILN_CUDA_OR_SKIP(be);
+  HostBatchLayout hl = shuffled_layout({0}, {100}, 2, 1);
+  BatchLayout dl = make_batch_layout(hl, be->storage()).value();
+  Twin q(*be, random_tensor({100, 16, 256}, 1));
+  Twin out(*be, random_tensor({100, 16, 128}, 2));  // head_dim 128: wrong
+  Twin kc(*be, random_tensor({2, 64, 4, 256}, 3));
+  Twin vc(*be, random_tensor({2, 64, 4, 256}, 4));
+  AttentionArgs a{q.dev, Tensor(), out.dev, kc.dev, vc.dev, &dl, 0.0625f};
+  a.compute = DType::kBF16;
+  Status s = be->attention().attend(a);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.to_string().find("'out'"), std::string::npos) << s.to_string();
+}
+
+// The request prints the compute dtype when it is not f32 (logs and declines name it).
+TEST(FlashPrefillRequest, DescribeNamesTheComputeDtype) {
+  AttentionRequest r;
+  r.head_dim = 256;
+  EXPECT_EQ(r.describe().find("compute="), std::string::npos) << r.describe();
+  r.compute = DType::kBF16;
+  EXPECT_NE(r.describe().find("compute=bf16"), std::string::npos) << r.describe();
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,434 @@
+// The CUDA training facet's ops and optimizer steps against the CPU facet (the f32 reference,
+// itself checked against finite differences and PEFT) on the same random inputs, over shape
+// tables with the Qwen3.5-4B shapes (hidden 2560, intermediate 9216, head_dim 256 with
+// rotary_dim 64, 16 q / 4 kv heads, GDN conv channels 8192 kernel 4, LoRA factors of rank 8, 16,
+// 64 and 256) and small odd ones (one row, ragged rows, strided rows). The error measure is
+// max|cuda - cpu| / max|cpu|. Tolerances:
+//   1e-5  every f32 op: the results differ only in f32 summation order (cuBLAS / OpenBLAS blocking,
+//         block-tree reductions / the CPU's sequential or double sums) and 1-ulp libm differences;
+//   1e-2  gemm with a bf16/f16 b: the CUDA path rounds op(a) to b's dtype (unit roundoff 2^-8 for
+//         bf16) before the tensor-core GEMM, the CPU keeps a in f32; over k products of random
+//         signs the error is ~2^-9 sqrt(k) against an output of ~sqrt(k): ~2e-3 relative, 1e-2
+//         leaves room for the heavier tails of the largest outputs;
+//   1e-5  the optimizers over 3 steps, state included (m, v), and for Muon the update itself
+//         (param - initial param): both Newton-Schulz-5 implementations accumulate in double and
+//         round the iterate to f32 after each step.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "backend/batch_layout.h"
+#include "backend/cuda/cuda_test_util.h"
+#include "backend/training_facets.h"
+
+namespace kiln {
+namespace {
+
+using testing::random_tensor;
+using testing::rel_error;
+using testing::same_view;
+using testing::to_device;
+using testing::to_host;
+
+constexpr double kF32Tol = 1e-5;
+constexpr double kHalfTol = 1e-2;
+constexpr double kOptTol = 1e-5;
+
+std::unique_ptr<Backend> cpu() { return std::move(create_backend("cpu").value()); }
+
+// A host buffer and its device twin, viewed alike.
+struct Pair {
+  Tensor host_base, dev_base, host, dev;
+  Pair() = default;
+  Pair(Backend& be, Tensor base) : host_base(base), dev_base(to_device(be, base)), host(base), dev(dev_base) {}
+  Pair view(const Tensor& host_view) const {
+    Pair p = *this;
+    p.host = host_view;
+    p.dev = same_view(dev_base, host_view, host_base);
+    return p;
+  }
+  Tensor dev_result(Backend& be) const { return to_host(be, dev_base); }
+  double error(Backend& be) const { return rel_error(dev_result(be), host_base); }
+};
+
+// A [rows, cols] f32 view whose rows are `pad` elements longer than cols when strided.
+Pair rows_view(Backend& be, int64_t rows, int64_t cols, bool strided, uint32_t seed, float scale = 1.f) {
+  const int64_t pad = strided ? 3 : 0;
+  Pair base(be, random_tensor({rows, cols + pad}, seed, scale));
+  return base.view(base.host_base.slice(1, pad, pad + cols));
+}
+
+void expect_ok(const Status& s) { EXPECT_TRUE(s.ok()) << s.to_string(); }
+
+// ---------------------------------------------------------------- gemm
+
+struct GemmCase {
+  const char* name;
+  int64_t m, n, k;
+  bool trans_a, trans_b;
+  DType b;
+  bool accumulate;
+  float alpha;
+  bool strided;
+};
+
+TEST(CudaTrainingOps, Gemm) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = cpu();
+  const GemmCase cases[] = {
+      // LoRA A on the 4B hidden: h = x A^T, dA = dh^T x, dx += dh A.
+      {"h = x A^T r16", 64, 16, 2560, false, true, DType::kF32, false, 1.f, false},
+      {"dA = dh^T x r16", 16, 2560, 64, true, false, DType::kF32, true, 0.5f, false},
+      {"dx += dh A r64", 33, 2560, 64, false, false, DType::kF32, true, 1.f, true},
+      // LoRA B of a [9216, r] factor: y = h B^T, dB = dy^T h, dh = dy B.
+      {"y = h B^T r8", 40, 9216, 8, false, true, DType::kF32, false, 2.f, false},
+      {"dB = dy^T h r8", 9216, 8, 40, true, false, DType::kF32, false, 1.f, false},
+      {"dh = dy B r16", 40, 16, 9216, false, false, DType::kF32, false, 1.f, true},
+      // The frozen weight: dX = dY W, W [n_out, k_in] bf16/f16 untransposed.
+      {"dX = dY W[9216, 2560] bf16", 37, 2560, 9216, false, false, DType::kBF16, true, 1.f, true},
+      {"dX = dY W[2560, 9216] bf16", 21, 9216, 2560, false, false, DType::kBF16, false, 1.f, false},
+      {"dX = dY W f16 m=1", 1, 2560, 512, false, false, DType::kF16, false, 1.f, false},
+      // All four transpose combinations, f32 and bf16, odd sizes, one row, strided rows.
+      {"NN odd", 5, 7, 3, false, false, DType::kF32, false, 1.f, true},
+      {"NT odd", 5, 7, 3, false, true, DType::kF32, true, -1.5f, true},
+      {"TN odd", 5, 7, 3, true, false, DType::kF32, true, 0.25f, true},
+      {"TT odd", 5, 7, 3, true, true, DType::kF32, false, 1.f, true},
+      {"NN m=1", 1, 300, 129, false, false, DType::kF32, true, 1.f, true},
+      {"NN bf16", 6, 11, 130, false, false, DType::kBF16, false, 1.f, true},
+      {"NT bf16", 6, 11, 130, false, true, DType::kBF16, true, 0.75f, true},
+      {"TN bf16", 6, 11, 130, true, false, DType::kBF16, true, 1.f, true},
+      {"TT bf16", 6, 11, 130, true, true, DType::kBF16, false, -2.f, true},
+  };
+  uint32_t seed = 1;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.name << " m=" << c.m << " n=" << c.n << " k=" << c.k);
+    Pair a = c.trans_a ? rows_view(*be, c.k, c.m, c.strided, seed++) : rows_view(*be, c.m, c.k, c.strided, seed++);
+    const Shape bs = c.trans_b ? Shape{c.n, c.k} : Shape{c.k, c.n};
+    Pair b;
+    if (c.b == DType::kF32 && c.strided) b = rows_view(*be, bs[0], bs[1], true, seed++);
+    else b = Pair(*be, random_tensor(bs, seed++, 1.f, c.b));  // a 16-bit b is contiguous (a frozen weight)
+    Pair out = rows_view(*be, c.m, c.n, c.strided, seed++);
+    GemmArgs ha{a.host, b.host, out.host, c.trans_a, c.trans_b, c.alpha, c.accumulate};
+    GemmArgs da{a.dev, b.dev, out.dev, c.trans_a, c.trans_b, c.alpha, c.accumulate};
+    expect_ok(ref->training().gemm(ha));
+    const Status s = be->training().gemm(da);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    const double err = out.error(*be);  // the padding columns are compared too: they must be untouched
+    EXPECT_LE(err, c.b == DType::kF32 ? kF32Tol : kHalfTol);
+    std::printf("gemm %-26s %s: rel err %.3g\n", c.name, std::string(dtype_name(c.b)).c_str(), err);
+  }
+}
+
+// ---------------------------------------------------------------- norm backward
+
+struct NormCase {
+  const char* name;
+  NormKind kind;
+  int64_t rows, width;
+  bool strided, in_place, accumulate;
+};
+
+TEST(CudaTrainingOps, NormBackward) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = cpu();
+  const NormCase cases[] = {
+      {"4B hidden (1 + w)", NormKind::kOnePlus, 7, 2560, false, false, false},
+      {"4B hidden accumulate, strided", NormKind::kOnePlus, 9, 2560, true, false, true},
+      {"4B q norm in place (16 heads x 3 tokens)", NormKind::kOnePlus, 48, 256, false, true, false},
+      {"4B k norm in place, strided", NormKind::kOnePlus, 12, 256, true, true, false},
+      {"plain w", NormKind::kPlain, 5, 1000, true, false, false},
+      {"plain w, one row, odd width", NormKind::kPlain, 1, 9, false, false, true},
+      {"gated (GDN out, 4B dv 128)", NormKind::kGated, 96, 128, false, false, false},
+      {"gated in place, strided", NormKind::kGated, 4, 130, true, true, false},
+      {"gated accumulate", NormKind::kGated, 3, 33, false, false, true},
+  };
+  uint32_t seed = 100;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    Pair x = rows_view(*be, c.rows, c.width, c.strided, seed++);
+    Pair w(*be, random_tensor({c.width}, seed++, 0.5f));
+    Pair gate = rows_view(*be, c.rows, c.width, c.strided, seed++);
+    Pair dout = rows_view(*be, c.rows, c.width, c.strided, seed++);
+    Pair dx = c.in_place ? dout : rows_view(*be, c.rows, c.width, c.strided, seed++);
+    Pair dgate = rows_view(*be, c.rows, c.width, c.strided, seed++);
+    const bool gated = c.kind == NormKind::kGated;
+    NormBackwardArgs ha, da;
+    ha.kind = da.kind = c.kind;
+    ha.x = x.host, da.x = x.dev;
+    ha.weight = w.host, da.weight = w.dev;
+    if (gated) ha.gate = gate.host, da.gate = gate.dev, ha.dgate = dgate.host, da.dgate = dgate.dev;
+    ha.dout = dout.host, da.dout = dout.dev;
+    ha.dx = dx.host, da.dx = dx.dev;
+    ha.accumulate = da.accumulate = c.accumulate;
+    expect_ok(ref->training().norm_backward(ha));
+    const Status s = be->training().norm_backward(da);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    const double err = dx.error(*be);
+    EXPECT_LE(err, kF32Tol) << "dx";
+    if (gated) { EXPECT_LE(dgate.error(*be), kF32Tol) << "dgate"; }
+    std::printf("norm_backward %-42s: rel err %.3g\n", c.name, err);
+  }
+}
+
+// ---------------------------------------------------------------- silu-mul backward
+
+TEST(CudaTrainingOps, SiluMulBackward) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = cpu();
+  struct Case {
+    int64_t rows, width;
+    bool strided;
+  } cases[] = {{7, 9216, false}, {33, 9216, true}, {1, 3, false}, {5, 1000, true}};
+  uint32_t seed = 200;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "rows=" << c.rows << " width=" << c.width << (c.strided ? " strided" : ""));
+    Pair a = rows_view(*be, c.rows, c.width, c.strided, seed++, 3.f);
+    Pair b = rows_view(*be, c.rows, c.width, c.strided, seed++);
+    Pair dout = rows_view(*be, c.rows, c.width, c.strided, seed++);
+    Pair da = rows_view(*be, c.rows, c.width, c.strided, seed++);
+    Pair db = rows_view(*be, c.rows, c.width, c.strided, seed++);
+    expect_ok(ref->training().silu_mul_backward({a.host, b.host, dout.host, da.host, db.host}));
+    const Status s = be->training().silu_mul_backward({a.dev, b.dev, dout.dev, da.dev, db.dev});
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_LE(da.error(*be), kF32Tol) << "da";
+    EXPECT_LE(db.error(*be), kF32Tol) << "db";
+  }
+}
+
+// ---------------------------------------------------------------- RoPE backward
+
+TEST(CudaTrainingOps, RopeBackward) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = cpu();
+  struct Case {
+    const char* name;
+    int64_t tokens, hq, hkv, d, rotary;
+    bool fused;  // q and k as head views of one fused [tokens, (hq + 2 hkv) * d] projection
+  } cases[] = {
+      {"4B attention", 11, 16, 4, 256, 64, false},
+      {"4B attention, fused qkv views", 5, 16, 4, 256, 64, true},
+      {"full rotation, one token", 1, 2, 1, 8, 8, false},
+      {"tiny fused", 3, 3, 1, 6, 4, true},
+  };
+  uint32_t seed = 300;
+  std::mt19937 rng(7);
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<int32_t> pos(c.tokens);
+    for (auto& p : pos) p = static_cast<int32_t>(rng() % 40000);
+    Pair positions(*be, testing::host_i32(pos));
+    Pair dq, dk, whole;
+    if (c.fused) {
+      const int64_t width = (c.hq + 2 * c.hkv) * c.d;
+      whole = Pair(*be, random_tensor({c.tokens, width}, seed++));
+      const std::array<int64_t, kMaxRank> st{width, c.d, 1};
+      dq = whole.view(whole.host_base.as_strided({c.tokens, c.hq, c.d}, st, 0));
+      dk = whole.view(whole.host_base.as_strided({c.tokens, c.hkv, c.d}, st, c.hq * c.d));
+    } else {
+      dq = Pair(*be, random_tensor({c.tokens, c.hq, c.d}, seed++));
+      dk = Pair(*be, random_tensor({c.tokens, c.hkv, c.d}, seed++));
+    }
+    RopeBackwardArgs ha{dq.host, dk.host, positions.host, c.rotary, 10000000.f};
+    RopeBackwardArgs da{dq.dev, dk.dev, positions.dev, c.rotary, 10000000.f};
+    expect_ok(ref->training().rope_backward(ha));
+    const Status s = be->training().rope_backward(da);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    if (c.fused) {
+      EXPECT_LE(whole.error(*be), kF32Tol) << "fused dq/dk (the v part untouched)";
+    } else {
+      EXPECT_LE(dq.error(*be), kF32Tol) << "dq";
+      EXPECT_LE(dk.error(*be), kF32Tol) << "dk";
+    }
+  }
+}
+
+// ---------------------------------------------------------------- conv backward
+
+TEST(CudaTrainingOps, ConvBackward) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = cpu();
+  struct Case {
+    const char* name;
+    std::vector<int64_t> rows;
+    int64_t channels, kernel;
+    bool strided;
+  } cases[] = {
+      {"4B GDN conv, ragged rows", {5, 1, 40}, 8192, 4, false},
+      {"4B GDN conv, strided, rows longer than a tile", {70, 17}, 8192, 4, true},
+      {"kernel 3, odd channels", {2, 3, 9}, 37, 3, true},
+      {"kernel 2, one row", {33}, 64, 2, false},
+      {"kernel 8, rows shorter than the kernel", {3, 8, 1}, 130, 8, false},
+  };
+  uint32_t seed = 400;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    HostBatchLayout hl;  // training rows: each from position 0 (the K/V blocks are not read)
+    int64_t T = 0;
+    int32_t slot = 0, next_block = 0;
+    for (int64_t n : c.rows) {
+      std::vector<int32_t> blocks;
+      for (int64_t b = 0; b < (n + 63) / 64; ++b) blocks.push_back(next_block++);
+      hl.add_row(0, n, blocks, slot++);
+      T += n;
+    }
+    BatchLayout cl = make_batch_layout(hl, ref->storage()).value();
+    BatchLayout dl = make_batch_layout(hl, be->storage()).value();
+    Pair x = rows_view(*be, T, c.channels, c.strided, seed++);
+    Pair w(*be, random_tensor({c.channels, c.kernel}, seed++, 0.5f));
+    Pair dout = rows_view(*be, T, c.channels, c.strided, seed++);
+    Pair dx = rows_view(*be, T, c.channels, c.strided, seed++);
+    expect_ok(ref->training().conv_backward({x.host, w.host, dout.host, dx.host, &cl}));
+    const Status s = be->training().conv_backward({x.dev, w.dev, dout.dev, dx.dev, &dl});
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    const double err = dx.error(*be);
+    EXPECT_LE(err, kF32Tol);
+    std::printf("conv_backward %-48s: rel err %.3g\n", c.name, err);
+  }
+}
+
+// ---------------------------------------------------------------- optimizers
+
+struct OptCase {
+  const char* name;
+  OptimizerKind kind;
+  int64_t rows, cols;  // rows 0: a vector of cols
+  bool nesterov;
+};
+
+TEST(CudaTrainingOps, OptimizersMatchCpuOverThreeSteps) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = cpu();
+  const OptCase cases[] = {
+      {"muon r8 A [8, 2560]", OptimizerKind::kMuon, 8, 2560, true},
+      {"muon r8 B [2560, 8]", OptimizerKind::kMuon, 2560, 8, true},
+      {"muon r16 B [9216, 16]", OptimizerKind::kMuon, 9216, 16, false},
+      {"muon r64 A [64, 2560]", OptimizerKind::kMuon, 64, 2560, true},
+      {"muon r256 wide [256, 600]", OptimizerKind::kMuon, 256, 600, true},
+      {"muon r256 tall [700, 256]", OptimizerKind::kMuon, 700, 256, false},
+      {"muon square odd [37, 37]", OptimizerKind::kMuon, 37, 37, true},
+      {"muon vector [2560]", OptimizerKind::kMuon, 0, 2560, true},
+      {"muon column [5, 1]", OptimizerKind::kMuon, 5, 1, false},
+      {"adam_w [16, 2560]", OptimizerKind::kAdamW, 16, 2560, false},
+      {"adam_w [9216, 16]", OptimizerKind::kAdamW, 9216, 16, false},
+      {"adam_w vector [7]", OptimizerKind::kAdamW, 0, 7, false},
+      {"sgd [16, 2560]", OptimizerKind::kSgd, 16, 2560, false},
+      {"sgd [3, 3]", OptimizerKind::kSgd, 3, 3, false},
+  };
+  uint32_t seed = 500;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Shape shape = c.rows == 0 ? Shape{c.cols} : Shape{c.rows, c.cols};
+    OptimizerHyper h;
+    h.lr = c.kind == OptimizerKind::kAdamW ? 1e-3f : 0.02f;
+    h.weight_decay = 0.1f;
+    h.beta1 = 0.9f, h.beta2 = 0.999f, h.eps = 1e-8f;
+    h.momentum = 0.95f, h.nesterov = c.nesterov, h.ns_steps = 5;
+    // Small parameters, so that the comparison of param is a comparison of the updates.
+    Pair p(*be, random_tensor(shape, seed++, 0.01f));
+    const Tensor p0 = p.dev_result(*be);
+    Pair m(*be, Tensor::empty(shape, DType::kF32)), v(*be, Tensor::empty(shape, DType::kF32));
+    for (int64_t step = 1; step <= 3; ++step) {
+      Pair g(*be, random_tensor(shape, seed++, 0.1f));
+      OptimizerStepArgs ha{c.kind, p.host, g.host, m.host, v.host, h, step};
+      OptimizerStepArgs da{c.kind, p.dev, g.dev, m.dev, v.dev, h, step};
+      expect_ok(ref->optimizer().step(ha));
+      const Status s = be->optimizer().step(da);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+    }
+    const Tensor got = p.dev_result(*be);
+    const double err = rel_error(got, p.host_base);
+    EXPECT_LE(err, kOptTol) << "param";
+    Tensor du = Tensor::empty(shape, DType::kF32), dw = Tensor::empty(shape, DType::kF32);
+    for (int64_t i = 0; i < du.numel(); ++i) {
+      du.data<float>()[i] = got.data<float>()[i] - p0.data<float>()[i];
+      dw.data<float>()[i] = p.host_base.data<float>()[i] - p0.data<float>()[i];
+    }
+    const double uerr = rel_error(du, dw);
+    EXPECT_LE(uerr, kOptTol) << "the update";
+    if (c.kind != OptimizerKind::kSgd) { EXPECT_LE(m.error(*be), kOptTol) << "m"; }
+    if (c.kind == OptimizerKind::kAdamW) { EXPECT_LE(v.error(*be), kOptTol) << "v"; }
+    std::printf("optimizer %-28s: param rel err %.3g, update rel err %.3g\n", c.name, err, uerr);
+  }
+}
+
+// The hyperparameter checks are the CPU's (one shared definition): the same message on both.
+TEST(CudaTrainingOps, OptimizerRejectsBadHyperparametersAsTheCpuDoes) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = cpu();
+  Pair p(*be, random_tensor({4, 8}, 1)), g(*be, random_tensor({4, 8}, 2));
+  Pair m(*be, Tensor::empty({4, 8}, DType::kF32)), v(*be, Tensor::empty({4, 8}, DType::kF32));
+  OptimizerHyper h;
+  h.beta2 = 1.f;
+  const Status hs = ref->optimizer().step({OptimizerKind::kAdamW, p.host, g.host, m.host, v.host, h, 1});
+  const Status ds = be->optimizer().step({OptimizerKind::kAdamW, p.dev, g.dev, m.dev, v.dev, h, 1});
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(ds.message(), hs.message());
+  EXPECT_NE(ds.message().find("beta2"), std::string::npos) << ds.message();
+}
+
+// ---------------------------------------------------------------- declines and bad arguments
+
+TEST(CudaTrainingOps, MuonAboveRank256IsDeclinedSayingWhy) {
+  KILN_CUDA_OR_SKIP(be);
+  const Support s = be->optimizer().supports({OptimizerKind::kMuon, 300, 4096});
+  EXPECT_FALSE(s.runs_natively());
+  EXPECT_NE(s.constraint.find("300"), std::string::npos) << s.constraint;
+  EXPECT_NE(s.constraint.find("256"), std::string::npos) << s.constraint;
+  EXPECT_TRUE(be->optimizer().supports({OptimizerKind::kMuon, 256, 4096}).runs_natively());
+  EXPECT_TRUE(be->optimizer().supports({OptimizerKind::kMuon, 4096, 256}).runs_natively());
+  EXPECT_TRUE(be->optimizer().supports({OptimizerKind::kAdamW, 300, 4096}).runs_natively());
+
+  Tensor p = be->storage().allocate({300, 512}, DType::kF32).value();
+  Tensor g = be->storage().allocate({300, 512}, DType::kF32).value();
+  Tensor m = be->storage().allocate({300, 512}, DType::kF32).value();
+  const Status st = be->optimizer().step({OptimizerKind::kMuon, p, g, m, Tensor(), OptimizerHyper{}, 1});
+  EXPECT_EQ(st.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(st.message().find("cuda declined optimizer muon [300, 512]"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("exceeds 256"), std::string::npos) << st.message();
+  EXPECT_EQ(be->capabilities().training.muon_rank_max, 256);
+  EXPECT_TRUE(be->capabilities().training.supported);
+}
+
+TEST(CudaTrainingOps, GemmOfAnIntegerBIsDeclinedSayingWhy) {
+  KILN_CUDA_OR_SKIP(be);
+  Tensor a = be->storage().allocate({4, 8}, DType::kF32).value();
+  Tensor b = be->storage().allocate({8, 3}, DType::kI32).value();
+  Tensor out = be->storage().allocate({4, 3}, DType::kF32).value();
+  const Status s = be->training().gemm({a, b, out});
+  EXPECT_EQ(s.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(s.message().find("b must be f32, bf16 or f16"), std::string::npos) << s.message();
+}
+
+// A host tensor handed to the CUDA facet is refused, naming the tensor, before any kernel runs.
+TEST(CudaTrainingOps, HostTensorsAreRefusedNamingTheTensor) {
+  KILN_CUDA_OR_SKIP(be);
+  Tensor a = be->storage().allocate({4, 8}, DType::kF32).value();
+  Tensor out = be->storage().allocate({4, 3}, DType::kF32).value();
+  Tensor host_b = random_tensor({8, 3}, 1);
+  Status s = be->training().gemm({a, host_b, out});
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("tensor 'b' is on"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("not cuda"), std::string::npos) << s.message();
+
+  Tensor x = be->storage().allocate({2, 16}, DType::kF32).value();
+  Tensor w = be->storage().allocate({16}, DType::kF32).value();
+  NormBackwardArgs n;
+  n.x = x, n.weight = w, n.dx = x, n.dout = random_tensor({2, 16}, 2);
+  s = be->training().norm_backward(n);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("tensor 'dout' is on"), std::string::npos) << s.message();
+
+  Tensor p = be->storage().allocate({4, 8}, DType::kF32).value();
+  Tensor m = be->storage().allocate({4, 8}, DType::kF32).value();
+  s = be->optimizer().step({OptimizerKind::kMuon, p, random_tensor({4, 8}, 3), m, Tensor(), OptimizerHyper{}, 1});
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("tensor 'grad' is on"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("not cuda"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace kiln
