@@ -236,10 +236,11 @@ TEST(CudaTraining, F32HybridGradientsMatchTheCpuReference) {
 // starts it (B = 0: the forward is the base model's, only B has a gradient), three ragged rows.
 // The gradient of a random-weight model is a small residue of near-uniform output distributions,
 // so it is sensitive to any rounding: on the CPU, rounding the weights to bf16 alone moves it by
-// 14-21% (L2) at these lengths. The device also rounds the activations to bf16 in every GEMM (the
-// serving contract): its gradient may differ from the CPU's on the same bf16 weights by no more
-// than twice what the weight rounding itself moves the CPU's gradient (measured on the H200: 0.15
-// against about 0.16). f32, where both sides compute the same function, is held to 3e-3 above.
+// 14-21% (L2) for single rows of 16-131 tokens and by 106% for these three rows. The device also
+// rounds the activations to bf16 in every GEMM (the serving contract): its gradient may differ
+// from the CPU's on the same bf16 weights by no more than twice what the weight rounding itself
+// moves the CPU's gradient (measured on the H200: 0.15 against 1.06, so the bound is loose; the
+// f32 tests above, where both sides compute the same function, are the tight ones).
 TEST(CudaTraining, Bf16HybridGradientsMatchTheCpuReference) {
   KILN_CUDA_OR_SKIP(be);
   auto cpu = create_backend("cpu").value();
