@@ -1,10 +1,15 @@
 // `kiln bench train`: LoRA SFT throughput of one backend on one checkpoint (JSON): run_training on
-// fixed pseudo-random token sequences (every token after the first half a target), the time of
-// each optimizer step (forward, loss, backward, optimizer: the trainer's own timing), trained
-// tokens per second, the loss of each step, and the device's peak memory, next to the FLOP
-// roofline of a step at the H200's dense bf16 peak.
+// fixed pseudo-random token sequences (every token after the first half a target) or on a JSONL
+// dataset of conversations (rendered with the checkpoint's tokenizer and chat template, cycled to
+// fill the steps), the time of each optimizer step (forward, loss, backward, optimizer: the
+// trainer's own timing), trained tokens per second, the loss of each step, and the device's peak
+// memory, next to the FLOP roofline of a step at the H200's dense bf16 peak. With
+// KILN_QUALIFICATION_CASE_RESULT set it also writes the qualification case result (the
+// training-sft-cuda-v1 workload): first and final loss, step time, tokens/s.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -16,6 +21,10 @@
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "model/qwen35.h"
+#include "loadgen/serving_case_result.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+#include "train/train_data.h"
 #include "train/train_run.h"
 #ifdef KILN_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -26,8 +35,9 @@ namespace kiln::cli {
 namespace {
 
 struct TrainBenchOpts {
-  std::string model, backend = "cpu", optimizer = "muon", out;
+  std::string model, backend = "cpu", optimizer = "muon", out, dataset;
   int64_t sequences = 4, seq_tokens = 512, steps = 5, rank = 16, checkpoint_every = 1;
+  uint64_t seed = 0;
 };
 
 // FLOPs of one trained token: the forward (2 per matmul parameter), its recomputation from the
@@ -62,18 +72,35 @@ Status run(const TrainBenchOpts& o) {
   spec.epochs = o.steps;
   spec.batch_sequences = o.sequences;
   spec.trainer.checkpoint_every = o.checkpoint_every;
-  uint32_t x = 2024;
-  for (int64_t s = 0; s < o.sequences; ++s) {
-    TrainSequence seq;
-    for (int64_t t = 0; t < o.seq_tokens; ++t) {
-      x = x * 1664525u + 1013904223u;
-      seq.tokens.push_back(static_cast<int32_t>((x >> 7) % static_cast<uint32_t>(c.vocab_size)));
-      seq.roles.push_back(t >= o.seq_tokens / 2 ? TokenRole::kTarget : TokenRole::kContext);
+  spec.seed = o.seed;
+  if (o.dataset.empty()) {
+    uint32_t x = 2024;
+    for (int64_t s = 0; s < o.sequences; ++s) {
+      TrainSequence seq;
+      for (int64_t t = 0; t < o.seq_tokens; ++t) {
+        x = x * 1664525u + 1013904223u;
+        seq.tokens.push_back(static_cast<int32_t>((x >> 7) % static_cast<uint32_t>(c.vocab_size)));
+        seq.roles.push_back(t >= o.seq_tokens / 2 ? TokenRole::kTarget : TokenRole::kContext);
+      }
+      spec.sft.push_back(std::move(seq));
     }
-    spec.sft.push_back(std::move(seq));
+  } else {
+    KILN_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::load(dir));
+    KILN_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::load(dir));
+    TrainDataContext ctx;
+    ctx.tokenizer = &tok;
+    ctx.chat_template = &tmpl;
+    KILN_ASSIGN_OR_RETURN(std::vector<TrainSequence> data, sft_sequences_from_jsonl(o.dataset, ctx));
+    // The conversations in file order, cycled until every step has its sequences: one epoch of
+    // exactly `steps` batches.
+    for (int64_t i = 0; i < o.steps * o.sequences; ++i) spec.sft.push_back(data[static_cast<size_t>(i) % data.size()]);
+    spec.epochs = 1;
   }
-  std::fprintf(stderr, "bench train: %lld steps of %lld sequences x %lld tokens, rank %lld, %s, on %s\n",
-               static_cast<long long>(o.steps), static_cast<long long>(o.sequences), static_cast<long long>(o.seq_tokens),
+  int64_t trained_tokens = 0;
+  for (const auto& seq : spec.sft) trained_tokens += static_cast<int64_t>(seq.tokens.size());
+  std::fprintf(stderr, "bench train: %lld steps of %lld sequences (%lld tokens in all), rank %lld, %s, on %s\n",
+               static_cast<long long>(o.steps), static_cast<long long>(o.sequences),
+               static_cast<long long>(trained_tokens * (o.dataset.empty() ? o.steps : 1)),
                static_cast<long long>(o.rank), o.optimizer.c_str(), be->identity().device_name.c_str());
   std::atomic<bool> cancel{false};
   auto progress = [](const TrainProgress& p) {
@@ -84,7 +111,8 @@ Status run(const TrainBenchOpts& o) {
   KILN_ASSIGN_OR_RETURN(TrainResult r, run_training(*model, spec, progress, cancel));
   std::fprintf(stderr, "\n");
 
-  const int64_t step_tokens = o.sequences * o.seq_tokens;
+  // Tokens a step trains on (forward and backward), averaged over the run's steps.
+  const int64_t step_tokens = o.dataset.empty() ? o.sequences * o.seq_tokens : trained_tokens / o.steps;
   // The first step pays for allocations and plan creation: the median is over the others.
   std::vector<double> steady(r.step_seconds.begin() + (r.step_seconds.size() > 1 ? 1 : 0), r.step_seconds.end());
   std::sort(steady.begin(), steady.end());
@@ -92,10 +120,12 @@ Status run(const TrainBenchOpts& o) {
   const double flops = flops_per_token(c, model->weights()) * static_cast<double>(step_tokens);
   nlohmann::json j = {{"kind", "train_sft"},
                       {"model", dir},
+                      {"dataset", o.dataset.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.dataset)},
+                      {"seed", o.seed},
                       {"backend", be->identity().name},
                       {"device", be->identity().device_name},
                       {"sequences_per_step", o.sequences},
-                      {"tokens_per_sequence", o.seq_tokens},
+                      {"tokens_per_sequence", o.dataset.empty() ? nlohmann::json(o.seq_tokens) : nlohmann::json(nullptr)},
                       {"tokens_per_step", step_tokens},
                       {"lora_rank", o.rank},
                       {"optimizer", o.optimizer},
@@ -118,6 +148,26 @@ Status run(const TrainBenchOpts& o) {
                  {"device_pool_reserved_bytes", st->pool_reserved_bytes},
                  {"launches", st->launches}};
 #endif
+  if (const char* path = std::getenv("KILN_QUALIFICATION_CASE_RESULT"); path != nullptr) {
+    auto metric = [](const char* name, double value, const char* unit) {
+      return nlohmann::json{{"name", name}, {"value", value}, {"unit", unit}};
+    };
+    const bool finite = std::all_of(r.losses.begin(), r.losses.end(), [](double l) { return std::isfinite(l); });
+    nlohmann::json doc = {
+        {"schema_version", 1},
+        {"case_id", "sft"},
+        {"status", finite && !r.losses.empty() ? "passed" : "failed"},
+        {"duration_seconds", r.seconds},
+        {"effective_config", {{"backend", be->identity().name}, {"lora", {{"rank", o.rank}, {"targets", "all"}}},
+                              {"optimizer", o.optimizer}, {"sequences_per_step", o.sequences}, {"steps", o.steps}}},
+        {"metrics", nlohmann::json::array({metric("final_loss", r.losses.back(), "nats"),
+                                           metric("first_loss", r.losses.front(), "nats"),
+                                           metric("step_time_ms", step_s * 1e3, "ms"),
+                                           metric("tokens_per_second", static_cast<double>(step_tokens) / step_s, "tok/s")})},
+        {"tolerances", nlohmann::json::array()},
+        {"details", j}};
+    KILN_RETURN_IF_ERROR(loadgen::write_case_result(path, doc));
+  }
   const std::string text = j.dump(2);
   std::printf("%s\n", text.c_str());
   if (!o.out.empty()) {
@@ -136,9 +186,12 @@ void add_bench_train_command(CLI::App& bench) {
   cmd->add_option("--model", o->model, "Checkpoint directory; default: the random-weight 'small' checkpoint");
   cmd->add_option("--backend", o->backend, "Backend to train on")->capture_default_str();
   cmd->add_option("--sequences", o->sequences, "Sequences per optimizer step")->capture_default_str();
-  cmd->add_option("--seq-tokens", o->seq_tokens, "Tokens per sequence (the second half are targets)")->capture_default_str();
+  cmd->add_option("--seq-tokens", o->seq_tokens, "Tokens per random sequence (the second half are targets)")->capture_default_str();
   cmd->add_option("--steps", o->steps, "Optimizer steps (the first is left out of the median)")->capture_default_str();
-  cmd->add_option("--rank", o->rank, "LoRA rank (every target module)")->capture_default_str();
+  cmd->add_option("--lora-rank", o->rank, "LoRA rank (every target module)")->capture_default_str();
+  cmd->add_option("--dataset", o->dataset, "JSONL of conversations ({\"messages\": [...]}) rendered with the model's "
+                                           "tokenizer and chat template, cycled to fill the steps; default: random tokens");
+  cmd->add_option("--seed", o->seed, "Seed of the adapter's init and the batch order")->capture_default_str();
   cmd->add_option("--optimizer", o->optimizer, "muon, adam_w or sgd")->capture_default_str();
   cmd->add_option("--checkpoint-every", o->checkpoint_every, "Layers per activation-checkpoint segment")->capture_default_str();
   cmd->add_option("--out", o->out, "Also write the JSON document to this file");

@@ -1,0 +1,119 @@
+// `kiln bench train` as a user (and the training-sft-cuda-v1 workload) runs it, on the CPU: one
+// JSON document with a loss per step and the step time; on a dataset, the conversations cycled
+// into exactly --steps steps and the qualification case result whose losses are the document's;
+// refusals that name the bad flag.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "model/init.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+struct TrainRun {
+  int code = -1;
+  std::string out, err;
+};
+
+// `kiln bench train ARGS` with stdout and stderr kept apart; `env` prefixes the command.
+TrainRun bench_train(const std::string& args, const std::string& env = "env -u KILN_QUALIFICATION_CASE_RESULT") {
+  const std::string err_path = testing::temp_dir("bench-train-err") + "/stderr";
+  const std::string cmd = env + " " + std::string(KILN_BINARY_PATH) + " bench train " + args + " 2>" + err_path;
+  TrainRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err_path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+// The tiny-chat preset (Qwen3 vocabulary) with the Qwen3 tokenizer beside it, written once.
+const std::string& chat_model() {
+  static const std::string dir = [] {
+    const std::string d = testing::temp_dir("bench-train-model");
+    InitOptions o;
+    o.quiet = true;
+    EXPECT_TRUE(write_random_checkpoint(preset_config("tiny-chat").value(), d, o).ok());
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+      fs::copy_file(std::string(KILN_SOURCE_DIR) + "/.cache/tokenizers/qwen3/" + f, d + "/" + f);
+    return d;
+  }();
+  return dir;
+}
+
+TEST(BenchTrainCli, RandomTokensGiveALossPerStepAndTheStepsTokens) {
+  const TrainRun r = bench_train("--model " + chat_model() + " --sequences 2 --seq-tokens 24 --steps 3 --lora-rank 4");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["losses"].size(), 3u);
+  EXPECT_EQ(j["step_seconds"].size(), 3u);
+  EXPECT_EQ(j["tokens_per_step"], 48);
+  EXPECT_EQ(j["lora_rank"], 4);
+  EXPECT_GT(j["tokens_per_s"].get<double>(), 0.0);
+  EXPECT_NEAR(j["tokens_per_s"].get<double>(), 48.0 / j["median_step_seconds"].get<double>(), 1e-6);
+  EXPECT_NE(r.err.find("step 3/3"), std::string::npos) << r.err;  // progress on stderr
+}
+
+TEST(BenchTrainCli, DatasetRunWritesTheCaseResultOfItsLosses) {
+  const std::string dir = testing::temp_dir("bench-train-case");
+  const std::string data = dir + "/data.jsonl";
+  {
+    std::ofstream f(data);
+    for (const char* a : {"red", "green", "blue"})
+      f << json{{"messages", {{{"role", "user"}, {"content", "A colour?"}}, {{"role", "assistant"}, {"content", a}}}}}.dump()
+        << "\n";
+  }
+  const std::string result = dir + "/case.json";
+  const TrainRun r = bench_train("--model " + chat_model() + " --dataset " + data + " --sequences 2 --steps 4 --seed 3 --optimizer adam_w",
+                            "KILN_QUALIFICATION_CASE_RESULT=" + result);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["losses"].size(), 4u);  // 3 conversations cycled into 4 steps of 2
+  EXPECT_EQ(j["seed"], 3);
+  std::ifstream in(result);
+  ASSERT_TRUE(in.good()) << "no case result at " << result;
+  const json c = json::parse(in);
+  EXPECT_EQ(c["case_id"], "sft");
+  EXPECT_EQ(c["status"], "passed");
+  std::map<std::string, double> m;
+  for (const auto& x : c["metrics"]) m[x["name"].get<std::string>()] = x["value"].get<double>();
+  EXPECT_EQ(m["first_loss"], j["losses"][0].get<double>());
+  EXPECT_EQ(m["final_loss"], j["losses"][3].get<double>());
+  EXPECT_NEAR(m["step_time_ms"], 1e3 * j["median_step_seconds"].get<double>(), 1e-9);
+  EXPECT_EQ(m["tokens_per_second"], j["tokens_per_s"].get<double>());
+}
+
+TEST(BenchTrainCli, BadInputIsRefusedNamingIt) {
+  TrainRun r = bench_train("--model " + chat_model() + " --steps 0");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--steps"), std::string::npos) << r.err;
+  r = bench_train("--model " + chat_model() + " --optimizer lion --steps 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--optimizer lion"), std::string::npos) << r.err;
+  r = bench_train("--model " + chat_model() + " --dataset /nonexistent/data.jsonl --steps 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("/nonexistent/data.jsonl"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace kiln
