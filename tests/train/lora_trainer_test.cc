@@ -13,6 +13,7 @@
 #include "model/init.h"
 #include "model/safetensors.h"
 #include "test_util.h"
+#include "train/train_sequences.h"
 #include "train/lora_trainer.h"
 
 namespace kiln {
@@ -61,33 +62,9 @@ struct TrainerSetup {
 };
 
 std::vector<TrainSequence> sequences(int64_t vocab, std::vector<int64_t> lengths, int64_t first_target) {
-  std::vector<TrainSequence> out;
-  uint32_t x = 12345;
-  for (int64_t n : lengths) {
-    TrainSequence s;
-    for (int64_t t = 0; t < n; ++t) {
-      x = x * 1103515245u + 12345u;
-      s.tokens.push_back(static_cast<int32_t>((x >> 8) % vocab));
-      s.roles.push_back(t >= first_target ? TokenRole::kTarget : TokenRole::kContext);
-    }
-    out.push_back(std::move(s));
-  }
-  return out;
+  return testing::random_sequences(vocab, lengths, first_target, 12345u);
 }
-
-// SFT's coefficients: dLoss/dlogp = -1/n on each target token.
-std::vector<std::vector<float>> sft_coef(const std::vector<TrainSequence>& seqs) {
-  int64_t n = 0;
-  for (const auto& s : seqs)
-    for (size_t t = 1; t < s.roles.size(); ++t) n += s.roles[t] == TokenRole::kTarget;
-  std::vector<std::vector<float>> c;
-  for (const auto& s : seqs) {
-    c.emplace_back(s.tokens.size(), 0.f);
-    for (size_t t = 1; t < s.roles.size(); ++t)
-      if (s.roles[t] == TokenRole::kTarget) c.back()[t] = -1.f / static_cast<float>(n);
-  }
-  return c;
-}
+using testing::sft_coef;
 
 // logp[s][t] through the serving forward (each sequence fresh, the adapter as a LoraTerm),
 // log-softmax in double here.
