@@ -4,6 +4,8 @@
 // stay on the device; the layout's host-side max_q_len sizes the scratch (make_batch_layout sets
 // it to the longest row).
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "backend/cuda/kernels/gdn_backward.h"
@@ -70,6 +72,10 @@ Status Training::gdn_backward(const GdnBackwardArgs& a) {
   p.db = a.db.data<float>();
   p.db_stride = a.db.stride(0);
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
+  // KILN_CUDA_GDN_BACKWARD=shared runs the previous (shared-memory) state kernel, for timing it
+  // against the register one; read per call so that one process can time both.
+  const char* variant = std::getenv("KILN_CUDA_GDN_BACKWARD");
+  p.registers = variant == nullptr || std::strcmp(variant, "shared") != 0;
   KILN_RETURN_IF_ERROR(
       gdn_backward_plan(p, ctx_->props.multiProcessorCount, ctx_->props.sharedMemPerBlockOptin).with_context(req));
   // Back to the pool on return: stream order makes its reuse by the next call safe.

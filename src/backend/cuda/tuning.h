@@ -18,6 +18,8 @@
 //   KILN_CUDA_ATTENTION=simple  the one-block-per-(token, head) attention kernel for every request
 //   KILN_CUDA_FLASH_PREFILL=0   prefill attention that allows bf16 products (AttentionArgs::compute)
 //                               stays on the f32 kernels instead of the tensor-core flash kernel
+//   KILN_CUDA_GDN_BACKWARD=shared the GDN backward's previous state kernel (shared memory, a thread
+//                               per column); read at every call by training_gdn.cc, not here
 #pragma once
 
 #include <cstdlib>

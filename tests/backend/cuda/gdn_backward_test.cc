@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -126,13 +127,15 @@ Result<Grads> run_cuda(Backend& be, const Case& c, const Problem& p) {
 }
 
 // Every case: the 4B shape (16 key heads, 32 value heads, dk = dv = 128) at one, three and nine
-// ragged rows (on the H200's 132 multiprocessors: four column groups of 32 per head, two of 64,
-// one of 128 with more items than resident blocks, so blocks loop) with rows of 1, 63, 64, 65 and
-// 200 tokens, chunks of 64 and 8; a small shape (2 key heads, 4 value heads, dk 16, dv 32); dv not
-// a multiple of 32 with three value heads per key head; dk 256 (every lane of the finish kernel's
-// registers); and chunks longer than any row.
-TEST(CudaGdnBackward, MatchesTheCpuFacet) {
-  KILN_CUDA_OR_SKIP(be);
+// ragged rows (the register kernel: four column groups of 32 per head; nine rows make more items
+// than resident blocks, so blocks loop) with rows of 1, 63, 64, 65 and 200 tokens, chunks of 64
+// and 8 (chunks cut into sub-chunks of 8, the last one partial); a small shape (2 key heads, 4
+// value heads, dk 16, dv 32: 2 state rows a lane); dv not a multiple of 32 with three value heads
+// per key head (idle columns in the last group; dk 48 pads a lane's rows to 8); dk 256 (every lane
+// of the finish kernel's registers, 32 rows a lane and over 48 KB of shared memory in the register
+// kernel); and chunks longer than any row. The shared-memory kernel (KILN_CUDA_GDN_BACKWARD=shared)
+// is checked by the same cases in SharedKernelMatchesTheCpuFacet.
+void expect_matches_cpu(Backend& be, const char* kernel) {
   auto cpu = create_backend("cpu").value();
   const Case cases[] = {
       {"4B one row", 16, 32, 128, 128, {200}, 64},
@@ -151,7 +154,7 @@ TEST(CudaGdnBackward, MatchesTheCpuFacet) {
     const Problem p = make_problem(c, seed);
     seed += 10;
     const Grads want = run_cpu(*cpu, c, p);
-    auto got = run_cuda(*be, c, p);
+    auto got = run_cuda(be, c, p);
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     const int64_t qw = c.hk * c.dk, vw = c.hv * c.dv;
     struct Part {
@@ -166,9 +169,24 @@ TEST(CudaGdnBackward, MatchesTheCpuFacet) {
     for (const Part& part : parts) {
       const double err = rel_error(columns(part.got, part.c0, part.width), columns(part.want, part.c0, part.width));
       EXPECT_LE(err, kTol) << part.name;
-      std::printf("gdn_backward %s: %s rel err %.3g\n", c.name, part.name, err);
+      std::printf("gdn_backward (%s) %s: %s rel err %.3g\n", kernel, c.name, part.name, err);
     }
   }
+}
+
+TEST(CudaGdnBackward, MatchesTheCpuFacet) {
+  KILN_CUDA_OR_SKIP(be);
+  expect_matches_cpu(*be, "registers");
+}
+
+// The shared-memory state kernel, kept behind KILN_CUDA_GDN_BACKWARD=shared (read per call).
+TEST(CudaGdnBackward, SharedKernelMatchesTheCpuFacet) {
+  KILN_CUDA_OR_SKIP(be);
+  struct SharedKernel {  // unset again however the test ends, for the tests after it
+    SharedKernel() { setenv("KILN_CUDA_GDN_BACKWARD", "shared", 1); }
+    ~SharedKernel() { unsetenv("KILN_CUDA_GDN_BACKWARD"); }
+  } shared;
+  expect_matches_cpu(*be, "shared");
 }
 
 // A dk the kernels do not take is declined before any work, naming the reason; a gradient of the

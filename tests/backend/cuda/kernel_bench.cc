@@ -4,11 +4,12 @@
 // effective bandwidth where the kernel is memory-bound. Weights rotate over enough copies to
 // exceed the L2 cache, as in a decode step. "default" is what the facet runs with every switch
 // on (the GEMV kernel where gemv_beats_cublaslt says so). Usage:
-// cuda_kernel_bench [gemv|gdn|conv|attention]...
+// cuda_kernel_bench [gemv|gdn|gdn_backward|conv|attention]...
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -188,6 +189,43 @@ void bench_gdn(Backend& be) {
   }
 }
 
+// Training's GDN backward on a 4B layer: 4 rows of 1024 tokens (kiln bench train's shape), the
+// register state kernel against the shared-memory one (KILN_CUDA_GDN_BACKWARD=shared).
+void bench_gdn_backward(Backend& be) {
+  const int64_t hk = 16, hv = 32, dk = 128, dv = 128, C = 2 * hk * dk + hv * dv, R = 4, N = 1024, T = R * N;
+  HostBatchLayout h = one_row_per_sequence(std::vector<int64_t>(R, 0), std::vector<int64_t>(R, N));
+  BatchLayout l = make_batch_layout(h, be.storage()).value();
+  Tensor qkv = filled(be, {T, C}, DType::kF32), ab = filled(be, {T, 2 * hv}, DType::kF32);
+  Tensor a_log = filled(be, {hv}, DType::kF32, 0.5f), dtb = filled(be, {hv}, DType::kF32);
+  Tensor dout = filled(be, {T, hv, dv}, DType::kF32, 1.f, 5);
+  Tensor dqkv = be.storage().allocate({T, C}, DType::kF32).value();
+  Tensor dab = be.storage().allocate({T, 2 * hv}, DType::kF32).value();
+  GdnBackwardArgs g;
+  g.chunk = 64;
+  g.q = qkv.as_strided({T, hk, dk}, {C, dk, 1});
+  g.k = qkv.as_strided({T, hk, dk}, {C, dk, 1}, hk * dk);
+  g.v = qkv.as_strided({T, hv, dv}, {C, dv, 1}, 2 * hk * dk);
+  g.a = ab.as_strided({T, hv}, {2 * hv, 1});
+  g.b = ab.as_strided({T, hv}, {2 * hv, 1}, hv);
+  g.a_log = a_log;
+  g.dt_bias = dtb;
+  g.dout = dout;
+  g.dq = dqkv.as_strided({T, hk, dk}, {C, dk, 1});
+  g.dk = dqkv.as_strided({T, hk, dk}, {C, dk, 1}, hk * dk);
+  g.dv = dqkv.as_strided({T, hv, dv}, {C, dv, 1}, 2 * hk * dk);
+  g.da = dab.as_strided({T, hv}, {2 * hv, 1});
+  g.db = dab.as_strided({T, hv}, {2 * hv, 1}, hv);
+  g.layout = &l;
+  double us[2];
+  for (int v = 0; v < 2; ++v) {
+    setenv("KILN_CUDA_GDN_BACKWARD", v == 0 ? "shared" : "registers", 1);
+    us[v] = time_us(be, [&] { return be.training().gdn_backward(g); });
+  }
+  unsetenv("KILN_CUDA_GDN_BACKWARD");
+  std::printf("gdn   backward rows=%lld x %lld tokens (4B layer)  registers %9.1f us  shared %9.1f us  (%.1fx)\n",
+              (long long)R, (long long)N, us[1], us[0], us[0] / us[1]);
+}
+
 void bench_conv(Backend& be) {
   const int64_t C = 8192, K = 4;
   for (int64_t T : {512, 2048}) {
@@ -264,6 +302,7 @@ int main(int argc, char** argv) {
   for (const auto& w : what) {
     if (w == "gemv") kiln::bench_gemv(*be.value());
     else if (w == "gdn") kiln::bench_gdn(*be.value());
+    else if (w == "gdn_backward") kiln::bench_gdn_backward(*be.value());
     else if (w == "conv") kiln::bench_conv(*be.value());
     else if (w == "attention") kiln::bench_attention(*be.value());
     else std::printf("unknown benchmark '%s'\n", w.c_str());

@@ -22,6 +22,12 @@ constexpr int kStateThreads = 128;
 constexpr int kStateWarps = kStateThreads / 32;
 constexpr int kPairWarps = 4;  // (token, key head) pairs per block of the prep and finish kernels
 constexpr int kPerLane = kGdnBackwardMaxDk / 32;
+// The register kernel: 8 lanes per value column (each holding rows slice, slice + 8, ... of the
+// column's state and dS), 4 columns a warp, 32 a block; chunks recomputed kSubChunk tokens at a time.
+constexpr int kRegThreads = 256;
+constexpr int kRegWarps = kRegThreads / 32;
+constexpr int kRegCols = kRegThreads / 8;
+constexpr int kSubChunk = 8;
 
 // Where the scratch's parts start (floats), for a planned call.
 struct ScratchLayout {
@@ -42,7 +48,14 @@ ScratchLayout scratch_layout(const GdnBackwardParams& p) {
   s.dbp = s.dgp + parts;
   s.state = s.dbp + parts;
   s.max_chunks = (p.max_len + p.chunk - 1) / p.chunk;
-  s.per_block = (s.max_chunks + p.chunk) * p.dk * p.cols;
+  if (p.registers) {
+    // Chunk boundaries, one chunk's sub-chunk boundaries and one sub-chunk's per-token states, each
+    // a state of kRegThreads x rows_per_lane floats (lane-major, so every access is coalesced).
+    const int64_t state = kRegThreads * p.rows_per_lane;
+    s.per_block = (s.max_chunks + (p.chunk + kSubChunk - 1) / kSubChunk + kSubChunk) * state;
+  } else {
+    s.per_block = (s.max_chunks + p.chunk) * p.dk * p.cols;
+  }
   s.total = s.state + p.state_blocks * s.per_block;
   return s;
 }
@@ -269,6 +282,287 @@ __global__ void __launch_bounds__(kStateThreads) gdn_backward_state_kernel(GdnBa
   }
 }
 
+// ---- The register kernel. Lane (warp w, lane) owns column 4 w + lane / 8 of the block's group and
+// its state rows i = slice + 8 m (slice = lane % 8, m < R), zero past dk; columns past dv read
+// v = dout = 0, so their state and dS stay zero and add nothing to the sums over columns.
+
+// Sum over the 8 lanes of a column; a butterfly, so every lane gets the same bits.
+__device__ __forceinline__ float column_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  x += __shfl_xor_sync(0xffffffffu, x, 2);
+  x += __shfl_xor_sync(0xffffffffu, x, 4);
+  return x;
+}
+
+template <int R>
+__device__ __forceinline__ void load_rows(float (&x)[R], const float* src, int slice, int dk) {
+#pragma unroll
+  for (int m = 0; m < R; ++m) x[m] = slice + 8 * m < dk ? src[slice + 8 * m] : 0.f;
+}
+
+// A state in the scratch: float m of every lane, lane-major.
+template <int R>
+__device__ __forceinline__ void store_state(const float (&P)[R], float* dst, int tid) {
+#pragma unroll
+  for (int m = 0; m < R; ++m) dst[m * kRegThreads + tid] = P[m];
+}
+
+template <int R>
+__device__ __forceinline__ void load_state(float (&P)[R], const float* src, int tid) {
+#pragma unroll
+  for (int m = 0; m < R; ++m) P[m] = src[m * kRegThreads + tid];
+}
+
+// What a lane needs of one (row, value head, group) item, and the block's staging area: up to
+// kSubChunk tokens' normalised k and q ([kSubChunk][8 R], zero past dk), decays and betas, and the
+// group's v and dout ([kSubChunk][kRegCols], zero past dv), read from shared memory by the steps
+// (one global round trip per kSubChunk tokens rather than per token).
+struct RegItem {
+  int64_t h, kh;
+  int j0, nc, col, dk, slice, tid;
+  bool active;
+};
+
+struct Stage {
+  float *k, *q, *g, *beta, *v, *o;
+};
+
+// Loads `count` (<= kSubChunk) tokens from tok0 into the staging area; q and dout only `with_qo`.
+// Block-uniform: its barriers keep the previous tokens' readers before the writes, and the writes
+// before the new readers.
+template <int R>
+__device__ __forceinline__ void stage_tokens(const Stage& st, const GdnBackwardParams& p, const Scratch& s,
+                                             const RegItem& it, int64_t tok0, int64_t count, bool with_qo) {
+  constexpr int DKP = 8 * R;
+  const int64_t Hk = p.k_heads, Hv = p.v_heads;
+  __syncthreads();
+  for (int idx = it.tid; idx < count * DKP; idx += kRegThreads) {
+    const int l = idx / DKP, i = idx % DKP;
+    const int64_t row = ((tok0 + l) * Hk + it.kh) * it.dk;
+    st.k[idx] = i < it.dk ? s.kn[row + i] : 0.f;
+    if (with_qo) st.q[idx] = i < it.dk ? s.qn[row + i] : 0.f;
+  }
+  for (int idx = it.tid; idx < count * kRegCols; idx += kRegThreads) {
+    const int l = idx / kRegCols, c = idx % kRegCols;
+    const int64_t tok = tok0 + l;
+    const bool in = c < it.nc;
+    st.v[idx] = in ? p.v[tok * p.v_token_stride + it.h * p.v_head_stride + it.j0 + c] : 0.f;
+    if (with_qo) st.o[idx] = in ? p.dout[tok * p.dout_token_stride + it.h * p.dout_head_stride + it.j0 + c] : 0.f;
+  }
+  if (it.tid < count) {
+    st.g[it.tid] = s.decay[(tok0 + it.tid) * Hv + it.h];
+    st.beta[it.tid] = s.beta[(tok0 + it.tid) * Hv + it.h];
+  }
+  __syncthreads();
+}
+
+// P through tokens tok0, tok0 + 1, ...: stores the state entering tok0 + e every (e < nstore) at
+// dst + e * state floats, P ending as the last one stored. Block-uniform. `prestaged`: the caller
+// has staged the tokens (at most kSubChunk of them) already.
+template <int R>
+__device__ __forceinline__ void advance(float (&P)[R], const Stage& st, const GdnBackwardParams& p, const Scratch& s,
+                                        const RegItem& it, int64_t tok0, int64_t every, int64_t nstore, float* dst,
+                                        bool prestaged) {
+  constexpr int DKP = 8 * R;
+  const int64_t total = (nstore - 1) * every;  // tokens stepped
+  int64_t stored = 0, left = 0;                // counters rather than l % every: no 64-bit division a token
+  for (int64_t l = 0;; ++l) {
+    if (left == 0) {
+      store_state<R>(P, dst + stored * (kRegThreads * R), it.tid);
+      ++stored;
+      left = every;
+    }
+    if (l == total) break;
+    --left;
+    const int b = static_cast<int>(l % kSubChunk);
+    if (b == 0 && !prestaged) stage_tokens<R>(st, p, s, it, tok0 + l, total - l < kSubChunk ? total - l : kSubChunk, false);
+    const float* k = st.k + b * DKP + it.slice;
+    const float eg = st.g[b], beta = st.beta[b], vj = st.v[b * kRegCols + it.col];
+    float acc0 = 0.f, acc1 = 0.f;  // two chains: half the FMA latency a token
+#pragma unroll
+    for (int m = 0; m < R; m += 2) {
+      acc0 += P[m] * k[8 * m];
+      acc1 += P[m + 1] * k[8 * m + 8];
+    }
+    const float u = beta * (vj - eg * column_sum(acc0 + acc1));
+#pragma unroll
+    for (int m = 0; m < R; ++m) P[m] = eg * P[m] + k[8 * m] * u;
+  }
+}
+
+// Shared memory: two buffers (alternate tokens, so one barrier a token suffices) of per-warp
+// partial row sums [kRegWarps][2][8 R] (dk, dq) and per-warp scalars [kRegWarps][2] (dg, dbeta);
+// then the staging area.
+template <int R>
+constexpr int reg_buffer_floats() {
+  return kRegWarps * 2 * 8 * R + kRegWarps * 2;
+}
+
+template <int R>
+constexpr int reg_smem_floats() {
+  return 2 * reg_buffer_floats<R>() + kSubChunk * (2 * 8 * R + 2 + 2 * kRegCols);
+}
+
+template <int R>
+__global__ void __launch_bounds__(kRegThreads, R <= 16 ? 2 : 1) gdn_backward_reg_kernel(GdnBackwardParams p, Scratch s) {
+  extern __shared__ float smem[];
+  constexpr int DKP = 8 * R, H1 = R, H2 = R / 2;
+  static_assert(R >= 2, "the halving reduction takes at least 2 rows a lane");
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, slice = lane & 7;
+  const int col = warp * 4 + (lane >> 3);
+  const bool hi1 = (lane & 16) != 0, hi0 = (lane & 8) != 0;
+  const int dk = static_cast<int>(p.dk);
+  const int64_t C = p.chunk, Hv = p.v_heads, G = p.groups;
+  const int64_t SP = static_cast<int64_t>(kRegThreads) * R;
+  const int64_t max_chunks = (p.max_len + C - 1) / C, max_subs = (C + kSubChunk - 1) / kSubChunk;
+  float* bounds = s.state + static_cast<int64_t>(blockIdx.x) * s.per_block;  // [max_chunks][SP]
+  float* subs = bounds + max_chunks * SP;                                    // [max_subs][SP]
+  float* states = subs + max_subs * SP;                                      // [kSubChunk][SP]
+  Stage st;
+  st.k = smem + 2 * reg_buffer_floats<R>();
+  st.q = st.k + kSubChunk * DKP;
+  st.g = st.q + kSubChunk * DKP;
+  st.beta = st.g + kSubChunk;
+  st.v = st.beta + kSubChunk;
+  st.o = st.v + kSubChunk * kRegCols;
+  const int64_t ratio = Hv / p.k_heads, items = p.rows * Hv * G;
+  int buf = 0;
+
+  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const int64_t grp = item % G, h = (item / G) % Hv, row = item / (G * Hv);
+    const int64_t t0 = p.cu_seqlens[row], n = p.cu_seqlens[row + 1] - t0;
+    const int j0 = static_cast<int>(grp * kRegCols), nc = min(kRegCols, static_cast<int>(p.dv) - j0);
+    if (n <= 0) continue;  // block-uniform, as is every branch on the item
+    if (n > p.max_len) {
+      // As the shared-memory kernel: NaN gradients rather than states past the scratch.
+      for (int64_t tok = t0; tok < t0 + n && tok < p.tokens; ++tok) {
+        const int64_t part = (tok * Hv + h) * G + grp;
+        if (slice == 0 && col < nc) p.dv_out[tok * p.dv_token_stride + h * p.dv_head_stride + j0 + col] = NAN;
+        for (int i = tid; i < dk; i += kRegThreads) s.dqp[part * dk + i] = s.dkp[part * dk + i] = NAN;
+        if (tid == 0) s.dgp[part] = s.dbp[part] = NAN;
+      }
+      continue;
+    }
+    RegItem it;
+    it.h = h;
+    it.kh = h / ratio;
+    it.j0 = j0;
+    it.nc = nc;
+    it.col = col;
+    it.dk = dk;
+    it.slice = slice;
+    it.tid = tid;
+    it.active = col < nc;
+    const int64_t chunks = (n + C - 1) / C;
+
+    float P[R], dS[R];
+#pragma unroll
+    for (int m = 0; m < R; ++m) P[m] = dS[m] = 0.f;
+    advance<R>(P, st, p, s, it, t0, C, chunks, bounds, false);
+
+    for (int64_t c = chunks - 1; c >= 0; --c) {
+      const int64_t tc = c * C, L = n - tc < C ? n - tc : C, nsub = (L + kSubChunk - 1) / kSubChunk;
+      load_state<R>(P, bounds + c * SP, tid);
+      advance<R>(P, st, p, s, it, t0 + tc, kSubChunk, nsub, subs, false);
+      for (int64_t sc = nsub - 1; sc >= 0; --sc) {
+        const int64_t ts = tc + sc * kSubChunk, LS = L - sc * kSubChunk < kSubChunk ? L - sc * kSubChunk : kSubChunk;
+        stage_tokens<R>(st, p, s, it, t0 + ts, LS, true);
+        load_state<R>(P, subs + sc * SP, tid);
+        advance<R>(P, st, p, s, it, t0 + ts, 1, LS, states, true);  // P: the state entering the last token
+        for (int64_t l = LS - 1; l >= 0; --l) {
+          const int64_t tok = t0 + ts + l, part = (tok * Hv + h) * G + grp;
+          const int b = static_cast<int>(l);
+          const float* k = st.k + b * DKP + slice;
+          const float* q = st.q + b * DKP + slice;
+          const float eg = st.g[b], beta = st.beta[b], vj = st.v[b * kRegCols + col], oj = st.o[b * kRegCols + col];
+          float acc0 = 0.f, acc1 = 0.f;
+#pragma unroll
+          for (int m = 0; m < R; m += 2) {
+            acc0 += P[m] * k[8 * m];
+            acc1 += P[m + 1] * k[8 * m + 8];
+          }
+          const float r = vj - eg * column_sum(acc0 + acc1), u = beta * r;
+          float du0 = 0.f, du1 = 0.f;
+#pragma unroll
+          for (int m = 0; m < R; m += 2) {
+            dS[m] += q[8 * m] * oj;
+            dS[m + 1] += q[8 * m + 8] * oj;
+            du0 += dS[m] * k[8 * m];
+            du1 += dS[m + 1] * k[8 * m + 8];
+          }
+          const float du = column_sum(du0 + du1);
+          const float w = beta * du;
+          if (slice == 0 && it.active) p.dv_out[tok * p.dv_token_stride + h * p.dv_head_stride + j0 + col] = w;
+          // Per row of this column: dk's term dS u - e^g P w, dq's term (e^g P + k u) o (that is,
+          // S_t o); then dS' = dS - k w^T, dg's term dS' . P, and dS_{t-1} = e^g dS'.
+          float a[2 * R];
+          float gp = 0.f;
+          const float egw = eg * w, ego = eg * oj, uo = u * oj;
+#pragma unroll
+          for (int m = 0; m < R; ++m) {
+            const float km = k[8 * m];
+            a[m] = dS[m] * u - P[m] * egw;
+            a[R + m] = P[m] * ego + km * uo;
+            const float d = dS[m] - km * w;
+            gp += d * P[m];
+            dS[m] = eg * d;
+          }
+          // P is spent: fetch the previous token's state while the sums below run.
+          if (l > 0) load_state<R>(P, states + (l - 1) * SP, tid);
+          float bp = slice == 0 ? du * r : 0.f;
+          // The row terms summed over the warp's 4 columns (lanes xor 8, 16) by halving: each
+          // exchange hands over half the values and keeps the other half, summed.
+#pragma unroll
+          for (int v = 0; v < H1; ++v) {
+            const float send = hi1 ? a[v] : a[v + H1], keep = hi1 ? a[v + H1] : a[v];
+            a[v] = keep + __shfl_xor_sync(0xffffffffu, send, 16);
+          }
+#pragma unroll
+          for (int v = 0; v < H2; ++v) {
+            const float send = hi0 ? a[v] : a[v + H2], keep = hi0 ? a[v + H2] : a[v];
+            a[v] = keep + __shfl_xor_sync(0xffffffffu, send, 8);
+          }
+          gp = warp_sum(gp);
+          bp = warp_sum(bp);
+          float* rows = smem + buf * reg_buffer_floats<R>();
+          float* scal = rows + kRegWarps * 2 * DKP;
+          const int base = (hi1 ? H1 : 0) + (hi0 ? H2 : 0);
+#pragma unroll
+          for (int v = 0; v < H2; ++v) {
+            const int vi = base + v, which = vi >= R ? 1 : 0, m = vi - which * R;
+            rows[(warp * 2 + which) * DKP + slice + 8 * m] = a[v];
+          }
+          if (lane == 0) {
+            scal[warp * 2] = gp;
+            scal[warp * 2 + 1] = bp;
+          }
+          __syncthreads();
+          for (int idx = tid; idx < 2 * DKP; idx += kRegThreads) {
+            const int which = idx / DKP, i = idx - which * DKP;
+            if (i < dk) {
+              float sum = 0.f;
+#pragma unroll
+              for (int ww = 0; ww < kRegWarps; ++ww) sum += rows[(ww * 2 + which) * DKP + i];
+              (which == 0 ? s.dkp : s.dqp)[part * dk + i] = sum;
+            }
+          }
+          if (tid == 0) {
+            float g = 0.f, bsum = 0.f;
+#pragma unroll
+            for (int ww = 0; ww < kRegWarps; ++ww) {
+              g += scal[ww * 2];
+              bsum += scal[ww * 2 + 1];
+            }
+            s.dgp[part] = eg * g;
+            s.dbp[part] = bsum;
+          }
+          buf ^= 1;
+        }
+      }
+    }
+  }
+}
+
 // One warp per (token, key head): sum the partials of the value heads and column groups reading
 // the key head, then dx = (scale / N) (dy - x (x . dy) / N^2), N = sqrt(|x|^2 + 1e-6), for q
 // (scale 1/sqrt(dk)) and k (scale 1); and da = dg * (-exp(a_log) sigmoid(a + dt_bias)),
@@ -348,11 +642,44 @@ cudaError_t raise_smem_limit() {
   return err;
 }
 
+// The register kernel's instance for `rows_per_lane` (2, 4, 8, 16 or 32), and its shared memory.
+using RegKernel = void (*)(GdnBackwardParams, Scratch);
+RegKernel reg_kernel(int64_t rows_per_lane) {
+  switch (rows_per_lane) {
+    case 2: return gdn_backward_reg_kernel<2>;
+    case 4: return gdn_backward_reg_kernel<4>;
+    case 8: return gdn_backward_reg_kernel<8>;
+    case 16: return gdn_backward_reg_kernel<16>;
+    case 32: return gdn_backward_reg_kernel<32>;
+    default: return nullptr;
+  }
+}
+
+size_t reg_smem_bytes(int64_t rows_per_lane) {
+  switch (rows_per_lane) {
+    case 2: return reg_smem_floats<2>() * sizeof(float);
+    case 4: return reg_smem_floats<4>() * sizeof(float);
+    case 8: return reg_smem_floats<8>() * sizeof(float);
+    case 16: return reg_smem_floats<16>() * sizeof(float);
+    case 32: return reg_smem_floats<32>() * sizeof(float);
+    default: return 0;
+  }
+}
+
+// Lets the instance take its shared memory where that passes the default 48 KB (dk above 128).
+cudaError_t allow_reg_smem(int64_t rows_per_lane) {
+  const size_t bytes = reg_smem_bytes(rows_per_lane);
+  if (bytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(reg_kernel(rows_per_lane), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(bytes));
+}
+
 std::string shape_of(const GdnBackwardParams& p) {
   return "rows=" + std::to_string(p.rows) + " tokens=" + std::to_string(p.tokens) + " k_heads=" +
          std::to_string(p.k_heads) + " v_heads=" + std::to_string(p.v_heads) + " dk=" + std::to_string(p.dk) +
          " dv=" + std::to_string(p.dv) + " chunk=" + std::to_string(p.chunk) + " cols=" + std::to_string(p.cols) +
-         " groups=" + std::to_string(p.groups) + " blocks=" + std::to_string(p.state_blocks);
+         " groups=" + std::to_string(p.groups) + " blocks=" + std::to_string(p.state_blocks) +
+         (p.registers ? " rows_per_lane=" + std::to_string(p.rows_per_lane) : std::string(" shared"));
 }
 
 }  // namespace
@@ -365,6 +692,29 @@ Status gdn_backward_plan(GdnBackwardParams& p, int sm_count, size_t smem_optin) 
   if (p.dk < 1 || p.dk > kGdnBackwardMaxDk || p.dv < 1 || p.k_heads < 1 || p.v_heads % p.k_heads != 0 ||
       p.rows < 1 || p.chunk < 1 || p.max_len < 1)
     return invalid_argument("gdn_backward_plan: unsupported sizes (" + shape_of(p) + ")");
+  if (p.registers) {
+    // Eight lanes cover dk at the smallest power-of-two rows a lane that reaches it.
+    p.rows_per_lane = 2;
+    while (8 * p.rows_per_lane < p.dk) p.rows_per_lane *= 2;
+    p.cols = kRegCols;
+    p.groups = (p.dv + kRegCols - 1) / kRegCols;
+    if (reg_smem_bytes(p.rows_per_lane) > smem_optin)
+      return invalid_argument("gdn_backward_plan: " + std::to_string(reg_smem_bytes(p.rows_per_lane)) +
+                              " bytes of shared memory per block exceed the device's " + std::to_string(smem_optin) +
+                              " (" + shape_of(p) + ")");
+    if (cudaError_t e = allow_reg_smem(p.rows_per_lane); e != cudaSuccess)
+      return internal_error(std::string("gdn_backward_reg_kernel: raising the shared-memory limit: ") +
+                            cudaGetErrorString(e));
+    int per_sm = 0;
+    if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reg_kernel(p.rows_per_lane), kRegThreads,
+                                                                      reg_smem_bytes(p.rows_per_lane));
+        e != cudaSuccess || per_sm < 1)
+      return internal_error("gdn_backward_reg_kernel: no block fits a multiprocessor (" + shape_of(p) + "): " +
+                            cudaGetErrorString(e));
+    const int64_t items = p.rows * p.v_heads * p.groups;
+    p.state_blocks = std::min<int64_t>(items, static_cast<int64_t>(per_sm) * std::max(sm_count, 1));
+    return {};
+  }
   // Column groups multiply the blocks when rows x heads alone would leave multiprocessors idle;
   // a group keeps at least 32 columns (a warp's worth for the column phases).
   const int64_t heads = p.rows * p.v_heads, target = 2 * static_cast<int64_t>(std::max(sm_count, 1));
@@ -405,6 +755,17 @@ Status gdn_backward(const GdnBackwardParams& p, cudaStream_t stream) {
   const unsigned pair_blocks = grid_blocks(p.tokens * p.k_heads, kPairWarps, 0x7fffffff);
   gdn_backward_prep_kernel<<<pair_blocks, kPairWarps * 32, 0, stream>>>(p, s);
   KILN_RETURN_IF_ERROR(launch_status("gdn_backward_prep_kernel", shape, stream));
+  if (p.registers) {
+    const RegKernel kernel = reg_kernel(p.rows_per_lane);
+    if (kernel == nullptr) return invalid_argument("gdn_backward: not planned (" + shape_of(p) + ")");
+    if (cudaError_t e = allow_reg_smem(p.rows_per_lane); e != cudaSuccess)
+      return internal_error(std::string("gdn_backward_reg_kernel: raising the shared-memory limit: ") +
+                            cudaGetErrorString(e));
+    kernel<<<static_cast<unsigned>(p.state_blocks), kRegThreads, reg_smem_bytes(p.rows_per_lane), stream>>>(p, s);
+    KILN_RETURN_IF_ERROR(launch_status("gdn_backward_reg_kernel", shape, stream));
+    gdn_backward_finish_kernel<<<pair_blocks, kPairWarps * 32, 0, stream>>>(p, s);
+    return launch_status("gdn_backward_finish_kernel", shape, stream);
+  }
   if (cudaError_t e = raise_smem_limit(); e != cudaSuccess)
     return internal_error(std::string("gdn_backward_state_kernel: raising the shared-memory limit: ") +
                           cudaGetErrorString(e));

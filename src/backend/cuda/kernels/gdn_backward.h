@@ -4,10 +4,18 @@
 //           value head): the decay exp(g) and beta, g = -exp(a_log) softplus(a + dt_bias).
 //   state   per (row, value head, group of value columns): the columns of S evolve independently
 //           (column j reads only v[:, j]), so a block owns some columns, their state and their
-//           gradient dS in shared memory. A forward pass keeps the state at chunk boundaries; the
-//           chunks are then taken in reverse, their per-token states recomputed from the boundary
-//           and walked backwards carrying dS. dv comes out whole; dq, dk (of the normalised q, k)
-//           and dg, dbeta come out as partial sums over the block's columns.
+//           gradient dS. A forward pass keeps the state at chunk boundaries; the chunks are then
+//           taken in reverse, their per-token states recomputed from the boundary and walked
+//           backwards carrying dS. dv comes out whole; dq, dk (of the normalised q, k) and dg,
+//           dbeta come out as partial sums over the block's columns. Two kernels do this:
+//             registers (the default): 32 columns a block of 256 threads, 8 lanes a column each
+//               holding dk/8 rows of the column's state and dS in registers (sums over dk: 3
+//               shuffles; sums over the columns: shuffles within the warp, then shared memory, one
+//               barrier a token); a chunk is recomputed 8 tokens at a time (sub-chunk boundaries,
+//               then the 8 per-token states, lane-major in the scratch), the 8 tokens' k, q, v,
+//               dout and gates staged in shared memory.
+//             shared (KILN_CUDA_GDN_BACKWARD=shared, the previous kernel, kept for timing): a
+//               thread per column, state and dS in shared memory, 3 barriers a token.
 //   finish  per (token, key head): the partials of the value heads (and column groups) sharing
 //           the key head summed, through the l2 norms to the raw q, k; da, db from dg, dbeta.
 #pragma once
@@ -39,9 +47,14 @@ struct GdnBackwardParams {
   float* db = nullptr; int64_t db_stride = 0;                               // [tokens, v_heads]
   const int32_t* cu_seqlens = nullptr;                                      // [rows + 1], on the device
 
+  // Which state kernel: the register-tile one (a column's state split over 8 lanes, 32 columns a
+  // block) or, false, the shared-memory one (a thread per column; KILN_CUDA_GDN_BACKWARD=shared).
+  bool registers = true;
+
   // The plan (gdn_backward_plan): value columns per block, how many groups of them per head, and
-  // the state kernel's grid (blocks loop over the (row, head, group) items; the scratch is per block).
-  int64_t cols = 0, groups = 0, state_blocks = 0;
+  // the state kernel's grid (blocks loop over the (row, head, group) items; the scratch is per block);
+  // for the register kernel, the state rows a lane holds (8 of them cover dk, padded).
+  int64_t cols = 0, groups = 0, state_blocks = 0, rows_per_lane = 0;
   float* scratch = nullptr;  // gdn_backward_scratch_floats(*this) floats
 };
 
