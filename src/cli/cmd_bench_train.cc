@@ -159,7 +159,7 @@ Status run(const TrainBenchOpts& o) {
         {"status", finite && !r.losses.empty() ? "passed" : "failed"},
         {"duration_seconds", r.seconds},
         {"effective_config", {{"backend", be->identity().name}, {"lora", {{"rank", o.rank}, {"targets", "all"}}},
-                              {"optimizer", o.optimizer}, {"sequences_per_step", o.sequences}, {"steps", o.steps}}},
+                              {"optimizer", o.optimizer}, {"sequences_per_step", o.sequences}}},
         {"metrics", nlohmann::json::array({metric("final_loss", r.losses.back(), "nats"),
                                            metric("first_loss", r.losses.front(), "nats"),
                                            metric("step_time_ms", step_s * 1e3, "ms"),

@@ -103,6 +103,33 @@ TEST(BenchTrainCli, DatasetRunWritesTheCaseResultOfItsLosses) {
   EXPECT_EQ(m["tokens_per_second"], j["tokens_per_s"].get<double>());
 }
 
+// The runner refuses a case result whose effective_config differs from the variant's: run the
+// training-sft-cuda-v1 case's own arguments (one step) and compare with the committed workload.
+TEST(BenchTrainCli, CaseResultCarriesTheWorkloadsEffectiveConfig) {
+  std::ifstream wf(std::string(KILN_SOURCE_DIR) + "/qualification/workloads/training-sft-cuda-v1.json");
+  const json w = json::parse(wf);
+  const json& variant = w["variants"][0];
+  std::string args;
+  const json& cmd = variant["cases"][0]["command"];
+  for (size_t i = 3; i < cmd.size(); ++i) {  // after "./build/kiln bench train"
+    std::string a = cmd[i].get<std::string>();
+    if (a == "${model_path}") a = chat_model();
+    else if (a == "${steps}") a = "1";
+    else if (a == "${seed}") a = "0";
+    else if (a == "cuda") a = "cpu";
+    else if (a.rfind("bench/", 0) == 0) a = std::string(KILN_SOURCE_DIR) + "/" + a;
+    args += " " + a;
+  }
+  const std::string result = testing::temp_dir("bench-train-wl") + "/case.json";
+  const TrainRun r = bench_train(args, "KILN_QUALIFICATION_CASE_RESULT=" + result);
+  ASSERT_EQ(r.code, 0) << args << "\n" << r.err;
+  std::ifstream in(result);
+  const json c = json::parse(in);
+  json want = variant["effective_config"];
+  want["backend"] = "cpu";  // the one argument changed to run here
+  EXPECT_EQ(c["effective_config"], want);
+}
+
 TEST(BenchTrainCli, BadInputIsRefusedNamingIt) {
   TrainRun r = bench_train("--model " + chat_model() + " --steps 0");
   EXPECT_NE(r.code, 0);
