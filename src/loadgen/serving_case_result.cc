@@ -1,6 +1,8 @@
 #include "loadgen/serving_case_result.h"
 
+#include <charconv>
 #include <fstream>
+#include <string>
 
 namespace kiln::loadgen {
 
@@ -31,10 +33,56 @@ nlohmann::json serving_case_result(const LoadResult& r, const std::string& case_
           {"details", load_result_json(r)}};
 }
 
+namespace {
+
+// `j` as JSON text whose floating-point numbers are in their shortest round-tripping form
+// (std::to_chars): the qualification runner's strict reader refuses any other spelling, and
+// nlohmann's dump does not always give the shortest (0.35876542300000003 for 0.358765423).
+void write_canonical(const nlohmann::json& j, int indent, int depth, std::string& out) {
+  const std::string pad = "\n" + std::string(static_cast<size_t>(indent * (depth + 1)), ' ');
+  const std::string end = "\n" + std::string(static_cast<size_t>(indent * depth), ' ');
+  if (j.is_number_float()) {
+    char buf[64];
+    auto r = std::to_chars(buf, buf + sizeof buf, j.get<double>());
+    std::string text(buf, r.ptr);
+    // A whole number keeps a fraction so that it reads back as a float.
+    if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+    out += text;
+  } else if (j.is_object()) {
+    if (j.empty()) { out += "{}"; return; }
+    out += "{";
+    bool first = true;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      out += (first ? "" : ",") + pad + nlohmann::json(it.key()).dump() + ": ";
+      write_canonical(it.value(), indent, depth + 1, out);
+      first = false;
+    }
+    out += end + "}";
+  } else if (j.is_array()) {
+    if (j.empty()) { out += "[]"; return; }
+    out += "[";
+    for (size_t i = 0; i < j.size(); ++i) {
+      out += (i ? "," : "") + pad;
+      write_canonical(j[i], indent, depth + 1, out);
+    }
+    out += end + "]";
+  } else {
+    out += j.dump();
+  }
+}
+
+}  // namespace
+
+std::string canonical_json_text(const nlohmann::json& doc) {
+  std::string out;
+  write_canonical(doc, 2, 0, out);
+  return out;
+}
+
 Status write_case_result(const std::string& path, const nlohmann::json& doc) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return io_error("case result " + path + " cannot be written");
-  out << doc.dump(2) << "\n";
+  out << canonical_json_text(doc) << "\n";
   out.close();
   if (!out) return io_error("case result " + path + " could not be written completely");
   return {};

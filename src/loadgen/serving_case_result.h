@@ -27,7 +27,10 @@ bool serving_case_passed(const LoadResult& r);
 // `details` holds load_result_json(r).
 nlohmann::json serving_case_result(const LoadResult& r, const std::string& case_id, const nlohmann::json& effective_config);
 
-// Writes the document to `path`; the error names the path.
+// `doc` as indented JSON text with every floating-point number in its shortest round-tripping
+// form (what the qualification runner's strict reader requires).
+std::string canonical_json_text(const nlohmann::json& doc);
+// Writes the document (canonical_json_text) to `path`; the error names the path.
 Status write_case_result(const std::string& path, const nlohmann::json& doc);
 
 }  // namespace kiln::loadgen

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "qualify/case_result.h"
+#include "qualify/strict_json.h"
 #include "qualify/workload.h"
 
 namespace kiln::loadgen {
@@ -102,6 +103,20 @@ TEST(ServingCaseResult, OtherConfigurationOrCaseIsRejectedByTheRunner) {
   EXPECT_TRUE(checked.issues.has("$.effective_config", "effective-config")) << checked.issues.to_string();
   checked = check_against_workload(serving_case_result(known_result(), "serve-c1", variant_config()), "serve-c8");
   EXPECT_TRUE(checked.issues.has("$.case_id", "case-id")) << checked.issues.to_string();
+}
+
+// The strict reader refuses a number not in its shortest round-tripping form; nlohmann's dump
+// writes 0.358765423 (358765423 ns in seconds) as 0.35876542300000003. The canonical text reads
+// back, value for value.
+TEST(ServingCaseResult, CanonicalTextHasOnlyRoundTrippingNumbers) {
+  const double s = 358765423 / 1e9;
+  nlohmann::json doc = {{"a", s}, {"b", {1.5, 2.0, -0.1, 1e-300, 12345678901234.5}}, {"c", 7}, {"d", "x 0.1"},
+                        {"e", nlohmann::json::object()}, {"f", nlohmann::json::array()}};
+  ASSERT_FALSE(qualify::parse_strict_json(doc.dump(2)).ok()) << "nlohmann's own text should trip the reader here";
+  const std::string text = canonical_json_text(doc);
+  auto parsed = qualify::parse_strict_json(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string() << "\n" << text;
+  EXPECT_EQ(nlohmann::json::parse(text), doc);
 }
 
 }  // namespace
