@@ -51,9 +51,7 @@ Result<LoraBatch> LoraBatch::create(std::span<const SequenceInput> rows, const M
       const int64_t r = term.adapter->config().rank;
       const float c = term.weight * term.adapter->scale();
       if (c == 0.f || c == 1.f || batch.scalings_.count({r, c})) continue;
-      Tensor diag = Tensor::empty({r, r}, DType::kF32);
-      for (int64_t k = 0; k < r; ++k) diag.data<float>()[k * r + k] = c;
-      KILN_ASSIGN_OR_RETURN(batch.scalings_[std::make_pair(r, c)], s.upload(diag));
+      KILN_ASSIGN_OR_RETURN(batch.scalings_[std::make_pair(r, c)], term.adapter->scaling_matrix(c, s));
     }
   return batch;
 }

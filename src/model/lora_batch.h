@@ -37,8 +37,9 @@ class LoraBatch {
   Backend* backend_ = nullptr;
   std::vector<Run> runs_;
   Tensor u_, v_;  // [longest run * largest rank] f32: x A^T, then times the coefficient
-  // coefficient * I_r per (r, coefficient): the scaling is one more small matmul, since the linear
-  // facet is the only arithmetic the model may ask of a backend for it.
+  // coefficient * I_r per (r, coefficient), kept by the adapters (LoraAdapter::scaling_matrix):
+  // the scaling is one more small matmul, since the linear facet is the only arithmetic the model
+  // may ask of a backend for it.
   std::map<std::pair<int64_t, float>, Tensor> scalings_;
 };
 

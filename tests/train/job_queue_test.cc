@@ -167,7 +167,9 @@ TEST(EngineActor, WorkRunsOnTheActorThreadBetweenCyclesWhileRequestsFinish) {
       ran_on.insert(std::this_thread::get_id());
       // Tokens of the cycle that ran since the previous call.
       since_last += drain();
-      if (call > 0 && call <= 5) between_first += since_last > 0 ? 1 : 0;
+      // From the third call on: the cycles before the second may all be the prompts' prefill,
+      // which emits no token yet when a call's work ran before the first cycle (seen under load).
+      if (call > 1 && call <= 6) between_first += since_last > 0 ? 1 : 0;
       // Only the actor's thread pushes tokens: while this runs, none may arrive.
       std::this_thread::sleep_for(3ms);
       during += drain();
