@@ -1,8 +1,9 @@
 #include "loadgen/serving_case_result.h"
 
-#include <charconv>
 #include <fstream>
 #include <string>
+
+#include "qualify/strict_json.h"
 
 namespace kiln::loadgen {
 
@@ -35,49 +36,34 @@ nlohmann::json serving_case_result(const LoadResult& r, const std::string& case_
 
 namespace {
 
-// `j` as JSON text whose floating-point numbers are in their shortest round-tripping form
-// (std::to_chars): the qualification runner's strict reader refuses any other spelling, and
-// nlohmann's dump does not always give the shortest (0.35876542300000003 for 0.358765423).
-void write_canonical(const nlohmann::json& j, int indent, int depth, std::string& out) {
-  const std::string pad = "\n" + std::string(static_cast<size_t>(indent * (depth + 1)), ' ');
-  const std::string end = "\n" + std::string(static_cast<size_t>(indent * depth), ' ');
-  if (j.is_number_float()) {
-    char buf[64];
-    auto r = std::to_chars(buf, buf + sizeof buf, j.get<double>());
-    std::string text(buf, r.ptr);
-    // A whole number keeps a fraction so that it reads back as a float.
-    if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
-    out += text;
-  } else if (j.is_object()) {
-    if (j.empty()) { out += "{}"; return; }
-    out += "{";
-    bool first = true;
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      out += (first ? "" : ",") + pad + nlohmann::json(it.key()).dump() + ": ";
-      write_canonical(it.value(), indent, depth + 1, out);
-      first = false;
+// `j` as the qualification module's document tree, whose writer spells every number in its
+// shortest round-tripping form (nlohmann's dump does not always: 0.35876542300000003 for
+// 0.358765423, which the runner's strict reader refuses).
+qualify::JsonValue to_strict(const nlohmann::json& j) {
+  using qualify::JsonValue;
+  switch (j.type()) {
+    case nlohmann::json::value_t::boolean: return JsonValue::make_bool(j.get<bool>());
+    case nlohmann::json::value_t::number_integer: return JsonValue::make_integer(j.get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned: return JsonValue::make_integer(static_cast<int64_t>(j.get<uint64_t>()));
+    case nlohmann::json::value_t::number_float: return JsonValue::make_number(j.get<double>());
+    case nlohmann::json::value_t::string: return JsonValue::make_string(j.get<std::string>());
+    case nlohmann::json::value_t::array: {
+      JsonValue a = JsonValue::make_array();
+      for (const auto& e : j) a.array.push_back(to_strict(e));
+      return a;
     }
-    out += end + "}";
-  } else if (j.is_array()) {
-    if (j.empty()) { out += "[]"; return; }
-    out += "[";
-    for (size_t i = 0; i < j.size(); ++i) {
-      out += (i ? "," : "") + pad;
-      write_canonical(j[i], indent, depth + 1, out);
+    case nlohmann::json::value_t::object: {
+      JsonValue o = JsonValue::make_object();
+      for (auto it = j.begin(); it != j.end(); ++it) o.set(it.key(), to_strict(it.value()));
+      return o;
     }
-    out += end + "]";
-  } else {
-    out += j.dump();
+    default: return JsonValue::make_null();
   }
 }
 
 }  // namespace
 
-std::string canonical_json_text(const nlohmann::json& doc) {
-  std::string out;
-  write_canonical(doc, 2, 0, out);
-  return out;
-}
+std::string canonical_json_text(const nlohmann::json& doc) { return qualify::to_json_text(to_strict(doc), 2); }
 
 Status write_case_result(const std::string& path, const nlohmann::json& doc) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
