@@ -57,7 +57,7 @@ Result<OptimizerKind> parse_optimizer(const std::string& s) {
 
 Status run(const TrainBenchOpts& o) {
   if (o.sequences < 1 || o.seq_tokens < 2 || o.steps < 1 || o.rank < 1)
-    return invalid_argument("--sequences, --steps and --rank must be positive and --seq-tokens at least 2");
+    return invalid_argument("--sequences, --steps and --lora-rank must be positive and --seq-tokens at least 2");
   KILN_ASSIGN_OR_RETURN(OptimizerKind opt, parse_optimizer(o.optimizer));
   KILN_ASSIGN_OR_RETURN(std::string dir, resolve_model_dir(o.model));
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, create_backend(o.backend));
