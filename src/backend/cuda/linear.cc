@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "backend/arg_checks.h"
+#include "backend/cuda/blas.h"
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/elementwise.h"
 #include "backend/cuda/kernels/gemv.h"
@@ -17,33 +18,6 @@ namespace kiln::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-
-// cublasGetStatusName lives in libcublas, which this backend does not link.
-const char* status_name(cublasStatus_t s) {
-  switch (s) {
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    default: return "cublas status";
-  }
-}
-
-Status lt_status(cublasStatus_t s, const std::string& what) {
-  if (s == CUBLAS_STATUS_SUCCESS) return {};
-  return internal_error("cublasLt " + what + ": " + status_name(s) + " (" + std::to_string(static_cast<int>(s)) + ")");
-}
-
-cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::kBF16: return CUDA_R_16BF;
-    case DType::kF16: return CUDA_R_16F;
-    default: return CUDA_R_32F;
-  }
-}
 
 // The largest power of two (up to 256) dividing the address: what cuBLASLt may assume.
 int alignment_of(const void* p) {
@@ -95,7 +69,7 @@ Support Linear::supports(const MatmulRequest& r) const {
 
 Status Linear::ensure_handle() {
   if (handle_ != nullptr) return {};
-  KILN_RETURN_IF_ERROR(lt_status(cublasLtCreate(&handle_), "create"));
+  KILN_RETURN_IF_ERROR(blas_status(cublasLtCreate(&handle_), "cublasLt create"));
   KILN_ASSIGN_OR_RETURN(workspace_, ctx_->empty({static_cast<int64_t>(kWorkspaceBytes)}, DType::kU8));
   return {};
 }
@@ -116,20 +90,20 @@ Result<const Linear::Plan*> Linear::plan_for(const Key& key, const std::string& 
   }
   ++misses_;
   const DType wt = static_cast<DType>(key.w_dtype);
-  const cudaDataType_t ab = cuda_type(wt);
+  const cudaDataType_t ab = cuda_data_type(wt);
   Plan p;
-  KILN_RETURN_IF_ERROR(lt_status(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc " + req));
+  KILN_RETURN_IF_ERROR(blas_status(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLt desc " + req));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  KILN_RETURN_IF_ERROR(lt_status(
-      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa " + req));
-  KILN_RETURN_IF_ERROR(lt_status(
-      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb " + req));
-  KILN_RETURN_IF_ERROR(lt_status(cublasLtMatrixLayoutCreate(&p.a, ab, key.k, key.n, key.k), "layout A " + req));
-  KILN_RETURN_IF_ERROR(lt_status(cublasLtMatrixLayoutCreate(&p.b, ab, key.k, key.m, key.ldb), "layout B " + req));
-  KILN_RETURN_IF_ERROR(lt_status(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, key.n, key.m, key.ldc), "layout C " + req));
+  KILN_RETURN_IF_ERROR(blas_status(
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "cublasLt transa " + req));
+  KILN_RETURN_IF_ERROR(blas_status(
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "cublasLt transb " + req));
+  KILN_RETURN_IF_ERROR(blas_status(cublasLtMatrixLayoutCreate(&p.a, ab, key.k, key.n, key.k), "cublasLt layout A " + req));
+  KILN_RETURN_IF_ERROR(blas_status(cublasLtMatrixLayoutCreate(&p.b, ab, key.k, key.m, key.ldb), "cublasLt layout B " + req));
+  KILN_RETURN_IF_ERROR(blas_status(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, key.n, key.m, key.ldc), "cublasLt layout C " + req));
 
   cublasLtMatmulPreference_t pref = nullptr;
-  KILN_RETURN_IF_ERROR(lt_status(cublasLtMatmulPreferenceCreate(&pref), "preference " + req));
+  KILN_RETURN_IF_ERROR(blas_status(cublasLtMatmulPreferenceCreate(&pref), "cublasLt preference " + req));
   const uint64_t ws = kWorkspaceBytes;
   const uint32_t aa = key.align_a, ba = key.align_b, ca = key.align_c;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
@@ -147,7 +121,7 @@ Result<const Linear::Plan*> Linear::plan_for(const Key& key, const std::string& 
     cublasLtMatrixLayoutDestroy(p.b);
     cublasLtMatrixLayoutDestroy(p.c);
     cublasLtMatmulDescDestroy(p.desc);
-    if (hs != CUBLAS_STATUS_SUCCESS) return lt_status(hs, "heuristic " + req);
+    if (hs != CUBLAS_STATUS_SUCCESS) return blas_status(hs, "cublasLt heuristic " + req);
     return unsupported("cublasLt has no algorithm for " + req);
   }
   p.algo = result.algo;
@@ -209,10 +183,10 @@ Status Linear::matmul(const MatmulArgs& a) {
   KILN_ASSIGN_OR_RETURN(const Plan* plan, plan_for(key, req));
   const float alpha = 1.f, beta = a.accumulate ? 1.f : 0.f;
   kernel_launch_count().fetch_add(1, std::memory_order_relaxed);  // one cuBLASLt matmul, counted as one launch
-  return lt_status(cublasLtMatmul(handle_, plan->desc, &alpha, a.w.raw(), plan->a, b_ptr, plan->b, &beta, a.out.raw(),
+  return blas_status(cublasLtMatmul(handle_, plan->desc, &alpha, a.w.raw(), plan->a, b_ptr, plan->b, &beta, a.out.raw(),
                                   plan->c, a.out.raw(), plan->c, &plan->algo, workspace_.raw(), kWorkspaceBytes,
                                   ctx_->stream),
-                   "matmul " + req);
+                   "cublasLt matmul " + req);
 }
 
 }  // namespace kiln::cuda

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/blas.h"
 #include "backend/cuda/kernels/attention_backward.h"
 #include "backend/cuda/training.h"
 #include "backend/training_checks.h"
@@ -56,9 +57,9 @@ Status batched_gemm(cublasHandle_t h, int64_t m, int64_t n, int64_t k, float alp
       static_cast<int>(m), static_cast<int>(k), &alpha, b.data, CUDA_R_32F, static_cast<int>(b.ld), b.batch_stride,
       a.data, CUDA_R_32F, static_cast<int>(a.ld), a.batch_stride, &beta, c, CUDA_R_32F, static_cast<int>(ldc),
       c_stride, static_cast<int>(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  if (s == CUBLAS_STATUS_SUCCESS) return {};
-  return internal_error(req + ": cuBLAS GEMM [" + std::to_string(m) + ", " + std::to_string(n) + ", " +
-                        std::to_string(k) + "] x " + std::to_string(batch) + ": " + cublasGetStatusString(s));
+  if (s == CUBLAS_STATUS_SUCCESS) return {};  // the message is built only for an error
+  return blas_status(s, req + ": cuBLAS GEMM [" + std::to_string(m) + ", " + std::to_string(n) + ", " +
+                            std::to_string(k) + "] x " + std::to_string(batch));
 }
 
 AttnHeads heads(const Tensor& t) {

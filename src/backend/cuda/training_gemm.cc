@@ -7,6 +7,7 @@
 #include <climits>
 #include <string>
 
+#include "backend/cuda/blas.h"
 #include "backend/cuda/kernels/elementwise.h"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/training.h"
@@ -15,20 +16,6 @@
 namespace kiln::cuda {
 
 namespace {
-
-Status blas_status(cublasStatus_t s, const std::string& what) {
-  if (s == CUBLAS_STATUS_SUCCESS) return {};
-  return internal_error("cublas " + what + ": " + cublasGetStatusName(s) + " (" + std::to_string(static_cast<int>(s)) +
-                        ")");
-}
-
-cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::kBF16: return CUDA_R_16BF;
-    case DType::kF16: return CUDA_R_16F;
-    default: return CUDA_R_32F;
-  }
-}
 
 // The leading dimension cuBLAS is given for a row-major [rows, cols] view: its row stride. A
 // single row may carry any stride (a one-row slice of a wider tensor), which cuBLAS would reject
@@ -55,9 +42,9 @@ Result<cublasHandle_t> Training::blas() {
   std::lock_guard<std::mutex> lock(blas_mu_);
   if (blas_ != nullptr) return blas_;
   cublasHandle_t h = nullptr;
-  KILN_RETURN_IF_ERROR(blas_status(cublasCreate(&h), "create"));
-  Status s = blas_status(cublasSetStream(h, ctx_->stream), "set stream");
-  if (s.ok()) s = blas_status(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "set math mode");
+  KILN_RETURN_IF_ERROR(blas_status(cublasCreate(&h), "cublas create"));
+  Status s = blas_status(cublasSetStream(h, ctx_->stream), "cublas set stream");
+  if (s.ok()) s = blas_status(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublas set math mode");
   if (!s.ok()) {
     cublasDestroy(h);
     return s;
@@ -109,10 +96,10 @@ Status Training::gemm(const GemmArgs& g) {
   const float alpha = g.alpha, beta = g.accumulate ? 1.f : 0.f;
   kernel_launch_count().fetch_add(1, std::memory_order_relaxed);  // one cuBLAS GEMM, counted as one launch
   return blas_status(cublasGemmEx(h, op_b, op_a, static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha,
-                                  g.b.raw(), cuda_type(bt), static_cast<int>(ldb), a_ptr, cuda_type(bt),
+                                  g.b.raw(), cuda_data_type(bt), static_cast<int>(ldb), a_ptr, cuda_data_type(bt),
                                   static_cast<int>(lda), &beta, g.out.raw(), CUDA_R_32F, static_cast<int>(ldo),
                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                     "gemm " + req);
+                     "cublas gemm " + req);
 }
 
 }  // namespace kiln::cuda

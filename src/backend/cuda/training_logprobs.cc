@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/blas.h"
 #include "backend/cuda/kernels/elementwise.h"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/token_logprobs.h"
@@ -34,20 +35,6 @@ constexpr int64_t kMinChunk = 4096, kMaxChunk = 16384;
 int64_t vocab_chunk(int64_t tokens, int64_t vocab) {
   const int64_t c = std::clamp(kScratchBytes / (4 * tokens), kMinChunk, kMaxChunk) / 128 * 128;
   return std::min(c, vocab);
-}
-
-Status blas_status(cublasStatus_t s, const std::string& what) {
-  if (s == CUBLAS_STATUS_SUCCESS) return {};
-  return internal_error("cublasGemmEx " + what + ": " + cublasGetStatusString(s) + " (" +
-                        std::to_string(static_cast<int>(s)) + ")");
-}
-
-cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::kBF16: return CUDA_R_16BF;
-    case DType::kF16: return CUDA_R_16F;
-    default: return CUDA_R_32F;
-  }
 }
 
 // Row v0 of the [vocab, width] head.
@@ -99,10 +86,10 @@ Status chunk_logits(cublasHandle_t h, const HiddenOperand& x, const Tensor& head
   const float alpha = 1.f, beta = 0.f;
   kernel_launch_count().fetch_add(1, std::memory_order_relaxed);
   return blas_status(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(T),
-                                  static_cast<int>(W), &alpha, a, cuda_type(dt), static_cast<int>(W), x.data,
-                                  cuda_type(dt), static_cast<int>(x.ld), &beta, logits, CUDA_R_32F,
+                                  static_cast<int>(W), &alpha, a, cuda_data_type(dt), static_cast<int>(W), x.data,
+                                  cuda_data_type(dt), static_cast<int>(x.ld), &beta, logits, CUDA_R_32F,
                                   static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                     "logits chunk v0=" + std::to_string(v0) + " n=" + std::to_string(n));
+                     "cublasGemmEx logits chunk v0=" + std::to_string(v0) + " n=" + std::to_string(n));
 }
 
 // dhidden[T, W] (ld) (+)= G[T, n] rows[n, W], both operands in `dt`, rows = the head's rows
@@ -113,10 +100,10 @@ Status chunk_dhidden(cublasHandle_t h, const void* g, const void* a, DType dt, i
   const float alpha = 1.f, beta = add ? 1.f : 0.f;
   kernel_launch_count().fetch_add(1, std::memory_order_relaxed);
   return blas_status(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(W), static_cast<int>(T),
-                                  static_cast<int>(n), &alpha, a, cuda_type(dt), static_cast<int>(W), g,
-                                  cuda_type(dt), static_cast<int>(n), &beta, dh, CUDA_R_32F, static_cast<int>(ld),
+                                  static_cast<int>(n), &alpha, a, cuda_data_type(dt), static_cast<int>(W), g,
+                                  cuda_data_type(dt), static_cast<int>(n), &beta, dh, CUDA_R_32F, static_cast<int>(ld),
                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                     "dhidden chunk v0=" + std::to_string(v0) + " n=" + std::to_string(n));
+                     "cublasGemmEx dhidden chunk v0=" + std::to_string(v0) + " n=" + std::to_string(n));
 }
 
 // Targets must lie below the vocabulary (< 0: no target), as on the CPU backend. Costs one small
