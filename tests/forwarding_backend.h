@@ -24,6 +24,7 @@ class ForwardingBackend : public Backend {
   SamplingFacet& sampling() override { return inner_->sampling(); }
   TrainingFacet& training() override { return inner_->training(); }
   OptimizerFacet& optimizer() override { return inner_->optimizer(); }
+  ReplayFacet& replay() override { return inner_->replay(); }
   MemoryUsage memory_usage() const override { return inner_->memory_usage(); }
 
  protected:

@@ -6,6 +6,7 @@
 
 #include "backend/capabilities.h"
 #include "backend/facets.h"
+#include "backend/replay.h"
 #include "backend/training_facets.h"
 
 namespace kiln {
@@ -38,6 +39,11 @@ class Backend {
   virtual SamplingFacet& sampling() = 0;
   virtual TrainingFacet& training() = 0;
   virtual OptimizerFacet& optimizer() = 0;
+  // Recording and replaying facet calls (CUDA graphs); by default none: every step runs eagerly.
+  virtual ReplayFacet& replay() {
+    static NoReplay none("this backend runs every step eagerly (no replay)");
+    return none;
+  }
   // Read at the time of the call (for /health and the dashboard); unknown by default.
   virtual MemoryUsage memory_usage() const { return {}; }
 };

@@ -34,7 +34,7 @@ RequestSpec greedy_request(std::vector<int32_t> prompt, int64_t max_tokens) {
 // An engine for `rows` sequences of up to `tokens` tokens each, with no prefix cache (every
 // prompt must be computed).
 Result<std::unique_ptr<Engine>> bench_engine(Qwen35Model& model, int64_t rows, int64_t tokens, int64_t chunk,
-                                             bool device_sampling) {
+                                             const EngineBenchOpts& o) {
   EngineConfig ec;
   ec.scheduler.max_running = rows;
   ec.scheduler.max_queue = rows;
@@ -43,7 +43,8 @@ Result<std::unique_ptr<Engine>> bench_engine(Qwen35Model& model, int64_t rows, i
   ec.snapshot_slots = 0;
   ec.prefix_cache.enabled = false;
   ec.channel_capacity = static_cast<size_t>(tokens) + 8;  // never full: no backpressure pauses
-  ec.device_sampling = device_sampling;
+  ec.device_sampling = o.device_sampling;
+  ec.decode_replay = o.decode_replay;
   return Engine::create(model, std::move(ec));
 }
 
@@ -65,7 +66,7 @@ Result<nlohmann::json> bench_engine_decode(Qwen35Model& model, int64_t batch, co
   // The first token comes from the prefill; then warm-up and timed steps.
   const int64_t max_tokens = 1 + o.warmup_steps + o.decode_steps;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                        bench_engine(model, batch, o.context + max_tokens, o.prefill_chunk, o.device_sampling));
+                        bench_engine(model, batch, o.context + max_tokens, o.prefill_chunk, o));
   std::vector<Submission> subs;
   for (int64_t r = 0; r < batch; ++r) {
     KILN_ASSIGN_OR_RETURN(Submission s, engine->submit(greedy_request(distinct_prompt(o.context, batch * 1000 + r, V), max_tokens)));
@@ -97,13 +98,14 @@ Result<nlohmann::json> bench_engine_decode(Qwen35Model& model, int64_t batch, co
                         {"step_ms_median", 1e3 * sorted[sorted.size() / 2]},
                         {"step_ms_max", 1e3 * sorted.back()},
                         {"tokens_per_s", static_cast<double>(batch) * static_cast<double>(steps.size()) / sum},
+                        {"replayed_steps", engine->stats().decode_replays},
                         {"wall_seconds_with_prefill", total}};
 }
 
 Result<nlohmann::json> bench_engine_ttft(Qwen35Model& model, int64_t tokens, int repeats, const EngineBenchOpts& o) {
   if (tokens < 1 || repeats < 1) return invalid_argument("bench: TTFT tokens and repeats must be positive");
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                        bench_engine(model, 1, tokens + 1, std::max(tokens, o.prefill_chunk), o.device_sampling));
+                        bench_engine(model, 1, tokens + 1, std::max(tokens, o.prefill_chunk), o));
   std::vector<double> ms;
   for (int rep = 0; rep <= repeats; ++rep) {  // rep 0 warms up
     const int64_t V = model.config().vocab_size;

@@ -17,11 +17,13 @@ struct EngineBenchOpts {
   int64_t warmup_steps = 2;     // decode steps run before the timed ones (algorithm caches, pool)
   int64_t prefill_chunk = 8192; // tokens per engine cycle while the prompts prefill
   bool device_sampling = true;  // EngineConfig::device_sampling
+  bool decode_replay = true;    // EngineConfig::decode_replay
 };
 
 // `batch` sequences of `context` distinct tokens each, prefilled, then decoded together; the
 // cycles that decode all of them (and prefill nothing) are timed. Greedy, no logprobs.
-// JSON: batch, context, steps, seconds, step_ms_median, tokens_per_s.
+// JSON: batch, context, steps, seconds, step_ms_median, tokens_per_s, replayed_steps (decode steps
+// replayed as a recording, warm-up included; 0 where the backend runs eagerly).
 Result<nlohmann::json> bench_engine_decode(Qwen35Model& model, int64_t batch, const EngineBenchOpts& o);
 
 // Submit-to-first-token time of a `tokens`-token prompt on an idle engine (greedy, one token),

@@ -84,6 +84,7 @@ struct BenchOpts {
   std::vector<int64_t> batches, prefill_tokens;
   int64_t context = 1024, ttft_tokens = 0;
   bool host_sampling = false;
+  bool eager = false;
   std::string peer_json;
 };
 
@@ -238,6 +239,7 @@ Status run(const BenchOpts& o) {
                   {"tokens_per_s", decode_tps},
                   {"roofline_tokens_per_s", roofline_tps},
                   {"fraction_of_roofline", decode_tps / roofline_tps},
+                  {"execution", "eager: the forward called step by step (decode_batches goes through the engine)"},
                   // Every kernel launch and cuBLASLt matmul of a decode step, the argmax included.
                   {"launches_per_token", launches_counted ? nlohmann::json(static_cast<double>(decode_launches) /
                                                                            static_cast<double>(o.decode_tokens * o.repeats))
@@ -260,6 +262,7 @@ Status run(const BenchOpts& o) {
   eo.context = o.context;
   eo.decode_steps = o.decode_tokens;
   eo.device_sampling = !o.host_sampling;
+  eo.decode_replay = !o.eager;
   if (!o.batches.empty()) {
     nlohmann::json sweep = nlohmann::json::array();
     for (int64_t b : o.batches) {
@@ -283,6 +286,7 @@ Status run(const BenchOpts& o) {
       sweep.push_back(*r);
     }
     j["decode_batches"] = {{"sampling", o.host_sampling ? "host (every row's logits copied)" : "device argmax (ids only)"},
+                           {"execution", !o.eager && model->backend().replay().available() ? "graph_replay" : "eager"},
                            {"points", sweep}};
   }
   if (o.ttft_tokens > 0) {
@@ -329,6 +333,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--ttft-tokens", o->ttft_tokens, "Engine time to first token of a prompt of this length (0: off)")
       ->capture_default_str();
   cmd->add_flag("--host-sampling", o->host_sampling, "Engine sweep: copy every row's logits to the host (the old path)");
+  cmd->add_flag("--eager", o->eager, "Engine sweep: run every decode step eagerly (no CUDA graph replay)");
   cmd->add_option("--peer-json", o->peer_json, "JSON of a peer run (tools/bench_hf_peer.py), included as `peer`");
   add_bench_serve_command(*cmd);
   add_bench_train_command(*cmd);

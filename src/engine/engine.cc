@@ -14,9 +14,17 @@ Result<std::unique_ptr<Engine>> Engine::create(Qwen35Model& model, EngineConfig 
   if (config.scheduler.max_queue < 0) return invalid_argument("max_queue must be >= 0");
   if (config.snapshot_slots < 0) return invalid_argument("snapshot_slots must be >= 0");
   if (config.channel_capacity == 0) return invalid_argument("channel_capacity must be positive");
-  KILN_ASSIGN_OR_RETURN(ModelState state,
-                        model.create_state({config.scheduler.max_running + config.snapshot_slots, config.kv_blocks}));
-  return std::make_unique<Engine>(model, std::move(config), std::move(state));
+  // Replay keeps one slot and one block for its padding rows, on top of what the config asks.
+  const bool replay = config.decode_replay && model.backend().replay().available();
+  KILN_ASSIGN_OR_RETURN(ModelState state, model.create_state({config.scheduler.max_running + config.snapshot_slots + replay,
+                                                               config.kv_blocks + replay}));
+  auto engine = std::make_unique<Engine>(model, std::move(config), std::move(state));
+  if (replay) {
+    const EngineConfig& c = engine->config_;
+    KILN_ASSIGN_OR_RETURN(engine->replay_, DecodeReplay::create(model, engine->state_, model.backend().replay(),
+                                                                c.scheduler.max_running, c.kv_blocks));
+  }
+  return engine;
 }
 
 Engine::Engine(Qwen35Model& model, EngineConfig config, ModelState state)
@@ -122,7 +130,8 @@ Status Engine::run_decode(const Cycle& c) {
   if (c.decode.empty()) return {};
   std::vector<SequenceInput> rows;
   for (Sequence* s : c.decode) rows.push_back({&s->state, std::span<const int32_t>(&s->tokens.back(), 1), s->lora});
-  auto logits = model_.forward_on_device(rows, LogitsMode::kLast, state_);
+  auto logits = replay_ && replay_->applies(rows) ? replay_->forward(rows)
+                                                  : model_.forward_on_device(rows, LogitsMode::kLast, state_);
   std::vector<RowToSample> picks;
   for (size_t i = 0; i < c.decode.size(); ++i) picks.push_back({c.decode[i], static_cast<int64_t>(i)});
   Result<std::vector<SampledToken>> tokens =
@@ -243,9 +252,11 @@ Result<CycleReport> Engine::step() {
 EngineStats Engine::stats() const {
   EngineStats s;
   s.free_blocks = blocks_.free_blocks();
-  s.total_blocks = blocks_.capacity();
+  // The padding rows' block and slot (DecodeReplay) are the engine's own, not the requests'.
+  const int64_t own = replay_ ? 1 : 0;
+  s.total_blocks = blocks_.capacity() - own;
   s.free_slots = slots_.free_slots();
-  s.total_slots = slots_.capacity();
+  s.total_slots = slots_.capacity() - own;
   s.running = static_cast<int64_t>(scheduler_.running().size());
   s.waiting = static_cast<int64_t>(scheduler_.waiting());
   s.cached_blocks = cache_.held_blocks();
@@ -256,6 +267,10 @@ EngineStats Engine::stats() const {
   s.decode_rows = decode_rows_;
   s.prefill_tokens = prefill_tokens_;
   s.max_running = config_.scheduler.max_running;
+  if (replay_) {
+    s.decode_replays = replay_->stats().replays;
+    s.decode_recordings = replay_->stats().recordings;
+  }
   return s;
 }
 

@@ -13,6 +13,7 @@
 #include "engine/adapter_registry.h"
 #include "engine/prefix_cache.h"
 #include "engine/scheduler.h"
+#include "model/decode_replay.h"
 #include "model/qwen35.h"
 
 namespace kiln {
@@ -28,6 +29,9 @@ struct EngineConfig {
   // Greedy rows that report nothing else take their token from one argmax on the device, and only
   // ids cross to the host (row_sampling.h); false copies every row's logits to the host.
   bool device_sampling = true;
+  // Decode steps of adapter-free rows are recorded once per shape bucket and replayed where the
+  // backend can (CUDA graphs; model/decode_replay.h); false runs every step eagerly.
+  bool decode_replay = true;
 };
 
 struct EngineStats {
@@ -38,6 +42,8 @@ struct EngineStats {
   // decode_rows / decode_cycles), prompt tokens prefilled.
   int64_t decode_cycles = 0, decode_rows = 0, prefill_tokens = 0;
   int64_t max_running = 0;
+  // Decode steps replayed, and shape buckets recorded (0 where the backend runs eagerly).
+  int64_t decode_replays = 0, decode_recordings = 0;
 };
 
 struct CycleReport {
@@ -92,6 +98,7 @@ class Engine {
   GdnStateSlots slots_;
   PrefixCache cache_;
   Scheduler scheduler_;
+  std::unique_ptr<DecodeReplay> replay_;  // null: every decode step runs eagerly
   std::atomic<uint64_t> next_id_{1};
   int64_t decode_cycles_ = 0, decode_rows_ = 0, prefill_tokens_ = 0;
 };

@@ -241,19 +241,32 @@ Result<Tensor> Qwen35Model::forward_on_device(std::span<const SequenceInput> row
                                               ModelState& state) {
   if (rows.empty()) return invalid_argument("forward: no rows");
   KILN_ASSIGN_OR_RETURN(BatchLayout bl, build_layout(rows, state));
+  StorageFacet& s = backend_.storage();
+  std::vector<int32_t> ids;
+  for (const auto& r : rows) ids.insert(ids.end(), r.tokens.begin(), r.tokens.end());
+  KILN_ASSIGN_OR_RETURN(Tensor dev_ids, s.upload(Tensor::from_values(ids, {bl.tokens})));
+  KILN_ASSIGN_OR_RETURN(Tensor logits,
+                        s.allocate({mode == LogitsMode::kLast ? bl.rows : bl.tokens, config_.vocab_size}, DType::kF32));
+  KILN_RETURN_IF_ERROR(run(dev_ids, bl, rows, mode, state, logits));
+  for (const auto& r : rows) r.seq->length += static_cast<int64_t>(r.tokens.size());
+  return logits;
+}
+
+Status Qwen35Model::decode_step(const Tensor& ids, const BatchLayout& bl, ModelState& state, const Tensor& logits) {
+  if (bl.phase != Phase::kDecode || bl.rows != bl.tokens)
+    return invalid_argument("decode_step: the layout is not one token a row (" + std::to_string(bl.rows) + " rows, " +
+                            std::to_string(bl.tokens) + " tokens)");
+  return run(ids, bl, {}, LogitsMode::kLast, state, logits);
+}
+
+Status Qwen35Model::run(const Tensor& ids, const BatchLayout& bl, std::span<const SequenceInput> rows, LogitsMode mode,
+                        ModelState& state, const Tensor& logits) {
   const auto& c = config_;
   const int64_t T = bl.tokens, H = c.hidden_size;
   StorageFacet& s = backend_.storage();
   KILN_ASSIGN_OR_RETURN(Workspace ws, Workspace::create(c, T, s));
   KILN_ASSIGN_OR_RETURN(ws.lora, LoraBatch::create(rows, c, backend_));
-
-  std::vector<int32_t> ids;
-  for (const auto& r : rows) ids.insert(ids.end(), r.tokens.begin(), r.tokens.end());
-  KILN_ASSIGN_OR_RETURN(Tensor dev_ids, s.upload(Tensor::from_values(ids, {T})));
-  KILN_RETURN_IF_ERROR(backend_.elementwise().embed({dev_ids, weights_.embed, ws.x}));
-
-  NormFacet& norm = backend_.norm();
-  const float eps = static_cast<float>(c.rms_norm_eps);
+  KILN_RETURN_IF_ERROR(backend_.elementwise().embed({ids, weights_.embed, ws.x}));
   for (int64_t i = 0; i < c.num_layers; ++i) KILN_RETURN_IF_ERROR(decoder_layer(i, bl, state, ws));
 
   // The rows whose logits are wanted: every token, or each sequence's last.
@@ -270,13 +283,13 @@ Result<Tensor> Qwen35Model::forward_on_device(std::span<const SequenceInput> row
     }
   }
   const int64_t R = final_in.dim(0);
+  if (logits.rank() != 2 || logits.dim(0) != R || logits.dim(1) != c.vocab_size)
+    return invalid_argument("forward: logits is " + logits.describe() + ", expected [" + std::to_string(R) + ", " +
+                            std::to_string(c.vocab_size) + "]");
   Tensor normed = ws.h.slice(0, 0, R);
-  KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, final_in, {}, weights_.final_norm, {}, normed, eps}));
-  KILN_ASSIGN_OR_RETURN(Tensor logits, s.allocate({R, c.vocab_size}, DType::kF32));
-  KILN_RETURN_IF_ERROR(backend_.linear().matmul({normed, weights_.lm_head, logits}));
-
-  for (const auto& r : rows) r.seq->length += static_cast<int64_t>(r.tokens.size());
-  return logits;
+  KILN_RETURN_IF_ERROR(backend_.norm().rms_norm(
+      {NormKind::kOnePlus, final_in, {}, weights_.final_norm, {}, normed, static_cast<float>(c.rms_norm_eps)}));
+  return backend_.linear().matmul({normed, weights_.lm_head, logits});
 }
 
 }  // namespace kiln

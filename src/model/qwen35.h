@@ -64,6 +64,13 @@ class Qwen35Model {
   // ids cross to the host.
   Result<Tensor> forward_on_device(std::span<const SequenceInput> rows, LogitsMode mode, ModelState& state);
 
+  // The device work of a decode forward on inputs already on the device: the embedding of `ids`
+  // (one token a row of `bl`), every layer, the final norm and the LM head into `logits`
+  // [bl.rows, vocab]; no adapters. Sequence lengths do not advance. Calls only facets, allocates
+  // only temporaries and reads its inputs only from the tensors given: what a decode replay
+  // records (model/decode_replay.h).
+  Status decode_step(const Tensor& ids, const BatchLayout& bl, ModelState& state, const Tensor& logits);
+
   // One decoder layer on the residual `x` [tokens, hidden] (updated in place), for training,
   // which recomputes layers from checkpoints. `bl` is the rows' layout, their K/V blocks reserved;
   // the layer's GDN state slots are used as they are (zero them to start the sequences afresh).
@@ -78,6 +85,10 @@ class Qwen35Model {
   Status mlp(const LayerWeights& L, int64_t layer, Workspace& ws);
   Status decoder_layer(int64_t layer, const BatchLayout& bl, ModelState& state, Workspace& ws);
   Result<BatchLayout> build_layout(std::span<const SequenceInput> rows, ModelState& state);
+  // Embedding, layers, final norm and LM head of the tokens `ids` laid out by `bl`, with the
+  // rows' adapters; `logits` has one row per token (kAll) or per row (kLast).
+  Status run(const Tensor& ids, const BatchLayout& bl, std::span<const SequenceInput> rows, LogitsMode mode,
+             ModelState& state, const Tensor& logits);
 
   ModelConfig config_;
   ModelWeights weights_;

@@ -59,7 +59,10 @@ const std::vector<Gate>& conformance_gates() {
           "CudaTrainingOps.MuonAboveRank256IsDeclinedSayingWhy"},
          ""}}},
       {"replay_parity", "a replayed decode step equals the eager one",
-       {{"cpu", {}, "the CPU runs every step eagerly; there is nothing to replay"}, {"cuda", {}, ""}}},
+       {{"cpu", {}, "the CPU runs every step eagerly; there is nothing to replay"},
+        // Bit for bit against the same padded step run eagerly, over row buckets 1, 4, 8, 16 and
+        // a K/V block boundary; f32 and bf16 checkpoints.
+        {"cuda", {"CudaReplay.F32FixtureReplayEqualsTheEagerStep", "CudaReplay.Bf16CheckpointReplayEqualsTheEagerStep"}, ""}}},
       {"one_step_training_proof", "one LoRA training step lowers the loss and changes the adapter as the reference does",
        {{"cpu",
          {"LoraTrainer.GradientsMatchTransformersAndPeft", "LoraTrainer.HybridModelMatchesFiniteDifferencesOfTheServingForward",
@@ -77,7 +80,8 @@ const std::vector<Gate>& conformance_gates() {
       {"decode_launches_per_token", "a decode step is one graph replay (or a bounded launch count) per token",
        {{"cpu", {}, "the CPU launches no kernels"},
         // Counted launches of each decode step == the forward's op count (58 on gqa_untied), under the bound.
-        {"cuda", {"CudaEngine.DecodeLaunchesPerTokenEqualTheOpCountUnderTheBound"}, ""}}},
+        // Replayed (the default): one graph replay and one kernel launch (the argmax) per step.
+        {"cuda", {"CudaEngine.DecodeLaunchesPerTokenEqualTheOpCountUnderTheBound", "CudaEngine.SteadyDecodeStepIsOneGraphReplay"}, ""}}},
       {"matmul_algorithm_cache_reporting", "the GEMM algorithm cache reports its hits and misses",
        {{"cpu", {}, "OpenBLAS has no algorithm cache"}, {"cuda", {"CudaParity.MatmulAlgorithmCacheHitsOnRepeat"}, ""}}},
       {"hardware_latency_thresholds", "microbenchmarks of the 4B shapes stay under locked thresholds",

@@ -89,6 +89,7 @@ Result<std::shared_ptr<Context>> Context::create() {
   KILN_RETURN_IF_ERROR(cuda_status(cudaGetDeviceProperties(&c->props, c->device), "cudaGetDeviceProperties"));
   KILN_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreate"));
   c->pool = std::make_shared<DevicePool>(c->device);
+  c->recording_pool = std::make_shared<DevicePool>(c->device);
   c->profiler = Profiler::from_env(c->stream);
   return c;
 }
@@ -119,8 +120,9 @@ Result<void*> Context::staging(size_t bytes) {
 Result<Tensor> Context::empty(Shape shape, DType dtype) {
   const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
   size_t rounded = 0;
-  KILN_ASSIGN_OR_RETURN(void* p, pool->allocate(bytes, &rounded));
-  auto storage = std::make_shared<DeviceBuffer>(pool, p, bytes, rounded, device);
+  const std::shared_ptr<DevicePool>& from = recording ? recording_pool : pool;
+  KILN_ASSIGN_OR_RETURN(void* p, from->allocate(bytes, &rounded));
+  auto storage = std::make_shared<DeviceBuffer>(from, p, bytes, rounded, device);
   return Tensor(std::move(storage), dtype, shape);
 }
 

@@ -62,6 +62,11 @@ struct Context {
   cudaDeviceProp props{};
   cudaStream_t stream = nullptr;
   std::shared_ptr<DevicePool> pool;
+  // While a recording is made (replay.cc), allocations come from recording_pool instead: its
+  // blocks are only ever handed to recorded work, which replays in stream order like everything
+  // else, so a recording's temporaries never alias memory that eager work keeps.
+  std::shared_ptr<DevicePool> recording_pool;
+  bool recording = false;
   std::unique_ptr<Profiler> profiler;  // KILN_CUDA_PROFILE=1 only
 
   static Result<std::shared_ptr<Context>> create();
@@ -70,7 +75,8 @@ struct Context {
   // run at a fraction of the bus rate). Hold staging_mu while using it.
   Result<void*> staging(size_t bytes);
   std::mutex staging_mu;
-  // An uninitialised contiguous f32/bf16/... device tensor from the pool (allocate() zero-fills).
+  // An uninitialised contiguous f32/bf16/... device tensor from the pool, or from the recording
+  // pool while recording (allocate() zero-fills).
   Result<Tensor> empty(Shape shape, DType dtype);
 
  private:

@@ -7,6 +7,7 @@
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/paged_attention.h"
 #include "backend/cuda/training.h"
+#include "backend/cuda/tuning.h"
 
 namespace kiln {
 
@@ -34,15 +35,20 @@ BackendCapabilities cuda_capabilities(const cudaDeviceProp& p) {
   c.gdn.state_dtype = DType::kF32;
   c.decode.batched = true;
   c.decode.max_batch = 65535;  // grid limit of the per-row kernels
-  c.decode_execution.mode = "eager";
+  // The engine replays the decode step of adapter-free batches (model/decode_replay.h).
+  c.decode_execution.mode = cuda::tuning().graphs ? "graph_replay" : "eager";
   c.training.supported = true;  // every backward op and optimizer step on the device, f32 LoRA factors and state
   c.training.lora_dtypes = {DType::kF32};
   c.training.optimizers = {"muon", "adam_w", "sgd"};
   // Muon's Newton-Schulz runs in the rank-sized Gram space (r x r) on the device (kMuonMaxRank).
   c.training.muon_rank_min = 1;
   c.training.muon_rank_max = 256;
-  c.replay.graphs = false;
-  c.replay.captured = "none yet: every step runs eagerly (CUDA graphs are future work)";
+  c.replay.graphs = cuda::tuning().graphs;
+  c.replay.captured = cuda::tuning().graphs
+                          ? "the engine's decode step for rows without adapters, one graph per (rows padded to 1, 2, 4, 8 "
+                            "or a multiple of 8; block-table width padded to a power of two); prefill, rows with "
+                            "adapters and training run eagerly"
+                          : "none: KILN_CUDA_GRAPHS=0 runs every step eagerly";
   c.fallback = {FallbackMode::kStrict, FallbackMode::kNativeRequired, FallbackMode::kNativeRequired};
   return c;
 }
@@ -51,7 +57,7 @@ class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(std::shared_ptr<cuda::Context> ctx)
       : ctx_(ctx), caps_(cuda_capabilities(ctx->props)), storage_(ctx), linear_(ctx), norm_(ctx), attention_(ctx),
-        conv_(ctx), gdn_(ctx), elementwise_(ctx), sampling_(ctx), training_(ctx), optimizer_(ctx) {
+        conv_(ctx), gdn_(ctx), elementwise_(ctx), sampling_(ctx), training_(ctx), optimizer_(ctx), replay_(ctx) {
     const cudaDeviceProp& p = ctx->props;
     id_.name = "cuda";
     id_.device_name = std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
@@ -72,6 +78,7 @@ class CudaBackend final : public Backend {
   SamplingFacet& sampling() override { return sampling_; }
   TrainingFacet& training() override { return training_; }
   OptimizerFacet& optimizer() override { return optimizer_; }
+  ReplayFacet& replay() override { return replay_; }
   MemoryUsage memory_usage() const override {
     MemoryUsage m;
     m.what = "device memory in use by every process and context (cudaMemGetInfo)";
@@ -85,6 +92,7 @@ class CudaBackend final : public Backend {
 
   cuda::Context& context() { return *ctx_; }
   const cuda::Linear& linear_impl() const { return linear_; }
+  const cuda::Replay& replay_impl() const { return replay_; }
 
  private:
   std::shared_ptr<cuda::Context> ctx_;
@@ -100,6 +108,7 @@ class CudaBackend final : public Backend {
   cuda::Sampling sampling_;
   cuda::Training training_;
   cuda::Optimizer optimizer_;
+  cuda::Replay replay_;
 };
 
 Result<CudaBackend*> as_cuda(Backend& b) {
@@ -124,6 +133,8 @@ Result<CudaBackendStats> cuda_backend_stats(Backend& backend) {
   s.matmul_cache_entries = m.entries;
   s.cublaslt_matmuls = m.hits + m.misses;  // every cuBLASLt matmul looks its plan up once
   s.launches = cuda::kernel_launch_count().load();
+  s.graph_recordings = be->replay_impl().recordings();
+  s.graph_replays = be->replay_impl().replays();
   cuda::PoolStats p = be->context().pool->stats();
   s.pool_hits = p.hits;
   s.pool_misses = p.misses;

@@ -23,6 +23,8 @@ struct CudaBackendStats {
   // (kernels/launch.h); take differences around the work to count.
   uint64_t launches = 0;
   uint64_t cublaslt_matmuls = 0;  // of this backend (each is one of `launches`)
+  // CUDA graphs of this backend: made, and launched (a replay's kernels are not in `launches`).
+  uint64_t graph_recordings = 0, graph_replays = 0;
 };
 // Fails when `backend` is not a CUDA backend.
 Result<CudaBackendStats> cuda_backend_stats(Backend& backend);

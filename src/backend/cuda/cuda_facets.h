@@ -12,6 +12,7 @@
 #include "backend/arg_checks.h"
 #include "backend/cuda/context.h"
 #include "backend/facets.h"
+#include "backend/replay.h"
 
 namespace kiln::cuda {
 
@@ -160,6 +161,24 @@ class Sampling final : public SamplingFacet {
 
  private:
   std::shared_ptr<Context> ctx_;
+};
+
+// CUDA graphs: record() captures the body's work on the context's stream (relaxed mode, so the
+// recording pool may still cudaMalloc) and instantiates it; replay() launches the executable
+// graph on the same stream. Unavailable while profiling (the profiler synchronises) or with
+// KILN_CUDA_GRAPHS=0.
+class Replay final : public ReplayFacet {
+ public:
+  explicit Replay(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  bool available() const override;
+  Result<std::unique_ptr<Recording>> record(const std::function<Status()>& body) override;
+  Status replay(const Recording& r) override;
+  uint64_t recordings() const { return recordings_; }
+  uint64_t replays() const { return replays_; }
+
+ private:
+  std::shared_ptr<Context> ctx_;
+  uint64_t recordings_ = 0, replays_ = 0;
 };
 
 }  // namespace kiln::cuda

@@ -163,8 +163,18 @@ Status Linear::matmul(const MatmulArgs& a) {
   const void* b_ptr = a.x.raw();
   int64_t ldb = std::max<int64_t>(a.x.stride(0), r.k);
   if (r.m == 1) ldb = r.k;
+  Tensor recorded_scratch;  // while recording: this call's own, from the recording pool (Context::recording)
   if (wt != DType::kF32) {
-    KILN_ASSIGN_OR_RETURN(void* buf, scratch(static_cast<size_t>(r.m * r.k) * dtype_size(wt)));
+    const size_t bytes = static_cast<size_t>(r.m * r.k) * dtype_size(wt);
+    void* buf = nullptr;
+    if (ctx_->recording) {
+      // The shared scratch_ may later be regrown and its block handed to eager work, which a
+      // replay would then overwrite.
+      KILN_ASSIGN_OR_RETURN(recorded_scratch, ctx_->empty({static_cast<int64_t>(bytes)}, DType::kU8));
+      buf = recorded_scratch.raw();
+    } else {
+      KILN_ASSIGN_OR_RETURN(buf, scratch(bytes));
+    }
     ConvertParams cp;
     cp.rows = r.m;
     cp.cols = r.k;

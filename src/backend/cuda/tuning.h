@@ -40,6 +40,7 @@ struct Tuning {
   int attention_decode_blocks_per_sm = 4;
   bool flash_prefill = true;          // bf16-allowed prefill attention on tensor cores (flash_prefill.cu)
   long long flash_prefill_min_q_len = 64;  // ... when the longest query row has at least this many tokens
+  bool graphs = true;  // decode steps recorded as CUDA graphs and replayed (replay.cc)
 };
 
 inline Tuning tuning_from_env() {
@@ -65,6 +66,7 @@ inline Tuning tuning_from_env() {
   if (const char* a = std::getenv("KILN_CUDA_ATTENTION"); a != nullptr && std::strcmp(a, "simple") == 0)
     t.attention_split = false;
   t.flash_prefill = flag("KILN_CUDA_FLASH_PREFILL", true);
+  t.graphs = flag("KILN_CUDA_GRAPHS", true);
   return t;
 }
 

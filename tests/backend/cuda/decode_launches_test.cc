@@ -43,6 +43,7 @@ TEST(CudaEngine, DecodeLaunchesPerTokenEqualTheOpCountUnderTheBound) {
   ec.kv_blocks = 8;
   ec.prefix_cache.enabled = false;
   ec.device_sampling = true;
+  ec.decode_replay = false;  // the eager step's launches (the replayed step: the test below)
   auto engine = Engine::create(**model, ec);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   RequestSpec r;
@@ -83,6 +84,57 @@ TEST(CudaEngine, DecodeLaunchesPerTokenEqualTheOpCountUnderTheBound) {
   RecordProperty("decode_launches_per_token", static_cast<int>(per_step.front()));
   std::printf("decode launches per token: %lld (op count %lld, bound %lld)\n", static_cast<long long>(per_step.front()),
               static_cast<long long>(want), static_cast<long long>(bound));
+}
+
+// With decode replay on (the default), a steady decode step is one graph replay plus the device
+// argmax: one kernel launch and one replay per token, at batch 1 and at batch 8. A step whose
+// shape bucket is new also runs its warm-up eagerly and records; the test counts only steps whose
+// bucket was already recorded.
+TEST(CudaEngine, SteadyDecodeStepIsOneGraphReplay) {
+  KILN_CUDA_OR_SKIP(be);
+  auto model = Qwen35Model::load(std::string(KILN_FIXTURES_DIR) + "/reference/gqa_untied", *be);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const int32_t V = static_cast<int32_t>((*model)->config().vocab_size);
+  for (int rows : {1, 8}) {
+    EngineConfig ec;
+    ec.kv_blocks = 32;
+    ec.scheduler.max_running = 8;
+    ec.prefix_cache.enabled = false;
+    auto engine = Engine::create(**model, ec);
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+    std::vector<Submission> subs;
+    for (int i = 0; i < rows; ++i) {
+      RequestSpec r;
+      for (int32_t t = 0; t < 8 + i; ++t) r.prompt.push_back((t * 31 + i * 7 + 3) % V);
+      r.max_tokens = 20;
+      r.ignore_eos = true;
+      r.sampling.temperature = 0.f;
+      auto sub = (*engine)->submit(r);
+      ASSERT_TRUE(sub.ok()) << sub.status().to_string();
+      subs.push_back(*sub);
+    }
+    ASSERT_TRUE((*engine)->step().ok());  // the prompts, and the first tokens
+    ASSERT_TRUE((*engine)->step().ok());  // the first decode step: warm-up, recording, replay
+    ASSERT_EQ((*engine)->stats().decode_recordings, 1);
+    for (int s = 0; s < 10; ++s) {
+      auto before = cuda_backend_stats(*be);
+      ASSERT_TRUE(before.ok()) << before.status().to_string();
+      ASSERT_TRUE((*engine)->step().ok());
+      auto after = cuda_backend_stats(*be);
+      ASSERT_TRUE(after.ok());
+      EXPECT_EQ(after->graph_replays - before->graph_replays, 1u) << rows << " rows, step " << s;
+      EXPECT_EQ(after->launches - before->launches, 1u) << rows << " rows, step " << s << " (the argmax alone)";
+    }
+    EXPECT_EQ((*engine)->stats().decode_recordings, 1);
+    EXPECT_EQ((*engine)->stats().decode_replays, 11);
+    for (auto& sub : subs) {
+      int64_t tokens = 0;
+      while (auto e = sub.channel->try_pop())
+        if (e->token >= 0) ++tokens;
+      EXPECT_EQ(tokens, 12);  // the first token and eleven decode steps
+    }
+  }
+  RecordProperty("decode_launches_per_token_replayed", 1);
 }
 
 }  // namespace

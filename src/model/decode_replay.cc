@@ -1,0 +1,158 @@
+#include "model/decode_replay.h"
+
+#include <algorithm>
+
+namespace kiln {
+
+namespace {
+
+// Offsets (i32 elements) of the packed inputs for at most `m` rows: ids, positions, cu_seqlens
+// (m + 1), kv_lens, slot_mapping, state_slots, then the block table of the bucket.
+struct Packed {
+  int64_t m;
+  int64_t ids() const { return 0; }
+  int64_t positions() const { return m; }
+  int64_t cu_seqlens() const { return 2 * m; }
+  int64_t kv_lens() const { return 3 * m + 1; }
+  int64_t slot_mapping() const { return 4 * m + 1; }
+  int64_t state_slots() const { return 5 * m + 1; }
+  int64_t tables() const { return 6 * m + 1; }
+};
+
+int64_t pow2_at_least(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DecodeReplay>> DecodeReplay::create(Qwen35Model& model, ModelState& state, ReplayFacet& replay,
+                                                           int64_t max_rows, int64_t max_blocks) {
+  if (max_rows < 1 || max_blocks < 1)
+    return invalid_argument("decode replay: max_rows " + std::to_string(max_rows) + " and max_blocks " +
+                            std::to_string(max_blocks) + " must be positive");
+  std::unique_ptr<DecodeReplay> d(new DecodeReplay(model, state, replay, max_rows, max_blocks));
+  KILN_ASSIGN_OR_RETURN(d->padding_, state.new_sequence());
+  KILN_RETURN_IF_ERROR(state.reserve(d->padding_, 1).with_context("decode replay: the padding rows' K/V block"));
+  StorageFacet& s = model.backend().storage();
+  const Packed p{max_rows};
+  KILN_ASSIGN_OR_RETURN(d->inputs_, s.allocate({p.tables() + max_rows * max_blocks}, DType::kI32));
+  KILN_ASSIGN_OR_RETURN(d->logits_, s.allocate({max_rows, model.config().vocab_size}, DType::kF32));
+  return d;
+}
+
+DecodeReplay::DecodeReplay(Qwen35Model& model, ModelState& state, ReplayFacet& replay, int64_t max_rows,
+                           int64_t max_blocks)
+    : model_(model), state_(state), replay_(replay), max_rows_(max_rows), max_blocks_(max_blocks) {}
+
+DecodeReplay::~DecodeReplay() {
+  recordings_.clear();
+  if (padding_.slot >= 0 || !padding_.blocks.empty()) state_.release(padding_);
+}
+
+int64_t DecodeReplay::row_bucket(int64_t rows) const {
+  const int64_t b = rows <= 8 ? pow2_at_least(rows) : (rows + 7) / 8 * 8;
+  return std::min(b, max_rows_);
+}
+
+int64_t DecodeReplay::block_bucket(int64_t blocks) const {
+  return std::min(std::max<int64_t>(16, pow2_at_least(blocks)), max_blocks_);
+}
+
+bool DecodeReplay::applies(std::span<const SequenceInput> rows) const {
+  if (!disabled_.ok() || rows.empty() || static_cast<int64_t>(rows.size()) > max_rows_) return false;
+  for (const SequenceInput& r : rows) {
+    if (r.tokens.size() != 1 || !r.lora.empty() || r.seq == nullptr || r.seq->slot < 0) return false;
+    if ((r.seq->length + ModelState::kBlockSize) / ModelState::kBlockSize > max_blocks_) return false;
+  }
+  return true;
+}
+
+BatchLayout DecodeReplay::layout(int64_t rows, int64_t width) const {
+  const Packed p{max_rows_};
+  auto at = [&](int64_t offset, int64_t n) { return inputs_.slice(0, offset, offset + n); };
+  BatchLayout bl;
+  bl.phase = Phase::kDecode;
+  bl.rows = bl.tokens = rows;
+  bl.max_q_len = 1;
+  bl.max_kv_len = width * ModelState::kBlockSize;  // the attention plans for every length the width holds
+  bl.max_blocks = width;
+  bl.block_size = ModelState::kBlockSize;
+  bl.positions = at(p.positions(), rows);
+  bl.cu_seqlens = at(p.cu_seqlens(), rows + 1);
+  bl.kv_lens = at(p.kv_lens(), rows);
+  bl.slot_mapping = at(p.slot_mapping(), rows);
+  bl.state_slots = at(p.state_slots(), rows);
+  bl.block_tables = at(p.tables(), rows * width).reshape({rows, width});
+  return bl;
+}
+
+Status DecodeReplay::upload(std::span<const SequenceInput> rows, int64_t bucket, int64_t width) {
+  const Packed p{max_rows_};
+  const int32_t B = ModelState::kBlockSize;
+  host_.assign(static_cast<size_t>(p.tables() + bucket * width), 0);
+  int32_t* h = host_.data();
+  for (int64_t r = 0; r < bucket; ++r) {
+    h[p.cu_seqlens() + r] = static_cast<int32_t>(r);
+    const bool real = r < static_cast<int64_t>(rows.size());
+    const SequenceState& seq = real ? *rows[r].seq : padding_;
+    const int32_t pos = real ? static_cast<int32_t>(seq.length) : 0;
+    h[p.ids() + r] = real ? rows[r].tokens[0] : 0;
+    h[p.positions() + r] = pos;
+    h[p.kv_lens() + r] = pos + 1;
+    h[p.slot_mapping() + r] = seq.blocks[pos / B] * B + pos % B;
+    h[p.state_slots() + r] = seq.slot;
+    std::copy(seq.blocks.begin(), seq.blocks.end(), h + p.tables() + r * width);
+  }
+  h[p.cu_seqlens() + bucket] = static_cast<int32_t>(bucket);
+  const int64_t n = static_cast<int64_t>(host_.size());
+  return model_.backend().storage().copy_from_host(Tensor::from_values(host_, {n}), inputs_.slice(0, 0, n));
+}
+
+Status DecodeReplay::step(int64_t bucket, int64_t width) {
+  const BatchLayout bl = layout(bucket, width);
+  const Tensor ids = inputs_.slice(0, 0, bucket), logits = logits_.slice(0, 0, bucket);
+  return model_.decode_step(ids, bl, state_, logits);
+}
+
+Result<Tensor> DecodeReplay::forward(std::span<const SequenceInput> rows) {
+  if (!applies(rows))
+    return invalid_argument("decode replay: the batch is not one adapter-free token a row within " +
+                            std::to_string(max_rows_) + " rows and " + std::to_string(max_blocks_) + " blocks");
+  int64_t blocks = 1;
+  for (const SequenceInput& r : rows) {
+    KILN_RETURN_IF_ERROR(state_.reserve(*r.seq, 1));
+    blocks = std::max<int64_t>(blocks, static_cast<int64_t>(r.seq->blocks.size()));
+  }
+  const int64_t bucket = row_bucket(static_cast<int64_t>(rows.size())), width = block_bucket(blocks);
+  const auto key = std::make_pair(bucket, width);
+  auto it = recordings_.find(key);
+  if (!eager_ && it == recordings_.end()) {
+    // One eager step of padding rows alone first (they touch only their own block and slot):
+    // it creates what first use creates (GEMM plans, handles, lazily loaded kernels) outside
+    // the recording.
+    KILN_RETURN_IF_ERROR(upload({}, bucket, width));
+    KILN_RETURN_IF_ERROR(step(bucket, width));
+    auto rec = replay_.record([this, bucket, width] { return step(bucket, width); });
+    if (!rec.ok()) {
+      // Nothing of the batch has run: it goes the eager way, and so does every later batch.
+      disabled_ = rec.status();
+      return model_.forward_on_device(rows, LogitsMode::kLast, state_);
+    }
+    it = recordings_.emplace(key, std::move(rec).value()).first;
+    ++stats_.recordings;
+  }
+  KILN_RETURN_IF_ERROR(upload(rows, bucket, width));
+  if (eager_) {
+    KILN_RETURN_IF_ERROR(step(bucket, width));
+    ++stats_.eager;
+  } else {
+    KILN_RETURN_IF_ERROR(replay_.replay(*it->second));
+    ++stats_.replays;
+  }
+  for (const SequenceInput& r : rows) r.seq->length += 1;
+  return logits_.slice(0, 0, static_cast<int64_t>(rows.size()));
+}
+
+}  // namespace kiln

@@ -1,0 +1,86 @@
+// DecodeReplay: the decode step of a batch recorded once per shape bucket and replayed (CUDA
+// graphs), so that a step costs one upload of its inputs and one launch instead of hundreds.
+//
+// A recording keeps device addresses, so everything a step reads lives in buffers made once
+// here: the token ids and the batch layout (packed in one i32 buffer, refreshed by one copy per
+// step) and the logits. Rows are padded up to a bucket (1, 2, 4, 8, then multiples of 8) and
+// block tables to a power-of-two width (at least 16 blocks); a padding row decodes token 0 at
+// position 0 into a K/V block and GDN slot of its own, which nothing else reads. The attention
+// plans its key splits for the bucket's width (every length up to it), so a replay is exact for
+// every step that fits its bucket; the eager twin (set_eager) runs the very same padded step
+// without recording, which is what replays are checked against.
+//
+// Rows with adapters, prefill chunks and batches over the limits are not taken (applies() says
+// so); the caller runs them through Qwen35Model::forward_on_device.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <utility>
+
+#include "backend/replay.h"
+#include "model/qwen35.h"
+
+namespace kiln {
+
+struct DecodeReplayStats {
+  int64_t recordings = 0;  // buckets recorded
+  int64_t replays = 0;     // steps replayed
+  int64_t eager = 0;       // steps run as the eager twin (set_eager)
+};
+
+class DecodeReplay {
+ public:
+  // Takes one GDN slot and one K/V block of `state` for the padding rows (kResourceExhausted
+  // when none is free). `max_rows` and `max_blocks` bound the buckets (rows of a batch, K/V
+  // blocks of a row); `replay` records and replays (the model's backend's, or a test's).
+  static Result<std::unique_ptr<DecodeReplay>> create(Qwen35Model& model, ModelState& state, ReplayFacet& replay,
+                                                      int64_t max_rows, int64_t max_blocks);
+  ~DecodeReplay();
+  DecodeReplay(const DecodeReplay&) = delete;
+  DecodeReplay& operator=(const DecodeReplay&) = delete;
+
+  // Whether forward() takes `rows`: one token each, no adapters, at most max_rows rows, each
+  // within max_blocks blocks after this step.
+  bool applies(std::span<const SequenceInput> rows) const;
+  // As model.forward_on_device(rows, kLast, state) for rows that apply(): every row's sequence
+  // advances by its token, and the logits [rows, vocab] stay on the device (a view of a buffer
+  // that the next step overwrites).
+  Result<Tensor> forward(std::span<const SequenceInput> rows);
+
+  // Runs the padded steps eagerly instead of recording and replaying them (the reference a
+  // replay must equal bit for bit).
+  void set_eager(bool eager) { eager_ = eager; }
+  const DecodeReplayStats& stats() const { return stats_; }
+  // Why replay stopped (a recording failed; that batch and every later one ran eagerly), or OK.
+  const Status& disabled() const { return disabled_; }
+
+  // The padded sizes of a batch: rows, and block-table width (blocks of its longest row).
+  int64_t row_bucket(int64_t rows) const;
+  int64_t block_bucket(int64_t blocks) const;
+
+ private:
+  DecodeReplay(Qwen35Model& model, ModelState& state, ReplayFacet& replay, int64_t max_rows, int64_t max_blocks);
+  // The layout of a (rows, width) bucket as views of inputs_.
+  BatchLayout layout(int64_t rows, int64_t width) const;
+  // Fills host_ for `rows` (padded to `bucket` rows, `width` blocks) and copies it to inputs_.
+  Status upload(std::span<const SequenceInput> rows, int64_t bucket, int64_t width);
+  Status step(int64_t bucket, int64_t width);
+
+  Qwen35Model& model_;
+  ModelState& state_;
+  ReplayFacet& replay_;
+  const int64_t max_rows_, max_blocks_;
+  SequenceState padding_;      // the padding rows' block and slot
+  Tensor inputs_;              // i32 [6 max_rows + 1 + max_rows max_blocks]: ids, layout
+  Tensor logits_;              // f32 [max_rows, vocab]
+  std::vector<int32_t> host_;  // the next upload
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Recording>> recordings_;
+  bool eager_ = false;
+  Status disabled_;
+  DecodeReplayStats stats_;
+};
+
+}  // namespace kiln
