@@ -161,6 +161,7 @@ class Sampling final : public SamplingFacet {
 
  private:
   std::shared_ptr<Context> ctx_;
+  Tensor counters_;  // u32 per row, zero between calls (kernels/argmax.h)
 };
 
 // CUDA graphs: record() captures the body's work on the context's stream (relaxed mode, so the

@@ -146,6 +146,7 @@ Status Linear::matmul(const MatmulArgs& a) {
     g.out_stride = a.out.stride(0);
     g.accumulate = a.accumulate;
     g.multiprocessors = ctx_->props.multiProcessorCount;
+    g.rows_per_warp = tuning().gemv_rows;
     if (gemv_applies(g) && r.n <= tuning().gemv_max_n && gemv_beats_cublaslt(r.m, r.n)) {
       ProfileScope prof(ctx_->profiler.get(), [&] {
         return "matmul gemv m=" + std::to_string(r.m) + " n=" + std::to_string(r.n) + " k=" + std::to_string(r.k);

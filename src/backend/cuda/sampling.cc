@@ -1,4 +1,5 @@
 // Greedy selection on the device (kernels/argmax.cu); host logits are staged through the device.
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -47,6 +48,19 @@ Status Sampling::argmax(const ArgmaxArgs& a) {
   p.logits = logits.data<float>();
   p.logits_stride = logits.stride(0);
   p.ids = ids.data<int32_t>();
+  Tensor part_values, part_indices;  // back to the pool on return: stream order makes the reuse safe
+  if (const int64_t chunks = argmax_chunks(r.vocab); chunks > 1) {
+    KILN_ASSIGN_OR_RETURN(part_values, ctx_->empty({r.rows * chunks}, DType::kF32));
+    KILN_ASSIGN_OR_RETURN(part_indices, ctx_->empty({r.rows * chunks}, DType::kI32));
+    if (!counters_.defined() || counters_.numel() < r.rows) {
+      KILN_ASSIGN_OR_RETURN(counters_, ctx_->empty({std::max<int64_t>(r.rows, 64)}, DType::kI32));
+      KILN_RETURN_IF_ERROR(
+          cuda_status(cudaMemsetAsync(counters_.raw(), 0, counters_.nbytes(), ctx_->stream), req + ": zero counters"));
+    }
+    p.part_values = part_values.data<float>();
+    p.part_indices = part_indices.data<int32_t>();
+    p.counters = static_cast<unsigned*>(counters_.raw());
+  }
   KILN_RETURN_IF_ERROR(cuda::argmax(p, ctx_->stream).with_context(req));
   if (!host) return {};
   KILN_RETURN_IF_ERROR(cuda_status(

@@ -5,6 +5,8 @@
 //   KILN_CUDA_GEMV=0            bf16/f16 GEMMs with m <= 8 go to cuBLASLt (x rounded) instead
 //   KILN_CUDA_GEMV_MAX_M=<m>    largest m the GEMV kernel takes (1..8)
 //   KILN_CUDA_GEMV_MAX_N=<n>    largest n (weight rows) the GEMV kernel takes
+//   KILN_CUDA_GEMV_ROWS=<r>     weight rows a warp of the GEMV takes (1, 2, 4; -1: the block-split
+//                               form for every n); unset: chosen by shape
 //   KILN_CUDA_GDN_CHUNKED=0     chunked GDN requests run the recurrent kernel
 //   KILN_CUDA_GDN_TWO_PASS=0    the chunked form runs as one kernel (substitution inside the scan)
 //   KILN_CUDA_GDN_FUSED=0       the fused GDN decode step is declined (the model runs conv, delta
@@ -18,6 +20,7 @@
 //   KILN_CUDA_ATTENTION=simple  the one-block-per-(token, head) attention kernel for every request
 //   KILN_CUDA_FLASH_PREFILL=0   prefill attention that allows bf16 products (AttentionArgs::compute)
 //                               stays on the f32 kernels instead of the tensor-core flash kernel
+//   KILN_CUDA_GRAPHS=0          the engine runs every decode step eagerly (no CUDA graph replay)
 //   KILN_CUDA_GDN_BACKWARD=shared the GDN backward's previous state kernel (shared memory, a thread
 //                               per column); read at every call by training_gdn.cc, not here
 #pragma once
@@ -31,6 +34,7 @@ struct Tuning {
   bool gemv = true;
   int gemv_max_m = 8;
   long long gemv_max_n = 1LL << 62;
+  int gemv_rows = 0;  // rows a warp takes: 0 by shape, 1/2/4 forced, -1 the block-split form (GemvParams)
   bool gdn_chunked = true;
   bool gdn_two_pass = true;
   bool gdn_fused_decode = true;
@@ -55,6 +59,10 @@ inline Tuning tuning_from_env() {
     t.gemv_max_m = v < 0 ? 0 : (v > 8 ? 8 : v);
   }
   if (const char* n = std::getenv("KILN_CUDA_GEMV_MAX_N"); n != nullptr && n[0] != '\0') t.gemv_max_n = std::atoll(n);
+  if (const char* r = std::getenv("KILN_CUDA_GEMV_ROWS"); r != nullptr && r[0] != '\0') {
+    const int v = std::atoi(r);
+    t.gemv_rows = v < 0 ? -1 : (v == 1 || v == 2 || v == 4 ? v : 0);
+  }
   t.gdn_chunked = flag("KILN_CUDA_GDN_CHUNKED", true);
   t.gdn_two_pass = flag("KILN_CUDA_GDN_TWO_PASS", true);
   t.gdn_fused_decode = flag("KILN_CUDA_GDN_FUSED", true);

@@ -659,6 +659,28 @@ TEST(CudaParity, ArgmaxTiesInfAndNan) {
   EXPECT_EQ(want.data<int32_t>()[3], V - 1);
 }
 
+// A row spans several blocks, the last of which reduces their partial results and resets the
+// row's counter: many rows (past the first counter allocation), called twice, equal the CPU.
+TEST(CudaParity, ArgmaxOverManyRowsAndRepeatedCalls) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = cpu();
+  for (int64_t V : {int64_t{100}, int64_t{20000}, int64_t{8192 * 3 + 1}}) {
+    const int64_t rows = 100;
+    Tensor logits = random_tensor({rows, V}, 810 + static_cast<uint32_t>(V));
+    for (int64_t r = 0; r < rows; ++r) logits.data<float>()[r * V + (r * 7919) % V] = 10.f + static_cast<float>(r % 3);
+    Tensor want = Tensor::empty({rows}, DType::kI32);
+    ASSERT_TRUE(ref->sampling().argmax({logits, want}).ok());
+    Tensor dl = to_device(*be, logits), dids = be->storage().allocate({rows}, DType::kI32).value();
+    for (int call = 0; call < 2; ++call) {
+      ASSERT_TRUE(be->storage().zero(dids).ok());
+      ASSERT_TRUE(be->sampling().argmax({dl, dids}).ok());
+      Tensor got = to_host(*be, dids);
+      for (int64_t r = 0; r < rows; ++r)
+        ASSERT_EQ(got.data<int32_t>()[r], want.data<int32_t>()[r]) << "V=" << V << " row " << r << " call " << call;
+    }
+  }
+}
+
 TEST(CudaParity, StorageRoundTripAndZeroedAllocations) {
   KILN_CUDA_OR_SKIP(be);
   Tensor h = random_tensor({3, 1000}, 900);

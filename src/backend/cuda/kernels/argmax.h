@@ -1,5 +1,8 @@
 // Greedy selection on the device: per row, the index of the largest logit (the first on ties;
-// NaN never wins; a row of NaN yields 0), as the CPU reference.
+// NaN never wins; a row of NaN yields 0), as the CPU reference. A row is split into chunks of
+// kArgmaxChunk logits, one block each; the last block of a row to finish (counted in
+// `counters`, which it resets to zero) reduces the row's partial results in chunk order, so the
+// result does not depend on which block finishes when.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,10 +13,18 @@
 
 namespace kiln::cuda {
 
+constexpr int64_t kArgmaxChunk = 8192;
+inline int64_t argmax_chunks(int64_t vocab) { return (vocab + kArgmaxChunk - 1) / kArgmaxChunk; }
+
 struct ArgmaxParams {
   int64_t rows = 0, vocab = 0;
   const float* logits = nullptr; int64_t logits_stride = 0;
   int32_t* ids = nullptr;  // [rows]
+  // Where a row takes more than one chunk: [rows, argmax_chunks(vocab)] partial results, and
+  // [rows] counters that are zero before the launch (and are again after it).
+  float* part_values = nullptr;
+  int32_t* part_indices = nullptr;
+  unsigned* counters = nullptr;
 };
 
 Status argmax(const ArgmaxParams& p, cudaStream_t stream);

@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(kThreads) gemv_split_kernel(GemvParams p) {
 // that allows (more 16-byte loads in flight each); larger m keeps R small for registers.
 template <bool kBF16, int M>
 void launch_m(const GemvParams& p, cudaStream_t stream) {
-  if (M > 2 || p.n < 4096) {
+  if (M > 2 || (p.n < 4096 && p.rows_per_warp == 0) || p.rows_per_warp < 0) {
     const unsigned blocks = static_cast<unsigned>((p.n + kSplitRows - 1) / kSplitRows);
     gemv_split_kernel<kBF16, M><<<blocks, kThreads, 0, stream>>>(p);
     return;
@@ -177,6 +177,7 @@ void launch_m(const GemvParams& p, cudaStream_t stream) {
   int r = 1;
   if (p.n >= 4 * want_warps && M <= 2) r = 4;
   else if (p.n >= 2 * want_warps) r = 2;
+  if (p.rows_per_warp > 0) r = p.rows_per_warp == 4 && M > 2 ? 2 : p.rows_per_warp;
   const unsigned blocks = static_cast<unsigned>((p.n + int64_t{kWarps} * r - 1) / (int64_t{kWarps} * r));
   if constexpr (M <= 2) {
     if (r == 4) {

@@ -25,6 +25,7 @@ struct GemvParams {
   float* out = nullptr; int64_t out_stride = 0;      // [m, n]
   bool accumulate = false;
   int multiprocessors = 132;  // sizes the rows a warp takes
+  int rows_per_warp = 0;      // 0: by shape; 1, 2 or 4 (4: m <= 2 only): forced; -1: the block-split form
 };
 
 // Whether the kernel takes these arguments: m in 1..8, k a multiple of 8, 16-byte aligned
