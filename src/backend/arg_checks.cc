@@ -1,5 +1,7 @@
 #include "backend/arg_checks.h"
 
+#include <cmath>
+
 namespace kiln {
 
 namespace {
@@ -210,6 +212,35 @@ Status validate(const ArgmaxArgs& a, DeviceKind d, const std::string& r) {
   CHECK(check_tensor(a.logits, "logits", 2, F, d, r));
   CHECK(check_tensor(a.ids, "ids", 1, DType::kI32, d, r));
   return check_dim(a.ids, "ids", 0, a.logits.dim(0), r);
+}
+
+Status validate(const SampleArgs& a, DeviceKind d, const std::string& r) {
+  CHECK(check_tensor(a.logits, "logits", 2, F, d, r));
+  CHECK(check_tensor(a.ids, "ids", 1, DType::kI32, DeviceKind::kHost, r));
+  CHECK(check_tensor(a.logprobs, "logprobs", 1, F, DeviceKind::kHost, r));
+  CHECK(check_dim(a.ids, "ids", 0, a.logits.dim(0), r));
+  CHECK(check_dim(a.logprobs, "logprobs", 0, a.logits.dim(0), r));
+  if (static_cast<int64_t>(a.rows.size()) != a.logits.dim(0))
+    return invalid_argument(r + ": " + std::to_string(a.rows.size()) + " sample rows for " +
+                            std::to_string(a.logits.dim(0)) + " logits rows");
+  for (size_t i = 0; i < a.rows.size(); ++i) {
+    const SampleRow& x = a.rows[i];
+    auto bad = [&](const char* field, const char* rule, double v) {
+      return invalid_argument(r + ": row " + std::to_string(i) + ": " + field + " must be " + rule + ", got " +
+                              std::to_string(v));
+    };
+    if (!(x.temperature > 0.f) || !std::isfinite(x.temperature))
+      return bad("temperature", "> 0 (greedy rows take argmax)", x.temperature);
+    if (x.top_k < 0) return bad("top_k", ">= 0", x.top_k);
+    if (!(x.top_p > 0.f && x.top_p <= 1.f)) return bad("top_p", "in (0, 1]", x.top_p);
+    if (!(x.min_p >= 0.f && x.min_p <= 1.f)) return bad("min_p", "in [0, 1]", x.min_p);
+    if (!(x.repetition_penalty > 0.f) || !std::isfinite(x.repetition_penalty))
+      return bad("repetition_penalty", "> 0", x.repetition_penalty);
+    if (!std::isfinite(x.presence_penalty)) return bad("presence_penalty", "finite", x.presence_penalty);
+    if (!std::isfinite(x.frequency_penalty)) return bad("frequency_penalty", "finite", x.frequency_penalty);
+    if (!(x.u >= 0 && x.u < 1)) return bad("u", "in [0, 1)", x.u);
+  }
+  return {};
 }
 
 #undef CHECK

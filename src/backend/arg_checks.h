@@ -28,6 +28,9 @@ Status validate(const GdnArgs& a, DeviceKind device, const std::string& request)
 Status validate(const EmbedArgs& a, DeviceKind device, const std::string& request);
 Status validate(const BinaryArgs& a, DeviceKind device, const std::string& request);
 Status validate(const ArgmaxArgs& a, DeviceKind device, const std::string& request);
+// Logits on `device`, ids and logprobs on the host, one SampleRow per logits row, each row's
+// parameters in range (temperature > 0).
+Status validate(const SampleArgs& a, DeviceKind device, const std::string& request);
 
 // The opening of every facet method: the typed request derived from the call, the backend's own
 // predicate on it (a decline is kUnsupported naming the request), then the structural checks.

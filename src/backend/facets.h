@@ -4,7 +4,10 @@
 // Tensors are views on the backend's device; activations are f32 on the CPU reference.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "backend/batch_layout.h"
 #include "backend/requests.h"
@@ -38,11 +41,27 @@ struct MatmulArgs {
 };
 MatmulRequest describe(const MatmulArgs& a);
 
+// Projections of one x into outputs of their own (q, k and v; gate and up): out[i] (+)= x w[i]^T,
+// each pair as in MatmulArgs. A backend may run them as one kernel (CUDA: one GEMV launch for
+// decode-sized x); by default, and wherever that does not apply, they run one by one.
+struct MatmulGroupArgs {
+  Tensor x;
+  std::vector<Tensor> w, out;
+  bool accumulate = false;
+};
+
 class LinearFacet {
  public:
   virtual ~LinearFacet() = default;
   virtual Support supports(const MatmulRequest& r) const = 0;
   virtual Status matmul(const MatmulArgs& a) = 0;
+  virtual Status matmul_group(const MatmulGroupArgs& a) {
+    if (a.w.size() != a.out.size())
+      return invalid_argument("matmul_group: " + std::to_string(a.w.size()) + " weights for " +
+                              std::to_string(a.out.size()) + " outputs");
+    for (size_t i = 0; i < a.w.size(); ++i) KILN_RETURN_IF_ERROR(matmul({a.x, a.w[i], a.out[i], a.accumulate}));
+    return {};
+  }
 };
 
 // ---- norm ----
@@ -197,11 +216,35 @@ struct ArgmaxArgs {
 };
 SampleRequest describe(const ArgmaxArgs& a);
 
+// One row's sampling request, applied in spec/engine.md's order (backend/sampling_math.h):
+// repetition penalty over `seen` (each distinct token once), presence and frequency penalties over
+// `generated` (with occurrence counts), temperature, top-k, softmax, min-p, top-p, then the token
+// whose cumulative-probability interval (in index order) holds u. Temperature > 0 only: greedy
+// rows are `argmax`'s (or the host's, with penalties or logprobs).
+struct SampleRow {
+  float temperature = 1.f, top_p = 1.f, min_p = 0.f;
+  int32_t top_k = 0;
+  float repetition_penalty = 1.f, presence_penalty = 0.f, frequency_penalty = 0.f;
+  double u = 0;  // [0, 1)
+  std::span<const int32_t> seen, generated;  // host token ids; out-of-range ids are ignored
+};
+struct SampleArgs {
+  Tensor logits;                   // [rows, vocab] f32 on the backend's device, rows may be strided
+  std::span<const SampleRow> rows;  // one per logits row
+  Tensor ids;                      // [rows] i32, host
+  Tensor logprobs;                 // [rows] f32, host: log p(token) under the final distribution
+};
+SampleRequest describe(const SampleArgs& a);
+
 class SamplingFacet {
  public:
   virtual ~SamplingFacet() = default;
   virtual Support supports(const SampleRequest& r) const = 0;
   virtual Status argmax(const ArgmaxArgs& a) = 0;
+  // The token of each row, drawn as above; ids and logprobs are on the host when it returns.
+  virtual Status sample(const SampleArgs& a) {
+    return unsupported("declined " + describe(a).describe() + ": this backend has no sampling on its device");
+  }
 };
 
 }  // namespace kiln

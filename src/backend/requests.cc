@@ -170,4 +170,8 @@ ElementwiseRequest describe(const BinaryArgs& a) { return {a.op, a.a.dim(0), a.a
 
 SampleRequest describe(const ArgmaxArgs& a) { return {a.logits.dim(0), a.logits.dim(1), true}; }
 
+SampleRequest describe(const SampleArgs& a) {
+  return {a.logits.defined() ? a.logits.dim(0) : 0, a.logits.defined() ? a.logits.dim(1) : 0, false};
+}
+
 }  // namespace kiln

@@ -18,10 +18,12 @@ struct EngineBenchOpts {
   int64_t prefill_chunk = 8192; // tokens per engine cycle while the prompts prefill
   bool device_sampling = true;  // EngineConfig::device_sampling
   bool decode_replay = true;    // EngineConfig::decode_replay
+  float temperature = 0.f;      // decode sweep: 0 greedy; above, sampled (top_p 0.95, a seed per row)
 };
 
 // `batch` sequences of `context` distinct tokens each, prefilled, then decoded together; the
-// cycles that decode all of them (and prefill nothing) are timed. Greedy, no logprobs.
+// cycles that decode all of them (and prefill nothing) are timed. Greedy (or sampled at
+// o.temperature), no logprobs.
 // JSON: batch, context, steps, seconds, step_ms_median, tokens_per_s, replayed_steps (decode steps
 // replayed as a recording, warm-up included; 0 where the backend runs eagerly).
 Result<nlohmann::json> bench_engine_decode(Qwen35Model& model, int64_t batch, const EngineBenchOpts& o);

@@ -85,6 +85,7 @@ struct BenchOpts {
   int64_t context = 1024, ttft_tokens = 0;
   bool host_sampling = false;
   bool eager = false;
+  float temperature = 0.f;
   std::string peer_json;
 };
 
@@ -263,6 +264,7 @@ Status run(const BenchOpts& o) {
   eo.decode_steps = o.decode_tokens;
   eo.device_sampling = !o.host_sampling;
   eo.decode_replay = !o.eager;
+  eo.temperature = o.temperature;
   if (!o.batches.empty()) {
     nlohmann::json sweep = nlohmann::json::array();
     for (int64_t b : o.batches) {
@@ -285,7 +287,9 @@ Status run(const BenchOpts& o) {
       }
       sweep.push_back(*r);
     }
-    j["decode_batches"] = {{"sampling", o.host_sampling ? "host (every row's logits copied)" : "device argmax (ids only)"},
+    const std::string picked = o.temperature > 0.f ? "sampled at temperature " + std::to_string(o.temperature) + ", top_p 0.95"
+                                                   : std::string("greedy");
+    j["decode_batches"] = {{"sampling", picked + (o.host_sampling ? ", on the host (every row's logits copied)" : ", on the device (ids only)")},
                            {"execution", !o.eager && model->backend().replay().available() ? "graph_replay" : "eager"},
                            {"points", sweep}};
   }
@@ -334,6 +338,9 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--host-sampling", o->host_sampling, "Engine sweep: copy every row's logits to the host (the old path)");
   cmd->add_flag("--eager", o->eager, "Engine sweep: run every decode step eagerly (no CUDA graph replay)");
+  cmd->add_option("--temperature", o->temperature, "Engine decode sweep: sample at this temperature (top_p 0.95) instead of greedy")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
   cmd->add_option("--peer-json", o->peer_json, "JSON of a peer run (tools/bench_hf_peer.py), included as `peer`");
   add_bench_serve_command(*cmd);
   add_bench_train_command(*cmd);

@@ -7,8 +7,47 @@ bool needs_only_argmax(const SamplingParams& p) {
          p.presence_penalty == 0.f && p.frequency_penalty == 0.f;
 }
 
+bool samples_on_device(const SamplingParams& p) { return p.temperature > 0.f && p.top_logprobs == 0; }
+
+namespace {
+
+// The rows at `picks` drawn by the backend's `sample` in one call: their logits rows (a slice
+// where they are consecutive, else gathered on the device) and each request's SampleRow, whose u
+// comes from the request's own generator as the host Sampler would draw it.
+Status sample_on_device(Backend& backend, const Tensor& logits, std::span<const RowToSample> rows,
+                        const std::vector<size_t>& picks, std::vector<SampledToken>& out) {
+  StorageFacet& st = backend.storage();
+  const auto n = static_cast<int64_t>(picks.size());
+  const int64_t first = rows[picks[0]].row;
+  bool run = true;
+  for (size_t k = 0; k < picks.size(); ++k) run &= rows[picks[k]].row == first + static_cast<int64_t>(k);
+  Tensor src;
+  if (run) {
+    src = logits.slice(0, first, first + n);
+  } else {
+    KILN_ASSIGN_OR_RETURN(src, st.allocate({n, logits.dim(1)}, DType::kF32));
+    for (size_t k = 0; k < picks.size(); ++k) {
+      const int64_t r = rows[picks[k]].row, kk = static_cast<int64_t>(k);
+      KILN_RETURN_IF_ERROR(st.copy(logits.slice(0, r, r + 1), src.slice(0, kk, kk + 1)));
+    }
+  }
+  std::vector<SampleRow> requests;
+  requests.reserve(picks.size());
+  for (size_t i : picks) {
+    Sequence& s = *rows[i].seq;
+    requests.push_back(s.sampler.sample_row(s.tokens, s.generated()));
+  }
+  Tensor ids = Tensor::empty({n}, DType::kI32), logprobs = Tensor::empty({n}, DType::kF32);
+  KILN_RETURN_IF_ERROR(backend.sampling().sample({src, requests, ids, logprobs}));
+  for (size_t k = 0; k < picks.size(); ++k)
+    out[picks[k]] = {ids.data<int32_t>()[k], logprobs.data<float>()[k], {}};
+  return {};
+}
+
+}  // namespace
+
 Result<std::vector<SampledToken>> sample_rows(Backend& backend, const Tensor& logits,
-                                              std::span<const RowToSample> rows, bool device_argmax) {
+                                              std::span<const RowToSample> rows, bool device_sampling) {
   const int64_t V = logits.dim(1);
   std::vector<SampledToken> out(rows.size());
   auto on_host = [&](Sequence& s, const float* row) {
@@ -28,7 +67,7 @@ Result<std::vector<SampledToken>> sample_rows(Backend& backend, const Tensor& lo
   // One kernel over every logits row (cheaper than gathering the rows that need it); the ids
   // copy waits for the forward's queued work.
   Tensor ids;
-  const bool use_device = device_argmax && any_argmax &&
+  const bool use_device = device_sampling && any_argmax &&
                           backend.sampling().supports(describe(ArgmaxArgs{logits, Tensor()})).runs_natively();
   if (use_device) {
     KILN_ASSIGN_OR_RETURN(Tensor dev_ids, st.allocate({logits.dim(0)}, DType::kI32));
@@ -37,10 +76,23 @@ Result<std::vector<SampledToken>> sample_rows(Backend& backend, const Tensor& lo
     KILN_RETURN_IF_ERROR(st.copy_to_host(dev_ids, ids));
   }
   auto from_device = [&](const Sequence& s) { return use_device && needs_only_argmax(s.spec.sampling); };
+  // Rows drawn at temperature > 0 (no alternatives asked for): the backend's `sample`, one call.
+  std::vector<size_t> sampled;
+  std::vector<char> done(rows.size(), 0);
+  if (device_sampling) {
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (!rows[i].seq->must_close_reasoning() && samples_on_device(rows[i].seq->spec.sampling)) sampled.push_back(i);
+    if (!sampled.empty() &&
+        backend.sampling().supports(SampleRequest{static_cast<int64_t>(sampled.size()), V, false}).runs_natively()) {
+      KILN_RETURN_IF_ERROR(sample_on_device(backend, logits, rows, sampled, out));
+      for (size_t i : sampled) done[i] = 1;
+    }
+  }
   // Rows sampled on the host: each row's copy synchronises, so when they are many (a quarter of
   // the rows or more) one copy of the whole tensor costs less.
   size_t host_rows = 0;
-  for (const RowToSample& r : rows) host_rows += !r.seq->must_close_reasoning() && !from_device(*r.seq);
+  for (size_t i = 0; i < rows.size(); ++i)
+    host_rows += !done[i] && !rows[i].seq->must_close_reasoning() && !from_device(*rows[i].seq);
   Tensor all;
   if (host_rows > 0 && 4 * host_rows >= static_cast<size_t>(logits.dim(0))) {
     all = Tensor::empty(logits.shape(), DType::kF32);
@@ -49,6 +101,7 @@ Result<std::vector<SampledToken>> sample_rows(Backend& backend, const Tensor& lo
   Tensor host_row = Tensor::empty({1, V}, DType::kF32);
   for (size_t i = 0; i < rows.size(); ++i) {
     Sequence& s = *rows[i].seq;
+    if (done[i]) continue;
     if (s.must_close_reasoning()) {
       out[i] = {s.spec.thinking.close_id, 0.f, {}};
     } else if (from_device(s)) {

@@ -1,8 +1,9 @@
 // Picks the next token of each sequence of a batch from the forward's logits, wherever they live.
-// Host logits: every row through its request's Sampler. Device logits (an accelerator): one
-// batched argmax on the backend covers every row, and only the ids cross to the host; a row whose
-// request needs more than the plain argmax (temperature, penalties, logprobs) has its logits row
-// copied to the host and sampled there, exactly as before.
+// Host logits: every row through its request's Sampler. Device logits (an accelerator): plain
+// greedy rows through one batched argmax, rows drawn at temperature > 0 (without top_logprobs)
+// through one call of the backend's `sample` with u from the request's own generator; only ids
+// and logprobs cross to the host. The rest (top_logprobs, greedy with penalties or logprobs) have
+// their logits row copied to the host and sampled there.
 #pragma once
 
 #include <cstdint>
@@ -22,10 +23,13 @@ struct RowToSample {
 // True when the token is the argmax of the raw logits and nothing else is reported: greedy, no
 // penalties, no logprobs. Such a row needs only its id from the device.
 bool needs_only_argmax(const SamplingParams& p);
+// True when the backend's `sample` can draw the row: temperature > 0, no alternatives reported.
+bool samples_on_device(const SamplingParams& p);
 
 // The next token of each entry, in order: the reasoning span's closing token where the thinking
-// budget is spent, otherwise the row's sample. `device_argmax` false sends every row to the host.
+// budget is spent, otherwise the row's sample. `device_sampling` false (EngineConfig's switch)
+// sends every row to the host.
 Result<std::vector<SampledToken>> sample_rows(Backend& backend, const Tensor& logits,
-                                              std::span<const RowToSample> rows, bool device_argmax = true);
+                                              std::span<const RowToSample> rows, bool device_sampling = true);
 
 }  // namespace kiln

@@ -1,6 +1,8 @@
 // The sampler: turns one row of logits into a token, on the host, in the order of
-// spec/engine.md (penalties, temperature, top-k, softmax, min-p, top-p, seeded draw). Each
-// transform is a function of its own so that tests can check it against a direct computation.
+// spec/engine.md (penalties, temperature, top-k, softmax, min-p, top-p, seeded draw), through the
+// transforms of backend/sampling_math.h; or hands a backend's `sample` the same request
+// (sample_row), drawing u from the same generator so that a seed gives the same sequence of u
+// whichever path runs.
 #pragma once
 
 #include <cstdint>
@@ -8,21 +10,11 @@
 #include <span>
 #include <vector>
 
+#include "backend/facets.h"
+#include "backend/sampling_math.h"
 #include "core/status.h"
 
 namespace kiln {
-
-struct SamplingParams {
-  float temperature = 1.f;         // 0: greedy
-  int32_t top_k = 0;               // 0: off
-  float top_p = 1.f;               // (0, 1]
-  float min_p = 0.f;               // [0, 1]
-  float repetition_penalty = 1.f;  // > 0; over prompt and generated tokens
-  float presence_penalty = 0.f;    // [-2, 2]; over generated tokens
-  float frequency_penalty = 0.f;   // [-2, 2]; over generated tokens
-  int32_t top_logprobs = 0;        // alternatives reported per token, [0, 20]
-  bool logprobs = true;            // false: greedy skips the softmax and reports logprob 0
-};
 
 // The first out-of-range field, named as the API names it.
 Status validate(const SamplingParams& p);
@@ -42,23 +34,6 @@ struct SampledToken {
 // likely alternatives: what a prompt token's score is (prompt_logprobs).
 SampledToken score_token(std::span<const float> logits, int32_t token, int32_t top);
 
-// ---- the transforms, in the order they apply ----
-// Repetition penalty over `seen` (divide positive logits, multiply negative ones, once per
-// distinct token); presence (once per distinct token) and frequency (per occurrence) penalties
-// over `generated`.
-void apply_penalties(std::span<float> logits, const SamplingParams& p, std::span<const int32_t> seen,
-                     std::span<const int32_t> generated);
-void apply_temperature(std::span<float> logits, float temperature);
-// Keeps the k largest logits (and any tied with the k-th), the rest become -inf.
-void apply_top_k(std::span<float> logits, int32_t k);
-std::vector<double> softmax(std::span<const float> logits);
-// Zeroes probabilities below min_p times the largest one and renormalises.
-void apply_min_p(std::vector<double>& probs, float min_p);
-// Keeps the most likely tokens until their mass reaches top_p (at least one) and renormalises.
-void apply_top_p(std::vector<double>& probs, float top_p);
-// The token whose cumulative-probability interval holds `u` in [0, 1).
-int32_t draw(const std::vector<double>& probs, double u);
-
 // A request's sampler: its parameters and its own seeded generator, so that the same seed gives
 // the same tokens whatever else is in the batch.
 class Sampler {
@@ -71,6 +46,12 @@ class Sampler {
   SampledToken sample(std::span<const float> logits, std::span<const int32_t> seen,
                       std::span<const int32_t> generated);
   const SamplingParams& params() const { return params_; }
+  // The next uniform double in [0, 1) of this request's generator (53 random bits, independent of
+  // the standard library): what `sample` draws with at temperature > 0.
+  double next_u() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
+  // This step's request for a backend's `sample` (temperature > 0): the parameters, the spans
+  // (which must outlive the call) and the next u, consumed as `sample` would consume it.
+  SampleRow sample_row(std::span<const int32_t> seen, std::span<const int32_t> generated);
 
  private:
   SamplingParams params_;

@@ -91,9 +91,7 @@ Status Qwen35Model::attention_layer(const LayerWeights& L, int64_t layer, const 
   const int64_t T = bl.tokens, Hq = c.num_heads, Hkv = c.num_kv_heads, D = c.head_dim;
   const int64_t qrow = c.q_proj_rows(), per_head = c.attn_output_gate ? 2 * D : D;
   LinearFacet& lin = backend_.linear();
-  KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.attn.q_proj, ws.qg}));
-  KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.attn.k_proj, ws.k}));
-  KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.attn.v_proj, ws.v}));
+  KILN_RETURN_IF_ERROR(lin.matmul_group({ws.h, {L.attn.q_proj, L.attn.k_proj, L.attn.v_proj}, {ws.qg, ws.k, ws.v}}));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kQProj, layer, ws.h, ws.qg));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kKProj, layer, ws.h, ws.k));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kVProj, layer, ws.h, ws.v));
@@ -132,10 +130,9 @@ Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchL
   const int64_t T = bl.tokens, Hk = c.linear_num_key_heads, dk = c.linear_key_head_dim;
   const int64_t Hv = c.linear_num_value_heads, dv = c.linear_value_head_dim, C = c.gdn_conv_dim();
   LinearFacet& lin = backend_.linear();
-  KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.gdn.in_proj_qkv, ws.mixed}));
-  KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.gdn.in_proj_z, ws.z}));
-  KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.gdn.in_proj_a, ws.a}));
-  KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.gdn.in_proj_b, ws.b}));
+  KILN_RETURN_IF_ERROR(lin.matmul_group({ws.h,
+                                         {L.gdn.in_proj_qkv, L.gdn.in_proj_z, L.gdn.in_proj_a, L.gdn.in_proj_b},
+                                         {ws.mixed, ws.z, ws.a, ws.b}}));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kInProjQkv, layer, ws.h, ws.mixed));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kInProjZ, layer, ws.h, ws.z));
   // Decode: conv, delta rule and gated norm in one call where the backend has the fused step.
@@ -176,8 +173,7 @@ Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchL
 
 Status Qwen35Model::mlp(const LayerWeights& L, int64_t layer, Workspace& ws) {
   LinearFacet& lin = backend_.linear();
-  KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.gate_proj, ws.gate}));
-  KILN_RETURN_IF_ERROR(lin.matmul({ws.h, L.up_proj, ws.up}));
+  KILN_RETURN_IF_ERROR(lin.matmul_group({ws.h, {L.gate_proj, L.up_proj}, {ws.gate, ws.up}}));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kGateProj, layer, ws.h, ws.gate));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kUpProj, layer, ws.h, ws.up));
   if (ws.trace) KILN_RETURN_IF_ERROR(keep_copy(backend_.storage(), ws.gate, ws.trace->gate_raw));  // silu-mul is in place

@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_actor.h"
+#include "forwarding_backend.h"
 #include "model_fixture.h"
 
 namespace kiln {
@@ -354,6 +355,66 @@ TEST(Engine, SeededSamplingDoesNotDependOnTheBatch) {
   EXPECT_EQ(outs[subs[0].id].tokens, lone_out[l.id].tokens);
   EXPECT_NE(outs[subs[0].id].tokens, outs[subs[3].id].tokens);
   expect_no_leaks(*e);
+}
+
+// The CPU backend's sampling facet, counting `sample` calls: the engine must never make one
+// there (its logits are host tensors, drawn by each request's Sampler).
+class CountingSampling final : public SamplingFacet {
+ public:
+  explicit CountingSampling(SamplingFacet& inner) : inner_(inner) {}
+  Support supports(const SampleRequest& r) const override { return inner_.supports(r); }
+  Status argmax(const ArgmaxArgs& a) override { return inner_.argmax(a); }
+  Status sample(const SampleArgs& a) override {
+    ++calls;
+    return inner_.sample(a);
+  }
+  int calls = 0;
+
+ private:
+  SamplingFacet& inner_;
+};
+
+class CountingBackend final : public testing::ForwardingBackend {
+ public:
+  CountingBackend() : ForwardingBackend(create_backend("cpu").value()), sampling_(inner().sampling()) {}
+  SamplingFacet& sampling() override { return sampling_; }
+  CountingSampling sampling_;
+};
+
+// Seeded sampling at temperature > 0 (penalties, top-k, top-p) gives the same tokens and
+// logprobs with EngineConfig::device_sampling on and off; on the CPU both are the host Sampler.
+TEST(Engine, SeededSamplingIsTheSameWithDeviceSamplingOnAndOff) {
+  CountingBackend be;
+  auto model = Qwen35Model::load(std::string(KILN_FIXTURES_DIR) + "/reference/gqa_untied", be).value();
+  auto sampled = [](uint64_t seed) {
+    RequestSpec r;
+    r.prompt = prompt_of(16, 4);
+    r.max_tokens = 10;
+    r.sampling.temperature = 0.8f;
+    r.sampling.top_k = 40;
+    r.sampling.top_p = 0.9f;
+    r.sampling.repetition_penalty = 1.2f;
+    r.sampling.presence_penalty = 0.3f;
+    r.seed = seed;
+    return r;
+  };
+  std::vector<Output> runs;
+  for (bool device : {true, false}) {
+    EngineConfig c = config();
+    c.device_sampling = device;
+    auto e = Engine::create(*model, c).value();
+    std::vector<Submission> subs = {e->submit(sampled(7)).value(), e->submit(sampled(8)).value()};
+    auto outs = run_all(*e, subs);
+    runs.push_back(outs[subs[0].id]);
+    runs.push_back(outs[subs[1].id]);
+    expect_no_leaks(*e);
+  }
+  ASSERT_EQ(runs[0].tokens.size(), 10u);
+  EXPECT_EQ(runs[0].tokens, runs[2].tokens);
+  EXPECT_EQ(runs[0].logprobs, runs[2].logprobs);
+  EXPECT_EQ(runs[1].tokens, runs[3].tokens);
+  EXPECT_NE(runs[0].tokens, runs[1].tokens) << "different seeds should draw differently";
+  EXPECT_EQ(be.sampling_.calls, 0) << "the CPU backend has no device sampling path";
 }
 
 TEST(Engine, FullChannelPausesDecoding) {

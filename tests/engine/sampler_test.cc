@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "backend/registry.h"
 #include "engine/sampler.h"
 
 namespace kiln {
@@ -175,6 +176,38 @@ TEST(Sampler, ValidationNamesTheField) {
   p.top_logprobs = 21;
   EXPECT_NE(validate(p).message().find("top_logprobs"), std::string::npos);
   EXPECT_TRUE(validate(SamplingParams{}).ok());
+}
+
+// A backend's `sample` fed by sample_row draws what Sampler::sample draws, step after step: the
+// same u from the same seed, the same parameters (the CPU backend's reference `sample`).
+TEST(Sampler, SampleRowFeedsTheSameDrawsToABackend) {
+  auto be = create_backend("cpu").value();
+  SamplingParams p;
+  p.temperature = 0.9f;
+  p.top_k = 30;
+  p.top_p = 0.95f;
+  p.min_p = 0.01f;
+  p.repetition_penalty = 1.1f;
+  p.frequency_penalty = 0.2f;
+  Sampler host(p, 77), device(p, 77);
+  std::vector<int32_t> tokens = {5, 9, 9, 40};
+  const int64_t V = 64;
+  int distinct = 0;
+  for (int step = 0; step < 40; ++step) {
+    std::vector<float> l(V);
+    for (int64_t j = 0; j < V; ++j) l[j] = std::sin(0.37f * static_cast<float>(j * (step + 3)));
+    const auto generated = std::span<const int32_t>(tokens).subspan(2);
+    const SampledToken want = host.sample(l, tokens, generated);
+    const std::vector<SampleRow> row = {device.sample_row(tokens, generated)};
+    Tensor logits = Tensor::from_values(l, {1, V});
+    Tensor ids = Tensor::empty({1}, DType::kI32), lp = Tensor::empty({1}, DType::kF32);
+    ASSERT_TRUE(be->sampling().sample({logits, row, ids, lp}).ok());
+    EXPECT_EQ(ids.data<int32_t>()[0], want.token) << "step " << step;
+    EXPECT_EQ(lp.data<float>()[0], want.logprob) << "step " << step;
+    distinct += want.token != tokens.back();
+    tokens.push_back(want.token);
+  }
+  EXPECT_GT(distinct, 10) << "the draws should vary for the check to mean anything";
 }
 
 }  // namespace

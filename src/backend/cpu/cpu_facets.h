@@ -62,6 +62,7 @@ class Sampling final : public SamplingFacet {
  public:
   Support supports(const SampleRequest& r) const override;
   Status argmax(const ArgmaxArgs& a) override;
+  Status sample(const SampleArgs& a) override;  // sample.cc
 };
 
 // The backward ops (training_*.cc).

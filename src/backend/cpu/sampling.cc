@@ -5,10 +5,7 @@
 
 namespace kiln::cpu {
 
-Support Sampling::supports(const SampleRequest& r) const {
-  if (!r.greedy) return Support::declined("only greedy selection is implemented on the cpu backend so far");
-  return Support::native();
-}
+Support Sampling::supports(const SampleRequest& r) const { return Support::native(); }
 
 Status Sampling::argmax(const ArgmaxArgs& a) {
   KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cpu", DeviceKind::kHost));

@@ -63,6 +63,7 @@ class Linear final : public LinearFacet {
   ~Linear() override;
   Support supports(const MatmulRequest& r) const override;
   Status matmul(const MatmulArgs& a) override;
+  Status matmul_group(const MatmulGroupArgs& a) override;
   MatmulCacheStats cache_stats() const;
 
   struct Key {
@@ -158,6 +159,9 @@ class Sampling final : public SamplingFacet {
   explicit Sampling(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
   Support supports(const SampleRequest& r) const override;
   Status argmax(const ArgmaxArgs& a) override;
+  // Device logits only (kernels/sample.h): one upload of every row's parameters and penalty
+  // lists, one kernel per group of rows, one copy of ids and logprobs back, one synchronise.
+  Status sample(const SampleArgs& a) override;
 
  private:
   std::shared_ptr<Context> ctx_;

@@ -128,6 +128,41 @@ Result<const Linear::Plan*> Linear::plan_for(const Key& key, const std::string& 
   return &plans_.emplace(key, p).first->second;
 }
 
+// One GEMV launch for every projection of the group where the decode GEMV applies to each
+// (m <= 2, one 16-bit weight dtype and k, at most kGemvMaxSegments), else one call each.
+Status Linear::matmul_group(const MatmulGroupArgs& a) {
+  const size_t count = a.w.size();
+  bool one_launch = tuning().gemv && count >= 2 && count <= static_cast<size_t>(kGemvMaxSegments) &&
+                    a.out.size() == count && a.x.defined() && a.x.rank() == 2 && a.x.dim(0) <= 2 &&
+                    a.x.dim(0) <= tuning().gemv_max_m;
+  GemvParams g;
+  for (size_t i = 0; one_launch && i < count; ++i) {
+    const MatmulArgs m{a.x, a.w[i], a.out[i], a.accumulate};
+    KILN_RETURN_IF_ERROR(check_args(*this, m));
+    const MatmulRequest r = describe(m);
+    if (i == 0) {
+      g.m = r.m;
+      g.k = r.k;
+      g.x = a.x.data<float>();
+      g.x_stride = a.x.stride(0);
+      g.w_dtype = a.w[0].dtype();
+      g.accumulate = a.accumulate;
+      g.multiprocessors = ctx_->props.multiProcessorCount;
+      g.rows_per_warp = tuning().gemv_rows > 0 ? tuning().gemv_rows : 0;
+    }
+    one_launch = r.m > 0 && r.n > 0 && a.w[i].dtype() == g.w_dtype && r.k == g.k && r.n <= tuning().gemv_max_n;
+    g.seg[i] = {a.w[i].raw(), a.out[i].data<float>(), a.out[i].stride(0), r.n};
+  }
+  g.segments = static_cast<int>(count);
+  if (!one_launch || !gemv_applies(g)) return LinearFacet::matmul_group(a);
+  ProfileScope prof(ctx_->profiler.get(), [&] {
+    return "matmul gemv group m=" + std::to_string(g.m) + " n=" + std::to_string(g.rows()) + " k=" + std::to_string(g.k) +
+           " segments=" + std::to_string(count);
+  });
+  Status st = gemv(g, ctx_->stream);
+  return st.ok() ? st : st.with_context("matmul_group of " + std::to_string(count));
+}
+
 Status Linear::matmul(const MatmulArgs& a) {
   KILN_RETURN_IF_ERROR(check_args(*this, a));
   const MatmulRequest r = describe(a);
@@ -136,14 +171,11 @@ Status Linear::matmul(const MatmulArgs& a) {
   if (wt != DType::kF32 && tuning().gemv && r.m <= tuning().gemv_max_m) {
     GemvParams g;
     g.m = r.m;
-    g.n = r.n;
     g.k = r.k;
     g.x = a.x.data<float>();
     g.x_stride = a.x.stride(0);
-    g.w = a.w.raw();
     g.w_dtype = wt;
-    g.out = a.out.data<float>();
-    g.out_stride = a.out.stride(0);
+    g.seg[0] = {a.w.raw(), a.out.data<float>(), a.out.stride(0), r.n};
     g.accumulate = a.accumulate;
     g.multiprocessors = ctx_->props.multiProcessorCount;
     g.rows_per_warp = tuning().gemv_rows;

@@ -1,16 +1,21 @@
 // Greedy selection on the device (kernels/argmax.cu); host logits are staged through the device.
+// Sampling at temperature > 0 on the device (kernels/sample.cu): only ids and logprobs come back.
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "backend/arg_checks.h"
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/argmax.h"
+#include "backend/cuda/kernels/sample.h"
 
 namespace kiln::cuda {
 
 Support Sampling::supports(const SampleRequest& r) const {
-  if (!r.greedy) return Support::declined("only greedy selection is implemented on the cuda backend so far");
+  if (!r.greedy && sample_shared_bytes(r.vocab) > sample_max_shared_bytes())
+    return Support::declined("vocab " + std::to_string(r.vocab) + " exceeds the sampling kernel's shared-memory bitmap");
   return Support::native();
 }
 
@@ -66,6 +71,97 @@ Status Sampling::argmax(const ArgmaxArgs& a) {
   KILN_RETURN_IF_ERROR(cuda_status(
       cudaMemcpyAsync(a.ids.raw(), ids.raw(), a.ids.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream), req + ": ids back"));
   return cuda_status(cudaStreamSynchronize(ctx_->stream), req + ": synchronize");
+}
+
+namespace {
+// Scratch per launch (f32 working logits and f64 probabilities, 12 bytes a logit): rows beyond
+// what fits run in further launches.
+constexpr int64_t kSampleScratchBytes = int64_t{256} << 20;
+constexpr size_t align8(size_t n) { return (n + 7) & ~size_t{7}; }
+}  // namespace
+
+Status Sampling::sample(const SampleArgs& a) {
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
+  const SampleRequest r = describe(a);
+  ProfileScope prof(ctx_->profiler.get(), [] { return std::string("sample"); });
+  if (r.rows == 0) return {};
+  // Each row's parameters, its seen ids (deduplicated on the device) and its generated ids as
+  // (token, count) pairs, counted here as the host reference counts them.
+  std::vector<SampleRowParams> params(static_cast<size_t>(r.rows));
+  std::vector<int32_t> seen, generated;
+  std::unordered_map<int32_t, int32_t> counts;
+  for (size_t i = 0; i < a.rows.size(); ++i) {
+    const SampleRow& x = a.rows[i];
+    SampleRowParams& q = params[i];
+    q.u = x.u;
+    q.temperature = x.temperature;
+    q.top_p = x.top_p;
+    q.min_p = x.min_p;
+    q.repetition_penalty = x.repetition_penalty;
+    q.presence_penalty = x.presence_penalty;
+    q.frequency_penalty = x.frequency_penalty;
+    q.top_k = x.top_k;
+    if (x.repetition_penalty != 1.f) {
+      q.seen_offset = static_cast<int32_t>(seen.size());
+      for (int32_t t : x.seen)
+        if (t >= 0 && t < r.vocab) seen.push_back(t);
+      q.seen_count = static_cast<int32_t>(seen.size()) - q.seen_offset;
+    }
+    if (x.presence_penalty != 0.f || x.frequency_penalty != 0.f) {
+      counts.clear();
+      for (int32_t t : x.generated)
+        if (t >= 0 && t < r.vocab) ++counts[t];
+      q.gen_offset = static_cast<int32_t>(generated.size() / 2);
+      for (auto [t, n] : counts) {
+        generated.push_back(t);
+        generated.push_back(n);
+      }
+      q.gen_count = static_cast<int32_t>(counts.size());
+    }
+  }
+  // One device buffer and one staging buffer, laid out alike: parameters, seen, generated, then
+  // the ids and logprobs coming back.
+  const size_t params_bytes = params.size() * sizeof(SampleRowParams);
+  const size_t seen_at = params_bytes, gen_at = seen_at + seen.size() * 4;
+  const size_t up_bytes = gen_at + generated.size() * 4;
+  const size_t ids_at = align8(up_bytes), logprobs_at = ids_at + static_cast<size_t>(r.rows) * 4;
+  const size_t total = logprobs_at + static_cast<size_t>(r.rows) * 4;
+  KILN_ASSIGN_OR_RETURN(Tensor buf, ctx_->empty({static_cast<int64_t>(total)}, DType::kU8));
+  auto* dev = static_cast<char*>(buf.raw());
+  std::unique_lock<std::mutex> staging_lock(ctx_->staging_mu);  // until the results are read back
+  KILN_ASSIGN_OR_RETURN(void* stage_raw, ctx_->staging(total));
+  auto* stage = static_cast<char*>(stage_raw);
+  std::memcpy(stage, params.data(), params_bytes);
+  if (!seen.empty()) std::memcpy(stage + seen_at, seen.data(), seen.size() * 4);
+  if (!generated.empty()) std::memcpy(stage + gen_at, generated.data(), generated.size() * 4);
+  const std::string req = r.describe();
+  KILN_RETURN_IF_ERROR(
+      cuda_status(cudaMemcpyAsync(dev, stage, up_bytes, cudaMemcpyHostToDevice, ctx_->stream), req + ": parameters"));
+  const int64_t group = std::clamp<int64_t>(kSampleScratchBytes / (r.vocab * 12), 1, r.rows);
+  KILN_ASSIGN_OR_RETURN(Tensor work, ctx_->empty({group, r.vocab}, DType::kF32));
+  KILN_ASSIGN_OR_RETURN(Tensor probs, ctx_->empty({group, r.vocab}, DType::kI64));  // f64
+  for (int64_t row0 = 0; row0 < r.rows; row0 += group) {
+    SampleParams p;
+    p.rows = std::min(group, r.rows - row0);
+    p.vocab = r.vocab;
+    p.logits = a.logits.data<float>() + row0 * a.logits.stride(0);
+    p.logits_stride = a.logits.stride(0);
+    p.row_params = reinterpret_cast<const SampleRowParams*>(dev) + row0;
+    p.seen = reinterpret_cast<const int32_t*>(dev + seen_at);
+    p.generated = reinterpret_cast<const int32_t*>(dev + gen_at);
+    p.work = work.data<float>();
+    p.probs = static_cast<double*>(probs.raw());
+    p.ids = reinterpret_cast<int32_t*>(dev + ids_at) + row0;
+    p.logprobs = reinterpret_cast<float*>(dev + logprobs_at) + row0;
+    KILN_RETURN_IF_ERROR(cuda::sample(p, ctx_->stream).with_context(req));
+  }
+  KILN_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(stage + ids_at, dev + ids_at, total - ids_at,
+                                                   cudaMemcpyDeviceToHost, ctx_->stream),
+                                   req + ": ids back"));
+  KILN_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(ctx_->stream), req + ": synchronize"));
+  std::memcpy(a.ids.raw(), stage + ids_at, static_cast<size_t>(r.rows) * 4);
+  std::memcpy(a.logprobs.raw(), stage + logprobs_at, static_cast<size_t>(r.rows) * 4);
+  return {};
 }
 
 }  // namespace kiln::cuda

@@ -160,6 +160,60 @@ TEST(CudaParity, GemvMatchesCpuToF32Rounding) {
   }
 }
 
+// Projections sharing x in one GEMV launch (m <= 2): every output equals the CPU's matmul to
+// f32 rounding, accumulate and strided outputs included; the group is one launch, and a group
+// the kernel does not take (m = 3, an f32 weight) runs call by call with the same results.
+TEST(CudaParity, MatmulGroupMatchesCpuAndIsOneLaunch) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = cpu();
+  struct Case {
+    int64_t m;
+    std::vector<int64_t> n;
+    int64_t k;
+    DType w;
+    bool accumulate;
+    uint64_t launches;  // of the group on the device
+  } cases[] = {
+      {1, {8192, 4096, 32, 32}, 2560, DType::kBF16, false, 1},  // GDN in_proj qkv, z, a, b
+      {2, {8192, 1024, 1024}, 2560, DType::kBF16, true, 1},     // attention q, k, v
+      {1, {9216, 9216}, 2560, DType::kF16, false, 1},           // gate, up
+      {1, {5, 3}, 16, DType::kBF16, true, 1},                   // tiny segments, accumulate
+      {3, {64, 100}, 256, DType::kBF16, false, 2},              // m = 3: call by call
+      {1, {64, 100}, 256, DType::kF32, false, 2},               // f32: cuBLASLt, call by call
+  };
+  uint32_t seed = 70;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "m=" << c.m << " segments=" << c.n.size() << " k=" << c.k);
+    Pair x(*be, random_tensor({c.m, c.k}, seed++));
+    std::vector<Pair> w, ob;
+    MatmulGroupArgs ha, da;
+    ha.x = x.host, da.x = x.dev, ha.accumulate = da.accumulate = c.accumulate;
+    for (size_t i = 0; i < c.n.size(); ++i) {
+      w.emplace_back(*be, random_tensor({c.n[i], c.k}, seed++, 1.f / std::sqrt(float(c.k)), c.w));
+      ob.emplace_back(*be, random_tensor({c.m, c.n[i] + 3}, seed++));  // strided rows
+    }
+    for (size_t i = 0; i < c.n.size(); ++i) {
+      Pair o = ob[i].view(ob[i].host_base.slice(1, 0, c.n[i]));
+      ha.w.push_back(w[i].host), da.w.push_back(w[i].dev);
+      ha.out.push_back(o.host), da.out.push_back(o.dev);
+    }
+    ASSERT_TRUE(ref->linear().matmul_group(ha).ok());
+    const uint64_t before = cuda_backend_stats(*be)->launches;
+    Status s = be->linear().matmul_group(da);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    const uint64_t launches = cuda_backend_stats(*be)->launches - before;
+    if (c.launches == 1) EXPECT_EQ(launches, 1u);
+    else EXPECT_GE(launches, 2u);
+    for (size_t i = 0; i < c.n.size(); ++i)
+      EXPECT_LE(rel_error(ob[i].dev_result(*be), ob[i].host_base), c.w == DType::kF32 ? kF32Tol : kGemvTol)
+          << "segment " << i;
+  }
+  MatmulGroupArgs bad;
+  bad.x = to_device(*be, random_tensor({1, 16}, 1));
+  bad.w = {to_device(*be, random_tensor({4, 16}, 2, 0.1f, DType::kBF16))};
+  EXPECT_EQ(be->linear().matmul_group(bad).code(), ErrorCode::kInvalidArgument);  // a weight without an output
+}
+
 // ---------------------------------------------------------------- norm
 
 TEST(CudaParity, RmsNorm) {

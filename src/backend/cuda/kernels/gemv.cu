@@ -38,20 +38,27 @@ __device__ __forceinline__ void unpack8(const uint4& w, float (&f)[8]) {
   }
 }
 
-// A warp owns R consecutive weight rows; its lanes take the 8-wide k chunks lane, lane + 32, ...
-// for every m (several chunks' loads in flight through the unrolled loop), and a warp reduction
-// finishes each of the M x R dot products: no shared memory, no block barrier.
+// A warp owns R consecutive weight rows (of any segments: each row finds its own weight and
+// output); its lanes take the 8-wide k chunks lane, lane + 32, ... for every m (several chunks'
+// loads in flight through the unrolled loop), and a warp reduction finishes each of the M x R
+// dot products: no shared memory, no block barrier.
 template <bool kBF16, int M, int R>
-__global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
+__global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t total) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * R;
-  if (n0 >= p.n) return;
+  if (n0 >= total) return;
   const int64_t chunks = p.k >> 3;
   const uint4* wrow[R];
+  float* orow[R];
+  int64_t ostride[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    const int64_t n = n0 + r < p.n ? n0 + r : p.n - 1;  // the last warp re-reads the last row
-    wrow[r] = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.w) + n * p.k);
+    int64_t n = n0 + r < total ? n0 + r : total - 1;  // the last warp re-reads the last row
+    int s = 0;
+    while (s + 1 < p.segments && n >= p.seg[s].n) n -= p.seg[s++].n;
+    wrow[r] = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.seg[s].w) + n * p.k);
+    orow[r] = p.seg[s].out + n;
+    ostride[r] = p.seg[s].out_stride;
   }
   float acc[M][R];
 #pragma unroll
@@ -90,8 +97,8 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const float v = warp_sum(acc[m][r]);
-      if (lane == m * R + r && n0 + r < p.n) {
-        float* o = p.out + m * p.out_stride + n0 + r;
+      if (lane == m * R + r && n0 + r < total) {
+        float* o = orow[r] + m * ostride[r];
         *o = p.accumulate ? *o + v : v;
       }
     }
@@ -105,13 +112,14 @@ constexpr int kSplitRows = 4;
 template <bool kBF16, int M>
 __global__ void __launch_bounds__(kThreads) gemv_split_kernel(GemvParams p) {
   __shared__ float red[kWarps][M * kSplitRows];
+  const GemvSegment& g = p.seg[0];  // one segment: launch_m sends groups to the warp form
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kSplitRows;
   const int64_t chunks = p.k >> 3;
   const uint4* wrow[kSplitRows];
 #pragma unroll
   for (int r = 0; r < kSplitRows; ++r) {
-    const int64_t n = n0 + r < p.n ? n0 + r : p.n - 1;
-    wrow[r] = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.w) + n * p.k);
+    const int64_t n = n0 + r < g.n ? n0 + r : g.n - 1;
+    wrow[r] = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(g.w) + n * p.k);
   }
   float acc[M][kSplitRows];
 #pragma unroll
@@ -154,11 +162,11 @@ __global__ void __launch_bounds__(kThreads) gemv_split_kernel(GemvParams p) {
   if (threadIdx.x < M * kSplitRows) {
     const int m = threadIdx.x / kSplitRows, r = threadIdx.x % kSplitRows;
     const int64_t n = n0 + r;
-    if (n < p.n) {
+    if (n < g.n) {
       float s = 0.f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) s += red[w][threadIdx.x];
-      float* o = p.out + m * p.out_stride + n;
+      float* o = g.out + m * g.out_stride + n;
       *o = p.accumulate ? *o + s : s;
     }
   }
@@ -168,25 +176,26 @@ __global__ void __launch_bounds__(kThreads) gemv_split_kernel(GemvParams p) {
 // that allows (more 16-byte loads in flight each); larger m keeps R small for registers.
 template <bool kBF16, int M>
 void launch_m(const GemvParams& p, cudaStream_t stream) {
-  if (M > 2 || (p.n < 4096 && p.rows_per_warp == 0) || p.rows_per_warp < 0) {
-    const unsigned blocks = static_cast<unsigned>((p.n + kSplitRows - 1) / kSplitRows);
+  const int64_t n = p.rows();
+  if (p.segments == 1 && (M > 2 || (n < 4096 && p.rows_per_warp == 0) || p.rows_per_warp < 0)) {
+    const unsigned blocks = static_cast<unsigned>((n + kSplitRows - 1) / kSplitRows);
     gemv_split_kernel<kBF16, M><<<blocks, kThreads, 0, stream>>>(p);
     return;
   }
   const int64_t want_warps = int64_t{16} * (p.multiprocessors > 0 ? p.multiprocessors : 132);
   int r = 1;
-  if (p.n >= 4 * want_warps && M <= 2) r = 4;
-  else if (p.n >= 2 * want_warps) r = 2;
+  if (n >= 4 * want_warps && M <= 2) r = 4;
+  else if (n >= 2 * want_warps) r = 2;
   if (p.rows_per_warp > 0) r = p.rows_per_warp == 4 && M > 2 ? 2 : p.rows_per_warp;
-  const unsigned blocks = static_cast<unsigned>((p.n + int64_t{kWarps} * r - 1) / (int64_t{kWarps} * r));
+  const unsigned blocks = static_cast<unsigned>((n + int64_t{kWarps} * r - 1) / (int64_t{kWarps} * r));
   if constexpr (M <= 2) {
     if (r == 4) {
-      gemv_kernel<kBF16, M, 4><<<blocks, kThreads, 0, stream>>>(p);
+      gemv_kernel<kBF16, M, 4><<<blocks, kThreads, 0, stream>>>(p, n);
       return;
     }
   }
-  if (r == 2) gemv_kernel<kBF16, M, 2><<<blocks, kThreads, 0, stream>>>(p);
-  else gemv_kernel<kBF16, M, 1><<<blocks, kThreads, 0, stream>>>(p);
+  if (r == 2) gemv_kernel<kBF16, M, 2><<<blocks, kThreads, 0, stream>>>(p, n);
+  else gemv_kernel<kBF16, M, 1><<<blocks, kThreads, 0, stream>>>(p, n);
 }
 
 template <bool kBF16>
@@ -209,21 +218,28 @@ bool gemv_beats_cublaslt(int64_t m, int64_t n) { return m <= 2 || (m <= 4 && n <
 
 bool gemv_applies(const GemvParams& p) {
   auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
-  if (p.m < 1 || p.m > kGemvMaxM || p.n < 1 || p.k < 8 || p.k % 8 != 0) return false;
+  if (p.m < 1 || p.m > kGemvMaxM || p.k < 8 || p.k % 8 != 0) return false;
+  if (p.segments < 1 || p.segments > kGemvMaxSegments || (p.segments > 1 && p.m > 2)) return false;
   if (p.w_dtype != DType::kBF16 && p.w_dtype != DType::kF16) return false;
-  if (!aligned16(p.w) || !aligned16(p.x)) return false;
-  if (p.m > 1 && p.x_stride % 4 != 0) return false;
-  return p.n / kSplitRows < 0x7fffffff;
+  if (!aligned16(p.x) || (p.m > 1 && p.x_stride % 4 != 0)) return false;
+  for (int s = 0; s < p.segments; ++s)
+    if (p.seg[s].n < 1 || !aligned16(p.seg[s].w) || p.seg[s].out == nullptr) return false;
+  return p.rows() / kSplitRows < 0x7fffffff;
 }
 
 Status gemv(const GemvParams& p, cudaStream_t stream) {
   if (!gemv_applies(p))
-    return invalid_argument("gemv_kernel: unsupported arguments (m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
-                            " k=" + std::to_string(p.k) + ")");
+    return invalid_argument("gemv_kernel: unsupported arguments (m=" + std::to_string(p.m) + " n=" +
+                            std::to_string(p.rows()) + " k=" + std::to_string(p.k) + " segments=" +
+                            std::to_string(p.segments) + ")");
   if (p.w_dtype == DType::kBF16) launch<true>(p, stream);
   else launch<false>(p, stream);
   return launch_status(
-      "gemv_kernel", [&] { return "m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k); },
+      "gemv_kernel",
+      [&] {
+        return "m=" + std::to_string(p.m) + " n=" + std::to_string(p.rows()) + " k=" + std::to_string(p.k) +
+               " segments=" + std::to_string(p.segments);
+      },
       stream);
 }
 

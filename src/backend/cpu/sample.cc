@@ -1,0 +1,41 @@
+// The reference `sample`: each row through the transforms of backend/sampling_math.h, exactly as
+// the engine's Sampler runs them at temperature > 0, with the row's own u.
+#include <cmath>
+#include <vector>
+
+#include "backend/arg_checks.h"
+#include "backend/cpu/cpu_facets.h"
+#include "backend/sampling_math.h"
+
+namespace kiln::cpu {
+
+Status Sampling::sample(const SampleArgs& a) {
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cpu", DeviceKind::kHost));
+  const int64_t V = a.logits.dim(1);
+  std::vector<float> logits(static_cast<size_t>(V));
+  for (size_t i = 0; i < a.rows.size(); ++i) {
+    const SampleRow& r = a.rows[i];
+    const float* row = a.logits.data<float>() + static_cast<int64_t>(i) * a.logits.stride(0);
+    logits.assign(row, row + V);
+    SamplingParams p;
+    p.temperature = r.temperature;
+    p.top_k = r.top_k;
+    p.top_p = r.top_p;
+    p.min_p = r.min_p;
+    p.repetition_penalty = r.repetition_penalty;
+    p.presence_penalty = r.presence_penalty;
+    p.frequency_penalty = r.frequency_penalty;
+    apply_penalties(logits, p, r.seen, r.generated);
+    apply_temperature(logits, p.temperature);
+    apply_top_k(logits, p.top_k);
+    std::vector<double> probs = softmax(logits);
+    apply_min_p(probs, p.min_p);
+    apply_top_p(probs, p.top_p);
+    const int32_t token = draw(probs, r.u);
+    a.ids.data<int32_t>()[i] = token;
+    a.logprobs.data<float>()[i] = static_cast<float>(std::log(probs[static_cast<size_t>(token)]));
+  }
+  return {};
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,60 @@
+// Sampling on the device: one block per row runs spec/engine.md's transforms (penalties,
+// temperature, top-k, softmax, min-p, top-p, draw) with the host reference's semantics
+// (backend/sampling_math.h) and writes the token and the log of its final probability.
+//   - penalties: repetition over the distinct ids of `seen` (a shared-memory bitmap claims each
+//     id once), presence/frequency over (id, count) pairs the host counted; float ops rounded as
+//     the host rounds them (explicit _rn intrinsics; frequency * n + presence as one fma, as
+//     sampling_math.cc writes it).
+//   - top-k: the k-th largest logit by radix select over the order-preserving uint32 transform
+//     (4 passes of 8-bit histograms); logits below it become -inf, ties at it stay.
+//   - softmax in double (max, then exp(l - max) and their sum); min-p against the largest.
+//   - top-p: the last kept probability by radix select over the uint64 bits of the (non-negative)
+//     double probabilities with per-bin masses in 2^-62 fixed point (exact integer sums, so the
+//     result does not depend on thread order); ties at it kept lowest index first up to the count
+//     the target needs.
+//   - draw: each thread owns a contiguous slice of the row; a block-wide prefix sum of the slice
+//     masses gives each slice's start, and the first token (index order) with u < cumulative wins;
+//     u beyond the total takes the last token with mass.
+// Tolerance against the host: its sums are sequential doubles, these are tree and fixed-point
+// sums, so a draw whose u lies within ~1e-12 of an interval boundary, or a top-p target within
+// ~1e-12 of a prefix mass, may pick the neighbouring token. Everything else is equal.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace kiln::cuda {
+
+// One row's parameters, as the host stages them (8-byte aligned: u first).
+struct SampleRowParams {
+  double u = 0;
+  float temperature = 1.f, top_p = 1.f, min_p = 0.f;
+  float repetition_penalty = 1.f, presence_penalty = 0.f, frequency_penalty = 0.f;
+  int32_t top_k = 0;
+  int32_t seen_offset = 0, seen_count = 0;  // into `seen`: token ids, duplicates allowed
+  int32_t gen_offset = 0, gen_count = 0;    // into `generated`: (token, count) pairs, distinct tokens
+  int32_t pad = 0;
+};
+
+struct SampleParams {
+  int64_t rows = 0, vocab = 0;
+  const float* logits = nullptr; int64_t logits_stride = 0;
+  const SampleRowParams* row_params = nullptr;  // [rows]
+  const int32_t* seen = nullptr;                // flat ids
+  const int32_t* generated = nullptr;           // flat (token, count) pairs
+  float* work = nullptr;                        // [rows, vocab] scratch
+  double* probs = nullptr;                      // [rows, vocab] scratch
+  int32_t* ids = nullptr;                       // [rows]
+  float* logprobs = nullptr;                    // [rows]
+};
+
+// The dynamic shared memory one row needs (the penalty bitmap), and the most the kernel may use.
+int64_t sample_shared_bytes(int64_t vocab);
+int64_t sample_max_shared_bytes();
+
+Status sample(const SampleParams& p, cudaStream_t stream);
+
+}  // namespace kiln::cuda
