@@ -2,6 +2,7 @@
 #include "backend/arg_checks.h"
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/rms_norm.h"
+#include "backend/cuda/tuning.h"
 
 namespace kiln::cuda {
 
@@ -24,6 +25,7 @@ Status Norm::rms_norm(const NormArgs& a) {
   p.out = a.out.data<float>();
   p.out_stride = a.out.stride(0);
   p.eps = a.eps;
+  p.vec4 = tuning().norm_vec4;
   if (r.fused_residual) {
     p.residual = a.residual.data<float>();
     p.residual_stride = a.residual.stride(0);

@@ -20,6 +20,7 @@
 //   KILN_CUDA_ATTENTION=simple  the one-block-per-(token, head) attention kernel for every request
 //   KILN_CUDA_FLASH_PREFILL=0   prefill attention that allows bf16 products (AttentionArgs::compute)
 //                               stays on the f32 kernels instead of the tensor-core flash kernel
+//   KILN_CUDA_NORM_VEC4=0       RMSNorm keeps the strided loop for every row (rms_norm.cu)
 //   KILN_CUDA_GRAPHS=0          the engine runs every decode step eagerly (no CUDA graph replay)
 //   KILN_CUDA_GDN_BACKWARD=shared the GDN backward's previous state kernel (shared memory, a thread
 //                               per column); read at every call by training_gdn.cc, not here
@@ -44,7 +45,8 @@ struct Tuning {
   int attention_decode_blocks_per_sm = 4;
   bool flash_prefill = true;          // bf16-allowed prefill attention on tensor cores (flash_prefill.cu)
   long long flash_prefill_min_q_len = 64;  // ... when the longest query row has at least this many tokens
-  bool graphs = true;  // decode steps recorded as CUDA graphs and replayed (replay.cc)
+  bool graphs = true;
+  bool norm_vec4 = true;  // RMSNorm rows of <= 4096 aligned floats: one float4 a thread (rms_norm.cu)  // decode steps recorded as CUDA graphs and replayed (replay.cc)
 };
 
 inline Tuning tuning_from_env() {
@@ -75,6 +77,7 @@ inline Tuning tuning_from_env() {
     t.attention_split = false;
   t.flash_prefill = flag("KILN_CUDA_FLASH_PREFILL", true);
   t.graphs = flag("KILN_CUDA_GRAPHS", true);
+  t.norm_vec4 = flag("KILN_CUDA_NORM_VEC4", true);
   return t;
 }
 

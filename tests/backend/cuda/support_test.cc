@@ -129,9 +129,13 @@ TEST(CudaSupport, ConvGdnAndAttentionPredicatesAgreeWithMethods) {
     expect_agreement(be->attention().supports(describe(a)), [&] { return be->attention().rope(a); },
                      describe(a).describe());
   }
-  // Sampling: only greedy.
-  SampleRequest sr{1, 10, false};
-  EXPECT_EQ(be->sampling().supports(sr).state, SupportState::kDeclined);
+  // Sampling: greedy and sampled rows run natively; a vocabulary whose penalty bitmap does not
+  // fit the sampling kernel's shared memory is declined, naming the vocabulary.
+  EXPECT_TRUE(be->sampling().supports(SampleRequest{1, 10, false}).runs_natively());
+  EXPECT_TRUE(be->sampling().supports(SampleRequest{64, 248320, false}).runs_natively());
+  const Support huge = be->sampling().supports(SampleRequest{1, int64_t{1} << 30, false});
+  EXPECT_EQ(huge.state, SupportState::kDeclined);
+  EXPECT_NE(huge.constraint.find("vocab"), std::string::npos) << huge.constraint;
 }
 
 TEST(CudaSupport, CapabilitiesComeFromTheDeviceAndThePolicyIsStrict) {

@@ -21,6 +21,7 @@ struct RmsNormParams {
   const float* gate = nullptr; int64_t gate_stride = 0;     // kGated
   float* out = nullptr;       int64_t out_stride = 0;
   float eps = 1e-6f;
+  bool vec4 = true;  // the float4 form where the row allows it (KILN_CUDA_NORM_VEC4=0: the loop)
 };
 
 Status rms_norm(const RmsNormParams& p, cudaStream_t stream);
