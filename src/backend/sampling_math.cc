@@ -91,6 +91,15 @@ void apply_top_p(std::vector<double>& probs, float top_p) {
   renormalise(probs);
 }
 
+std::vector<double> sampled_distribution(std::span<float> logits, const SamplingParams& p) {
+  apply_temperature(logits, p.temperature);
+  apply_top_k(logits, p.top_k);
+  std::vector<double> probs = softmax(logits);
+  apply_min_p(probs, p.min_p);
+  apply_top_p(probs, p.top_p);
+  return probs;
+}
+
 int32_t draw(const std::vector<double>& probs, double u) {
   double cum = 0;
   int32_t last = 0;

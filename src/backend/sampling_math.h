@@ -35,6 +35,9 @@ std::vector<double> softmax(std::span<const float> logits);
 void apply_min_p(std::vector<double>& probs, float min_p);
 // Keeps the most likely tokens until their mass reaches top_p (at least one) and renormalises.
 void apply_top_p(std::vector<double>& probs, float top_p);
+// What a row at temperature > 0 draws from, its penalties already applied: temperature, top-k,
+// softmax, min-p, top-p (`logits` is changed in place).
+std::vector<double> sampled_distribution(std::span<float> logits, const SamplingParams& p);
 // The token whose cumulative-probability interval holds `u` in [0, 1).
 int32_t draw(const std::vector<double>& probs, double u);
 

@@ -21,14 +21,15 @@ std::vector<int32_t> distinct_prompt(int64_t tokens, int64_t salt, int64_t vocab
   return p;
 }
 
-// Greedy without logprobs, or (temperature > 0) sampled with top_p 0.95 from a fixed seed.
-RequestSpec bench_request(std::vector<int32_t> prompt, int64_t max_tokens, float temperature, uint64_t seed) {
+// Greedy without logprobs, or (temperature > 0) sampled with top_p from a fixed seed.
+RequestSpec bench_request(std::vector<int32_t> prompt, int64_t max_tokens, float temperature, float top_p,
+                          uint64_t seed) {
   RequestSpec r;
   r.prompt = std::move(prompt);
   r.max_tokens = max_tokens;
   r.ignore_eos = true;  // random weights may well produce an end-of-sequence id
   r.sampling.temperature = temperature;
-  if (temperature > 0.f) r.sampling.top_p = 0.95f;
+  if (temperature > 0.f) r.sampling.top_p = top_p;
   r.sampling.logprobs = false;
   r.seed = seed;
   return r;
@@ -72,7 +73,7 @@ Result<nlohmann::json> bench_engine_decode(Qwen35Model& model, int64_t batch, co
                         bench_engine(model, batch, o.context + max_tokens, o.prefill_chunk, o));
   std::vector<Submission> subs;
   for (int64_t r = 0; r < batch; ++r) {
-    KILN_ASSIGN_OR_RETURN(Submission s, engine->submit(bench_request(distinct_prompt(o.context, batch * 1000 + r, V), max_tokens, o.temperature, static_cast<uint64_t>(r))));
+    KILN_ASSIGN_OR_RETURN(Submission s, engine->submit(bench_request(distinct_prompt(o.context, batch * 1000 + r, V), max_tokens, o.temperature, o.top_p, static_cast<uint64_t>(r))));
     subs.push_back(std::move(s));
   }
   std::vector<double> steps;
@@ -113,7 +114,7 @@ Result<nlohmann::json> bench_engine_ttft(Qwen35Model& model, int64_t tokens, int
   for (int rep = 0; rep <= repeats; ++rep) {  // rep 0 warms up
     const int64_t V = model.config().vocab_size;
     auto t = Clock::now();
-    KILN_ASSIGN_OR_RETURN(Submission s, engine->submit(bench_request(distinct_prompt(tokens, 7 + rep, V), 1, 0.f, 0)));
+    KILN_ASSIGN_OR_RETURN(Submission s, engine->submit(bench_request(distinct_prompt(tokens, 7 + rep, V), 1, 0.f, 1.f, 0)));
     std::optional<TokenEvent> first;
     while (!first && engine->has_work()) {
       KILN_RETURN_IF_ERROR(engine->step().status());

@@ -18,7 +18,8 @@ struct EngineBenchOpts {
   int64_t prefill_chunk = 8192; // tokens per engine cycle while the prompts prefill
   bool device_sampling = true;  // EngineConfig::device_sampling
   bool decode_replay = true;    // EngineConfig::decode_replay
-  float temperature = 0.f;      // decode sweep: 0 greedy; above, sampled (top_p 0.95, a seed per row)
+  float temperature = 0.f;      // decode sweep: 0 greedy; above, sampled (with top_p, a seed per row)
+  float top_p = 1.f;
 };
 
 // `batch` sequences of `context` distinct tokens each, prefilled, then decoded together; the

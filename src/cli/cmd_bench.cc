@@ -85,7 +85,7 @@ struct BenchOpts {
   int64_t context = 1024, ttft_tokens = 0;
   bool host_sampling = false;
   bool eager = false;
-  float temperature = 0.f;
+  float temperature = 0.f, top_p = 1.f;
   std::string peer_json;
 };
 
@@ -265,6 +265,7 @@ Status run(const BenchOpts& o) {
   eo.device_sampling = !o.host_sampling;
   eo.decode_replay = !o.eager;
   eo.temperature = o.temperature;
+  eo.top_p = o.top_p;
   if (!o.batches.empty()) {
     nlohmann::json sweep = nlohmann::json::array();
     for (int64_t b : o.batches) {
@@ -287,7 +288,8 @@ Status run(const BenchOpts& o) {
       }
       sweep.push_back(*r);
     }
-    const std::string picked = o.temperature > 0.f ? "sampled at temperature " + std::to_string(o.temperature) + ", top_p 0.95"
+    const std::string picked = o.temperature > 0.f ? "sampled at temperature " + std::to_string(o.temperature) +
+                                                         ", top_p " + std::to_string(o.top_p)
                                                    : std::string("greedy");
     j["decode_batches"] = {{"sampling", picked + (o.host_sampling ? ", on the host (every row's logits copied)" : ", on the device (ids only)")},
                            {"execution", !o.eager && model->backend().replay().available() ? "graph_replay" : "eager"},
@@ -338,8 +340,11 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--host-sampling", o->host_sampling, "Engine sweep: copy every row's logits to the host (the old path)");
   cmd->add_flag("--eager", o->eager, "Engine sweep: run every decode step eagerly (no CUDA graph replay)");
-  cmd->add_option("--temperature", o->temperature, "Engine decode sweep: sample at this temperature (top_p 0.95) instead of greedy")
+  cmd->add_option("--temperature", o->temperature, "Engine decode sweep: sample at this temperature instead of greedy")
       ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  cmd->add_option("--top-p", o->top_p, "Engine decode sweep: top_p of the sampled rows (with --temperature)")
+      ->check(CLI::Range(0.000001, 1.0))
       ->capture_default_str();
   cmd->add_option("--peer-json", o->peer_json, "JSON of a peer run (tools/bench_hf_peer.py), included as `peer`");
   add_bench_serve_command(*cmd);

@@ -43,11 +43,7 @@ SampledToken Sampler::sample(std::span<const float> logits_in, std::span<const i
     if (!params_.logprobs && params_.top_logprobs == 0) return out;
     probs = softmax(logits);
   } else {
-    apply_temperature(logits, params_.temperature);
-    apply_top_k(logits, params_.top_k);
-    probs = softmax(logits);
-    apply_min_p(probs, params_.min_p);
-    apply_top_p(probs, params_.top_p);
+    probs = sampled_distribution(logits, params_);
     out.token = draw(probs, next_u());
   }
   out.logprob = static_cast<float>(std::log(probs[static_cast<size_t>(out.token)]));

@@ -26,11 +26,7 @@ Status Sampling::sample(const SampleArgs& a) {
     p.presence_penalty = r.presence_penalty;
     p.frequency_penalty = r.frequency_penalty;
     apply_penalties(logits, p, r.seen, r.generated);
-    apply_temperature(logits, p.temperature);
-    apply_top_k(logits, p.top_k);
-    std::vector<double> probs = softmax(logits);
-    apply_min_p(probs, p.min_p);
-    apply_top_p(probs, p.top_p);
+    const std::vector<double> probs = sampled_distribution(logits, p);
     const int32_t token = draw(probs, r.u);
     a.ids.data<int32_t>()[i] = token;
     a.logprobs.data<float>()[i] = static_cast<float>(std::log(probs[static_cast<size_t>(token)]));

@@ -46,6 +46,26 @@ __device__ __forceinline__ void warp_count(unsigned* hist, unsigned d) {
     atomicAdd(&hist[d], static_cast<unsigned>(__popc(peers)));
 }
 
+// Adds every lane's v (where d < 256) to mass[d], one atomic per distinct bin of the warp: in the
+// first top-p passes nearly a whole row shares a bin, and one shared atomic per element
+// serialised the block. Integer sums, so the order does not change the result. Every lane of the
+// warp calls it.
+__device__ __forceinline__ void warp_mass(unsigned long long* mass, unsigned d, unsigned long long v) {
+  const unsigned peers = __match_any_sync(kFull, d);
+  unsigned long long sum = 0ull;
+  if (peers == kFull) {  // the same bin in every lane: uniform across the warp
+    if (d >= 256u) return;
+    sum = v;
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
+  } else {
+    for (int src = 0; src < 32; ++src) {
+      const unsigned long long other = __shfl_sync(kFull, v, src);
+      if (peers & (1u << src)) sum += other;
+    }
+  }
+  if (d < 256u && static_cast<int>(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(mass + d, sum);
+}
+
 // Reduction over the block (all kThreads threads call it); every thread gets the result.
 template <typename T, typename Op>
 __device__ __forceinline__ T block_reduce(T v, T* scratch, Op op) {
@@ -231,7 +251,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
           if (q > 0 && (key & mask) == prefix) d = static_cast<unsigned>(key >> shift) & 255u;
         }
         warp_count(hist, d);
-        if (d < 256u) atomicAdd(&mass[d], __double2ull_rn(q * kFixed));
+        warp_mass(mass, d, d < 256u ? __double2ull_rn(q * kFixed) : 0ull);
       }
       __syncthreads();
       if (tid == 0) {
