@@ -94,6 +94,11 @@ std::string Metrics::render(const EngineStats& e) const {
   sample(out, "kiln_decode_rows_total", static_cast<double>(e.decode_rows));
   header(out, "kiln_decode_cycles_total", "counter", "Engine cycles that decoded at least one row.");
   sample(out, "kiln_decode_cycles_total", static_cast<double>(e.decode_cycles));
+  header(out, "kiln_decode_replays_total", "counter",
+         "Decode steps replayed as a recorded CUDA graph (0 where the backend runs every step eagerly).");
+  sample(out, "kiln_decode_replays_total", static_cast<double>(e.decode_replays));
+  header(out, "kiln_decode_recordings", "gauge", "Decode shape buckets recorded as CUDA graphs.");
+  sample(out, "kiln_decode_recordings", static_cast<double>(e.decode_recordings));
   header(out, "kiln_prefill_tokens_total", "counter", "Prompt tokens prefilled (prefix-cache hits excluded).");
   sample(out, "kiln_prefill_tokens_total", static_cast<double>(e.prefill_tokens));
   header(out, "kiln_kv_blocks", "gauge", "64-token K/V blocks by state (cached: held only by the prefix cache).");
