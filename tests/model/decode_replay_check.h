@@ -77,7 +77,9 @@ inline void expect_replay_matches_eager_and_forward(Backend& be, ReplayFacet& re
       for (int w = 0; w < 3; ++w) {
         std::vector<SequenceInput> rows;
         for (int64_t r = 0; r < n; ++r) rows.push_back({&ways[w].seqs[r], std::span<const int32_t>(&tokens[r], 1)});
-        if (w < 2) ASSERT_TRUE(ways[w].replay->applies(rows));
+        if (w < 2) {
+          ASSERT_TRUE(ways[w].replay->applies(rows));
+        }
         auto l = w < 2 ? ways[w].replay->forward(rows) : model.forward_on_device(rows, LogitsMode::kLast, ways[w].state);
         ASSERT_TRUE(l.ok()) << "batch " << n << " step " << s << ": " << l.status().to_string();
         got[w] = host_copy(be, *l);

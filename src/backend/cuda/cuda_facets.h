@@ -49,6 +49,8 @@ class Storage final : public StorageFacet {
   std::shared_ptr<Context> ctx_;
 };
 
+struct GemvParams;  // kernels/gemv.h
+
 struct MatmulCacheStats {
   uint64_t hits = 0, misses = 0, entries = 0;
 };
@@ -84,6 +86,7 @@ class Linear final : public LinearFacet {
   Status ensure_handle();
   Result<const Plan*> plan_for(const Key& key, const std::string& req);
   Result<void*> scratch(size_t bytes);
+  GemvParams gemv_params(const MatmulArgs& a, const MatmulRequest& r) const;
 
   std::shared_ptr<Context> ctx_;
   cublasLtHandle_t handle_ = nullptr;

@@ -128,6 +128,21 @@ Result<const Linear::Plan*> Linear::plan_for(const Key& key, const std::string& 
   return &plans_.emplace(key, p).first->second;
 }
 
+// The GEMV of one matmul: x, its weight and output as the first segment, the tuning's choices.
+GemvParams Linear::gemv_params(const MatmulArgs& a, const MatmulRequest& r) const {
+  GemvParams g;
+  g.m = r.m;
+  g.k = r.k;
+  g.x = a.x.data<float>();
+  g.x_stride = a.x.stride(0);
+  g.w_dtype = a.w.dtype();
+  g.seg[0] = {a.w.raw(), a.out.data<float>(), a.out.stride(0), r.n};
+  g.accumulate = a.accumulate;
+  g.multiprocessors = ctx_->props.multiProcessorCount;
+  g.rows_per_warp = tuning().gemv_rows;
+  return g;
+}
+
 // One GEMV launch for every projection of the group where the decode GEMV applies to each
 // (m <= 2, one 16-bit weight dtype and k, at most kGemvMaxSegments), else one call each.
 Status Linear::matmul_group(const MatmulGroupArgs& a) {
@@ -140,16 +155,7 @@ Status Linear::matmul_group(const MatmulGroupArgs& a) {
     const MatmulArgs m{a.x, a.w[i], a.out[i], a.accumulate};
     KILN_RETURN_IF_ERROR(check_args(*this, m));
     const MatmulRequest r = describe(m);
-    if (i == 0) {
-      g.m = r.m;
-      g.k = r.k;
-      g.x = a.x.data<float>();
-      g.x_stride = a.x.stride(0);
-      g.w_dtype = a.w[0].dtype();
-      g.accumulate = a.accumulate;
-      g.multiprocessors = ctx_->props.multiProcessorCount;
-      g.rows_per_warp = tuning().gemv_rows > 0 ? tuning().gemv_rows : 0;
-    }
+    if (i == 0) g = gemv_params(m, r);
     one_launch = r.m > 0 && r.n > 0 && a.w[i].dtype() == g.w_dtype && r.k == g.k && r.n <= tuning().gemv_max_n;
     g.seg[i] = {a.w[i].raw(), a.out[i].data<float>(), a.out[i].stride(0), r.n};
   }
@@ -169,16 +175,7 @@ Status Linear::matmul(const MatmulArgs& a) {
   if (r.m == 0 || r.n == 0) return {};
   const DType wt = a.w.dtype();
   if (wt != DType::kF32 && tuning().gemv && r.m <= tuning().gemv_max_m) {
-    GemvParams g;
-    g.m = r.m;
-    g.k = r.k;
-    g.x = a.x.data<float>();
-    g.x_stride = a.x.stride(0);
-    g.w_dtype = wt;
-    g.seg[0] = {a.w.raw(), a.out.data<float>(), a.out.stride(0), r.n};
-    g.accumulate = a.accumulate;
-    g.multiprocessors = ctx_->props.multiProcessorCount;
-    g.rows_per_warp = tuning().gemv_rows;
+    const GemvParams g = gemv_params(a, r);
     if (gemv_applies(g) && r.n <= tuning().gemv_max_n && gemv_beats_cublaslt(r.m, r.n)) {
       ProfileScope prof(ctx_->profiler.get(), [&] {
         return "matmul gemv m=" + std::to_string(r.m) + " n=" + std::to_string(r.n) + " k=" + std::to_string(r.k);

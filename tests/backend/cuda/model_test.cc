@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_test_util.h"
 #include "backend/cuda/tuning.h"
 #include "model/init.h"
+#include "model/tiny_checkpoint.h"
 #include "model/qwen35.h"
 
 namespace kiln {
@@ -217,12 +218,9 @@ Tensor prefill_logits(Backend& be, const std::string& dir, const std::vector<int
 // printed, not asserted, as the scale of what bf16 GEMM inputs do to a random-weight model.
 TEST(CudaModel, Bf16CheckpointMatchesCpuWithRoundedGemmInputs) {
   KILN_CUDA_OR_SKIP(be);
-  const std::string dir = testing::temp_dir("cuda-bf16");
-  ModelConfig cfg = preset_config("tiny").value();
-  InitOptions io;
-  io.seed = 7;
-  io.quiet = true;
-  ASSERT_TRUE(write_random_checkpoint(cfg, dir, io).ok());
+  const std::string dir = testing::tiny_checkpoint("cuda-bf16", 7);
+  ASSERT_FALSE(dir.empty());
+  const ModelConfig cfg = preset_config("tiny").value();
   std::vector<int32_t> prompt(100);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 13 + 5) % cfg.vocab_size);
   CpuWithRoundedGemmInputs rounded;
@@ -275,12 +273,9 @@ TEST(CudaModel, FusedGdnDecodeEqualsSeparateSteps) {
 // cuBLASLt path with x rounded to bf16 moves this random model by ~0.2).
 TEST(CudaModel, Bf16DecodeOnTheGemvKernelMatchesThePlainCpu) {
   KILN_CUDA_OR_SKIP(be);
-  const std::string dir = testing::temp_dir("cuda-bf16-gemv");
-  ModelConfig cfg = preset_config("tiny").value();
-  InitOptions io;
-  io.seed = 11;
-  io.quiet = true;
-  ASSERT_TRUE(write_random_checkpoint(cfg, dir, io).ok());
+  const std::string dir = testing::tiny_checkpoint("cuda-bf16-gemv", 11);
+  ASSERT_FALSE(dir.empty());
+  const ModelConfig cfg = preset_config("tiny").value();
   auto cpu = std::move(create_backend("cpu").value());
   auto mc = load(dir, *cpu);
   auto mg = load(dir, *be);

@@ -9,7 +9,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_test_util.h"
 #include "model/decode_replay_check.h"
-#include "model/init.h"
+#include "model/tiny_checkpoint.h"
 
 namespace kiln {
 namespace {
@@ -29,12 +29,8 @@ TEST(CudaReplay, F32FixtureReplayEqualsTheEagerStep) {
 
 TEST(CudaReplay, Bf16CheckpointReplayEqualsTheEagerStep) {
   KILN_CUDA_OR_SKIP(be);
-  const std::string dir = testing::temp_dir("cuda-replay-bf16");
-  ModelConfig cfg = preset_config("tiny").value();
-  InitOptions io;
-  io.seed = 11;
-  io.quiet = true;
-  ASSERT_TRUE(write_random_checkpoint(cfg, dir, io).ok());
+  const std::string dir = testing::tiny_checkpoint("cuda-replay-bf16", 11);
+  ASSERT_FALSE(dir.empty());
   auto model = Qwen35Model::load(dir, *be);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   // bf16 GEMM inputs: a reordered f32 sum can flip one bf16 rounding of an activation, which a

@@ -13,6 +13,7 @@
 #include "cuda_test_util.h"
 #include "train/train_sequences.h"
 #include "model/init.h"
+#include "model/tiny_checkpoint.h"
 #include "model/qwen35.h"
 #include "model/safetensors.h"
 #include "train/lora_trainer.h"
@@ -29,15 +30,6 @@ std::unique_ptr<Qwen35Model> load_model(const std::string& dir, Backend& be) {
   auto m = Qwen35Model::load(dir, be);
   EXPECT_TRUE(m.ok()) << m.status().to_string();
   return m.ok() ? std::move(m).value() : nullptr;
-}
-
-// A random `tiny` checkpoint (3 GDN layers + 1 attention layer, vocab 512) in `dtype`.
-std::string tiny_checkpoint(DType dtype, uint64_t seed) {
-  const std::string dir = testing::temp_dir("cuda-train");
-  InitOptions o;
-  o.seed = seed, o.dtype = dtype, o.quiet = true;
-  EXPECT_TRUE(write_random_checkpoint(preset_config("tiny").value(), dir, o).ok());
-  return dir;
 }
 
 // The f32 fixture `rel` (config.json + model.safetensors) with every tensor rounded to bf16.
@@ -190,7 +182,7 @@ TEST(CudaTraining, GradientsMatchTransformersAndPeft) {
 TEST(CudaTraining, F32HybridGradientsMatchTheCpuReference) {
   KILN_CUDA_OR_SKIP(be);
   auto cpu = create_backend("cpu").value();
-  const std::string dir = tiny_checkpoint(DType::kF32, 11);
+  const std::string dir = testing::tiny_checkpoint("cuda-train", 11, DType::kF32);
   auto gm = load_model(dir, *be);
   auto cm = load_model(dir, *cpu);
   std::filesystem::remove_all(dir);
@@ -271,7 +263,7 @@ TrainSpec sgd_spec(const std::vector<TrainSequence>& seqs, int64_t epochs) {
 TEST(CudaTraining, OneStepMatchesTheCpuReference) {
   KILN_CUDA_OR_SKIP(be);
   auto cpu = create_backend("cpu").value();
-  const std::string dir = tiny_checkpoint(DType::kF32, 5);
+  const std::string dir = testing::tiny_checkpoint("cuda-train", 5, DType::kF32);
   auto gm = load_model(dir, *be);
   auto cm = load_model(dir, *cpu);
   std::filesystem::remove_all(dir);
@@ -298,7 +290,7 @@ TEST(CudaTraining, OneStepMatchesTheCpuReference) {
 TEST(CudaTraining, StepKeepsHostFallbackAtZero) {
   KILN_CUDA_OR_SKIP(be);
   FallbackCounters::global().reset();
-  const std::string dir = tiny_checkpoint(DType::kBF16, 9);
+  const std::string dir = testing::tiny_checkpoint("cuda-train", 9, DType::kBF16);
   auto gm = load_model(dir, *be);
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(gm);
