@@ -132,6 +132,9 @@ TEST(EngineActor, WorkRunsOnTheActorThreadBetweenCyclesWhileRequestsFinish) {
   ec.scheduler.max_running = 8;
   ec.kv_blocks = 64;
   ec.snapshot_slots = 4;
+  // Two events a request before its decoding pauses: the requests cannot run ahead of this
+  // test's draining (a starved test thread once let them finish between two calls).
+  ec.channel_capacity = 2;
   auto engine = Engine::create(*m.model, ec);
   ASSERT_TRUE(engine.ok());
   EngineActor actor(std::move(*engine));
