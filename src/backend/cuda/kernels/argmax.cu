@@ -2,6 +2,7 @@
 
 #include "backend/cuda/kernels/argmax.h"
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/pdl.cuh"
 
 namespace kiln::cuda {
 
@@ -35,6 +36,7 @@ __device__ __forceinline__ void block_best(float& v, int& idx, float* vs, int* i
 
 // Grid: (chunks, rows).
 __global__ void __launch_bounds__(kThreads) argmax_kernel(ArgmaxParams p) {
+  pdl_begin();
   __shared__ float vs[kThreads / 32];
   __shared__ int is[kThreads / 32];
   __shared__ bool last;
@@ -84,7 +86,7 @@ Status argmax(const ArgmaxParams& p, cudaStream_t stream) {
   if (chunks > 1 && (p.part_values == nullptr || p.part_indices == nullptr || p.counters == nullptr))
     return invalid_argument("argmax_kernel: no scratch for the partial results (" + shape() + ")");
   const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(p.rows));
-  argmax_kernel<<<grid, kThreads, 0, stream>>>(p);
+  launch_pdl(argmax_kernel, grid, kThreads, 0, stream, p);
   return launch_status("argmax_kernel", shape, stream);
 }
 

@@ -1,5 +1,6 @@
 #include "backend/cuda/kernels/causal_conv1d.h"
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/pdl.cuh"
 
 namespace kiln::cuda {
 
@@ -13,6 +14,7 @@ static_assert(kTokenTile >= kConvMaxKernel - 1);
 // the window lives in registers (K is a template parameter). The reference form of the conv.
 template <int K>
 __global__ void causal_conv1d_sequential_kernel(CausalConv1dParams p) {
+  pdl_begin();
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t row = blockIdx.y;
   if (c >= p.channels) return;
@@ -45,6 +47,7 @@ __global__ void causal_conv1d_sequential_kernel(CausalConv1dParams p) {
 // K-1 inputs), so no other thread can see it half-updated.
 template <int K>
 __global__ void causal_conv1d_kernel(CausalConv1dParams p) {
+  pdl_begin();
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t row = blockIdx.z;
   if (c >= p.channels) return;
@@ -97,11 +100,11 @@ template <int K>
 void launch(const CausalConv1dParams& p, cudaStream_t stream) {
   if (p.max_row_tokens <= 0) {
     dim3 grid(grid_blocks(p.channels, kThreads, 0x7fffffff), static_cast<unsigned>(p.rows));
-    causal_conv1d_sequential_kernel<K><<<grid, kThreads, 0, stream>>>(p);
+    launch_pdl(causal_conv1d_sequential_kernel<K>, grid, kThreads, 0, stream, p);
   } else {
     dim3 grid(grid_blocks(p.channels, kThreads, 0x7fffffff),
               static_cast<unsigned>((p.max_row_tokens + kTokenTile - 1) / kTokenTile), static_cast<unsigned>(p.rows));
-    causal_conv1d_kernel<K><<<grid, kThreads, 0, stream>>>(p);
+    launch_pdl(causal_conv1d_kernel<K>, grid, kThreads, 0, stream, p);
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include "backend/cuda/kernels/elementwise.h"
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/pdl.cuh"
 
 namespace kiln::cuda {
 
@@ -17,6 +18,7 @@ __device__ __forceinline__ float load_float(const void* base, int64_t i, DType t
 }
 
 __global__ void embedding_kernel(EmbeddingParams p) {
+  pdl_begin();
   const int64_t t = blockIdx.x;
   const int64_t id = p.ids[t];
   float* o = p.out + t * p.out_stride;
@@ -27,6 +29,7 @@ __global__ void embedding_kernel(EmbeddingParams p) {
 
 // Grid: (column blocks, rows).
 __global__ void binary_kernel(BinaryParams p) {
+  pdl_begin();
   for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y) {
     const float* a = p.a + r * p.a_stride;
     const float* b = p.b + r * p.b_stride;
@@ -40,6 +43,7 @@ __global__ void binary_kernel(BinaryParams p) {
 }
 
 __global__ void convert_kernel(ConvertParams p) {
+  pdl_begin();
   for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y) {
     const float* s = p.src + r * p.src_stride;
     for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < p.cols;
@@ -66,21 +70,21 @@ Status embedding(const EmbeddingParams& p, cudaStream_t stream) {
   auto shape = [&] { return rows_shape(p.tokens, p.width) + " vocab=" + std::to_string(p.vocab) + " table=" +
                             std::string(dtype_name(p.table_dtype)); };
   if (p.tokens == 0) return {};
-  embedding_kernel<<<static_cast<unsigned>(p.tokens), 256, 0, stream>>>(p);
+  launch_pdl(embedding_kernel, static_cast<unsigned>(p.tokens), 256, 0, stream, p);
   return launch_status("embedding_kernel", shape, stream);
 }
 
 Status binary(const BinaryParams& p, cudaStream_t stream) {
   auto shape = [&] { return std::string(p.op == BinaryOp::kAdd ? "add " : "silu_mul ") + rows_shape(p.rows, p.width); };
   if (p.rows == 0 || p.width == 0) return {};
-  binary_kernel<<<row_grid(p.rows, p.width, 256), 256, 0, stream>>>(p);
+  launch_pdl(binary_kernel, row_grid(p.rows, p.width, 256), 256, 0, stream, p);
   return launch_status("binary_kernel", shape, stream);
 }
 
 Status convert_f32(const ConvertParams& p, cudaStream_t stream) {
   auto shape = [&] { return rows_shape(p.rows, p.cols) + " to " + std::string(dtype_name(p.dst_dtype)); };
   if (p.rows == 0 || p.cols == 0) return {};
-  convert_kernel<<<row_grid(p.rows, p.cols, 256), 256, 0, stream>>>(p);
+  launch_pdl(convert_kernel, row_grid(p.rows, p.cols, 256), 256, 0, stream, p);
   return launch_status("convert_kernel", shape, stream);
 }
 

@@ -2,6 +2,7 @@
 
 #include "backend/cuda/kernels/gdn_decode.h"
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/reduce.cuh"
 
 namespace kiln::cuda {
@@ -11,6 +12,7 @@ namespace {
 // Grid: (k_heads, rows). Threads: one per state column of the block's value heads (ratio * dv,
 // rounded up to a warp, at most 1024; loops cover the rest).
 __global__ void gdn_decode_kernel(GdnDecodeParams p) {
+  pdl_begin();
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   const int64_t kh = blockIdx.x, row = blockIdx.y;
@@ -146,6 +148,7 @@ __global__ void gdn_decode_kernel(GdnDecodeParams p) {
 // warp). The conv update of those channels (this block owns them), silu, and the l2 norms; writes
 // q * q_scale / |q| and k / |k| to qk [rows, k_heads, 2, dk].
 __global__ void gdn_decode_qk_kernel(GdnDecodeParams p, float* qk) {
+  pdl_begin();
   __shared__ float scratch[32];
   const int64_t kh = blockIdx.x, row = blockIdx.y;
   const int64_t slot = p.state_slots[row];
@@ -183,6 +186,7 @@ constexpr int kStateParts = 4;  // threads per state column, each holding dk / 4
 // (this block owns them), the gates and the gated RMSNorm run here too.
 template <int RPT>
 __global__ void __launch_bounds__(512, 2) gdn_decode_state_kernel(GdnDecodeParams p, const float* qk) {
+  pdl_begin();
   extern __shared__ float smem[];
   const int h = blockIdx.x, row = blockIdx.y;
   const int64_t slot = p.state_slots[row];
@@ -281,16 +285,16 @@ Status gdn_decode_split(const GdnDecodeParams& p, float* qk, cudaStream_t stream
   if (p.tokens != p.rows || !gdn_decode_split_applies(p.dk, p.dv) || p.rows > 65535 || p.conv_kernel < 2)
     return invalid_argument("gdn_decode_split: needs one token a row, dk in 16..128 and dv <= 128 (" + shape() + ")");
   int qk_threads = static_cast<int>(((2 * p.dk + 31) / 32) * 32);
-  gdn_decode_qk_kernel<<<dim3(static_cast<unsigned>(p.k_heads), static_cast<unsigned>(p.rows)), qk_threads, 0, stream>>>(p, qk);
+  launch_pdl(gdn_decode_qk_kernel, dim3(static_cast<unsigned>(p.k_heads), static_cast<unsigned>(p.rows)), qk_threads, 0, stream, p, qk);
   KILN_RETURN_IF_ERROR(launch_status("gdn_decode_qk_kernel", shape, stream));
   const dim3 grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>(p.rows));
   const int threads = static_cast<int>(kStateParts * p.dv);
   const size_t smem = static_cast<size_t>(2 * p.dk + p.dv + kStateParts * p.dv + 2 + 32) * sizeof(float);
   switch (p.dk) {
-    case 16: gdn_decode_state_kernel<4><<<grid, threads, smem, stream>>>(p, qk); break;
-    case 32: gdn_decode_state_kernel<8><<<grid, threads, smem, stream>>>(p, qk); break;
-    case 64: gdn_decode_state_kernel<16><<<grid, threads, smem, stream>>>(p, qk); break;
-    default: gdn_decode_state_kernel<32><<<grid, threads, smem, stream>>>(p, qk); break;
+    case 16: launch_pdl(gdn_decode_state_kernel<4>, grid, threads, smem, stream, p, qk); break;
+    case 32: launch_pdl(gdn_decode_state_kernel<8>, grid, threads, smem, stream, p, qk); break;
+    case 64: launch_pdl(gdn_decode_state_kernel<16>, grid, threads, smem, stream, p, qk); break;
+    default: launch_pdl(gdn_decode_state_kernel<32>, grid, threads, smem, stream, p, qk); break;
   }
   return launch_status("gdn_decode_state_kernel", shape, stream);
 }
@@ -325,7 +329,7 @@ Status gdn_decode(const GdnDecodeParams& p, cudaStream_t stream) {
   if (threads > 1024) threads = 1024;
   if (threads < 64) threads = 64;
   dim3 grid(static_cast<unsigned>(p.k_heads), static_cast<unsigned>(p.rows));
-  gdn_decode_kernel<<<grid, threads, smem, stream>>>(p);
+  launch_pdl(gdn_decode_kernel, grid, threads, smem, stream, p);
   return launch_status("gdn_decode_kernel", shape, stream);
 }
 

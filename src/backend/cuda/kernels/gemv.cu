@@ -3,13 +3,18 @@
 
 #include "backend/cuda/kernels/gemv.h"
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/reduce.cuh"
+#include "backend/cuda/kernels/vec8.cuh"
 
 namespace kiln::cuda {
 
 namespace {
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
+// Iterations of a thread's k loop whose weight chunks it prefetches into L2 before waiting on
+// its predecessor (programmatic dependent launch, pdl.cuh).
+constexpr int kPrefetchChunks = 4;
 
 // Weights are read once: keep them out of L1 so that x stays there.
 __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
@@ -18,24 +23,6 @@ __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                : "l"(p));
   return r;
-}
-
-template <bool kBF16>
-__device__ __forceinline__ void unpack8(const uint4& w, float (&f)[8]) {
-  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    if constexpr (kBF16) {
-      f[2 * i] = __uint_as_float(words[i] << 16);
-      f[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-    } else {
-      __half2 h;
-      memcpy(&h, &words[i], sizeof h);
-      const float2 v = __half22float2(h);
-      f[2 * i] = v.x;
-      f[2 * i + 1] = v.y;
-    }
-  }
 }
 
 // A warp owns R consecutive weight rows (of any segments: each row finds its own weight and
@@ -60,6 +47,12 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t to
     orow[r] = p.seg[s].out + n;
     ostride[r] = p.seg[s].out_stride;
   }
+  // Weights are never written by a kernel: start pulling the first chunks into L2 while the
+  // predecessor (which writes x) finishes.
+  for (int64_t c = lane, i = 0; c < chunks && i < kPrefetchChunks; c += 32, ++i)
+#pragma unroll
+    for (int r = 0; r < R; ++r) prefetch_l2(wrow[r] + c);
+  pdl_begin();
   float acc[M][R];
 #pragma unroll
   for (int m = 0; m < M; ++m)
@@ -79,16 +72,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t to
       for (int r = 0; r < R; ++r) {
         float wf[8];
         unpack8<kBF16>(raw[r], wf);
-        float s = acc[m][r];
-        s = fmaf(wf[0], x0.x, s);
-        s = fmaf(wf[1], x0.y, s);
-        s = fmaf(wf[2], x0.z, s);
-        s = fmaf(wf[3], x0.w, s);
-        s = fmaf(wf[4], x1.x, s);
-        s = fmaf(wf[5], x1.y, s);
-        s = fmaf(wf[6], x1.z, s);
-        s = fmaf(wf[7], x1.w, s);
-        acc[m][r] = s;
+        acc[m][r] = dot8(wf, x0, x1, acc[m][r]);
       }
     }
   }
@@ -121,6 +105,10 @@ __global__ void __launch_bounds__(kThreads) gemv_split_kernel(GemvParams p) {
     const int64_t n = n0 + r < g.n ? n0 + r : g.n - 1;
     wrow[r] = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(g.w) + n * p.k);
   }
+  for (int64_t c = threadIdx.x, i = 0; c < chunks && i < kPrefetchChunks; c += kThreads, ++i)
+#pragma unroll
+    for (int r = 0; r < kSplitRows; ++r) prefetch_l2(wrow[r] + c);
+  pdl_begin();
   float acc[M][kSplitRows];
 #pragma unroll
   for (int m = 0; m < M; ++m)
@@ -136,18 +124,7 @@ __global__ void __launch_bounds__(kThreads) gemv_split_kernel(GemvParams p) {
       const float4* xp = reinterpret_cast<const float4*>(p.x + m * p.x_stride) + 2 * c;
       const float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
 #pragma unroll
-      for (int r = 0; r < kSplitRows; ++r) {
-        float s = acc[m][r];
-        s = fmaf(wf[r][0], x0.x, s);
-        s = fmaf(wf[r][1], x0.y, s);
-        s = fmaf(wf[r][2], x0.z, s);
-        s = fmaf(wf[r][3], x0.w, s);
-        s = fmaf(wf[r][4], x1.x, s);
-        s = fmaf(wf[r][5], x1.y, s);
-        s = fmaf(wf[r][6], x1.z, s);
-        s = fmaf(wf[r][7], x1.w, s);
-        acc[m][r] = s;
-      }
+      for (int r = 0; r < kSplitRows; ++r) acc[m][r] = dot8(wf[r], x0, x1, acc[m][r]);
     }
   }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -179,7 +156,7 @@ void launch_m(const GemvParams& p, cudaStream_t stream) {
   const int64_t n = p.rows();
   if (p.segments == 1 && (M > 2 || (n < 4096 && p.rows_per_warp == 0) || p.rows_per_warp < 0)) {
     const unsigned blocks = static_cast<unsigned>((n + kSplitRows - 1) / kSplitRows);
-    gemv_split_kernel<kBF16, M><<<blocks, kThreads, 0, stream>>>(p);
+    launch_pdl(gemv_split_kernel<kBF16, M>, blocks, kThreads, 0, stream, p);
     return;
   }
   const int64_t want_warps = int64_t{16} * (p.multiprocessors > 0 ? p.multiprocessors : 132);
@@ -190,12 +167,12 @@ void launch_m(const GemvParams& p, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>((n + int64_t{kWarps} * r - 1) / (int64_t{kWarps} * r));
   if constexpr (M <= 2) {
     if (r == 4) {
-      gemv_kernel<kBF16, M, 4><<<blocks, kThreads, 0, stream>>>(p, n);
+      launch_pdl(gemv_kernel<kBF16, M, 4>, blocks, kThreads, 0, stream, p, n);
       return;
     }
   }
-  if (r == 2) gemv_kernel<kBF16, M, 2><<<blocks, kThreads, 0, stream>>>(p, n);
-  else gemv_kernel<kBF16, M, 1><<<blocks, kThreads, 0, stream>>>(p, n);
+  if (r == 2) launch_pdl(gemv_kernel<kBF16, M, 2>, blocks, kThreads, 0, stream, p, n);
+  else launch_pdl(gemv_kernel<kBF16, M, 1>, blocks, kThreads, 0, stream, p, n);
 }
 
 template <bool kBF16>

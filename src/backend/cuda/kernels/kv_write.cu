@@ -1,11 +1,13 @@
 #include "backend/cuda/kernels/kv_write.h"
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/pdl.cuh"
 
 namespace kiln::cuda {
 
 namespace {
 
 __global__ void kv_write_kernel(KvWriteParams p) {
+  pdl_begin();
   const int64_t t = blockIdx.x;
   const int64_t slot = p.slot_mapping[t];
   if (slot < 0 || slot >= p.slots) return;
@@ -23,7 +25,7 @@ Status kv_write(const KvWriteParams& p, cudaStream_t stream) {
   auto shape = [&] { return "tokens=" + std::to_string(p.tokens) + " kv_heads=" + std::to_string(p.kv_heads) +
                             " head_dim=" + std::to_string(p.head_dim) + " slots=" + std::to_string(p.slots); };
   if (p.tokens == 0) return {};
-  kv_write_kernel<<<static_cast<unsigned>(p.tokens), 256, 0, stream>>>(p);
+  launch_pdl(kv_write_kernel, static_cast<unsigned>(p.tokens), 256, 0, stream, p);
   return launch_status("kv_write_kernel", shape, stream);
 }
 

@@ -1,4 +1,5 @@
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/paged_attention.h"
 
 namespace kiln::cuda {
@@ -13,6 +14,7 @@ constexpr int kPerThread = kAttentionMaxHeadDim / kThreads;  // output dims each
 // tile (lanes split head_dim), then every thread folds the tile into its output dims with the
 // online-softmax rescaling.
 __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentionParams p) {
+  pdl_begin();
   __shared__ float q_s[kAttentionMaxHeadDim];
   __shared__ float score_s[kKeyTile];
   const int64_t t = blockIdx.x, h = blockIdx.y;
@@ -99,7 +101,7 @@ Status paged_attention(const PagedAttentionParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return {};
   if (p.q_heads > 65535) return invalid_argument("paged_attention_kernel: more than 65535 heads (" + shape() + ")");
   dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>(p.q_heads));
-  paged_attention_kernel<<<grid, kThreads, 0, stream>>>(p);
+  launch_pdl(paged_attention_kernel, grid, kThreads, 0, stream, p);
   return launch_status("paged_attention_kernel", shape, stream);
 }
 

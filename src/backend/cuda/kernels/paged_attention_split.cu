@@ -9,6 +9,7 @@
 #include <cuda_pipeline.h>
 
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/paged_attention.h"
 #include "backend/cuda/kernels/reduce.cuh"
 
@@ -155,6 +156,7 @@ __device__ __forceinline__ float gated(const PagedAttentionParams& p, int64_t t,
 // Split-keys mode. Grid: (tokens, kv_heads, splits).
 template <int DPL, int G>
 __global__ void __launch_bounds__(kThreads) attention_split_keys_kernel(PagedAttentionParams p, AttentionSplit s) {
+  pdl_begin();
   constexpr int D = 32 * DPL;
   __shared__ float m_s[kWarps][G], l_s[kWarps][G];
   __shared__ float o_s[kWarps][G][D];
@@ -209,6 +211,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_keys_kernel(PagedAtt
 
 // Merges the splits of one (token, query head). Grid: (tokens, q_heads).
 __global__ void __launch_bounds__(kThreads) attention_combine_kernel(PagedAttentionParams p, AttentionSplit s) {
+  pdl_begin();
   __shared__ float f_s[kAttentionMaxSplits];
   __shared__ float inv_l;
   const int64_t t = blockIdx.x, h = blockIdx.y, D = p.head_dim;
@@ -261,6 +264,7 @@ __device__ __forceinline__ void load_dims_shared(const float* src, float (&dst)[
 template <int DPL, int G>
 __global__ void __launch_bounds__(kTileTokens * 32) attention_prefill_tiled_kernel(PagedAttentionParams p,
                                                                                    AttentionSplit s) {
+  pdl_begin();
   constexpr int D = 32 * DPL, kQuads = D / 4;
   extern __shared__ float4 smem4[];
   float* Kt = reinterpret_cast<float*>(smem4);  // [kTileKeys][D]
@@ -356,10 +360,10 @@ void launch(const PagedAttentionParams& p, const AttentionSplit& s, cudaStream_t
     (void)attr;  // a failure surfaces as the launch's error
     dim3 grid(static_cast<unsigned>(s.prefill_tiles), static_cast<unsigned>(p.rows),
               static_cast<unsigned>(p.kv_heads * s.splits));
-    attention_prefill_tiled_kernel<DPL, G><<<grid, kTileTokens * 32, smem, stream>>>(p, s);
+    launch_pdl(attention_prefill_tiled_kernel<DPL, G>, grid, kTileTokens * 32, smem, stream, p, s);
   } else {
     dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(s.splits));
-    attention_split_keys_kernel<DPL, G><<<grid, kThreads, 0, stream>>>(p, s);
+    launch_pdl(attention_split_keys_kernel<DPL, G>, grid, kThreads, 0, stream, p, s);
   }
 }
 
@@ -438,7 +442,7 @@ Status paged_attention_split(const PagedAttentionParams& p, const AttentionSplit
   KILN_RETURN_IF_ERROR(launch_status("attention_split_kernel", shape, stream));
   if (s.splits == 1) return {};
   dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>(p.q_heads));
-  attention_combine_kernel<<<grid, kThreads, 0, stream>>>(p, s);
+  launch_pdl(attention_combine_kernel, grid, kThreads, 0, stream, p, s);
   return launch_status("attention_combine_kernel", shape, stream);
 }
 

@@ -1,4 +1,5 @@
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/reduce.cuh"
 #include "backend/cuda/kernels/rms_norm.h"
 
@@ -8,6 +9,7 @@ namespace {
 
 // One block per row. Each thread touches the same columns in both passes, so x may alias out.
 __global__ void rms_norm_kernel(RmsNormParams p) {
+  pdl_begin();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const float* x = p.x + row * p.x_stride;
@@ -56,6 +58,7 @@ __device__ __forceinline__ float norm1(RmsKind kind, float v, float inv, float w
 // round trip to memory per operand instead of one per pass and column stride (a decode step's
 // single rows were latency-bound in the loop above).
 __global__ void rms_norm_vec4_kernel(RmsNormParams p) {
+  pdl_begin();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const int j = threadIdx.x;
@@ -102,11 +105,11 @@ Status rms_norm(const RmsNormParams& p, cudaStream_t stream) {
                     (p.kind != RmsKind::kGated || aligned4(p.gate, p.gate_stride));
   if (vec4) {
     const int threads = static_cast<int>((p.width / 4 + 31) / 32 * 32);
-    rms_norm_vec4_kernel<<<static_cast<unsigned>(p.rows), threads, 0, stream>>>(p);
+    launch_pdl(rms_norm_vec4_kernel, static_cast<unsigned>(p.rows), threads, 0, stream, p);
     return launch_status("rms_norm_kernel", shape, stream);
   }
   const int threads = p.width >= 1024 ? 256 : (p.width >= 256 ? 128 : 64);
-  rms_norm_kernel<<<static_cast<unsigned>(p.rows), threads, 0, stream>>>(p);
+  launch_pdl(rms_norm_kernel, static_cast<unsigned>(p.rows), threads, 0, stream, p);
   return launch_status("rms_norm_kernel", shape, stream);
 }
 

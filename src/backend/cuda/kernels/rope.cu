@@ -1,4 +1,5 @@
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/rope.h"
 
 namespace kiln::cuda {
@@ -8,6 +9,7 @@ namespace {
 // One block per token; threads over (head, i < half). inv_freq and the angle are rounded to f32
 // exactly as the CPU reference does (angle = float(pos) * inv_freq), cos/sin taken in double.
 __global__ void rope_kernel(RopeParams p) {
+  pdl_begin();
   const int64_t t = blockIdx.x;
   const int64_t half = p.rotary_dim / 2, heads = p.q_heads + p.kv_heads;
   const float pos = static_cast<float>(p.positions[t]);
@@ -32,7 +34,7 @@ Status rope(const RopeParams& p, cudaStream_t stream) {
                             " kv_heads=" + std::to_string(p.kv_heads) + " head_dim=" + std::to_string(p.head_dim) +
                             " rotary_dim=" + std::to_string(p.rotary_dim); };
   if (p.tokens == 0) return {};
-  rope_kernel<<<static_cast<unsigned>(p.tokens), 128, 0, stream>>>(p);
+  launch_pdl(rope_kernel, static_cast<unsigned>(p.tokens), 128, 0, stream, p);
   return launch_status("rope_kernel", shape, stream);
 }
 

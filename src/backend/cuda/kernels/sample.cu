@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/sample.h"
 
 namespace kiln::cuda {
@@ -108,6 +109,7 @@ __device__ __forceinline__ T block_exclusive_scan(T v, T* scratch) {
 }
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
+  pdl_begin();
   extern __shared__ unsigned seen_bits[];  // [ceil(vocab / 32)]: repetition penalty claims
   __shared__ unsigned hist[256];
   __shared__ unsigned long long mass[256];
@@ -362,7 +364,7 @@ Status sample(const SampleParams& p, cudaStream_t stream) {
                                                  static_cast<int>(kMaxDynamicShared));
     if (err != cudaSuccess) return internal_error(std::string("sample: shared memory attribute: ") + cudaGetErrorString(err));
   }
-  sample_kernel<<<static_cast<unsigned>(p.rows), kThreads, static_cast<size_t>(shared), stream>>>(p);
+  launch_pdl(sample_kernel, static_cast<unsigned>(p.rows), kThreads, static_cast<size_t>(shared), stream, p);
   return launch_status("sample", [&] { return "rows=" + std::to_string(p.rows) + " vocab=" + std::to_string(p.vocab); },
                        stream);
 }

@@ -1,0 +1,61 @@
+// Programmatic dependent launch (Hopper): a kernel launched through launch_pdl may be scheduled
+// while its predecessor on the stream is still finishing, so its blocks' launch and ramp overlap
+// the predecessor's tail (a decode step is ~300 kernels of a few microseconds each, where that
+// fixed cost is a large share). The contract that keeps stream order intact: every kernel launched
+// this way calls pdl_begin() before it reads or writes any memory another kernel may touch; only
+// reads of memory no kernel writes (weights) may come before it. pdl_begin() waits until the
+// predecessor has completed and its writes are visible, then lets this kernel's own dependent
+// start launching. Kernels launched the plain way, cuBLAS and copies keep full serialisation on
+// both sides. Opt-in (KILN_CUDA_PDL=1, tuning.h) until it has been measured and checked against
+// graph replay on the H200: written in a session without device time (docs/cuda.md).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <utility>
+
+namespace kiln::cuda {
+
+inline bool pdl_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_CUDA_PDL");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
+
+// A launch whose errors launch_status() then reports (the runtime records them as the last error).
+template <typename... Params, typename... Args>
+inline void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
+                       Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = pdl_enabled() ? 1 : 0;
+  (void)cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+#ifdef __CUDACC__
+// Waits for the predecessor grid (a no-op when launched without the attribute), then allows the
+// dependent grid to launch: its blocks take free slots and wait in their own pdl_begin.
+__device__ __forceinline__ void pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// An L2 prefetch of read-only memory, for the work before pdl_begin.
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+#endif
+
+}  // namespace kiln::cuda
