@@ -133,6 +133,46 @@ Result<std::vector<ParamSlot>> make_slots(LoraAdapter& adapter, LoraAdapter& gra
   return slots;
 }
 
+// GRPO's behaviour policy is the adapter as the run found it: the policy that sampled the
+// completions when they came from the served adapter (or, from a fresh adapter, whose B is zero,
+// the base model). Its log-probabilities, taken once before the first step, let rho =
+// exp(logp - logp_behaviour) follow the steps' drift, so the clip bounds how far later steps (and
+// epochs) push a token, as PPO's old policy does; without them rho stayed 1 in value throughout.
+// A completion that brings its own behaviour log-probabilities keeps them. The groups go through
+// the trainer in chunks packed as the steps' batches are, each chunk its own device work (serving
+// continues between chunks).
+Status record_behaviour_logp(LoraTrainer& trainer, std::vector<GrpoGroup>& grpo, const std::vector<size_t>& items,
+                             int64_t batch_sequences, const std::atomic<bool>& cancel, const StepRunner& run_step) {
+  std::vector<GrpoCompletion*> pending;
+  int64_t pending_size = 0;
+  auto flush = [&]() -> Status {
+    if (pending.empty()) return {};
+    if (cancel.load()) return failed_precondition("cancelled");
+    std::vector<TrainSequence> seqs;
+    for (const GrpoCompletion* c : pending) seqs.push_back(c->sequence);
+    auto work = [&]() -> Status {
+      KILN_ASSIGN_OR_RETURN(TokenLogprobs logp, trainer.forward(seqs, true));
+      for (size_t i = 0; i < pending.size(); ++i) pending[i]->behavior_logp = std::move(logp[i]);
+      return {};
+    };
+    Status st = run_step ? run_step(work) : work();
+    pending.clear();
+    pending_size = 0;
+    return st.ok() ? st : st.with_context("the behaviour policy's log-probabilities");
+  };
+  for (size_t idx : items) {
+    std::vector<GrpoCompletion*> group;
+    for (GrpoCompletion& c : grpo[idx].completions)
+      if (c.behavior_logp.empty()) group.push_back(&c);
+    if (group.empty()) continue;
+    const int64_t sz = static_cast<int64_t>(group.size());
+    if (!pending.empty() && pending_size + sz > batch_sequences) KILN_RETURN_IF_ERROR(flush());
+    pending.insert(pending.end(), group.begin(), group.end());
+    pending_size += sz;
+  }
+  return flush();
+}
+
 }  // namespace
 
 Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
@@ -155,6 +195,7 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
     if (items.empty()) return invalid_argument("every group's rewards are all equal: GRPO has nothing to learn");
   }
   const auto batches = plan_batches(item_sizes, spec);
+  std::vector<GrpoGroup> grpo = sft ? std::vector<GrpoGroup>{} : spec.grpo;  // behaviour log-probs filled in below
 
   StorageFacet& storage = model.backend().storage();
   LoraAdapter adapter;
@@ -176,6 +217,7 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
     }
     KILN_ASSIGN_OR_RETURN(std::vector<ParamSlot> slots, make_slots(adapter, trainer->grads(), spec.optimizer, storage));
     KILN_RETURN_IF_ERROR(trainer->zero_grads());
+    if (!sft) KILN_RETURN_IF_ERROR(record_behaviour_logp(*trainer, grpo, items, spec.batch_sequences, cancel, run_step));
 
     const auto t_run = Clock::now();
     const int64_t total = static_cast<int64_t>(batches.size());
@@ -188,7 +230,7 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
         if (sft) {
           seqs.push_back(spec.sft[items[idx]]);
         } else {
-          groups.push_back(spec.grpo[items[idx]]);
+          groups.push_back(grpo[items[idx]]);
           for (const auto& c : groups.back().completions) seqs.push_back(c.sequence);
         }
       }

@@ -71,6 +71,8 @@ std::vector<float> flatten(const LoraAdapter& a) {
 struct Calls {
   std::vector<std::vector<int32_t>> batches;  // first token of each sequence, per forward with the adapter
   std::vector<bool> with_adapter;             // per forward, in order
+  std::vector<std::vector<std::vector<float>>> coefs;  // per backward: dLoss/dlogp per sequence and token
+  std::vector<std::vector<std::vector<float>>> logps;  // per forward with the adapter: what it returned
 };
 
 class FakeTrainer final : public LoraTrainer {
@@ -95,11 +97,13 @@ class FakeTrainer final : public LoraTrainer {
     }
     if (with_adapter) {
       calls_->batches.push_back(firsts);
+      calls_->logps.push_back(out);
       last_ = {seqs.begin(), seqs.end()};
     }
     return out;
   }
   Status backward(const std::vector<std::vector<float>>& coef) override {
+    calls_->coefs.push_back(coef);
     for (int64_t l = 0; l < ad_.num_layers(); ++l)
       for (int t = 0; t < kLoraTargetCount; ++t) {
         const LoraFactors& f = ad_.factors(l, static_cast<LoraTarget>(t));
@@ -267,22 +271,75 @@ TEST(RunTraining, GrpoDropsUniformGroupsAndRunsTheReferencePassFirst) {
   std::atomic<bool> cancel{false};
   auto r = run_training(*tiny().model, spec, {}, cancel);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  // Group 1 (equal rewards) is left out: two steps of one whole group each.
-  ASSERT_EQ(calls.batches.size(), 2u);
+  // Group 1 (equal rewards) is left out: first the behaviour policy's pass over the kept groups
+  // (chunks packed as the steps are: one group each), then two steps of one whole group each.
+  ASSERT_EQ(calls.batches.size(), 4u);
+  EXPECT_EQ(calls.batches[0], (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(calls.batches[1], (std::vector<int32_t>{20, 21}));
   std::set<int32_t> firsts;
-  for (const auto& b : calls.batches) {
+  for (size_t i = 2; i < calls.batches.size(); ++i) {
+    const auto& b = calls.batches[i];
     ASSERT_EQ(b.size(), 2u);
     EXPECT_EQ(b[1], b[0] + 1);  // a group's completions stay together
     firsts.insert(b[0]);
   }
   EXPECT_EQ(firsts, (std::set<int32_t>{0, 20}));
-  EXPECT_EQ(calls.with_adapter, (std::vector<bool>{false, true, false, true}));
+  EXPECT_EQ(calls.with_adapter, (std::vector<bool>{true, true, false, true, false, true}));
 
   for (auto& g : spec.grpo)
     for (auto& c : g.completions) c.reward = 1.0;
   auto none = run_training(*tiny().model, spec, {}, cancel);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("rewards are all equal"), std::string::npos);
+}
+
+// The behaviour policy is the adapter as the run found it: at the first step rho = 1 in value, so
+// each target token's dLoss/dlogp is the on-policy -A / (the group's completion tokens); once the
+// steps have moved the adapter, rho moves with them and the coefficients differ (-rho A, or 0
+// where the clip holds). A completion that brings its own behaviour log-probabilities keeps them.
+TEST(RunTraining, GrpoBehaviourPolicyIsTheAdapterAtTheStart) {
+  Calls calls;
+  TrainSpec spec = fake_spec(&calls);
+  spec.kind = TrainSpec::Kind::kGrpo;
+  spec.sft.clear();
+  spec.epochs = 6;
+  spec.batch_sequences = 2;
+  spec.optimizer = OptimizerKind::kSgd;
+  spec.hyper.lr = 2e4f;  // the fake's logp moves by ~1e-4 of the factors' squared change
+  GrpoGroup group;
+  group.completions.push_back({sequence({1, 7}, {300, 301}), 1.0, {}});
+  group.completions.push_back({sequence({2, 7}, {400, 401}), 0.0, {}});
+  spec.grpo.push_back(group);
+  std::atomic<bool> cancel{false};
+  auto r = run_training(*tiny().model, spec, {}, cancel);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(calls.coefs.size(), 6u);
+  // dr_grpo: A = +0.5 and -0.5, four completion tokens in the group.
+  const std::vector<float> first_good = {0.f, 0.f, -0.125f, -0.125f}, first_bad = {0.f, 0.f, 0.125f, 0.125f};
+  EXPECT_EQ(calls.coefs[0][0], first_good);
+  EXPECT_EQ(calls.coefs[0][1], first_bad);
+  bool moved = false;
+  for (size_t step = 1; step < calls.coefs.size(); ++step) moved = moved || calls.coefs[step] != calls.coefs[0];
+  EXPECT_TRUE(moved) << "rho stayed 1 at every step: no behaviour log-probabilities were recorded";
+
+  // Given behaviour log-probabilities are kept: 0.1 below the start adapter's own (the first
+  // forward of the run above) make rho = e^0.1 = 1.105 at the first step, inside the clip, so the
+  // rewarded completion's coefficient is -rho A / 4; the other completion's stays -A / 4.
+  Calls given_calls;
+  TrainSpec given = spec;
+  given.make_trainer = fake_spec(&given_calls).make_trainer;
+  given.epochs = 1;
+  std::vector<float> behaviour = calls.logps.at(0).at(0);
+  for (size_t t = 1; t < behaviour.size(); ++t) behaviour[t] -= 0.1f;
+  given.grpo[0].completions[0].behavior_logp = behaviour;
+  auto g = run_training(*tiny().model, given, {}, cancel);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  ASSERT_EQ(given_calls.coefs.size(), 1u);
+  EXPECT_NEAR(given_calls.coefs[0][0][2], -0.125 * std::exp(0.1), 1e-5);
+  EXPECT_EQ(given_calls.coefs[0][1], first_bad);
+  // Only the completion without its own went through the behaviour pass.
+  ASSERT_GE(given_calls.batches.size(), 1u);
+  EXPECT_EQ(given_calls.batches[0], (std::vector<int32_t>{2}));
 }
 
 TEST(RunTraining, RefusesBadSpecsNamingTheProblem) {
