@@ -9,6 +9,7 @@
 // were served while the job ran; the first request after the job completed uses revision 2.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <map>
@@ -193,7 +194,15 @@ TEST(HotSwap, SixteenStreamingClientsSeeOneRevisionPerResponseAcrossAnAutoLoad) 
   job_done.store(true);
   // The first request after the job completed resolves the new revision.
   Streamed next = stream_chat(port, kPrompts[0]);
-  std::this_thread::sleep_for(300ms);  // a little more load on the new revision
+  // A little more load on the new revision: until a client's own response comes from it (a fixed
+  // sleep was not enough on a starved 2-core runner, where one response can outlast it).
+  const auto has_revision_2 = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::any_of(seen.begin(), seen.end(), [](const auto& e) {
+      return !e.second.stacks.empty() && revision_of(e.second.stacks.front()) == 2u;
+    });
+  };
+  for (int i = 0; i < 3000 && !has_revision_2(); ++i) std::this_thread::sleep_for(10ms);
   stop.store(true);
   for (auto& t : clients) t.join();
   ASSERT_EQ(status.value("state", ""), "completed") << status.dump();

@@ -105,7 +105,7 @@ TEST(JobQueue, CancellingARunningJobSetsItsFlagAndKeepsItsLossCurve) {
                                -> Result<JobOutcome> {
     for (int64_t step = 1; step <= 100000; ++step) {
       if (cancel.load()) return failed_precondition("cancelled");
-      progress({step, 100000, 10.0 / static_cast<double>(step), 123.0});
+      progress({step, 100000, 10.0 / static_cast<double>(step), 123.0, {}});
       std::this_thread::sleep_for(1ms);
     }
     return JobOutcome{};
