@@ -50,6 +50,27 @@ struct MatmulGroupArgs {
   bool accumulate = false;
 };
 
+// One adapter term over a run of tokens (model/lora_batch.h): out[begin, end) += coef *
+// (x[begin, end) A^T) B^T.
+struct LoraSegment {
+  int64_t begin = 0, end = 0;  // tokens of x and out
+  Tensor a;                    // [r, in] f32 / bf16 / f16, contiguous
+  Tensor b;                    // [out, r], contiguous
+  float coef = 1.f;            // the term's weight times the adapter's alpha / r
+};
+
+// The LoRA deltas of one projection over a batch: every segment's delta is added to out, in
+// segment order; segments may overlap (a stack of adapters is several segments over one run,
+// and their deltas add) and tokens no segment covers keep their value.
+struct LoraDeltaArgs {
+  Tensor x;    // [tokens, in] f32, rows may be strided: the projection's input
+  Tensor out;  // [tokens, out] f32, rows may be strided: its output
+  std::span<const LoraSegment> segments;
+  // Only the default implementation (through matmul) needs it: where it allocates its
+  // temporaries, x A^T and the coef * I that scales it.
+  StorageFacet* storage = nullptr;
+};
+
 class LinearFacet {
  public:
   virtual ~LinearFacet() = default;
@@ -62,6 +83,9 @@ class LinearFacet {
     for (size_t i = 0; i < a.w.size(); ++i) KILN_RETURN_IF_ERROR(matmul({a.x, a.w[i], a.out[i], a.accumulate}));
     return {};
   }
+  // By default two or three matmuls a segment (u = x A^T; u = u (coef I); out += u B^T) with
+  // temporaries from `a.storage` (backend/lora_delta.cc); CPU and CUDA run their own.
+  virtual Status lora_delta(const LoraDeltaArgs& a);
 };
 
 // ---- norm ----

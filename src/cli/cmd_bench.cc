@@ -83,19 +83,44 @@ struct BenchOpts {
   // The engine-level sweep (each empty or 0: skipped).
   std::vector<int64_t> batches, prefill_tokens;
   int64_t context = 1024, ttft_tokens = 0;
+  int64_t prefill_tile = -1;  // ForwardOptions::prefill_tile of every prefill
   bool host_sampling = false;
   bool eager = false;
   float temperature = 0.f, top_p = 1.f;
   std::string peer_json;
 };
 
+// The device pool's peak over the whole run, kept across the per-prefill restarts of the peak
+// (CUDA only; 0 elsewhere).
+uint64_t pool_peak_so_far(Backend& be, uint64_t peak) {
+#ifdef KILN_HAVE_CUDA
+  if (auto st = cuda_backend_stats(be); st.ok()) return std::max(peak, st->pool_peak_in_use_bytes);
+#endif
+  return peak;
+}
+
 // Prefill of one `tokens`-token prompt through the forward (last-token logits), median of
-// `repeats`, next to its FLOP roofline at `rate` (measured) and at the spec-sheet peak.
-Result<nlohmann::json> bench_prefill(Qwen35Model& model, int64_t tokens, int repeats, double rate, bool device) {
+// `repeats`, next to its FLOP roofline at `rate` (measured) and at the spec-sheet peak; whether it
+// ran tiled (model/tiled_prefill.h) and, on CUDA, the device memory its activations took at peak.
+Result<nlohmann::json> bench_prefill(Qwen35Model& model, int64_t tokens, int repeats, double rate, bool device,
+                                     uint64_t& run_peak) {
   const ModelConfig& c = model.config();
   KILN_ASSIGN_OR_RETURN(ModelState state, model.create_state({1, (tokens + 63) / 64}));
   std::vector<int32_t> prompt(static_cast<size_t>(tokens));
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 29) % c.vocab_size);
+  SequenceState probe;
+  const SequenceInput probe_row{&probe, prompt};
+  KILN_ASSIGN_OR_RETURN(int64_t tile, model.prefill_tile({&probe_row, 1}));
+  // The peak restarts here, after the weights and this prompt's K/V and GDN state are allocated,
+  // so peak - in use is what the forward itself took: activations, logits, GEMM scratch.
+  run_peak = pool_peak_so_far(model.backend(), run_peak);
+  [[maybe_unused]] uint64_t in_use_before = 0;
+#ifdef KILN_HAVE_CUDA
+  if (auto st = cuda_backend_stats(model.backend()); st.ok()) {
+    in_use_before = st->pool_in_use_bytes;
+    KILN_RETURN_IF_ERROR(cuda_reset_peak_memory(model.backend()));
+  }
+#endif
   std::vector<double> s;
   for (int rep = 0; rep < repeats; ++rep) {
     KILN_ASSIGN_OR_RETURN(SequenceState seq, state.new_sequence());
@@ -113,11 +138,21 @@ Result<nlohmann::json> bench_prefill(Qwen35Model& model, int64_t tokens, int rep
                       {"flops", flops},
                       {"tflop_s", flops / time / 1e12},
                       {"roofline_tokens_per_s", tokens / (flops / rate)},
-                      {"fraction_of_roofline", flops / time / rate}};
+                      {"fraction_of_roofline", flops / time / rate},
+                      {"tiled", tile > 0},
+                      {"tile_tokens", tile}};
   if (device) {
     j["roofline_tokens_per_s_spec"] = tokens / (flops / kH200PeakBf16FlopPerS);
     j["fraction_of_spec_roofline"] = flops / time / kH200PeakBf16FlopPerS;
   }
+#ifdef KILN_HAVE_CUDA
+  if (auto st = cuda_backend_stats(model.backend()); st.ok()) {
+    j["device_pool_in_use_before_bytes"] = in_use_before;
+    j["device_pool_peak_bytes"] = st->pool_peak_in_use_bytes;
+    j["activation_peak_bytes"] = st->pool_peak_in_use_bytes - in_use_before;
+    run_peak = std::max(run_peak, st->pool_peak_in_use_bytes);
+  }
+#endif
   return j;
 }
 
@@ -128,6 +163,8 @@ Status run(const BenchOpts& o) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, create_backend(o.backend));
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Qwen35Model> model, Qwen35Model::load(dir, *be));
   const ModelConfig& c = model->config();
+  model->options().prefill_tile = o.prefill_tile;
+  KILN_RETURN_IF_ERROR(model->prefill_tile({}).status().with_context("--prefill-tile"));
 
   std::fprintf(stderr, "bench: measuring copy bandwidth and matmul rate...\n");
   // On an accelerator the rooflines are the device's: its memory bandwidth and its GEMM rate in
@@ -158,6 +195,9 @@ Status run(const BenchOpts& o) {
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 13) % c.vocab_size);
 
   std::vector<double> prefill_s, decode_s;
+  SequenceState probe;
+  const SequenceInput probe_row{&probe, prompt};
+  KILN_ASSIGN_OR_RETURN(const int64_t prefill_tile, model->prefill_tile({&probe_row, 1}));
   // The argmax runs where the logits are; on a device only the id crosses to the host.
   Tensor ids = Tensor::empty({1}, DType::kI32), dev_ids = ids;
   if (device) {
@@ -233,7 +273,9 @@ Status run(const BenchOpts& o) {
                    {"seconds", prefill_time},
                    {"tokens_per_s", prefill_tps},
                    {"matmul_gflop_s", prefill_flops / 1e9},
-                   {"fraction_of_matmul_rate", prefill_flops / matmul_rate}}},
+                   {"fraction_of_matmul_rate", prefill_flops / matmul_rate},
+                   {"tiled", prefill_tile > 0},
+                   {"tile_tokens", prefill_tile}}},
       {"decode", {{"tokens", o.decode_tokens},
                   {"context", ctx},
                   {"seconds", decode_time},
@@ -246,15 +288,21 @@ Status run(const BenchOpts& o) {
                                                                            static_cast<double>(o.decode_tokens * o.repeats))
                                                           : nlohmann::json(nullptr)}}},
       {"repeats", o.repeats},
+      // What decides each prefill's "tiled" and "tile_tokens" (model/tiled_prefill.h).
+      {"prefill_tiling", {{"prefill_tile", o.prefill_tile < 0 ? nlohmann::json("the backend's policy")
+                                                              : nlohmann::json(o.prefill_tile)},
+                          {"policy", {{"auto_threshold_tokens", be->capabilities().streaming_prefill.auto_threshold_tokens},
+                                      {"tile_tokens", be->capabilities().streaming_prefill.tile_tokens}}}}},
   };
 
   // The engine-level sweep: prefill lengths, decode batches at the context, TTFT.
+  uint64_t run_peak = 0;
   if (!o.prefill_tokens.empty()) {
     nlohmann::json sweep = nlohmann::json::array();
     for (int64_t n : o.prefill_tokens) {
       std::fprintf(stderr, "bench: prefill %lld tokens\n", static_cast<long long>(n));
       // Long prompts once (a 32k prompt takes seconds); the short ones take the median.
-      auto r = bench_prefill(*model, n, n > 8192 ? 1 : o.repeats, matmul_rate, device);
+      auto r = bench_prefill(*model, n, n > 8192 ? 1 : o.repeats, matmul_rate, device, run_peak);
       sweep.push_back(r.ok() ? *r : nlohmann::json{{"tokens", n}, {"error", r.status().to_string()}});
     }
     j["prefill_sweep"] = sweep;
@@ -312,7 +360,7 @@ Status run(const BenchOpts& o) {
   if (auto st = cuda_backend_stats(*be); st.ok())
     j["cuda"] = {{"matmul_cache_hits", st->matmul_cache_hits},
                  {"matmul_cache_misses", st->matmul_cache_misses},
-                 {"device_pool_peak_in_use_bytes", st->pool_peak_in_use_bytes},
+                 {"device_pool_peak_in_use_bytes", std::max(run_peak, st->pool_peak_in_use_bytes)},
                  {"device_pool_reserved_bytes", st->pool_reserved_bytes},
                  {"device_used_bytes_at_end", st->device_used_bytes},
                  {"device_total_bytes", st->device_total_bytes}};
@@ -336,6 +384,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--context", o->context, "Engine decode sweep: prompt tokens of each sequence")->capture_default_str();
   cmd->add_option("--prefill-tokens", o->prefill_tokens, "Prefill sweep: prompt lengths (e.g. 512,4096,32768)")
       ->delimiter(',');
+  cmd->add_option("--prefill-tile", o->prefill_tile,
+                  "Tiling of every prefill measured: -1 the backend's policy (capabilities: streaming_prefill), "
+                  "0 untiled, N (a multiple of 64) passes of N tokens for prompts longer than N")
+      ->capture_default_str();
   cmd->add_option("--ttft-tokens", o->ttft_tokens, "Engine time to first token of a prompt of this length (0: off)")
       ->capture_default_str();
   cmd->add_flag("--host-sampling", o->host_sampling, "Engine sweep: copy every row's logits to the host (the old path)");

@@ -137,27 +137,6 @@ Result<LoraAdapter> LoraAdapter::init(const LoraConfig& config, const ModelConfi
   return ad;
 }
 
-Result<Tensor> LoraAdapter::scaling_matrix(float coefficient, StorageFacet& storage) const {
-  std::lock_guard<std::mutex> lock(scalings_->mu);
-  // Stacks may weight an adapter by any number: keep a bounded few (a forward in flight holds its
-  // own references, so dropping them is safe).
-  if (scalings_->matrices.size() >= 64 && !scalings_->matrices.count({&storage, coefficient}))
-    scalings_->matrices.clear();
-  auto& slot = scalings_->matrices[{&storage, coefficient}];
-  if (!slot.defined()) {
-    const int64_t r = config_.rank;
-    Tensor diag = Tensor::empty({r, r}, DType::kF32);
-    for (int64_t k = 0; k < r; ++k) diag.data<float>()[k * r + k] = coefficient;
-    auto uploaded = storage.upload(diag);
-    if (!uploaded.ok()) {
-      scalings_->matrices.erase({&storage, coefficient});
-      return uploaded.status();
-    }
-    slot = std::move(*uploaded);
-  }
-  return slot;
-}
-
 Result<LoraAdapter> LoraAdapter::zeros_like(const LoraAdapter& like, StorageFacet& storage) {
   LoraAdapter ad;
   ad.config_ = like.config_;

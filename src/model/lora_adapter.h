@@ -6,9 +6,6 @@
 
 #include <array>
 #include <cstdint>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,17 +54,8 @@ class LoraAdapter {
   void set_tensor_prefix(std::string prefix) { prefix_ = std::move(prefix); }
   // PEFT's name of one factor ("...layers.3.self_attn.q_proj.lora_A.weight").
   std::string tensor_name(int64_t layer, LoraTarget t, bool b) const;
-  // coefficient * I_r (f32) on `storage`'s device: LoraBatch's scaling of x A^T. Made once per
-  // (storage, coefficient) and kept with the adapter (copies share it), because an upload at every
-  // forward is a synchronous copy that would drain a device's queue at every decode step.
-  Result<Tensor> scaling_matrix(float coefficient, StorageFacet& storage) const;
 
  private:
-  struct ScalingCache {
-    std::mutex mu;
-    std::map<std::pair<const StorageFacet*, float>, Tensor> matrices;
-  };
-  std::shared_ptr<ScalingCache> scalings_ = std::make_shared<ScalingCache>();
   LoraConfig config_;
   std::string prefix_ = kFlatPrefix;
   std::vector<std::array<LoraFactors, kLoraTargetCount>> layers_;

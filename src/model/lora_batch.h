@@ -1,12 +1,10 @@
 // The LoRA deltas of one forward, unmerged: the batch's rows grouped into runs of consecutive
 // tokens that share a stack of adapters, and per targeted projection
-// y[run] += sum_j weight_j * scale_j * (x[run] A_j^T) B_j^T, computed with the linear facet alone
-// (matmul, and matmul with accumulate), so it runs unchanged on every backend.
+// y[run] += sum_j weight_j * scale_j * (x[run] A_j^T) B_j^T: one segment per (run, adapter) and
+// one LinearFacet::lora_delta call for the whole batch (CUDA: two launches for decode batches).
 #pragma once
 
-#include <map>
 #include <span>
-#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -20,7 +18,7 @@ class LoraBatch {
   LoraBatch() = default;  // no adapters: apply() does nothing
 
   // Checks every row's stack (adapters present, made for this model's layer count, finite weights)
-  // and allocates the scratch the deltas need.
+  // and groups the rows into runs.
   static Result<LoraBatch> create(std::span<const SequenceInput> rows, const ModelConfig& model, Backend& backend);
 
   bool empty() const { return runs_.empty(); }
@@ -36,11 +34,7 @@ class LoraBatch {
   };
   Backend* backend_ = nullptr;
   std::vector<Run> runs_;
-  Tensor u_, v_;  // [longest run * largest rank] f32: x A^T, then times the coefficient
-  // coefficient * I_r per (r, coefficient), kept by the adapters (LoraAdapter::scaling_matrix):
-  // the scaling is one more small matmul, since the linear facet is the only arithmetic the model
-  // may ask of a backend for it.
-  std::map<std::pair<int64_t, float>, Tensor> scalings_;
+  std::vector<LoraSegment> segments_;  // apply()'s, kept to reuse its capacity
 };
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "model/lora_batch.h"
+#include "model/tiled_prefill.h"
 
 namespace kiln {
 
@@ -233,9 +234,22 @@ Result<Tensor> Qwen35Model::forward(std::span<const SequenceInput> rows, LogitsM
   return host;
 }
 
+Result<int64_t> Qwen35Model::prefill_tile(std::span<const SequenceInput> rows) const {
+  KILN_ASSIGN_OR_RETURN(PrefillTiling t,
+                        resolve_prefill_tiling(backend_.capabilities().streaming_prefill, options_.prefill_tile));
+  return prefill_tile_for(rows, t);
+}
+
 Result<Tensor> Qwen35Model::forward_on_device(std::span<const SequenceInput> rows, LogitsMode mode,
                                               ModelState& state) {
   if (rows.empty()) return invalid_argument("forward: no rows");
+  KILN_ASSIGN_OR_RETURN(int64_t tile, prefill_tile(rows));
+  if (tile == 0) return forward_pass(rows, mode, state);
+  return tiled_prefill(rows, mode, tile, config_.vocab_size, backend_.storage(),
+                       [&](std::span<const SequenceInput> part, LogitsMode m) { return forward_pass(part, m, state); });
+}
+
+Result<Tensor> Qwen35Model::forward_pass(std::span<const SequenceInput> rows, LogitsMode mode, ModelState& state) {
   KILN_ASSIGN_OR_RETURN(BatchLayout bl, build_layout(rows, state));
   StorageFacet& s = backend_.storage();
   std::vector<int32_t> ids;

@@ -38,6 +38,10 @@ struct LayerTrace {
 struct ForwardOptions {
   int gdn_chunk = 64;                           // chunk of the GDN prefill; results do not depend on it
   GdnForm prefill_form = GdnForm::kChunked;     // decode steps always use the recurrent form
+  // Tiled prefill (model/tiled_prefill.h): -1 follows the backend's policy
+  // (capabilities().streaming_prefill), 0 never tiles, N > 0 (a multiple of 64) runs any batch
+  // with a row longer than N as passes of N tokens a row. Results do not depend on it.
+  int64_t prefill_tile = -1;
 };
 
 class Qwen35Model {
@@ -62,7 +66,12 @@ class Qwen35Model {
   // As forward, but the logits stay where the backend computed them (on an accelerator: device
   // memory, still being written by queued work), so that sampling can run there and only token
   // ids cross to the host.
+  // A batch with a long row runs as passes of at most a tile of each row's tokens (prefill_tile),
+  // so activations scale with the tile; the logits are laid out as one pass's would be (a pass
+  // that fails leaves the rows advanced by the passes before it).
   Result<Tensor> forward_on_device(std::span<const SequenceInput> rows, LogitsMode mode, ModelState& state);
+  // The tile forward would run `rows` in (0: one pass), or why options().prefill_tile is invalid.
+  Result<int64_t> prefill_tile(std::span<const SequenceInput> rows) const;
 
   // The device work of a decode forward on inputs already on the device: the embedding of `ids`
   // (one token a row of `bl`), every layer, the final norm and the LM head into `logits`
@@ -85,6 +94,8 @@ class Qwen35Model {
   Status mlp(const LayerWeights& L, int64_t layer, Workspace& ws);
   Status decoder_layer(int64_t layer, const BatchLayout& bl, ModelState& state, Workspace& ws);
   Result<BatchLayout> build_layout(std::span<const SequenceInput> rows, ModelState& state);
+  // forward_on_device in one pass, whatever the rows' lengths.
+  Result<Tensor> forward_pass(std::span<const SequenceInput> rows, LogitsMode mode, ModelState& state);
   // Embedding, layers, final norm and LM head of the tokens `ids` laid out by `bl`, with the
   // rows' adapters; `logits` has one row per token (kAll) or per row (kLast).
   Status run(const Tensor& ids, const BatchLayout& bl, std::span<const SequenceInput> rows, LogitsMode mode,

@@ -38,6 +38,9 @@ BackendCapabilities cpu_capabilities() {
   c.attention.kv_dtypes = {DType::kF32};
   c.gdn.chunked_prefill = c.gdn.recurrent_decode = true;
   c.gdn.state_dtype = DType::kF32;
+  // Half the CUDA policy: host RAM holds the activations here, and 512-row passes are still large
+  // GEMMs. Tiles are multiples of the 64-token block (model/tiled_prefill.h).
+  c.streaming_prefill = {true, 1024, 512};
   c.decode.batched = true;
   c.decode_execution.mode = "eager";
   c.training.supported = true;  // the f32 reference: LoRA factors, gradients and optimizer state in f32

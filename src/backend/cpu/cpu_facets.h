@@ -21,6 +21,7 @@ class Linear final : public LinearFacet {
  public:
   Support supports(const MatmulRequest& r) const override;
   Status matmul(const MatmulArgs& a) override;
+  Status lora_delta(const LoraDeltaArgs& a) override;  // lora_delta.cc
 };
 
 class Norm final : public NormFacet {

@@ -70,6 +70,11 @@ PoolStats DevicePool::stats() const {
   return stats_;
 }
 
+void DevicePool::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.peak_in_use_bytes = stats_.in_use_bytes;
+}
+
 DevicePool::~DevicePool() {
   std::lock_guard<std::mutex> lock(mu_);
   free_cached_locked();

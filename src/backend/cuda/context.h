@@ -35,6 +35,7 @@ class DevicePool {
   Result<void*> allocate(size_t bytes, size_t* rounded);
   void release(void* p, size_t rounded);
   PoolStats stats() const;
+  void reset_peak();  // peak_in_use_bytes = in_use_bytes: the next peak is of the work after this
   static size_t round_size(size_t bytes);
 
  private:

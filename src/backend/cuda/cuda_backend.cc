@@ -33,6 +33,11 @@ BackendCapabilities cuda_capabilities(const cudaDeviceProp& p) {
   c.gdn.recurrent_decode = true;
   c.gdn.fused_decode = true;     // conv, delta rule and gated norm in one kernel
   c.gdn.state_dtype = DType::kF32;
+  // Prompts of 8192 tokens and up prefill in passes of 4096 tokens a row: a 32k prompt's
+  // activations shrink 8-fold while the prompts measured so far (4096 and below) keep their
+  // single pass. The original tiled from 2048 in passes of 1024; those smaller values wait for
+  // an H200 measurement of what passes of M = 1024 cost (docs/decisions.md).
+  c.streaming_prefill = {true, 8192, 4096};
   c.decode.batched = true;
   c.decode.max_batch = 65535;  // grid limit of the per-row kernels
   // The engine replays the decode step of adapter-free batches (model/decode_replay.h).
@@ -140,11 +145,18 @@ Result<CudaBackendStats> cuda_backend_stats(Backend& backend) {
   s.pool_misses = p.misses;
   s.pool_reserved_bytes = p.reserved_bytes;
   s.pool_peak_in_use_bytes = p.peak_in_use_bytes;
+  s.pool_in_use_bytes = p.in_use_bytes;
   size_t free_b = 0, total_b = 0;
   KILN_RETURN_IF_ERROR(cuda::cuda_status(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo"));
   s.device_used_bytes = total_b - free_b;
   s.device_total_bytes = total_b;
   return s;
+}
+
+Status cuda_reset_peak_memory(Backend& backend) {
+  KILN_ASSIGN_OR_RETURN(CudaBackend * be, as_cuda(backend));
+  be->context().pool->reset_peak();
+  return {};
 }
 
 Result<double> cuda_device_copy_bandwidth(Backend& backend, size_t bytes) {

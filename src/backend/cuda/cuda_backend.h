@@ -18,6 +18,7 @@ struct CudaBackendStats {
   uint64_t matmul_cache_hits = 0, matmul_cache_misses = 0, matmul_cache_entries = 0;
   uint64_t pool_hits = 0, pool_misses = 0;  // device allocations served from the cache / by cudaMalloc
   uint64_t pool_reserved_bytes = 0, pool_peak_in_use_bytes = 0;
+  uint64_t pool_in_use_bytes = 0;  // now; with cuda_reset_peak_memory, the baseline of the next peak
   uint64_t device_used_bytes = 0, device_total_bytes = 0;  // cudaMemGetInfo: every process and the context
   // Kernel launches plus cuBLASLt matmuls, by every CUDA backend of this process since it started
   // (kernels/launch.h); take differences around the work to count.
@@ -28,6 +29,10 @@ struct CudaBackendStats {
 };
 // Fails when `backend` is not a CUDA backend.
 Result<CudaBackendStats> cuda_backend_stats(Backend& backend);
+
+// Restarts pool_peak_in_use_bytes from what is in use now, so that the next peak is one piece of
+// work's (`kiln bench`: the activations of a prefill). Fails when `backend` is not a CUDA backend.
+Status cuda_reset_peak_memory(Backend& backend);
 
 // Device-to-device copy bandwidth of `backend`'s device in bytes per second, counting bytes read
 // plus bytes written (the decode roofline's denominator), over two buffers of `bytes` each.

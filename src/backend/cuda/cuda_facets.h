@@ -12,6 +12,7 @@
 #include "backend/arg_checks.h"
 #include "backend/cuda/context.h"
 #include "backend/facets.h"
+#include "backend/lora_delta.h"
 #include "backend/replay.h"
 
 namespace kiln::cuda {
@@ -66,6 +67,7 @@ class Linear final : public LinearFacet {
   Support supports(const MatmulRequest& r) const override;
   Status matmul(const MatmulArgs& a) override;
   Status matmul_group(const MatmulGroupArgs& a) override;
+  Status lora_delta(const LoraDeltaArgs& a) override;  // linear_lora.cc
   MatmulCacheStats cache_stats() const;
 
   struct Key {
@@ -86,12 +88,14 @@ class Linear final : public LinearFacet {
   Status ensure_handle();
   Result<const Plan*> plan_for(const Key& key, const std::string& req);
   Result<void*> scratch(size_t bytes);
+  Status cublaslt(const MatmulArgs& a, const MatmulRequest& r, float alpha);
   GemvParams gemv_params(const MatmulArgs& a, const MatmulRequest& r) const;
 
   std::shared_ptr<Context> ctx_;
   cublasLtHandle_t handle_ = nullptr;
   Tensor workspace_, scratch_;
   std::unordered_map<Key, Plan, KeyHash> plans_;
+  LoraScalings lora_scalings_;  // lora_delta's coef * I matrices, kept across calls
   uint64_t hits_ = 0, misses_ = 0;
   mutable std::mutex mu_;
 };

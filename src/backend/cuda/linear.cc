@@ -183,9 +183,15 @@ Status Linear::matmul(const MatmulArgs& a) {
       return in_context(gemv(g, ctx_->stream), a);
     }
   }
+  return cublaslt(a, r, 1.f);
+}
+
+// out (+)= alpha x w^T through cuBLASLt, `a` already checked.
+Status Linear::cublaslt(const MatmulArgs& a, const MatmulRequest& r, float alpha) {
   ProfileScope prof(ctx_->profiler.get(), [&] {
     return "matmul cublaslt m=" + std::to_string(r.m) + " n=" + std::to_string(r.n) + " k=" + std::to_string(r.k);
   });
+  const DType wt = a.w.dtype();
   const std::string req = r.describe();  // the cuBLASLt path names the request in every error
   std::lock_guard<std::mutex> lock(mu_);
   KILN_RETURN_IF_ERROR(ensure_handle());
@@ -221,7 +227,7 @@ Status Linear::matmul(const MatmulArgs& a) {
   Key key{r.m, r.n, r.k, ldb, ldc, static_cast<int>(wt), alignment_of(a.w.raw()), alignment_of(b_ptr),
           alignment_of(a.out.raw())};
   KILN_ASSIGN_OR_RETURN(const Plan* plan, plan_for(key, req));
-  const float alpha = 1.f, beta = a.accumulate ? 1.f : 0.f;
+  const float beta = a.accumulate ? 1.f : 0.f;
   kernel_launch_count().fetch_add(1, std::memory_order_relaxed);  // one cuBLASLt matmul, counted as one launch
   return blas_status(cublasLtMatmul(handle_, plan->desc, &alpha, a.w.raw(), plan->a, b_ptr, plan->b, &beta, a.out.raw(),
                                   plan->c, a.out.raw(), plan->c, &plan->algo, workspace_.raw(), kWorkspaceBytes,

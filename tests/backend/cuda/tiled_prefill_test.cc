@@ -1,0 +1,109 @@
+// Tiled prefill on the CUDA backend: the passes' logits and the state they leave equal one untiled
+// forward's, with forced tiles and with the backend's own policy (8192 and up, tiles of 4096).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_test_util.h"
+#include "backend/fallback.h"
+#include "model/qwen35.h"
+#include "model/tiny_checkpoint.h"
+
+namespace kiln {
+namespace {
+
+struct Prefilled {
+  Tensor logits, next;  // the prefill's logits (host); the following decode step's
+  std::vector<int64_t> lengths;
+};
+
+// Rows of `lens` tokens (row i from ids[13 i]) prefilled with ForwardOptions::prefill_tile =
+// `tile`, then one decode step of token 5 on every row.
+Prefilled prefill(Qwen35Model& m, const std::vector<int32_t>& ids, const std::vector<int64_t>& lens, LogitsMode mode,
+                  int64_t tile) {
+  Prefilled p;
+  m.options().prefill_tile = tile;
+  auto state = m.create_state({static_cast<int64_t>(lens.size()), 200}).value();
+  std::vector<SequenceState> seqs;
+  std::vector<SequenceInput> rows, step;
+  for (size_t i = 0; i < lens.size(); ++i) seqs.push_back(state.new_sequence().value());
+  for (size_t i = 0; i < lens.size(); ++i)
+    rows.push_back({&seqs[i], {ids.data() + 13 * i, static_cast<size_t>(lens[i])}});
+  auto logits = m.forward(rows, mode, state);
+  m.options().prefill_tile = -1;
+  EXPECT_TRUE(logits.ok()) << logits.status().to_string();
+  if (!logits.ok()) return p;
+  p.logits = *logits;
+  const int32_t five = 5;
+  for (auto& s : seqs) {
+    p.lengths.push_back(s.length);
+    step.push_back({&s, {&five, 1}});
+  }
+  auto next = m.forward(step, LogitsMode::kLast, state);
+  EXPECT_TRUE(next.ok()) << next.status().to_string();
+  if (next.ok()) p.next = *next;
+  return p;
+}
+
+void expect_equal(const Prefilled& tiled, const Prefilled& base, double tol) {
+  ASSERT_EQ(tiled.logits.shape(), base.logits.shape());
+  EXPECT_LE(testing::rel_error(tiled.logits, base.logits), tol);
+  EXPECT_EQ(tiled.lengths, base.lengths);
+  EXPECT_LE(testing::rel_error(tiled.next, base.next), tol);
+}
+
+std::vector<int32_t> prompt_ids(int64_t n, int64_t vocab) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 37 + 11) % vocab);
+  return ids;
+}
+
+// f32 weights: every GEMM in plain f32 and the attention in f32, so a pass differs from the
+// untiled call only in the order of f32 sums (cuBLASLt's algorithm for another m, the decode
+// kernels for a one-token remnant pass): the 1e-4 of max|logit| that CudaModel's batched rows
+// are held to against the CPU.
+TEST(CudaTiledPrefill, F32FixtureTiledEqualsUntiled) {
+  KILN_CUDA_OR_SKIP(be);
+  FallbackCounters::global().reset();
+  auto m = Qwen35Model::load(std::string(KILN_FIXTURES_DIR) + "/reference/gqa_untied", *be);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const std::vector<int32_t> ids = prompt_ids(8400, 300);
+  const std::vector<std::vector<int64_t>> batches = {{65}, {200}, {257}, {257, 40}, {40, 200}};
+  for (int64_t tile : {64, 128})
+    for (LogitsMode mode : {LogitsMode::kLast, LogitsMode::kAll})
+      for (const auto& lens : batches) {
+        SCOPED_TRACE(::testing::Message() << "tile " << tile << ", rows of " << lens[0] << (lens.size() > 1 ? "+" : "")
+                                          << (mode == LogitsMode::kAll ? ", kAll" : ", kLast"));
+        expect_equal(prefill(**m, ids, lens, mode, tile), prefill(**m, ids, lens, mode, 0), 1e-4);
+      }
+  // The backend's policy: 8191 tokens in one pass, 8300 in passes of 4096, 4096 and 108.
+  std::vector<SequenceState> probe(1);
+  SequenceInput r8191{&probe[0], {ids.data(), 8191}}, r8300{&probe[0], {ids.data(), 8300}};
+  EXPECT_EQ((*m)->prefill_tile({&r8191, 1}).value(), 0);
+  EXPECT_EQ((*m)->prefill_tile({&r8300, 1}).value(), 4096);
+  expect_equal(prefill(**m, ids, {8300, 30}, LogitsMode::kLast, -1), prefill(**m, ids, {8300, 30}, LogitsMode::kLast, 0),
+               1e-4);
+  EXPECT_EQ(FallbackCounters::global().total("cuda"), 0u);
+}
+
+// A bf16 checkpoint: passes of at least 64 tokens run the tensor-core prefill attention as the
+// untiled call does, but a shorter remnant pass (300 = 128 + 128 + 44) runs the f32 kernels, whose
+// products the untiled call rounded to bf16: a difference of bf16's 2^-8 relative rounding in that
+// pass's attention, carried through the layers; the 2e-2 of max|logit| CudaModel allows a bf16
+// checkpoint against the CPU.
+TEST(CudaTiledPrefill, Bf16CheckpointTiledEqualsUntiled) {
+  KILN_CUDA_OR_SKIP(be);
+  const std::string dir = testing::tiny_checkpoint("cuda-tiled", 13);
+  ASSERT_FALSE(dir.empty());
+  auto m = Qwen35Model::load(dir, *be);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const std::vector<int32_t> ids = prompt_ids(400, (*m)->config().vocab_size);
+  for (LogitsMode mode : {LogitsMode::kLast, LogitsMode::kAll}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    expect_equal(prefill(**m, ids, {200, 300}, mode, 128), prefill(**m, ids, {200, 300}, mode, 0), 2e-2);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
