@@ -1,10 +1,14 @@
 #include "cli/bench_engine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
+#include "engine/adapter_registry.h"
 #include "engine/engine.h"
 
 namespace kiln::cli {
@@ -38,8 +42,9 @@ RequestSpec bench_request(std::vector<int32_t> prompt, int64_t max_tokens, float
 // An engine for `rows` sequences of up to `tokens` tokens each, with no prefix cache (every
 // prompt must be computed).
 Result<std::unique_ptr<Engine>> bench_engine(Qwen35Model& model, int64_t rows, int64_t tokens, int64_t chunk,
-                                             const EngineBenchOpts& o) {
+                                             const EngineBenchOpts& o, AdapterRegistry* adapters = nullptr) {
   EngineConfig ec;
+  ec.adapters = adapters;
   ec.scheduler.max_running = rows;
   ec.scheduler.max_queue = rows;
   ec.scheduler.max_batch_tokens = std::max(chunk, rows);
@@ -50,6 +55,49 @@ Result<std::unique_ptr<Engine>> bench_engine(Qwen35Model& model, int64_t rows, i
   ec.device_sampling = o.device_sampling;
   ec.decode_replay = o.decode_replay;
   return Engine::create(model, std::move(ec));
+}
+
+// `n` random adapters of rank `rank` on every target, loaded as bench-0 ... bench-<n-1> (through a
+// temporary PEFT directory each, as a server loads them). LoraAdapter::init leaves B zero; a fixed
+// pattern of small values replaces it, so the deltas are real. The bytes a step reads per adapter
+// go to `bytes_each`.
+Result<std::unique_ptr<AdapterRegistry>> bench_adapters(Qwen35Model& model, int64_t n, int64_t rank,
+                                                        int64_t* bytes_each) {
+  if (n < 0 || rank < 1) return invalid_argument("bench: --adapters must be >= 0 and --adapter-rank >= 1");
+  StorageFacet& storage = model.backend().storage();
+  auto registry = std::make_unique<AdapterRegistry>(model.config(), storage);
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("kiln-bench-adapters-" + std::to_string(::getpid()));
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } cleanup{root};
+  LoraConfig cfg;
+  cfg.rank = rank;
+  cfg.alpha = 2.0 * static_cast<double>(rank);
+  for (int t = 0; t < kLoraTargetCount; ++t) cfg.targets.push_back(static_cast<LoraTarget>(t));
+  for (int64_t i = 0; i < n; ++i) {
+    KILN_ASSIGN_OR_RETURN(LoraAdapter a, LoraAdapter::init(cfg, model.config(), static_cast<uint64_t>(i) + 1, storage));
+    int64_t bytes = 0;
+    for (int64_t l = 0; l < a.num_layers(); ++l)
+      for (int t = 0; t < kLoraTargetCount; ++t) {
+        LoraFactors& f = a.factors(l, static_cast<LoraTarget>(t));
+        if (!f.defined()) continue;
+        Tensor host = Tensor::empty(f.b.shape(), DType::kF32);
+        for (int64_t k = 0; k < host.numel(); ++k)
+          host.data<float>()[k] = 1e-3f * static_cast<float>((k * 7919 + i * 104729 + l * 31 + t) % 2001 - 1000) / 1000.f;
+        KILN_RETURN_IF_ERROR(storage.copy_from_host(host, f.b));
+        bytes += static_cast<int64_t>(f.a.nbytes() + f.b.nbytes());
+      }
+    *bytes_each = bytes;
+    const fs::path dir = root / ("bench-" + std::to_string(i));
+    KILN_RETURN_IF_ERROR(a.save(dir.string(), storage));
+    KILN_RETURN_IF_ERROR(registry->load("bench-" + std::to_string(i), dir.string()).status());
+  }
+  return registry;
 }
 
 // Every event of a finished request: an error event fails the bench.
@@ -69,11 +117,19 @@ Result<nlohmann::json> bench_engine_decode(Qwen35Model& model, int64_t batch, co
   const int64_t V = model.config().vocab_size;
   // The first token comes from the prefill; then warm-up and timed steps.
   const int64_t max_tokens = 1 + o.warmup_steps + o.decode_steps;
+  int64_t adapter_bytes = 0;
+  std::unique_ptr<AdapterRegistry> adapters;
+  if (o.adapters > 0) {
+    KILN_ASSIGN_OR_RETURN(adapters, bench_adapters(model, o.adapters, o.adapter_rank, &adapter_bytes));
+  }
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                        bench_engine(model, batch, o.context + max_tokens, o.prefill_chunk, o));
+                        bench_engine(model, batch, o.context + max_tokens, o.prefill_chunk, o, adapters.get()));
   std::vector<Submission> subs;
   for (int64_t r = 0; r < batch; ++r) {
-    KILN_ASSIGN_OR_RETURN(Submission s, engine->submit(bench_request(distinct_prompt(o.context, batch * 1000 + r, V), max_tokens, o.temperature, o.top_p, static_cast<uint64_t>(r))));
+    RequestSpec spec = bench_request(distinct_prompt(o.context, batch * 1000 + r, V), max_tokens, o.temperature,
+                                     o.top_p, static_cast<uint64_t>(r));
+    if (adapters) spec.adapter = "bench-" + std::to_string(r % o.adapters);
+    KILN_ASSIGN_OR_RETURN(Submission s, engine->submit(std::move(spec)));
     subs.push_back(std::move(s));
   }
   std::vector<double> steps;
@@ -95,7 +151,7 @@ Result<nlohmann::json> bench_engine_decode(Qwen35Model& model, int64_t batch, co
   for (double s : steps) sum += s;
   std::vector<double> sorted = steps;
   std::sort(sorted.begin(), sorted.end());
-  return nlohmann::json{{"batch", batch},
+  nlohmann::json out{{"batch", batch},
                         {"context", o.context},
                         {"steps", static_cast<int64_t>(steps.size())},
                         {"seconds", sum},
@@ -104,6 +160,12 @@ Result<nlohmann::json> bench_engine_decode(Qwen35Model& model, int64_t batch, co
                         {"tokens_per_s", static_cast<double>(batch) * static_cast<double>(steps.size()) / sum},
                         {"replayed_steps", engine->stats().decode_replays},
                         {"wall_seconds_with_prefill", total}};
+  if (adapters) {
+    out["adapters"] = o.adapters;
+    out["adapter_rank"] = o.adapter_rank;
+    out["adapter_bytes_per_step"] = std::min(o.adapters, batch) * adapter_bytes;
+  }
+  return out;
 }
 
 Result<nlohmann::json> bench_engine_ttft(Qwen35Model& model, int64_t tokens, int repeats, const EngineBenchOpts& o) {

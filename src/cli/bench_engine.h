@@ -20,13 +20,17 @@ struct EngineBenchOpts {
   bool decode_replay = true;    // EngineConfig::decode_replay
   float temperature = 0.f;      // decode sweep: 0 greedy; above, sampled (with top_p, a seed per row)
   float top_p = 1.f;
+  int64_t adapters = 0;         // decode sweep: row i uses random adapter i mod `adapters` (0: none)
+  int64_t adapter_rank = 16;    // ... of this rank, on every target projection
 };
 
 // `batch` sequences of `context` distinct tokens each, prefilled, then decoded together; the
 // cycles that decode all of them (and prefill nothing) are timed. Greedy (or sampled at
 // o.temperature), no logprobs.
 // JSON: batch, context, steps, seconds, step_ms_median, tokens_per_s, replayed_steps (decode steps
-// replayed as a recording, warm-up included; 0 where the backend runs eagerly).
+// replayed as a recording, warm-up included; 0 where the backend runs eagerly); with o.adapters:
+// adapters, adapter_rank and adapter_bytes_per_step (the factors of the distinct adapters a step
+// reads, for the roofline).
 Result<nlohmann::json> bench_engine_decode(Qwen35Model& model, int64_t batch, const EngineBenchOpts& o);
 
 // Submit-to-first-token time of a `tokens`-token prompt on an idle engine (greedy, one token),

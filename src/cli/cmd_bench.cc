@@ -87,6 +87,7 @@ struct BenchOpts {
   bool host_sampling = false;
   bool eager = false;
   float temperature = 0.f, top_p = 1.f;
+  int64_t adapters = 0, adapter_rank = 16;
   std::string peer_json;
 };
 
@@ -314,6 +315,8 @@ Status run(const BenchOpts& o) {
   eo.decode_replay = !o.eager;
   eo.temperature = o.temperature;
   eo.top_p = o.top_p;
+  eo.adapters = o.adapters;
+  eo.adapter_rank = o.adapter_rank;
   if (!o.batches.empty()) {
     nlohmann::json sweep = nlohmann::json::array();
     for (int64_t b : o.batches) {
@@ -325,7 +328,8 @@ Status run(const BenchOpts& o) {
         continue;
       }
       // Bytes at the middle of the timed steps' contexts.
-      const double bytes = decode_step_bytes(c, model->weights(), b, o.context + 2 + o.decode_tokens / 2);
+      const double bytes = decode_step_bytes(c, model->weights(), b, o.context + 2 + o.decode_tokens / 2) +
+                           r->value("adapter_bytes_per_step", 0.0);
       const double tps = (*r)["tokens_per_s"].get<double>();
       (*r)["bytes_per_step"] = bytes;
       (*r)["roofline_tokens_per_s"] = b * bandwidth / bytes;
@@ -339,8 +343,14 @@ Status run(const BenchOpts& o) {
     const std::string picked = o.temperature > 0.f ? "sampled at temperature " + std::to_string(o.temperature) +
                                                          ", top_p " + std::to_string(o.top_p)
                                                    : std::string("greedy");
+    // Rows with adapters run eagerly: only adapter-free decode steps are recorded.
+    const bool replayed = !o.eager && o.adapters == 0 && model->backend().replay().available();
     j["decode_batches"] = {{"sampling", picked + (o.host_sampling ? ", on the host (every row's logits copied)" : ", on the device (ids only)")},
-                           {"execution", !o.eager && model->backend().replay().available() ? "graph_replay" : "eager"},
+                           {"execution", replayed ? "graph_replay" : "eager"},
+                           {"adapters", o.adapters == 0 ? std::string("none")
+                                                        : std::to_string(o.adapters) + " random adapters of rank " +
+                                                              std::to_string(o.adapter_rank) +
+                                                              " on every target, row i the (i mod N)-th"},
                            {"points", sweep}};
   }
   if (o.ttft_tokens > 0) {
@@ -397,6 +407,14 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--top-p", o->top_p, "Engine decode sweep: top_p of the sampled rows (with --temperature)")
       ->check(CLI::Range(0.000001, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--adapters", o->adapters,
+                  "Engine decode sweep: rows use N random LoRA adapters (every target), row i the (i mod N)-th; "
+                  "their factors count in the roofline's bytes (0: none)")
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}))
+      ->capture_default_str();
+  cmd->add_option("--adapter-rank", o->adapter_rank, "Rank of the --adapters")
+      ->check(CLI::Range(int64_t{1}, int64_t{256}))
       ->capture_default_str();
   cmd->add_option("--peer-json", o->peer_json, "JSON of a peer run (tools/bench_hf_peer.py), included as `peer`");
   add_bench_serve_command(*cmd);

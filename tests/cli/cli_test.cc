@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "model/safetensors.h"
 #include "test_util.h"
 
@@ -54,7 +56,8 @@ TEST(Cli, EachSubcommandHelpNamesItsOptions) {
   expect_mentions(sv, {"--model", "--port", "--host", "--backend", "--config", "--set", "--profile"});
   CommandResult b = kiln("bench --help");
   EXPECT_EQ(b.code, 0);
-  expect_mentions(b, {"--model", "--backend", "--prompt-tokens", "--decode-tokens", "--repeats"});
+  expect_mentions(b, {"--model", "--backend", "--prompt-tokens", "--decode-tokens", "--repeats", "--batches",
+                      "--prefill-tile", "--adapters", "--adapter-rank"});
 }
 
 TEST(Cli, RefusesBadInputNamingIt) {
@@ -74,6 +77,40 @@ TEST(Cli, RefusesBadInputNamingIt) {
   EXPECT_EQ(r.code, 1);
   expect_mentions(r, {"unknown preset 'huge'"});
   EXPECT_NE(kiln("frobnicate").code, 0);
+}
+
+// The engine decode sweep with adapters: every row decodes with one of N random adapters, and the
+// roofline's bytes grow by exactly the factors the step reads (N adapters of rank r, each
+// 4 r (in + out) bytes per adapted projection: a multiple of 4 N r); bad values name the option.
+TEST(Cli, BenchDecodeSweepWithAdaptersCountsTheirBytes) {
+  const std::string base = "bench --model " + std::string(KILN_FIXTURES_DIR) +
+                           "/reference/gqa_untied --batches 4 --context 16 --decode-tokens 4 --repeats 1 "
+                           "--prompt-tokens 16 --adapter-rank 4 ";
+  auto point = [&](int adapters) {
+    CommandResult r = kiln(base + "--adapters " + std::to_string(adapters));
+    EXPECT_EQ(r.code, 0) << r.out;
+    // Progress lines on stderr come first; the JSON is the rest.
+    const size_t at = r.out.find('{');
+    auto j = nlohmann::json::parse(at == std::string::npos ? std::string() : r.out.substr(at), nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.out;
+    return j.is_discarded() ? nlohmann::json() : j["decode_batches"]["points"][0];
+  };
+  const nlohmann::json none = point(0), with = point(3);
+  ASSERT_TRUE(none.contains("bytes_per_step") && with.contains("bytes_per_step")) << none.dump() << with.dump();
+  EXPECT_FALSE(none.contains("adapters"));
+  EXPECT_EQ(with["adapters"], 3);
+  EXPECT_EQ(with["adapter_rank"], 4);
+  const auto extra = with["adapter_bytes_per_step"].get<int64_t>();
+  EXPECT_GT(extra, 0);
+  EXPECT_EQ(extra % (4 * 3 * 4), 0);
+  EXPECT_DOUBLE_EQ(with["bytes_per_step"].get<double>() - none["bytes_per_step"].get<double>(), static_cast<double>(extra));
+  EXPECT_GT(with["tokens_per_s"].get<double>(), 0.0);
+  CommandResult bad = kiln(base + "--adapters -1");
+  EXPECT_NE(bad.code, 0);
+  expect_mentions(bad, {"--adapters"});
+  bad = kiln(base + "--adapters 2 --adapter-rank 0");
+  EXPECT_NE(bad.code, 0);
+  expect_mentions(bad, {"--adapter-rank"});
 }
 
 // The first generated token is the argmax of transformers' logits for the prompt's last position.
