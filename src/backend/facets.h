@@ -66,8 +66,8 @@ struct LoraDeltaArgs {
   Tensor x;    // [tokens, in] f32, rows may be strided: the projection's input
   Tensor out;  // [tokens, out] f32, rows may be strided: its output
   std::span<const LoraSegment> segments;
-  // Only the default implementation (through matmul) needs it: where it allocates its
-  // temporaries, x A^T and the coef * I that scales it.
+  // Only the implementation through matmul (the default; CUDA's unless its kernels are on) needs
+  // it: where it allocates its temporaries, x A^T and the coef * I that scales it.
   StorageFacet* storage = nullptr;
 };
 

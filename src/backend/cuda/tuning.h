@@ -26,7 +26,7 @@
 //                               (kernels/lora.h) instead of the matmul sequence; off by default
 //                               until they have run on the H200
 //   KILN_CUDA_PDL=1             decode-path kernels launch with programmatic dependent launch
-//                               (kernels/pdl.cuh; read there, once); off by default until measured
+//                               (kernels/pdl.cuh); off by default until measured
 //   KILN_CUDA_GDN_BACKWARD=shared the GDN backward's previous state kernel (shared memory, a thread
 //                               per column); read at every call by training_gdn.cc, not here
 #pragma once
@@ -50,9 +50,10 @@ struct Tuning {
   int attention_decode_blocks_per_sm = 4;
   bool flash_prefill = true;          // bf16-allowed prefill attention on tensor cores (flash_prefill.cu)
   long long flash_prefill_min_q_len = 64;  // ... when the longest query row has at least this many tokens
-  bool graphs = true;
+  bool graphs = true;        // decode steps recorded as CUDA graphs and replayed (replay.cc)
   bool lora_kernel = false;  // short LoRA segments through kernels/lora.h (linear_lora.cc)
-  bool norm_vec4 = true;  // RMSNorm rows of <= 4096 aligned floats: one float4 a thread (rms_norm.cu)  // decode steps recorded as CUDA graphs and replayed (replay.cc)
+  bool norm_vec4 = true;     // RMSNorm rows of <= 4096 aligned floats: one float4 a thread (rms_norm.cu)
+  bool pdl = false;          // decode-path kernels with programmatic dependent launch (kernels/pdl.cuh)
 };
 
 inline Tuning tuning_from_env() {
@@ -85,6 +86,7 @@ inline Tuning tuning_from_env() {
   t.graphs = flag("KILN_CUDA_GRAPHS", true);
   t.norm_vec4 = flag("KILN_CUDA_NORM_VEC4", true);
   t.lora_kernel = flag("KILN_CUDA_LORA_KERNEL", false);
+  t.pdl = flag("KILN_CUDA_PDL", false);
   return t;
 }
 

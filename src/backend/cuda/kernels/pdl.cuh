@@ -6,24 +6,17 @@
 // reads of memory no kernel writes (weights) may come before it. pdl_begin() waits until the
 // predecessor has completed and its writes are visible, then lets this kernel's own dependent
 // start launching. Kernels launched the plain way, cuBLAS and copies keep full serialisation on
-// both sides. Opt-in (KILN_CUDA_PDL=1, tuning.h) until it has been measured and checked against
+// both sides. Opt-in (tuning().pdl, KILN_CUDA_PDL=1) until it has been measured and checked against
 // graph replay on the H200: written in a session without device time (docs/cuda.md).
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 #include <utility>
 
-namespace kiln::cuda {
+#include "backend/cuda/tuning.h"
 
-inline bool pdl_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("KILN_CUDA_PDL");
-    return v != nullptr && v[0] == '1';
-  }();
-  return on;
-}
+namespace kiln::cuda {
 
 // A launch whose errors launch_status() then reports (the runtime records them as the last error).
 template <typename... Params, typename... Args>
@@ -38,7 +31,7 @@ inline void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t 
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
-  config.numAttrs = pdl_enabled() ? 1 : 0;
+  config.numAttrs = tuning().pdl ? 1 : 0;
   (void)cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
