@@ -100,6 +100,13 @@ uint64_t pool_peak_so_far(Backend& be, uint64_t peak) {
   return peak;
 }
 
+// The tile `model` prefills `prompt` in as one row (0: one pass).
+Result<int64_t> prefill_tile_of(const Qwen35Model& model, std::span<const int32_t> prompt) {
+  SequenceState probe;
+  const SequenceInput row{&probe, prompt};
+  return model.prefill_tile({&row, 1});
+}
+
 // Prefill of one `tokens`-token prompt through the forward (last-token logits), median of
 // `repeats`, next to its FLOP roofline at `rate` (measured) and at the spec-sheet peak; whether it
 // ran tiled (model/tiled_prefill.h) and, on CUDA, the device memory its activations took at peak.
@@ -109,9 +116,7 @@ Result<nlohmann::json> bench_prefill(Qwen35Model& model, int64_t tokens, int rep
   KILN_ASSIGN_OR_RETURN(ModelState state, model.create_state({1, (tokens + 63) / 64}));
   std::vector<int32_t> prompt(static_cast<size_t>(tokens));
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 29) % c.vocab_size);
-  SequenceState probe;
-  const SequenceInput probe_row{&probe, prompt};
-  KILN_ASSIGN_OR_RETURN(int64_t tile, model.prefill_tile({&probe_row, 1}));
+  KILN_ASSIGN_OR_RETURN(const int64_t tile, prefill_tile_of(model, prompt));
   // The peak restarts here, after the weights and this prompt's K/V and GDN state are allocated,
   // so peak - in use is what the forward itself took: activations, logits, GEMM scratch.
   run_peak = pool_peak_so_far(model.backend(), run_peak);
@@ -151,9 +156,9 @@ Result<nlohmann::json> bench_prefill(Qwen35Model& model, int64_t tokens, int rep
     j["device_pool_in_use_before_bytes"] = in_use_before;
     j["device_pool_peak_bytes"] = st->pool_peak_in_use_bytes;
     j["activation_peak_bytes"] = st->pool_peak_in_use_bytes - in_use_before;
-    run_peak = std::max(run_peak, st->pool_peak_in_use_bytes);
   }
 #endif
+  run_peak = pool_peak_so_far(model.backend(), run_peak);
   return j;
 }
 
@@ -198,9 +203,7 @@ Status run(const BenchOpts& o) {
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 13) % c.vocab_size);
 
   std::vector<double> prefill_s, decode_s;
-  SequenceState probe;
-  const SequenceInput probe_row{&probe, prompt};
-  KILN_ASSIGN_OR_RETURN(const int64_t prefill_tile, model->prefill_tile({&probe_row, 1}));
+  KILN_ASSIGN_OR_RETURN(const int64_t prefill_tile, prefill_tile_of(*model, prompt));
   // The argmax runs where the logits are; on a device only the id crosses to the host.
   Tensor ids = Tensor::empty({1}, DType::kI32), dev_ids = ids;
   if (device) {
