@@ -1,8 +1,8 @@
 // The LoRA deltas of one forward, unmerged: the batch's rows grouped into runs of consecutive
 // tokens that share a stack of adapters, and per targeted projection
 // y[run] += sum_j weight_j * scale_j * (x[run] A_j^T) B_j^T: one segment per (run, adapter) and
-// one LinearFacet::lora_delta call for the whole batch (CUDA, with its opt-in kernels: two
-// launches for a decode batch).
+// one LinearFacet::lora_delta call for the whole batch (CUDA: two kernel launches for a decode
+// batch, whatever the number of adapters).
 #pragma once
 
 #include <span>

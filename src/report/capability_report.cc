@@ -224,7 +224,8 @@ std::string render_markdown(const json& r) {
     << "## Read this first\n\n| question | where the answer is |\n|---|---|\n";
   for (const auto& q : r["read_this_first"]) o << "| " << cell(q["question"]) << " | " << cell(q["answer"]) << " |\n";
   o << "\n**Summary:** " << r["summary"]["gates_covered"] << " of " << r["summary"]["gates_applicable"]
-    << " applicable gate results covered; " << r["summary"]["open_items"] << " open items.\n\n";
+    << " applicable gate results covered; " << r["summary"]["open_items"]
+    << (r["summary"]["open_items"] == 1 ? " open item.\n\n" : " open items.\n\n");
   o << "## Open coverage work\n\n| kind | item | what remains |\n|---|---|---|\n";
   for (const auto& w : r["open_coverage_work"])
     o << "| " << cell(w["kind"]) << " | " << cell(w["item"]) << " | " << cell(w["what_remains"]) << " |\n";

@@ -18,9 +18,14 @@ Status Linear::lora_delta(const LoraDeltaArgs& a) {
   static const std::string kNoText;  // the request's text is built only for an error
   if (!validate(a, DeviceKind::kCuda, kNoText).ok()) return validate(a, DeviceKind::kCuda, describe_lora_delta(a));
   ProfileScope prof(ctx_->profiler.get(), [&] { return describe_lora_delta(a); });
-  // The kernels below have not yet run on hardware (docs/cuda.md): until they have, the matmul
-  // sequence that served adapters before them stays the default.
-  if (!tuning().lora_kernel) return lora_delta_through_matmul(*this, a, lora_scalings_);
+  // KILN_CUDA_LORA_KERNEL=0: the matmul sequence the kernels replaced (66x slower on a 64-adapter
+  // decode batch, docs/cuda.md), its temporaries from this backend's pool when the caller gave none.
+  if (!tuning().lora_kernel) {
+    Storage own(ctx_);
+    LoraDeltaArgs with_storage = a;
+    if (with_storage.storage == nullptr) with_storage.storage = &own;
+    return lora_delta_through_matmul(*this, with_storage, lora_scalings_);
+  }
   const auto in_call = [&](Status st) { return st.ok() ? st : st.with_context(describe_lora_delta(a)); };
   LoraParams p;
   p.in = a.x.dim(1);

@@ -22,11 +22,10 @@
 //                               stays on the f32 kernels instead of the tensor-core flash kernel
 //   KILN_CUDA_NORM_VEC4=0       RMSNorm keeps the strided loop for every row (rms_norm.cu)
 //   KILN_CUDA_GRAPHS=0          the engine runs every decode step eagerly (no CUDA graph replay)
-//   KILN_CUDA_LORA_KERNEL=1     LoRA deltas of short segments run the shrink/expand kernels
-//                               (kernels/lora.h) instead of the matmul sequence; off by default
-//                               until they have run on the H200
-//   KILN_CUDA_PDL=1             decode-path kernels launch with programmatic dependent launch
-//                               (kernels/pdl.cuh); off by default until measured
+//   KILN_CUDA_LORA_KERNEL=0     LoRA deltas of short segments run the matmul sequence instead of
+//                               the shrink/expand kernels (kernels/lora.h)
+//   KILN_CUDA_PDL=0             decode-path kernels launch plainly, without programmatic
+//                               dependent launch (kernels/pdl.cuh)
 //   KILN_CUDA_GDN_BACKWARD=shared the GDN backward's previous state kernel (shared memory, a thread
 //                               per column); read at every call by training_gdn.cc, not here
 #pragma once
@@ -51,9 +50,9 @@ struct Tuning {
   bool flash_prefill = true;          // bf16-allowed prefill attention on tensor cores (flash_prefill.cu)
   long long flash_prefill_min_q_len = 64;  // ... when the longest query row has at least this many tokens
   bool graphs = true;        // decode steps recorded as CUDA graphs and replayed (replay.cc)
-  bool lora_kernel = false;  // short LoRA segments through kernels/lora.h (linear_lora.cc)
+  bool lora_kernel = true;   // short LoRA segments through kernels/lora.h (linear_lora.cc)
   bool norm_vec4 = true;     // RMSNorm rows of <= 4096 aligned floats: one float4 a thread (rms_norm.cu)
-  bool pdl = false;          // decode-path kernels with programmatic dependent launch (kernels/pdl.cuh)
+  bool pdl = true;           // decode-path kernels with programmatic dependent launch (kernels/pdl.cuh)
 };
 
 inline Tuning tuning_from_env() {
@@ -85,8 +84,8 @@ inline Tuning tuning_from_env() {
   t.flash_prefill = flag("KILN_CUDA_FLASH_PREFILL", true);
   t.graphs = flag("KILN_CUDA_GRAPHS", true);
   t.norm_vec4 = flag("KILN_CUDA_NORM_VEC4", true);
-  t.lora_kernel = flag("KILN_CUDA_LORA_KERNEL", false);
-  t.pdl = flag("KILN_CUDA_PDL", false);
+  t.lora_kernel = flag("KILN_CUDA_LORA_KERNEL", true);
+  t.pdl = flag("KILN_CUDA_PDL", true);
   return t;
 }
 

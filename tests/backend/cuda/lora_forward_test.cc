@@ -76,8 +76,8 @@ TEST(CudaLoraForward, RowsWithDifferentAdaptersMatchCpu) {
   const std::vector<std::span<const LoraTerm>> cspans(cs.begin(), cs.end());
   const auto [cpre, cdec] = cpu.run(lens, cspans);
   ASSERT_TRUE(cpre.defined() && cdec.defined());
-  // Both CUDA paths: the kernels (opt-in until they have run on the H200, tuning.h) and the
-  // matmul sequence (the default). The decode step runs with the prefill's setting.
+  // Both CUDA paths: the kernels (the default, tuning.h) and the matmul sequence they replaced
+  // (KILN_CUDA_LORA_KERNEL=0). The decode step runs with the prefill's setting.
   Tensor gpre, gdec;
   for (const bool kernels : {true, false}) {
     const bool saved = cuda::tuning().lora_kernel;
