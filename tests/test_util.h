@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -44,10 +47,24 @@ inline double max_abs_diff(const float* a, const float* b, int64_t n) {
   return m;
 }
 
+// A fresh directory /tmp/kiln-test-<tag>-XXXXXX, removed with everything in it when the test
+// binary exits (KILN_KEEP_TEST_DIRS=1 keeps them for a post-mortem).
 inline std::string temp_dir(const std::string& tag) {
+  struct Made {
+    std::vector<std::string> dirs;
+    ~Made() {
+      const char* keep = std::getenv("KILN_KEEP_TEST_DIRS");
+      if (keep != nullptr && keep[0] != '\0' && keep[0] != '0') return;
+      std::error_code ec;
+      for (const std::string& d : dirs) std::filesystem::remove_all(d, ec);
+    }
+  };
+  static Made made_dirs;
   std::string pattern = "/tmp/kiln-test-" + tag + "-XXXXXX";
   char* made = mkdtemp(pattern.data());
-  return made ? std::string(made) : std::string();
+  if (made == nullptr) return {};
+  made_dirs.dirs.emplace_back(made);
+  return made;
 }
 
 }  // namespace kiln::testing

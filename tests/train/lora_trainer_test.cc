@@ -181,10 +181,12 @@ TEST(LoraTrainer, LogprobsEqualTheServingForwardsAndCheckpointingChangesNoGradie
     auto lp = trainers.back()->forward(seqs, true);
     ASSERT_TRUE(lp.ok()) << lp.status().to_string();
     if (every == 1) {  // per-token logp against the serving forward's log-softmax, each sequence alone
-      // 5e-5: batched against separate forwards, as tests/model/consistency_test.cc allows (seen 3.2e-5).
+      // 1e-4 (about 1e-5 of logprobs near -8): batched against separate forwards, f32 sums in
+      // another order through five layers; seen 3.2e-5, and 7.3e-5 with this file at -O1, whose
+      // adapter draws differ from -O3's in their last bits (a wrong term would be off by > 1e-2).
       const auto want = serving_logprobs(s, seqs);
       for (size_t i = 0; i < seqs.size(); ++i)
-        for (size_t t = 1; t < seqs[i].tokens.size(); ++t) EXPECT_NEAR((*lp)[i][t], want[i][t], 5e-5) << i << " " << t;
+        for (size_t t = 1; t < seqs[i].tokens.size(); ++t) EXPECT_NEAR((*lp)[i][t], want[i][t], 1e-4) << i << " " << t;
     }
     ASSERT_TRUE(trainers.back()->backward(coef).ok());
   }
