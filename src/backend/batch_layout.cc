@@ -45,6 +45,7 @@ Result<BatchLayout> make_batch_layout(const HostBatchLayout& h, StorageFacet& s)
     std::copy(h.block_tables[r].begin(), h.block_tables[r].end(), tables.begin() + r * bl.max_blocks);
   KILN_ASSIGN_OR_RETURN(bl.positions, s.upload(Tensor::from_values(h.positions, {T})));
   KILN_ASSIGN_OR_RETURN(bl.cu_seqlens, s.upload(Tensor::from_values(h.cu_seqlens, {R + 1})));
+  bl.host_cu_seqlens = h.cu_seqlens;
   KILN_ASSIGN_OR_RETURN(bl.kv_lens, s.upload(Tensor::from_values(h.kv_lens, {R})));
   KILN_ASSIGN_OR_RETURN(bl.block_tables, s.upload(Tensor::from_values(tables, {R, std::max<int64_t>(bl.max_blocks, 1)})));
   KILN_ASSIGN_OR_RETURN(bl.slot_mapping, s.upload(Tensor::from_values(h.slot_mapping, {T})));

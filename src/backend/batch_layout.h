@@ -23,6 +23,9 @@ struct BatchLayout {
   Tensor block_tables;  // [rows, max_blocks] physical K/V block of each logical block
   Tensor slot_mapping;  // [tokens] cache slot (block * block_size + offset) of each new token
   Tensor state_slots;   // [rows] GDN state slot of each row
+  // cu_seqlens on the host as well, for host-side planning without reading the device back
+  // (make_batch_layout fills it; empty in a layout made otherwise, such as a replayed step's).
+  std::vector<int32_t> host_cu_seqlens;
 };
 
 // The host-side description the model runner fills before it becomes tensors.

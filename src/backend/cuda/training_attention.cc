@@ -85,13 +85,17 @@ Status Training::attention_backward(const AttentionBackwardArgs& a) {
   if (!a.layout->cu_seqlens.is_contiguous()) return invalid_argument(req + ": cu_seqlens must be contiguous");
   ProfileScope prof(ctx_->profiler.get(), [&] { return "attention_backward tokens=" + std::to_string(T); });
 
-  // The row offsets on the host: the chunking and the GEMM shapes follow them. A small
-  // synchronous copy (rows + 1 ints) once per call, negligible beside the call's GEMMs.
-  std::vector<int32_t> cu(static_cast<size_t>(R + 1));
-  KILN_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(cu.data(), a.layout->cu_seqlens.data<int32_t>(),
-                                                   cu.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, st),
-                                   req + ": reading cu_seqlens"));
-  KILN_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(st), req + ": reading cu_seqlens"));
+  // The row offsets on the host: the chunking and the GEMM shapes follow them. The layout's host
+  // copy where it has one; otherwise read back, which waits for every kernel queued before it
+  // (a training step's queue drained eight times a step on the 4B shape, before the copy).
+  std::vector<int32_t> cu = a.layout->host_cu_seqlens;
+  if (static_cast<int64_t>(cu.size()) != R + 1) {
+    cu.assign(static_cast<size_t>(R + 1), 0);
+    KILN_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(cu.data(), a.layout->cu_seqlens.data<int32_t>(),
+                                                     cu.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, st),
+                                     req + ": reading cu_seqlens"));
+    KILN_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(st), req + ": reading cu_seqlens"));
+  }
   int64_t kv_elems = 0, chunk_rows = 0, score_elems = 0;
   for (int64_t r = 0; r < R; ++r) {
     if (cu[r] < 0 || cu[r + 1] < cu[r] || cu[r + 1] > T)
