@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <numeric>
 #include <optional>
 #include <vector>
@@ -15,6 +14,7 @@
 
 #include "backend/registry.h"
 #include "cli/bench_engine.h"
+#include "cli/bench_peer.h"
 #include "cli/bench_roofline.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
@@ -165,6 +165,10 @@ Result<nlohmann::json> bench_prefill(Qwen35Model& model, int64_t tokens, int rep
 Status run(const BenchOpts& o) {
   if (o.prompt_tokens < 1 || o.decode_tokens < 1 || o.repeats < 1)
     return invalid_argument("--prompt-tokens, --decode-tokens and --repeats must be positive");
+  nlohmann::json peer;  // read before the measurements, so that a bad path costs nothing
+  if (!o.peer_json.empty()) {
+    KILN_ASSIGN_OR_RETURN(peer, read_peer_json(o.peer_json));
+  }
   KILN_ASSIGN_OR_RETURN(std::string dir, resolve_model_dir(o.model));
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, create_backend(o.backend));
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Qwen35Model> model, Qwen35Model::load(dir, *be));
@@ -364,13 +368,7 @@ Status run(const BenchOpts& o) {
   }
   if (device) j["spec_peaks"] = {{"bandwidth_tb_s", kH200PeakBytesPerS / 1e12}, {"bf16_tflop_s", kH200PeakBf16FlopPerS / 1e12},
                                  {"note", "H200 SXM spec sheet, the rooflines of issue 5"}};
-  if (!o.peer_json.empty()) {
-    std::ifstream in(o.peer_json);
-    if (!in) return not_found("--peer-json: cannot open " + o.peer_json);
-    nlohmann::json peer = nlohmann::json::parse(in, nullptr, false);
-    if (peer.is_discarded()) return format_error("--peer-json: " + o.peer_json + " is not JSON");
-    j["peer"] = peer;
-  }
+  if (!peer.is_null()) j["peer"] = std::move(peer);
 #ifdef KILN_HAVE_CUDA
   if (auto st = cuda_backend_stats(*be); st.ok())
     j["cuda"] = {{"matmul_cache_hits", st->matmul_cache_hits},

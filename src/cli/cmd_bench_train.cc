@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/registry.h"
+#include "cli/bench_peer.h"
 #include "cli/bench_roofline.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
@@ -35,7 +36,7 @@ namespace kiln::cli {
 namespace {
 
 struct TrainBenchOpts {
-  std::string model, backend = "cpu", optimizer = "muon", out, dataset;
+  std::string model, backend = "cpu", optimizer = "muon", out, dataset, peer_json;
   int64_t sequences = 4, seq_tokens = 512, steps = 5, rank = 16, checkpoint_every = 1;
   uint64_t seed = 0;
 };
@@ -59,6 +60,10 @@ Status run(const TrainBenchOpts& o) {
   if (o.sequences < 1 || o.seq_tokens < 2 || o.steps < 1 || o.rank < 1)
     return invalid_argument("--sequences, --steps and --lora-rank must be positive and --seq-tokens at least 2");
   KILN_ASSIGN_OR_RETURN(OptimizerKind opt, parse_optimizer(o.optimizer));
+  nlohmann::json peer;  // read before training, so that a bad path costs nothing
+  if (!o.peer_json.empty()) {
+    KILN_ASSIGN_OR_RETURN(peer, read_peer_json(o.peer_json));
+  }
   KILN_ASSIGN_OR_RETURN(std::string dir, resolve_model_dir(o.model));
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, create_backend(o.backend));
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Qwen35Model> model, Qwen35Model::load(dir, *be));
@@ -140,6 +145,7 @@ Status run(const TrainBenchOpts& o) {
                       {"fraction_of_spec_roofline", flops / step_s / kH200PeakBf16FlopPerS},
                       {"roofline_note", "6 FLOPs per matmul parameter per token (forward, its recomputation, dX) at "
                                         "the H200's 989 TFLOP/s dense bf16; attention and GDN left out"}};
+  if (!peer.is_null()) j["peer"] = std::move(peer);
   const MemoryUsage mem = be->memory_usage();
   j["memory"] = {{"used_bytes_at_end", mem.used_bytes}, {"total_bytes", mem.total_bytes}, {"what", mem.what}};
 #ifdef KILN_HAVE_CUDA
@@ -195,6 +201,8 @@ void add_bench_train_command(CLI::App& bench) {
   cmd->add_option("--optimizer", o->optimizer, "muon, adam_w or sgd")->capture_default_str();
   cmd->add_option("--checkpoint-every", o->checkpoint_every, "Layers per activation-checkpoint segment")->capture_default_str();
   cmd->add_option("--out", o->out, "Also write the JSON document to this file");
+  cmd->add_option("--peer-json", o->peer_json,
+                  "JSON of a peer run (tools/bench_hf_peer.py --train: transformers + PEFT), included as `peer`");
   cmd->callback([o] { report(run(*o)); });
 }
 

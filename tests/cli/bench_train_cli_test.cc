@@ -140,6 +140,27 @@ TEST(BenchTrainCli, BadInputIsRefusedNamingIt) {
   r = bench_train("--model " + chat_model() + " --dataset /nonexistent/data.jsonl --steps 1");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("/nonexistent/data.jsonl"), std::string::npos) << r.err;
+  // A peer file that is missing or not JSON is refused before any training (no progress line).
+  r = bench_train("--model " + chat_model() + " --peer-json /nonexistent/peer.json --steps 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--peer-json: cannot open /nonexistent/peer.json"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("step 1/1"), std::string::npos) << r.err;
+  const std::string bad = testing::temp_dir("bench-train-peer") + "/peer.json";
+  std::ofstream(bad) << "{not json";
+  r = bench_train("--model " + chat_model() + " --peer-json " + bad + " --steps 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find(bad + " is not JSON"), std::string::npos) << r.err;
+}
+
+// The peer run's document (tools/bench_hf_peer.py --train) rides along unchanged as `peer`.
+TEST(BenchTrainCli, PeerJsonIsIncludedAsItIs) {
+  const std::string peer = testing::temp_dir("bench-train-peer") + "/peer.json";
+  const json want = {{"framework", "transformers x, peft y"}, {"train_sft", {{"tokens_per_s", 1234.5}}}};
+  std::ofstream(peer) << want.dump();
+  const TrainRun r = bench_train("--model " + chat_model() + " --sequences 1 --seq-tokens 8 --steps 1 --lora-rank 2 "
+                                 "--peer-json " + peer);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["peer"], want);
 }
 
 }  // namespace
