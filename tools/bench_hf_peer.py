@@ -15,7 +15,8 @@ stdout (or --out), which `kiln bench --peer-json FILE` includes as its `peer` fi
 With --train, instead: LoRA SFT with PEFT, as `kiln bench train` runs it (the peer that issue 6's
 throughput target is measured beside): rank R with alpha 2R on every target Kiln trains
 (q/k/v/o_proj, in_proj_qkv, in_proj_z, out_proj, gate/up/down_proj), --sequences random
-sequences of --seq-tokens tokens a step with the second half as targets, gradient checkpointing
+sequences of --seq-tokens tokens a step with the second half as targets (the very tokens of
+`kiln bench train`: the same generator, so the first losses agree), gradient checkpointing
 per layer (Kiln's --checkpoint-every 1), AdamW (PEFT has no Muon; the optimizer's share of a
 LoRA step is small either way). Forward, backward and optimizer step are timed per step; the
 first step is left out of the median. `kiln bench train --peer-json FILE` includes the result.
@@ -81,6 +82,18 @@ LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "in_proj_qkv", "in_proj_
                 "gate_proj", "up_proj", "down_proj"]
 
 
+def kiln_train_tokens(sequences, seq_tokens, vocab):
+    """The random sequences `kiln bench train` trains on (cli/cmd_bench_train.cc's generator)."""
+    x, rows = 2024, []
+    for _ in range(sequences):
+        row = []
+        for _ in range(seq_tokens):
+            x = (x * 1664525 + 1013904223) % (1 << 32)
+            row.append((x >> 7) % vocab)
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.long, device="cuda")
+
+
 def train_run(model, a):
     """LoRA SFT steps with PEFT; returns the per-step seconds and losses."""
     from peft import LoraConfig, get_peft_model
@@ -92,7 +105,7 @@ def train_run(model, a):
     model.train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     vocab = model.config.vocab_size
-    ids = torch.stack([prompt_ids(a.seq_tokens, vocab, 101 + 7 * s)[0] for s in range(a.sequences)])
+    ids = kiln_train_tokens(a.sequences, a.seq_tokens, vocab)
     labels = ids.clone()
     labels[:, : a.seq_tokens // 2] = -100  # the second half are the targets
     seconds, losses = [], []
