@@ -26,6 +26,8 @@
 //                               the shrink/expand kernels (kernels/lora.h)
 //   KILN_CUDA_PDL=0             decode-path kernels launch plainly, without programmatic
 //                               dependent launch (kernels/pdl.cuh)
+//   KILN_CUDA_GEMV_NORM=0       the RMSNorm before a decode projection group runs as its own
+//                               kernel instead of inside the group's GEMV (supports_norm_group)
 //   KILN_CUDA_GDN_BACKWARD=shared the GDN backward's previous state kernel (shared memory, a thread
 //                               per column); read at every call by training_gdn.cc, not here
 #pragma once
@@ -53,6 +55,7 @@ struct Tuning {
   bool lora_kernel = true;   // short LoRA segments through kernels/lora.h (linear_lora.cc)
   bool norm_vec4 = true;     // RMSNorm rows of <= 4096 aligned floats: one float4 a thread (rms_norm.cu)
   bool pdl = true;           // decode-path kernels with programmatic dependent launch (kernels/pdl.cuh)
+  bool gemv_norm = true;     // a projection group's RMSNorm fused into its GEMV (MatmulGroupArgs::norm_weight)
 };
 
 inline Tuning tuning_from_env() {
@@ -86,6 +89,7 @@ inline Tuning tuning_from_env() {
   t.norm_vec4 = flag("KILN_CUDA_NORM_VEC4", true);
   t.lora_kernel = flag("KILN_CUDA_LORA_KERNEL", true);
   t.pdl = flag("KILN_CUDA_PDL", true);
+  t.gemv_norm = flag("KILN_CUDA_GEMV_NORM", true);
   return t;
 }
 

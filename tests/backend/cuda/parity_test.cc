@@ -214,6 +214,71 @@ TEST(CudaParity, MatmulGroupMatchesCpuAndIsOneLaunch) {
   EXPECT_EQ(be->linear().matmul_group(bad).code(), ErrorCode::kInvalidArgument);  // a weight without an output
 }
 
+// A group with its (1 + w) RMSNorm fused (MatmulGroupArgs::norm_weight, the decode GEMV): every
+// output equals the CPU's rms_norm then matmul_group to the GEMV's f32 rounding, in one launch
+// (the unfused pair takes two); where the kernel does not take it (m = 3, f32 weights, the
+// switch off) the predicate declines and the call fails with kUnsupported.
+TEST(CudaParity, MatmulGroupWithFusedNormMatchesNormThenGroup) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = cpu();
+  struct Case {
+    int64_t m;
+    std::vector<int64_t> n;
+    int64_t k;
+    bool accumulate;
+  } cases[] = {
+      {1, {8192, 4096, 32, 32}, 2560, false},  // GDN in_proj qkv, z, a, b
+      {2, {8192, 1024, 1024}, 2560, true},     // attention q, k, v
+      {1, {9216, 9216}, 2560, false},          // gate, up
+      {1, {5, 3}, 16, false},                  // tiny
+  };
+  uint32_t seed = 170;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "m=" << c.m << " segments=" << c.n.size() << " k=" << c.k);
+    Pair x(*be, random_tensor({c.m, c.k}, seed++, 3.f));
+    Pair nw(*be, random_tensor({c.k}, seed++, 0.2f));
+    Pair h(*be, random_tensor({c.m, c.k}, seed++));  // the CPU's normed rows
+    std::vector<Pair> w, ob;
+    MatmulGroupArgs ha, da;
+    ha.x = h.host, da.x = x.dev, ha.accumulate = da.accumulate = c.accumulate;
+    da.norm_weight = nw.dev;
+    da.norm_eps = 1e-6f;
+    for (size_t i = 0; i < c.n.size(); ++i) {
+      w.emplace_back(*be, random_tensor({c.n[i], c.k}, seed++, 1.f / std::sqrt(float(c.k)), DType::kBF16));
+      ob.emplace_back(*be, random_tensor({c.m, c.n[i]}, seed++));
+      ha.w.push_back(w[i].host), da.w.push_back(w[i].dev);
+      ha.out.push_back(ob[i].host), da.out.push_back(ob[i].dev);
+    }
+    ASSERT_TRUE(ref->norm().rms_norm({NormKind::kOnePlus, x.host, {}, nw.host, {}, h.host, 1e-6f}).ok());
+    ASSERT_TRUE(ref->linear().matmul_group(ha).ok());
+    EXPECT_TRUE(be->linear().supports_norm_group(da).runs_natively()) << be->linear().supports_norm_group(da).constraint;
+    const uint64_t before = cuda_backend_stats(*be)->launches;
+    Status s = be->linear().matmul_group(da);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(cuda_backend_stats(*be)->launches - before, 1u);
+    for (size_t i = 0; i < c.n.size(); ++i)
+      EXPECT_LE(rel_error(ob[i].dev_result(*be), ob[i].host_base), kGemvTol) << "segment " << i;
+    EXPECT_EQ(rel_error(x.dev_result(*be), x.host_base), 0.0) << "x must be left as it was";
+  }
+  // Declined: 3 rows; f32 weights; the switch off.
+  const auto group = [&](int64_t m, DType wt) {
+    MatmulGroupArgs a;
+    a.x = to_device(*be, random_tensor({m, 64}, 1));
+    a.w = {to_device(*be, random_tensor({16, 64}, 2, 0.1f, wt)), to_device(*be, random_tensor({8, 64}, 3, 0.1f, wt))};
+    a.out = {to_device(*be, random_tensor({m, 16}, 4)), to_device(*be, random_tensor({m, 8}, 5))};
+    a.norm_weight = to_device(*be, random_tensor({64}, 6));
+    return a;
+  };
+  for (const MatmulGroupArgs& a : {group(3, DType::kBF16), group(1, DType::kF32)}) {
+    EXPECT_FALSE(be->linear().supports_norm_group(a).runs_natively());
+    EXPECT_EQ(be->linear().matmul_group(a).code(), ErrorCode::kUnsupported);
+  }
+  const bool saved = cuda::tuning().gemv_norm;
+  cuda::tuning().gemv_norm = false;
+  EXPECT_FALSE(be->linear().supports_norm_group(group(1, DType::kBF16)).runs_natively());
+  cuda::tuning().gemv_norm = saved;
+}
+
 // ---------------------------------------------------------------- norm
 
 TEST(CudaParity, RmsNorm) {

@@ -28,8 +28,9 @@ __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
 // A warp owns R consecutive weight rows (of any segments: each row finds its own weight and
 // output); its lanes take the 8-wide k chunks lane, lane + 32, ... for every m (several chunks'
 // loads in flight through the unrolled loop), and a warp reduction finishes each of the M x R
-// dot products: no shared memory, no block barrier.
-template <bool kBF16, int M, int R>
+// dot products: no shared memory, no block barrier. kNorm: each warp first sums the squares of
+// its x rows (read again in the loop, from L1/L2) and scales every x chunk by 1/rms(x) (1 + w).
+template <bool kBF16, int M, int R, bool kNorm>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t total) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * R;
@@ -53,6 +54,21 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t to
 #pragma unroll
     for (int r = 0; r < R; ++r) prefetch_l2(wrow[r] + c);
   pdl_begin();
+  float inv_rms[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) inv_rms[m] = 1.f;
+  if constexpr (kNorm) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float4* xp = reinterpret_cast<const float4*>(p.x + m * p.x_stride);
+      float ss = 0.f;
+      for (int64_t i = lane; i < 2 * chunks; i += 32) {
+        const float4 v = __ldg(xp + i);
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      }
+      inv_rms[m] = 1.f / sqrtf(warp_sum(ss) / static_cast<float>(p.k) + p.norm_eps);
+    }
+  }
   float acc[M][R];
 #pragma unroll
   for (int m = 0; m < M; ++m)
@@ -64,10 +80,21 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t to
     uint4 raw[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) raw[r] = load_streaming(wrow[r] + c);
+    float4 g0, g1;  // kNorm: 1 + w of the chunk's 8 columns
+    if constexpr (kNorm) {
+      const float4* wp = reinterpret_cast<const float4*>(p.norm_w) + 2 * c;
+      g0 = __ldg(wp);
+      g1 = __ldg(wp + 1);
+    }
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       const float4* xp = reinterpret_cast<const float4*>(p.x + m * p.x_stride) + 2 * c;
-      const float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
+      float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
+      if constexpr (kNorm) {
+        const float s = inv_rms[m];
+        x0 = make_float4(x0.x * s * (1.f + g0.x), x0.y * s * (1.f + g0.y), x0.z * s * (1.f + g0.z), x0.w * s * (1.f + g0.w));
+        x1 = make_float4(x1.x * s * (1.f + g1.x), x1.y * s * (1.f + g1.y), x1.z * s * (1.f + g1.z), x1.w * s * (1.f + g1.w));
+      }
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float wf[8];
@@ -154,7 +181,7 @@ __global__ void __launch_bounds__(kThreads) gemv_split_kernel(GemvParams p) {
 template <bool kBF16, int M>
 void launch_m(const GemvParams& p, cudaStream_t stream) {
   const int64_t n = p.rows();
-  if (p.segments == 1 && (M > 2 || (n < 4096 && p.rows_per_warp == 0) || p.rows_per_warp < 0)) {
+  if (p.segments == 1 && p.norm_w == nullptr && (M > 2 || (n < 4096 && p.rows_per_warp == 0) || p.rows_per_warp < 0)) {
     const unsigned blocks = static_cast<unsigned>((n + kSplitRows - 1) / kSplitRows);
     launch_pdl(gemv_split_kernel<kBF16, M>, blocks, kThreads, 0, stream, p);
     return;
@@ -166,13 +193,19 @@ void launch_m(const GemvParams& p, cudaStream_t stream) {
   if (p.rows_per_warp > 0) r = p.rows_per_warp == 4 && M > 2 ? 2 : p.rows_per_warp;
   const unsigned blocks = static_cast<unsigned>((n + int64_t{kWarps} * r - 1) / (int64_t{kWarps} * r));
   if constexpr (M <= 2) {
+    if (p.norm_w != nullptr) {  // gemv_applies: the warp form only
+      if (r == 4) launch_pdl(gemv_kernel<kBF16, M, 4, true>, blocks, kThreads, 0, stream, p, n);
+      else if (r == 2) launch_pdl(gemv_kernel<kBF16, M, 2, true>, blocks, kThreads, 0, stream, p, n);
+      else launch_pdl(gemv_kernel<kBF16, M, 1, true>, blocks, kThreads, 0, stream, p, n);
+      return;
+    }
     if (r == 4) {
-      launch_pdl(gemv_kernel<kBF16, M, 4>, blocks, kThreads, 0, stream, p, n);
+      launch_pdl(gemv_kernel<kBF16, M, 4, false>, blocks, kThreads, 0, stream, p, n);
       return;
     }
   }
-  if (r == 2) launch_pdl(gemv_kernel<kBF16, M, 2>, blocks, kThreads, 0, stream, p, n);
-  else launch_pdl(gemv_kernel<kBF16, M, 1>, blocks, kThreads, 0, stream, p, n);
+  if (r == 2) launch_pdl(gemv_kernel<kBF16, M, 2, false>, blocks, kThreads, 0, stream, p, n);
+  else launch_pdl(gemv_kernel<kBF16, M, 1, false>, blocks, kThreads, 0, stream, p, n);
 }
 
 template <bool kBF16>
@@ -197,6 +230,7 @@ bool gemv_applies(const GemvParams& p) {
   auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   if (p.m < 1 || p.m > kGemvMaxM || p.k < 8 || p.k % 8 != 0) return false;
   if (p.segments < 1 || p.segments > kGemvMaxSegments || (p.segments > 1 && p.m > 2)) return false;
+  if (p.norm_w != nullptr && (p.m > 2 || p.rows_per_warp < 0 || !aligned16(p.norm_w))) return false;
   if (p.w_dtype != DType::kBF16 && p.w_dtype != DType::kF16) return false;
   if (!aligned16(p.x) || (p.m > 1 && p.x_stride % 4 != 0)) return false;
   for (int s = 0; s < p.segments; ++s)
