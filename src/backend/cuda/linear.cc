@@ -164,7 +164,7 @@ Result<GemvParams> Linear::group_gemv(const MatmulGroupArgs& a) {
   g.segments = static_cast<int>(count);
   if (a.norm_weight.defined()) {
     const Tensor& w = a.norm_weight;
-    if (!tuning().gemv_norm) return unsupported("the fused norm is off (KILN_CUDA_GEMV_NORM=0)");
+    if (!tuning().gemv_norm) return unsupported("the fused norm is off (KILN_CUDA_GEMV_NORM, opt-in)");
     if (w.dtype() != DType::kF32 || w.rank() != 1 || w.dim(0) != g.k || !w.is_contiguous() ||
         w.device().kind != DeviceKind::kCuda)
       return unsupported("the norm weight must be [k] contiguous f32 on the device");

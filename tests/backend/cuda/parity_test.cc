@@ -221,6 +221,8 @@ TEST(CudaParity, MatmulGroupMatchesCpuAndIsOneLaunch) {
 TEST(CudaParity, MatmulGroupWithFusedNormMatchesNormThenGroup) {
   KILN_CUDA_OR_SKIP(be);
   auto ref = cpu();
+  TuningScope tuning;  // the fused norm is opt-in (tuning.h): on for this test
+  tuning->gemv_norm = true;
   struct Case {
     int64_t m;
     std::vector<int64_t> n;
@@ -273,10 +275,8 @@ TEST(CudaParity, MatmulGroupWithFusedNormMatchesNormThenGroup) {
     EXPECT_FALSE(be->linear().supports_norm_group(a).runs_natively());
     EXPECT_EQ(be->linear().matmul_group(a).code(), ErrorCode::kUnsupported);
   }
-  const bool saved = cuda::tuning().gemv_norm;
-  cuda::tuning().gemv_norm = false;
+  tuning->gemv_norm = false;
   EXPECT_FALSE(be->linear().supports_norm_group(group(1, DType::kBF16)).runs_natively());
-  cuda::tuning().gemv_norm = saved;
 }
 
 // ---------------------------------------------------------------- norm

@@ -28,8 +28,10 @@ __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
 // A warp owns R consecutive weight rows (of any segments: each row finds its own weight and
 // output); its lanes take the 8-wide k chunks lane, lane + 32, ... for every m (several chunks'
 // loads in flight through the unrolled loop), and a warp reduction finishes each of the M x R
-// dot products: no shared memory, no block barrier. kNorm: each warp first sums the squares of
-// its x rows (read again in the loop, from L1/L2) and scales every x chunk by 1/rms(x) (1 + w).
+// dot products: no shared memory, no block barrier. kNorm: the lanes of a warp cover every chunk
+// of x, so the loop also sums x's squares and takes x (1 + w) into the dot; the warp reductions
+// then give rms(x), and each dot is scaled by 1/rms(x) at the end (no pass over x before the
+// weights stream).
 template <bool kBF16, int M, int R, bool kNorm>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t total) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -54,21 +56,9 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t to
 #pragma unroll
     for (int r = 0; r < R; ++r) prefetch_l2(wrow[r] + c);
   pdl_begin();
-  float inv_rms[M];
+  float ss[M];  // kNorm: this lane's share of the sum of x's squares
 #pragma unroll
-  for (int m = 0; m < M; ++m) inv_rms[m] = 1.f;
-  if constexpr (kNorm) {
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      const float4* xp = reinterpret_cast<const float4*>(p.x + m * p.x_stride);
-      float ss = 0.f;
-      for (int64_t i = lane; i < 2 * chunks; i += 32) {
-        const float4 v = __ldg(xp + i);
-        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-      }
-      inv_rms[m] = 1.f / sqrtf(warp_sum(ss) / static_cast<float>(p.k) + p.norm_eps);
-    }
-  }
+  for (int m = 0; m < M; ++m) ss[m] = 0.f;
   float acc[M][R];
 #pragma unroll
   for (int m = 0; m < M; ++m)
@@ -80,7 +70,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t to
     uint4 raw[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) raw[r] = load_streaming(wrow[r] + c);
-    float4 g0, g1;  // kNorm: 1 + w of the chunk's 8 columns
+    float4 g0{}, g1{};  // kNorm: w of the chunk's 8 columns
     if constexpr (kNorm) {
       const float4* wp = reinterpret_cast<const float4*>(p.norm_w) + 2 * c;
       g0 = __ldg(wp);
@@ -91,9 +81,10 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t to
       const float4* xp = reinterpret_cast<const float4*>(p.x + m * p.x_stride) + 2 * c;
       float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
       if constexpr (kNorm) {
-        const float s = inv_rms[m];
-        x0 = make_float4(x0.x * s * (1.f + g0.x), x0.y * s * (1.f + g0.y), x0.z * s * (1.f + g0.z), x0.w * s * (1.f + g0.w));
-        x1 = make_float4(x1.x * s * (1.f + g1.x), x1.y * s * (1.f + g1.y), x1.z * s * (1.f + g1.z), x1.w * s * (1.f + g1.w));
+        ss[m] += x0.x * x0.x + x0.y * x0.y + x0.z * x0.z + x0.w * x0.w + x1.x * x1.x + x1.y * x1.y + x1.z * x1.z +
+                 x1.w * x1.w;
+        x0 = make_float4(x0.x * (1.f + g0.x), x0.y * (1.f + g0.y), x0.z * (1.f + g0.z), x0.w * (1.f + g0.w));
+        x1 = make_float4(x1.x * (1.f + g1.x), x1.y * (1.f + g1.y), x1.z * (1.f + g1.z), x1.w * (1.f + g1.w));
       }
 #pragma unroll
       for (int r = 0; r < R; ++r) {
@@ -103,11 +94,17 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t to
       }
     }
   }
+  float scale[M];  // 1/rms(x) of each row with kNorm
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    scale[m] = 1.f;
+    if constexpr (kNorm) scale[m] = 1.f / sqrtf(warp_sum(ss[m]) / static_cast<float>(p.k) + p.norm_eps);
+  }
 #pragma unroll
   for (int m = 0; m < M; ++m)
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const float v = warp_sum(acc[m][r]);
+      const float v = warp_sum(acc[m][r]) * scale[m];
       if (lane == m * R + r && n0 + r < total) {
         float* o = orow[r] + m * ostride[r];
         *o = p.accumulate ? *o + v : v;
