@@ -177,6 +177,8 @@ Result<GemvParams> Linear::group_gemv(const MatmulGroupArgs& a) {
 
 Support Linear::supports_norm_group(const MatmulGroupArgs& a) {
   if (!a.norm_weight.defined()) return Support::declined("no norm weight");
+  // Off by default: asked at every decode group, so the answer comes before any argument check.
+  if (!tuning().gemv_norm) return Support::declined("the fused norm is off (KILN_CUDA_GEMV_NORM, opt-in)");
   const Result<GemvParams> g = group_gemv(a);
   return g.ok() ? Support::native() : Support::declined(g.status().message());
 }
