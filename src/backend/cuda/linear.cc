@@ -143,6 +143,8 @@ GemvParams Linear::gemv_params(const MatmulArgs& a, const MatmulRequest& r) cons
   return g;
 }
 
+constexpr const char* kNormOff = "the fused norm is off (KILN_CUDA_GEMV_NORM, opt-in)";
+
 // One GEMV launch for every projection of the group where the decode GEMV applies to each
 // (m <= 2, one 16-bit weight dtype and k, at most kGemvMaxSegments); a fused norm also needs
 // its weight as [k] contiguous f32 on the device (and KILN_CUDA_GEMV_NORM not 0).
@@ -164,7 +166,7 @@ Result<GemvParams> Linear::group_gemv(const MatmulGroupArgs& a) {
   g.segments = static_cast<int>(count);
   if (a.norm_weight.defined()) {
     const Tensor& w = a.norm_weight;
-    if (!tuning().gemv_norm) return unsupported("the fused norm is off (KILN_CUDA_GEMV_NORM, opt-in)");
+    if (!tuning().gemv_norm) return unsupported(kNormOff);
     if (w.dtype() != DType::kF32 || w.rank() != 1 || w.dim(0) != g.k || !w.is_contiguous() ||
         w.device().kind != DeviceKind::kCuda)
       return unsupported("the norm weight must be [k] contiguous f32 on the device");
@@ -178,7 +180,7 @@ Result<GemvParams> Linear::group_gemv(const MatmulGroupArgs& a) {
 Support Linear::supports_norm_group(const MatmulGroupArgs& a) {
   if (!a.norm_weight.defined()) return Support::declined("no norm weight");
   // Off by default: asked at every decode group, so the answer comes before any argument check.
-  if (!tuning().gemv_norm) return Support::declined("the fused norm is off (KILN_CUDA_GEMV_NORM, opt-in)");
+  if (!tuning().gemv_norm) return Support::declined(kNormOff);
   const Result<GemvParams> g = group_gemv(a);
   return g.ok() ? Support::native() : Support::declined(g.status().message());
 }

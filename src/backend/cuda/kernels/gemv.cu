@@ -173,6 +173,19 @@ __global__ void __launch_bounds__(kThreads) gemv_split_kernel(GemvParams p) {
   }
 }
 
+// The warp form with R = r (4 only for m <= 2).
+template <bool kBF16, int M, bool kNorm>
+void launch_warp_form(int r, unsigned blocks, const GemvParams& p, int64_t n, cudaStream_t stream) {
+  if constexpr (M <= 2) {
+    if (r == 4) {
+      launch_pdl(gemv_kernel<kBF16, M, 4, kNorm>, blocks, kThreads, 0, stream, p, n);
+      return;
+    }
+  }
+  if (r == 2) launch_pdl(gemv_kernel<kBF16, M, 2, kNorm>, blocks, kThreads, 0, stream, p, n);
+  else launch_pdl(gemv_kernel<kBF16, M, 1, kNorm>, blocks, kThreads, 0, stream, p, n);
+}
+
 // Rows per warp: enough warps to fill the device (~16 a multiprocessor), as many rows a warp as
 // that allows (more 16-byte loads in flight each); larger m keeps R small for registers.
 template <bool kBF16, int M>
@@ -190,19 +203,12 @@ void launch_m(const GemvParams& p, cudaStream_t stream) {
   if (p.rows_per_warp > 0) r = p.rows_per_warp == 4 && M > 2 ? 2 : p.rows_per_warp;
   const unsigned blocks = static_cast<unsigned>((n + int64_t{kWarps} * r - 1) / (int64_t{kWarps} * r));
   if constexpr (M <= 2) {
-    if (p.norm_w != nullptr) {  // gemv_applies: the warp form only
-      if (r == 4) launch_pdl(gemv_kernel<kBF16, M, 4, true>, blocks, kThreads, 0, stream, p, n);
-      else if (r == 2) launch_pdl(gemv_kernel<kBF16, M, 2, true>, blocks, kThreads, 0, stream, p, n);
-      else launch_pdl(gemv_kernel<kBF16, M, 1, true>, blocks, kThreads, 0, stream, p, n);
-      return;
-    }
-    if (r == 4) {
-      launch_pdl(gemv_kernel<kBF16, M, 4, false>, blocks, kThreads, 0, stream, p, n);
+    if (p.norm_w != nullptr) {  // gemv_applies: m <= 2 only
+      launch_warp_form<kBF16, M, true>(r, blocks, p, n, stream);
       return;
     }
   }
-  if (r == 2) launch_pdl(gemv_kernel<kBF16, M, 2, false>, blocks, kThreads, 0, stream, p, n);
-  else launch_pdl(gemv_kernel<kBF16, M, 1, false>, blocks, kThreads, 0, stream, p, n);
+  launch_warp_form<kBF16, M, false>(r, blocks, p, n, stream);
 }
 
 template <bool kBF16>
