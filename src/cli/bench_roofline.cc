@@ -4,8 +4,8 @@
 
 namespace kiln::cli {
 
-double decode_step_bytes(const ModelConfig& c, const ModelWeights& w, int64_t rows, int64_t context) {
-  const double kv_per_token = static_cast<double>(ModelState::block_bytes_for(c)) / ModelState::kBlockSize;
+double decode_step_bytes(const ModelConfig& c, const ModelWeights& w, DType kv_dtype, int64_t rows, int64_t context) {
+  const double kv_per_token = static_cast<double>(ModelState::block_bytes_for(c, kv_dtype)) / ModelState::kBlockSize;
   const double per_row = kv_per_token * static_cast<double>(context) + 2.0 * static_cast<double>(ModelState::slot_bytes_for(c));
   return static_cast<double>(w.matmul_bytes) + static_cast<double>(rows) * per_row;
 }

@@ -11,9 +11,9 @@
 namespace kiln::cli {
 
 // One decode step of `rows` sequences at `context` tokens each: every matmul weight once (the
-// LM head included), each row's K/V read over its context (f32, as ModelState keeps it), and
-// each row's GDN recurrent and conv state read and written once.
-double decode_step_bytes(const ModelConfig& c, const ModelWeights& w, int64_t rows, int64_t context);
+// LM head included), each row's K/V read over its context (in kv_dtype, as ModelState keeps it),
+// and each row's GDN recurrent and conv state read and written once.
+double decode_step_bytes(const ModelConfig& c, const ModelWeights& w, DType kv_dtype, int64_t rows, int64_t context);
 
 // A prefill of `tokens` tokens of one sequence whose logits are wanted for the last token only:
 // 2 FLOPs per matmul parameter per token (the LM head once), plus causal attention scores and

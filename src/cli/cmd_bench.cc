@@ -337,7 +337,7 @@ Status run(const BenchOpts& o) {
         continue;
       }
       // Bytes at the middle of the timed steps' contexts.
-      const double bytes = decode_step_bytes(c, model->weights(), b, o.context + 2 + o.decode_tokens / 2) +
+      const double bytes = decode_step_bytes(c, model->weights(), model->kv_dtype(), b, o.context + 2 + o.decode_tokens / 2) +
                            r->value("adapter_bytes_per_step", 0.0);
       const double tps = (*r)["tokens_per_s"].get<double>();
       (*r)["bytes_per_step"] = bytes;

@@ -1,5 +1,6 @@
 #include "model/qwen35.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -18,6 +19,18 @@ Result<std::unique_ptr<Qwen35Model>> Qwen35Model::load(const std::string& dir, B
 
 Qwen35Model::Qwen35Model(ModelConfig config, ModelWeights weights, Backend& backend)
     : config_(std::move(config)), weights_(std::move(weights)), backend_(backend) {}
+
+DType Qwen35Model::kv_dtype() const {
+  const std::vector<DType>& offered = backend_.capabilities().attention.kv_dtypes;
+  const bool bf16 = weights_.embed.dtype() == DType::kBF16 &&
+                    std::find(offered.begin(), offered.end(), DType::kBF16) != offered.end();
+  return bf16 ? DType::kBF16 : DType::kF32;
+}
+
+Result<ModelState> Qwen35Model::create_state(StateCapacity cap) {
+  cap.kv_dtype = kv_dtype();
+  return ModelState::create(config_, backend_.storage(), cap);
+}
 
 // Activations of one forward, [tokens, ...] each, allocated on the backend per call.
 struct Qwen35Model::Workspace {

@@ -54,7 +54,11 @@ class Qwen35Model {
   Backend& backend() { return backend_; }
   ForwardOptions& options() { return options_; }
 
-  Result<ModelState> create_state(StateCapacity cap) { return ModelState::create(config_, backend_.storage(), cap); }
+  // The K/V cache's element type: bf16 for a bf16 checkpoint whose backend's attention takes a
+  // bf16 cache (what the checkpoint's own framework keeps, half the bytes of f32), else f32.
+  DType kv_dtype() const;
+  // State for `cap` (its kv_dtype replaced by kv_dtype()).
+  Result<ModelState> create_state(StateCapacity cap);
 
   // Advances every row's sequence by its tokens and returns host f32 logits: one row per token
   // (kAll) or per sequence, for its last token (kLast). Each row's sequence must hold a GDN slot;

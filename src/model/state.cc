@@ -2,9 +2,10 @@
 
 namespace kiln {
 
-// K/V and GDN state are f32 (see create()).
-int64_t ModelState::block_bytes_for(const ModelConfig& c) {
-  return c.count(LayerKind::kFullAttention) * 2 * kBlockSize * c.num_kv_heads * c.head_dim * 4;
+// GDN state is f32; K/V is f32 or bf16 (StateCapacity::kv_dtype).
+int64_t ModelState::block_bytes_for(const ModelConfig& c, DType kv_dtype) {
+  return c.count(LayerKind::kFullAttention) * 2 * kBlockSize * c.num_kv_heads * c.head_dim *
+         static_cast<int64_t>(dtype_size(kv_dtype));
 }
 
 int64_t ModelState::slot_bytes_for(const ModelConfig& c) {
@@ -15,6 +16,8 @@ int64_t ModelState::slot_bytes_for(const ModelConfig& c) {
 
 Result<ModelState> ModelState::create(const ModelConfig& c, StorageFacet& storage, StateCapacity cap) {
   if (cap.max_sequences <= 0 || cap.kv_blocks <= 0) return invalid_argument("state capacity must be positive");
+  if (cap.kv_dtype != DType::kF32 && cap.kv_dtype != DType::kBF16)
+    return invalid_argument("K/V cache dtype " + std::string(dtype_name(cap.kv_dtype)) + ": f32 or bf16 only");
   ModelState s;
   s.storage_ = &storage;
   const auto L = static_cast<size_t>(c.num_layers);
@@ -25,8 +28,8 @@ Result<ModelState> ModelState::create(const ModelConfig& c, StorageFacet& storag
   for (int64_t i = 0; i < c.num_layers; ++i) {
     if (c.layer_types[i] == LayerKind::kFullAttention) {
       Shape kv{cap.kv_blocks, kBlockSize, c.num_kv_heads, c.head_dim};
-      KILN_ASSIGN_OR_RETURN(s.k_cache_[i], storage.allocate(kv, DType::kF32));
-      KILN_ASSIGN_OR_RETURN(s.v_cache_[i], storage.allocate(kv, DType::kF32));
+      KILN_ASSIGN_OR_RETURN(s.k_cache_[i], storage.allocate(kv, cap.kv_dtype));
+      KILN_ASSIGN_OR_RETURN(s.v_cache_[i], storage.allocate(kv, cap.kv_dtype));
     } else {
       KILN_ASSIGN_OR_RETURN(s.recurrent_[i], storage.allocate({cap.max_sequences, c.linear_num_value_heads,
                                                                c.linear_key_head_dim, c.linear_value_head_dim},
@@ -36,7 +39,7 @@ Result<ModelState> ModelState::create(const ModelConfig& c, StorageFacet& storag
                                                          DType::kF32));
     }
   }
-  s.block_bytes_ = block_bytes_for(c);
+  s.block_bytes_ = block_bytes_for(c, cap.kv_dtype);
   s.slot_bytes_ = slot_bytes_for(c);
   s.blocks_ = IdPool(cap.kv_blocks, "K/V block");
   s.slots_ = IdPool(cap.max_sequences, "GDN state slot");

@@ -22,6 +22,7 @@ struct SequenceState {
 struct StateCapacity {
   int64_t max_sequences = 4;  // GDN state slots (the engine adds its prefix-cache snapshots here)
   int64_t kv_blocks = 64;     // 64-token blocks shared by all sequences
+  DType kv_dtype = DType::kF32;  // K/V element: f32 or bf16 (Qwen35Model::create_state sets it)
 };
 
 class ModelState {
@@ -61,7 +62,7 @@ class ModelState {
   int64_t block_bytes() const { return block_bytes_; }
   int64_t slot_bytes() const { return slot_bytes_; }
   // The same, before any state exists (for sizing pools from a memory budget).
-  static int64_t block_bytes_for(const ModelConfig& c);
+  static int64_t block_bytes_for(const ModelConfig& c, DType kv_dtype);
   static int64_t slot_bytes_for(const ModelConfig& c);
 
  private:

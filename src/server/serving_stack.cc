@@ -50,10 +50,11 @@ uint64_t weight_file_bytes(const std::string& dir) {
 // K/V blocks: the configured count, or as many as memory.memory_fraction of the device's memory
 // (host: of the RAM available now) holds after the weights, capped at what max_decode_batch
 // sequences of the full context could use.
-int64_t size_kv_blocks(const KilnConfig& cfg, const Backend& backend, const ModelConfig& mc, const std::string& dir,
+int64_t size_kv_blocks(const KilnConfig& cfg, const Backend& backend, const Qwen35Model& model, const std::string& dir,
                        int64_t context) {
   if (cfg.memory.kv_blocks > 0) return cfg.memory.kv_blocks;
-  const int64_t block_bytes = ModelState::block_bytes_for(mc);
+  const ModelConfig& mc = model.config();
+  const int64_t block_bytes = ModelState::block_bytes_for(mc, model.kv_dtype());
   const int64_t per_seq = (context + ModelState::kBlockSize - 1) / ModelState::kBlockSize;
   const int64_t cap = per_seq * cfg.server.max_decode_batch;
   if (block_bytes <= 0) return cap;
@@ -109,7 +110,7 @@ class Stack final : public ServingStack {
     ec.scheduler.max_batch_tokens = cfg.server.max_batch_tokens;
     ec.scheduler.max_running = cfg.server.max_decode_batch;
     ec.scheduler.max_queue = cfg.server.max_queued_requests;
-    ec.kv_blocks = size_kv_blocks(cfg, *backend_, mc, dir, context);
+    ec.kv_blocks = size_kv_blocks(cfg, *backend_, *model_, dir, context);
     ec.snapshot_slots = cfg.prefix_cache.enabled ? 16 : 0;
     ec.prefix_cache.enabled = cfg.prefix_cache.enabled;
     ec.prefix_cache.max_blocks = cfg.prefix_cache.max_blocks;
@@ -127,11 +128,12 @@ class Stack final : public ServingStack {
     start_training(cfg, dir);
     KILN_RETURN_IF_ERROR(open_request_log(cfg));
     std::fprintf(stderr,
-                 "kiln: model '%s' from %s on %s: %lld layers, vocabulary %lld; %lld K/V blocks (%.1f MiB), "
+                 "kiln: model '%s' from %s on %s: %lld layers, vocabulary %lld; %lld K/V blocks (%.1f MiB, %s), "
                  "context %lld tokens, up to %lld sequences\n",
                  ctx_.model_id.c_str(), dir.c_str(), ctx_.backend.c_str(), static_cast<long long>(mc.num_layers),
                  static_cast<long long>(mc.vocab_size), static_cast<long long>(ec.kv_blocks),
-                 static_cast<double>(ec.kv_blocks * ModelState::block_bytes_for(mc)) / (1 << 20),
+                 static_cast<double>(ec.kv_blocks * ModelState::block_bytes_for(mc, model_->kv_dtype())) / (1 << 20),
+                 std::string(dtype_name(model_->kv_dtype())).c_str(),
                  static_cast<long long>(ctx_.max_context), static_cast<long long>(cfg.server.max_decode_batch));
     return listen();
   }

@@ -110,7 +110,27 @@ TEST(Consistency, StateBytesMatchThePools) {
   EXPECT_GT(slot, 0);
   EXPECT_EQ(state.block_bytes(), block);
   EXPECT_EQ(state.slot_bytes(), slot);
-  EXPECT_EQ(ModelState::block_bytes_for(c), block);
+  EXPECT_EQ(ModelState::block_bytes_for(c, s.model->kv_dtype()), block);
+}
+
+TEST(Consistency, ABf16KvCacheHoldsHalfTheBytesAndOtherTypesAreRefused) {
+  ModelUnderTest s;
+  const ModelConfig& c = s.model->config();
+  EXPECT_EQ(s.model->kv_dtype(), DType::kF32);  // an f32 checkpoint, and the cpu attends over f32 K/V only
+  auto half = ModelState::create(c, s.model->backend().storage(), {2, 3, DType::kBF16}).value();
+  int64_t attention_layers = 0;
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    if (c.layer_types[i] != LayerKind::kFullAttention) continue;
+    ++attention_layers;
+    EXPECT_EQ(half.k_cache(i).dtype(), DType::kBF16);
+    EXPECT_EQ(half.v_cache(i).dtype(), DType::kBF16);
+    EXPECT_EQ(half.k_cache(i).dim(0), 3);
+  }
+  EXPECT_GT(attention_layers, 0);
+  EXPECT_EQ(half.block_bytes() * 2, ModelState::block_bytes_for(c, DType::kF32));
+  auto bad = ModelState::create(c, s.model->backend().storage(), {2, 3, DType::kI32});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("K/V cache dtype i32"), std::string::npos) << bad.status().message();
 }
 
 }  // namespace

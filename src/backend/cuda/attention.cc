@@ -17,13 +17,20 @@ Support Attention::supports(const RopeRequest& r) const {
   return Support::native();
 }
 
+namespace {
+
+bool cache_dtype_ok(DType d) { return d == DType::kF32 || d == DType::kBF16; }
+
+}  // namespace
+
 Support Attention::supports(const KvWriteRequest& r) const {
-  if (r.kv_dtype != DType::kF32) return Support::declined("the cuda K/V cache is f32 so far");
+  if (!cache_dtype_ok(r.kv_dtype)) return Support::declined("the cuda K/V cache is f32 or bf16");
   return Support::native();
 }
 
 Support Attention::supports(const AttentionRequest& r) const {
-  if (r.dtype != DType::kF32 || r.kv_dtype != DType::kF32) return Support::declined("the cuda backend attends in f32");
+  if (r.dtype != DType::kF32) return Support::declined("the cuda backend attends in f32");
+  if (!cache_dtype_ok(r.kv_dtype)) return Support::declined("the cuda K/V cache is f32 or bf16");
   if (r.kv_heads <= 0 || r.q_heads % r.kv_heads != 0) return Support::declined("q_heads must be a multiple of kv_heads");
   if (r.head_dim > kAttentionMaxHeadDim)
     return Support::declined("head_dim above " + std::to_string(kAttentionMaxHeadDim));
@@ -68,8 +75,9 @@ Status Attention::write_kv(const KvWriteArgs& a) {
   p.v = a.v.data<float>();
   p.v_token_stride = a.v.stride(0);
   p.v_head_stride = a.v.stride(1);
-  p.k_cache = a.k_cache.data<float>();
-  p.v_cache = a.v_cache.data<float>();
+  p.k_cache = a.k_cache.raw();
+  p.v_cache = a.v_cache.raw();
+  p.kv_bf16 = a.k_cache.dtype() == DType::kBF16;
   p.slot_mapping = a.slot_mapping.data<int32_t>();
   ProfileScope prof(ctx_->profiler.get(), [&] { return "kv_write tokens=" + std::to_string(r.tokens); });
   return in_context(cuda::kv_write(p, ctx_->stream), a);
@@ -113,8 +121,9 @@ Status Attention::attend(const AttentionArgs& a) {
     f.out = a.out.data<float>();
     f.out_token_stride = a.out.stride(0);
     f.out_head_stride = a.out.stride(1);
-    f.k_cache = a.k_cache.data<float>();
-    f.v_cache = a.v_cache.data<float>();
+    f.k_cache = a.k_cache.raw();
+    f.v_cache = a.v_cache.raw();
+    f.kv_bf16 = a.k_cache.dtype() == DType::kBF16;
     f.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
     f.kv_lens = a.layout->kv_lens.data<int32_t>();
     f.block_tables = a.layout->block_tables.data<int32_t>();
@@ -142,8 +151,9 @@ Status Attention::attend(const AttentionArgs& a) {
   p.out = a.out.data<float>();
   p.out_token_stride = a.out.stride(0);
   p.out_head_stride = a.out.stride(1);
-  p.k_cache = a.k_cache.data<float>();
-  p.v_cache = a.v_cache.data<float>();
+  p.k_cache = a.k_cache.raw();
+  p.v_cache = a.v_cache.raw();
+  p.kv_bf16 = a.k_cache.dtype() == DType::kBF16;
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
   p.kv_lens = a.layout->kv_lens.data<int32_t>();
   p.block_tables = a.layout->block_tables.data<int32_t>();

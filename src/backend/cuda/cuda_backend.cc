@@ -28,7 +28,9 @@ BackendCapabilities cuda_capabilities(const cudaDeviceProp& p) {
   c.attention.prefill = c.attention.paged_decode = true;
   c.attention.block_size = 64;
   c.attention.max_head_dim = cuda::kAttentionMaxHeadDim;
-  c.attention.kv_dtypes = {DType::kF32};
+  // bf16 first: a bf16 checkpoint's K/V is kept in bf16 (Qwen35Model::kv_dtype), half the bytes
+  // a decode step reads; f32 for f32 checkpoints.
+  c.attention.kv_dtypes = cuda::tuning().kv_bf16 ? std::vector<DType>{DType::kBF16, DType::kF32} : std::vector<DType>{DType::kF32};
   c.gdn.chunked_prefill = true;  // chunks of 64 (dk 16..256; others run the recurrent kernel)
   c.gdn.recurrent_decode = true;
   c.gdn.fused_decode = true;     // conv, delta rule and gated norm in one kernel

@@ -17,6 +17,8 @@
 //   KILN_CUDA_CONV_SEQUENTIAL=1 the conv runs one thread per channel over all of a row's tokens
 //   KILN_CUDA_ATTN_DECODE_BLOCKS_PER_SM=<n> decode attention splits the keys until about n blocks
 //                               an SM run (at least 64 keys a split)
+//   KILN_CUDA_ATTN_KEY_GROUPS=0 decode attention keeps lanes over dims (a warp reduction a key
+//                               and head) instead of 8 lanes a key (paged_attention_split.cu)
 //   KILN_CUDA_ATTENTION=simple  the one-block-per-(token, head) attention kernel for every request
 //   KILN_CUDA_FLASH_PREFILL=0   prefill attention that allows bf16 products (AttentionArgs::compute)
 //                               stays on the f32 kernels instead of the tensor-core flash kernel
@@ -32,6 +34,8 @@
 //                               passed on the H200 but measured 11% slower at 1 row; the present
 //                               form (squares summed in the loop, the scale applied at the end)
 //                               has not run on a device yet (docs/cuda.md)
+//   KILN_CUDA_KV_BF16=0         the backend offers only an f32 K/V cache, so a bf16 checkpoint's
+//                               state keeps K/V in f32 as an f32 one does (Qwen35Model::kv_dtype)
 //   KILN_CUDA_GDN_BACKWARD=shared the GDN backward's previous state kernel (shared memory, a thread
 //                               per column); read at every call by training_gdn.cc, not here
 #pragma once
@@ -53,6 +57,7 @@ struct Tuning {
   bool conv_token_parallel = true;
   bool attention_split = true;  // the split-key GQA kernel where its shape allows
   int attention_decode_blocks_per_sm = 4;
+  bool attention_key_groups = true;  // decode attention with 8 lanes a key (attention_key_groups_kernel)
   bool flash_prefill = true;          // bf16-allowed prefill attention on tensor cores (flash_prefill.cu)
   long long flash_prefill_min_q_len = 64;  // ... when the longest query row has at least this many tokens
   bool graphs = true;        // decode steps recorded as CUDA graphs and replayed (replay.cc)
@@ -60,6 +65,7 @@ struct Tuning {
   bool norm_vec4 = true;     // RMSNorm rows of <= 4096 aligned floats: one float4 a thread (rms_norm.cu)
   bool pdl = true;           // decode-path kernels with programmatic dependent launch (kernels/pdl.cuh)
   bool gemv_norm = false;    // a projection group's RMSNorm fused into its GEMV (MatmulGroupArgs::norm_weight)
+  bool kv_bf16 = true;       // a bf16 K/V cache offered (capabilities().attention.kv_dtypes)
 };
 
 inline Tuning tuning_from_env() {
@@ -89,11 +95,13 @@ inline Tuning tuning_from_env() {
   if (const char* a = std::getenv("KILN_CUDA_ATTENTION"); a != nullptr && std::strcmp(a, "simple") == 0)
     t.attention_split = false;
   t.flash_prefill = flag("KILN_CUDA_FLASH_PREFILL", true);
+  t.attention_key_groups = flag("KILN_CUDA_ATTN_KEY_GROUPS", true);
   t.graphs = flag("KILN_CUDA_GRAPHS", true);
   t.norm_vec4 = flag("KILN_CUDA_NORM_VEC4", true);
   t.lora_kernel = flag("KILN_CUDA_LORA_KERNEL", true);
   t.pdl = flag("KILN_CUDA_PDL", true);
   t.gemv_norm = flag("KILN_CUDA_GEMV_NORM", false);
+  t.kv_bf16 = flag("KILN_CUDA_KV_BF16", true);
   return t;
 }
 

@@ -52,6 +52,28 @@ inline double rel_error(const Tensor& got, const Tensor& want) {
   return max_abs_diff(got.data<float>(), want.data<float>(), want.numel()) / std::max(scale, 1e-30);
 }
 
+// Rounds every element of a contiguous f32 host tensor to bf16 (kept as f32) in place, the
+// storage being shared, and returns it.
+inline Tensor rounded_to_bf16(Tensor t) {
+  float* x = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
+  return t;
+}
+
+// A bf16 copy of a contiguous f32 host tensor (round to nearest even).
+inline Tensor to_bf16(const Tensor& f32) {
+  Tensor t = Tensor::empty(f32.shape(), DType::kBF16);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<uint16_t>()[i] = f32_to_bf16(f32.data<float>()[i]);
+  return t;
+}
+
+// The f32 widening of a contiguous bf16 host tensor (exact).
+inline Tensor widened(const Tensor& bf16) {
+  Tensor t = Tensor::empty(bf16.shape(), DType::kF32);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = bf16_to_f32(bf16.data<uint16_t>()[i]);
+  return t;
+}
+
 // A host tensor of i32 values.
 inline Tensor host_i32(const std::vector<int32_t>& v) {
   return Tensor::from_values(v, {static_cast<int64_t>(v.size())});

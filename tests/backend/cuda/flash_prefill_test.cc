@@ -8,7 +8,8 @@
 // allow 1e-2 of max|out| at any element and 1e-3 of it on average (a missing causal mask or a
 // wrong key tile gives errors of order 1). The same requests with compute = f32 must take the
 // f32 kernels (2e-5, the parity bound), and so must bf16 requests the flash kernel declines
-// (head_dim 64, short rows) or that KILN_CUDA_FLASH_PREFILL=0 turns away: bit-equal to f32.
+// (head_dim 64, short rows) or that KILN_CUDA_FLASH_PREFILL=0 turns away: bit-equal to f32. The
+// same caches in bf16 give bit-equal results (the f32 kernels widen bf16 exactly).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,18 +24,13 @@ namespace {
 
 using testing::random_tensor;
 using testing::rel_error;
+using testing::rounded_to_bf16;
+using testing::to_bf16;
 using testing::same_view;
 using testing::to_device;
 using testing::to_host;
 
 constexpr double kFlashMaxTol = 1e-2, kFlashMeanTol = 1e-3, kF32Tol = 2e-5;
-
-// Rounds every element of a contiguous f32 host tensor to bf16 (kept as f32).
-Tensor rounded_to_bf16(Tensor t) {
-  float* x = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
-  return t;
-}
 
 // mean |got - want| / max |want| over two contiguous f32 tensors.
 double mean_rel_error(const Tensor& got, const Tensor& want) {
@@ -152,6 +148,15 @@ TEST_F(FlashPrefill, MatchesCpuOnBf16RoundedInputs) {
     const Tensor exact = run(DType::kF32, true);
     const Tensor turned_away = run(DType::kBF16, false);
     const Tensor bf16 = run(DType::kBF16, true);
+    // The same caches held in bf16 (ModelState's choice for a bf16 checkpoint): every kernel then
+    // reads the very values it rounded the f32 cache to, so the results are bit-equal.
+    const Tensor kc32 = kc.dev, vc32 = vc.dev;
+    kc.dev = to_device(*be, to_bf16(to_host(*be, kc32)));
+    vc.dev = to_device(*be, to_bf16(to_host(*be, vc32)));
+    const Tensor bf16_cache = run(DType::kBF16, true);
+    kc.dev = kc32;
+    vc.dev = vc32;
+    EXPECT_EQ(rel_error(bf16_cache, bf16), 0.0) << "a bf16 cache must give what the f32 cache of the same values gives";
 
     EXPECT_LE(rel_error(exact, want), kF32Tol);
     EXPECT_EQ(rel_error(turned_away, exact), 0.0) << "KILN_CUDA_FLASH_PREFILL=0 must keep the f32 kernels";

@@ -1,7 +1,8 @@
 // The whole Qwen3.5 forward on the CUDA backend: against HF transformers' logits on the committed
 // fixtures (f32 weights, so the GEMMs run in plain f32: max abs error <= 1e-3), greedy tokens equal
 // to the CPU backend's, a batch of rows of different lengths equal to the CPU's, and a bf16
-// checkpoint against the CPU with its GEMM inputs rounded to bf16 as the CUDA GEMMs do.
+// checkpoint against the CPU with the CUDA numerics: GEMM inputs rounded to bf16 as cuBLASLt's
+// are, and K/V rounded to bf16 as the CUDA state stores it.
 // End to end, no host fallback is counted.
 #include <gtest/gtest.h>
 
@@ -157,7 +158,7 @@ TEST(CudaModel, BatchedRowsMatchTheCpuBackend) {
 }
 
 // The CPU backend with the CUDA GEMM numerics: x rounded to the weight dtype before each matmul
-// on 16-bit weights (f32 accumulation either way). The oracle for bf16 checkpoints.
+// on 16-bit weights (f32 accumulation either way).
 class RoundedGemmInputs final : public LinearFacet {
  public:
   explicit RoundedGemmInputs(LinearFacet& inner) : inner_(inner) {}
@@ -180,15 +181,49 @@ class RoundedGemmInputs final : public LinearFacet {
   LinearFacet& inner_;
 };
 
-class CpuWithRoundedGemmInputs final : public Backend {
+// The CPU attention over a K/V cache holding bf16 values (what the CUDA state keeps for a bf16
+// checkpoint, Qwen35Model::kv_dtype): new K/V rows rounded to bf16 as they are written.
+class Bf16KvCache final : public AttentionFacet {
  public:
-  CpuWithRoundedGemmInputs() : cpu_(std::move(create_backend("cpu").value())), linear_(cpu_->linear()) {}
+  explicit Bf16KvCache(AttentionFacet& inner) : inner_(inner) {}
+  Support supports(const RopeRequest& r) const override { return inner_.supports(r); }
+  Support supports(const KvWriteRequest& r) const override { return inner_.supports(r); }
+  Support supports(const AttentionRequest& r) const override { return inner_.supports(r); }
+  Status rope(const RopeArgs& a) override { return inner_.rope(a); }
+  Status attend(const AttentionArgs& a) override { return inner_.attend(a); }
+  Status write_kv(const KvWriteArgs& a) override {
+    KvWriteArgs b = a;
+    b.k = rounded(a.k);
+    b.v = rounded(a.v);
+    return inner_.write_kv(b);
+  }
+
+ private:
+  static Tensor rounded(const Tensor& t) {  // [tokens, heads, dim], any strides -> contiguous
+    Tensor r = Tensor::empty(t.shape(), DType::kF32);
+    float* out = r.data<float>();
+    for (int64_t i = 0; i < t.dim(0); ++i)
+      for (int64_t h = 0; h < t.dim(1); ++h)
+        for (int64_t e = 0; e < t.dim(2); ++e)
+          *out++ = bf16_to_f32(f32_to_bf16(t.data<float>()[i * t.stride(0) + h * t.stride(1) + e * t.stride(2)]));
+    return r;
+  }
+  AttentionFacet& inner_;
+};
+
+// The CPU reference with the CUDA numerics of a bf16 checkpoint: the K/V cache in bf16, and
+// (round_gemm_inputs) the cuBLASLt GEMMs' inputs rounded to bf16. The oracle for bf16 checkpoints.
+class CpuWithCudaNumerics final : public Backend {
+ public:
+  explicit CpuWithCudaNumerics(bool round_gemm_inputs)
+      : cpu_(std::move(create_backend("cpu").value())), linear_(cpu_->linear()), attention_(cpu_->attention()),
+        round_gemm_inputs_(round_gemm_inputs) {}
   const BackendIdentity& identity() const override { return cpu_->identity(); }
   const BackendCapabilities& capabilities() const override { return cpu_->capabilities(); }
   StorageFacet& storage() override { return cpu_->storage(); }
-  LinearFacet& linear() override { return linear_; }
+  LinearFacet& linear() override { return round_gemm_inputs_ ? linear_ : cpu_->linear(); }
   NormFacet& norm() override { return cpu_->norm(); }
-  AttentionFacet& attention() override { return cpu_->attention(); }
+  AttentionFacet& attention() override { return attention_; }
   ConvFacet& conv() override { return cpu_->conv(); }
   GdnFacet& gdn() override { return cpu_->gdn(); }
   ElementwiseFacet& elementwise() override { return cpu_->elementwise(); }
@@ -199,6 +234,8 @@ class CpuWithRoundedGemmInputs final : public Backend {
  private:
   std::unique_ptr<Backend> cpu_;
   RoundedGemmInputs linear_;
+  Bf16KvCache attention_;
+  bool round_gemm_inputs_;
 };
 
 Tensor prefill_logits(Backend& be, const std::string& dir, const std::vector<int32_t>& prompt) {
@@ -212,18 +249,18 @@ Tensor prefill_logits(Backend& be, const std::string& dir, const std::vector<int
   return logits.ok() ? logits.value() : Tensor();
 }
 
-// A bf16 checkpoint (the production dtype) against the CPU with the same GEMM input rounding:
-// 2e-2 relative (a random tiny model amplifies single bf16 rounding flips, which f32 reordering
+// A bf16 checkpoint (the production dtype) against the CPU with the same GEMM input rounding and
+// a bf16 K/V cache: 2e-2 relative (a random tiny model amplifies single bf16 rounding flips, which f32 reordering
 // causes, to ~6e-3 on the CPU alone). Against the unrounded CPU the same model moves by ~0.24:
 // printed, not asserted, as the scale of what bf16 GEMM inputs do to a random-weight model.
-TEST(CudaModel, Bf16CheckpointMatchesCpuWithRoundedGemmInputs) {
+TEST(CudaModel, Bf16CheckpointMatchesCpuWithRoundedGemmInputsAndBf16Kv) {
   KILN_CUDA_OR_SKIP(be);
   const std::string dir = testing::tiny_checkpoint("cuda-bf16", 7);
   ASSERT_FALSE(dir.empty());
   const ModelConfig cfg = preset_config("tiny").value();
   std::vector<int32_t> prompt(100);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 13 + 5) % cfg.vocab_size);
-  CpuWithRoundedGemmInputs rounded;
+  CpuWithCudaNumerics rounded(true);
   auto cpu = std::move(create_backend("cpu").value());
   Tensor lg = prefill_logits(*be, dir, prompt);
   Tensor lr = prefill_logits(rounded, dir, prompt);
@@ -231,7 +268,7 @@ TEST(CudaModel, Bf16CheckpointMatchesCpuWithRoundedGemmInputs) {
   ASSERT_TRUE(lg.defined() && lr.defined() && lc.defined());
   const double e = testing::rel_error(lg, lr);
   EXPECT_LE(e, 2e-2);
-  std::printf("bf16 tiny checkpoint: max rel error vs cpu with bf16 gemm inputs %.3g (vs plain cpu %.3g)\n", e,
+  std::printf("bf16 tiny checkpoint: max rel error vs cpu with bf16 gemm inputs and K/V %.3g (vs plain cpu %.3g)\n", e,
               testing::rel_error(lg, lc));
   std::filesystem::remove_all(dir);
 }
@@ -269,19 +306,24 @@ TEST(CudaModel, FusedGdnDecodeEqualsSeparateSteps) {
 }
 
 // A bf16 checkpoint decoded token by token from an empty sequence: every GEMM has m = 1 and runs
-// on the GEMV kernel, which does not round x, so the logits follow the plain CPU backend (the
-// cuBLASLt path with x rounded to bf16 moves this random model by ~0.2).
-TEST(CudaModel, Bf16DecodeOnTheGemvKernelMatchesThePlainCpu) {
+// on the GEMV kernel, which does not round x, so the logits follow the CPU backend with only its
+// K/V cache in bf16 (the cuBLASLt path with x rounded to bf16 moves this random model by ~0.2).
+// The state's K/V is bf16: Qwen35Model::kv_dtype for a bf16 checkpoint on CUDA.
+TEST(CudaModel, Bf16DecodeOnTheGemvKernelMatchesTheCpuWithBf16Kv) {
   KILN_CUDA_OR_SKIP(be);
   const std::string dir = testing::tiny_checkpoint("cuda-bf16-gemv", 11);
   ASSERT_FALSE(dir.empty());
   const ModelConfig cfg = preset_config("tiny").value();
-  auto cpu = std::move(create_backend("cpu").value());
-  auto mc = load(dir, *cpu);
+  CpuWithCudaNumerics cpu(false);
+  auto mc = load(dir, cpu);
   auto mg = load(dir, *be);
   ASSERT_TRUE(mc && mg);
   auto sc = mc->create_state({1, 4}).value();
   auto sg = mg->create_state({1, 4}).value();
+  EXPECT_EQ(mg->kv_dtype(), DType::kBF16);
+  EXPECT_EQ(mc->kv_dtype(), DType::kF32);
+  for (int64_t i = 0; i < cfg.num_layers; ++i)
+    if (cfg.layer_types[i] == LayerKind::kFullAttention) EXPECT_EQ(sg.k_cache(i).dtype(), DType::kBF16) << i;
   auto qc = sc.new_sequence().value();
   auto qg = sg.new_sequence().value();
   double worst = 0;
@@ -294,7 +336,7 @@ TEST(CudaModel, Bf16DecodeOnTheGemvKernelMatchesThePlainCpu) {
     worst = std::max(worst, testing::rel_error(lg.value(), lc.value()));
   }
   EXPECT_LE(worst, 1e-3);
-  std::printf("bf16 tiny checkpoint, decode on the gemv kernel: max rel error vs plain cpu %.3g\n", worst);
+  std::printf("bf16 tiny checkpoint, decode on the gemv kernel: max rel error vs cpu with bf16 K/V %.3g\n", worst);
   std::filesystem::remove_all(dir);
 }
 

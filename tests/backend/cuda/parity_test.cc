@@ -22,6 +22,9 @@ namespace {
 using testing::host_i32;
 using testing::random_tensor;
 using testing::rel_error;
+using testing::rounded_to_bf16;
+using testing::to_bf16;
+using testing::widened;
 using testing::same_view;
 using testing::to_device;
 using testing::to_host;
@@ -381,9 +384,11 @@ int64_t blocks_needed(const Rows& r) {
   return b;
 }
 
-// Both attention kernels (split-keys for decode, query-per-warp for prefill; the simple kernel)
-// against the CPU, including decodes long enough to be split over many blocks and rows whose
-// histories differ so that some splits of a row are empty.
+// Every attention kernel (split-keys for decode, with lanes over keys or over dims;
+// query-per-warp for prefill; the simple kernel) against the CPU, including decodes long enough
+// to be split over many blocks and rows whose histories differ so that some splits of a row are
+// empty; over an f32 cache and a bf16 one (the CPU then attends over the same values in f32: the
+// host cache rounded to bf16).
 TEST(CudaParity, KvWriteAndPagedAttention) {
   KILN_CUDA_OR_SKIP(be);
   auto ref = cpu();
@@ -397,6 +402,8 @@ TEST(CudaParity, KvWriteAndPagedAttention) {
       {"decode 4B", {{0, 70, 130}, {1, 1, 1}}, 16, 4, 256, true},
       {"decode 4B long", {{3000, 9, 700}, {1, 1, 1}}, 16, 4, 256, true},
       {"decode group 8 d128", {{1500}, {1}}, 16, 2, 128, false},
+      {"decode 9 rows d64", {{0, 5, 63, 64, 65, 127, 200, 1, 33}, {1, 1, 1, 1, 1, 1, 1, 1, 1}}, 8, 4, 64, true},
+      {"decode d32", {{40, 0}, {1, 1}}, 2, 1, 32, false},
       {"prefill 4B", {{0, 65}, {100, 30}}, 16, 4, 256, true},
       {"prefill tiny", {{0}, {200}}, 2, 1, 32, true},
       {"mixed mha", {{5, 0, 64}, {1, 64, 3}}, 4, 4, 64, false},
@@ -404,41 +411,57 @@ TEST(CudaParity, KvWriteAndPagedAttention) {
   };
   uint32_t seed = 300;
   for (const auto& c : cases)
-    for (bool split : {true, false}) {
-      SCOPED_TRACE(::testing::Message() << c.name << (split ? " split" : " simple"));
-      tune->attention_split = split;
-      const int64_t T = total_tokens(c.rows), blocks = blocks_needed(c.rows) + 3;
-      HostBatchLayout hl = make_layout(c.rows, blocks, seed++);
-      BatchLayout cl = make_batch_layout(hl, ref->storage()).value();
-      BatchLayout dl = make_batch_layout(hl, be->storage()).value();
-      // Random history everywhere; the new tokens are then written over their slots.
-      Pair kc(*be, random_tensor({blocks, 64, c.hkv, c.d}, seed++));
-      Pair vc(*be, random_tensor({blocks, 64, c.hkv, c.d}, seed++));
-      Pair kb(*be, random_tensor({T, c.hkv * c.d}, seed++));
-      Pair vb(*be, random_tensor({T, c.hkv * c.d}, seed++));
-      Pair k = kb.view(kb.host_base.reshape({T, c.hkv, c.d}));
-      Pair v = vb.view(vb.host_base.reshape({T, c.hkv, c.d}));
-      ASSERT_TRUE(ref->attention().write_kv({k.host, v.host, kc.host, vc.host, cl.slot_mapping}).ok());
-      Status s = be->attention().write_kv({k.dev, v.dev, kc.dev, vc.dev, dl.slot_mapping});
-      ASSERT_TRUE(s.ok()) << s.to_string();
-      EXPECT_EQ(rel_error(kc.dev_result(*be), kc.host_base), 0.0);
-      EXPECT_EQ(rel_error(vc.dev_result(*be), vc.host_base), 0.0);
+    for (DType kv : {DType::kF32, DType::kBF16})
+      for (const std::string form : {"split, lanes over keys", "split, lanes over dims", "simple"}) {
+        SCOPED_TRACE(::testing::Message() << c.name << " (" << form << ") kv " << dtype_name(kv));
+        tune->attention_split = form != "simple";
+        tune->attention_key_groups = form == "split, lanes over keys";
+        const bool bf16 = kv == DType::kBF16;
+        const int64_t T = total_tokens(c.rows), blocks = blocks_needed(c.rows) + 3;
+        HostBatchLayout hl = make_layout(c.rows, blocks, seed++);
+        BatchLayout cl = make_batch_layout(hl, ref->storage()).value();
+        BatchLayout dl = make_batch_layout(hl, be->storage()).value();
+        // Random history everywhere (bf16 values for a bf16 cache); the new tokens are then
+        // written over their slots.
+        auto cache = [&] {
+          Tensor h = random_tensor({blocks, 64, c.hkv, c.d}, seed++);
+          if (!bf16) return Pair(*be, h);
+          Pair p(*be, rounded_to_bf16(h));
+          p.dev_base = p.dev = to_device(*be, to_bf16(h));
+          return p;
+        };
+        Pair kc = cache(), vc = cache();
+        Pair kb(*be, random_tensor({T, c.hkv * c.d}, seed++));
+        Pair vb(*be, random_tensor({T, c.hkv * c.d}, seed++));
+        Pair k = kb.view(kb.host_base.reshape({T, c.hkv, c.d}));
+        Pair v = vb.view(vb.host_base.reshape({T, c.hkv, c.d}));
+        ASSERT_TRUE(ref->attention().write_kv({k.host, v.host, kc.host, vc.host, cl.slot_mapping}).ok());
+        Status s = be->attention().write_kv({k.dev, v.dev, kc.dev, vc.dev, dl.slot_mapping});
+        ASSERT_TRUE(s.ok()) << s.to_string();
+        if (bf16) {  // the device rounds what it writes to the nearest bf16
+          rounded_to_bf16(kc.host_base);
+          rounded_to_bf16(vc.host_base);
+        }
+        auto dev_cache = [&](const Pair& p) { return bf16 ? widened(p.dev_result(*be)) : p.dev_result(*be); };
+        EXPECT_EQ(rel_error(dev_cache(kc), kc.host_base), 0.0);
+        EXPECT_EQ(rel_error(dev_cache(vc), vc.host_base), 0.0);
 
-      // q and gate interleaved per head, as the model's q_proj output.
-      Pair qg(*be, random_tensor({T, c.hq * 2 * c.d}, seed++));
-      Pair q = qg.view(qg.host_base.as_strided({T, c.hq, c.d}, {c.hq * 2 * c.d, 2 * c.d, 1}));
-      Pair g = qg.view(qg.host_base.as_strided({T, c.hq, c.d}, {c.hq * 2 * c.d, 2 * c.d, 1}, c.d));
-      Pair out(*be, random_tensor({T, c.hq, c.d}, seed++));
-      const float scale = 1.f / std::sqrt(float(c.d));
-      AttentionArgs ha{q.host, c.gate ? g.host : Tensor(), out.host, kc.host, vc.host, &cl, scale};
-      AttentionArgs da{q.dev, c.gate ? g.dev : Tensor(), out.dev, kc.dev, vc.dev, &dl, scale};
-      ASSERT_TRUE(ref->attention().attend(ha).ok());
-      s = be->attention().attend(da);
-      ASSERT_TRUE(s.ok()) << s.to_string();
-      double err = rel_error(out.dev_result(*be), out.host_base);
-      EXPECT_LE(err, kF32Tol);
-      std::printf("attention %s (%s): rel err %.3g\n", c.name, split ? "split" : "simple", err);
-    }
+        // q and gate interleaved per head, as the model's q_proj output.
+        Pair qg(*be, random_tensor({T, c.hq * 2 * c.d}, seed++));
+        Pair q = qg.view(qg.host_base.as_strided({T, c.hq, c.d}, {c.hq * 2 * c.d, 2 * c.d, 1}));
+        Pair g = qg.view(qg.host_base.as_strided({T, c.hq, c.d}, {c.hq * 2 * c.d, 2 * c.d, 1}, c.d));
+        Pair out(*be, random_tensor({T, c.hq, c.d}, seed++));
+        const float scale = 1.f / std::sqrt(float(c.d));
+        AttentionArgs ha{q.host, c.gate ? g.host : Tensor(), out.host, kc.host, vc.host, &cl, scale};
+        AttentionArgs da{q.dev, c.gate ? g.dev : Tensor(), out.dev, kc.dev, vc.dev, &dl, scale};
+        ASSERT_TRUE(ref->attention().attend(ha).ok());
+        s = be->attention().attend(da);
+        ASSERT_TRUE(s.ok()) << s.to_string();
+        double err = rel_error(out.dev_result(*be), out.host_base);
+        EXPECT_LE(err, kF32Tol);
+        std::printf("attention %s (%s, kv %s): rel err %.3g\n", c.name, form.c_str(), std::string(dtype_name(kv)).c_str(),
+                    err);
+      }
 }
 
 // ---------------------------------------------------------------- conv

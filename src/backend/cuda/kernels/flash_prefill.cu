@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 
 #include "backend/cuda/kernels/flash_prefill.h"
+#include "backend/cuda/kernels/kv_elem.cuh"
 #include "backend/cuda/kernels/launch.h"
 
 namespace kiln::cuda {
@@ -49,7 +50,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_b
 
 // Grid: (ceil(max_q_len / 64), rows, q_heads), the query tiles in reverse so that the blocks
 // that see the most keys start first. 4 warps, a warp per 16 query rows.
-template <int D>
+template <int D, typename KV>
 __global__ void __launch_bounds__(kThreads, 2) flash_prefill_kernel(FlashPrefillParams p) {
   constexpr int S = D + 8;  // shared row stride in bf16
   constexpr int kDimSlices = D / 8, kDimSteps = D / 16, kKeySlices = kTileKeys / 8, kQuads = D / 4;
@@ -109,13 +110,21 @@ __global__ void __launch_bounds__(kThreads, 2) flash_prefill_kernel(FlashPrefill
     for (int i = 0; i < kStageIters; ++i) {
       const int e = tid + i * kThreads, jj = e / kQuads, d = 4 * (e % kQuads);
       const int64_t off = key_off_s[jj];
-      float4 kx = make_float4(0.f, 0.f, 0.f, 0.f), vx = kx;
+      uint2 kb = make_uint2(0, 0), vb = kb;  // four bf16 dims of K and V
       if (off >= 0) {
-        kx = __ldg(reinterpret_cast<const float4*>(p.k_cache + off + d));
-        vx = __ldg(reinterpret_cast<const float4*>(p.v_cache + off + d));
+        const KV* kp = static_cast<const KV*>(p.k_cache) + off + d;
+        const KV* vp = static_cast<const KV*>(p.v_cache) + off + d;
+        if constexpr (sizeof(KV) == 2) {  // already bf16
+          kb = __ldg(reinterpret_cast<const uint2*>(kp));
+          vb = __ldg(reinterpret_cast<const uint2*>(vp));
+        } else {
+          const float4 kx = __ldg(reinterpret_cast<const float4*>(kp)), vx = __ldg(reinterpret_cast<const float4*>(vp));
+          kb = make_uint2(pack_bf16(kx.x, kx.y), pack_bf16(kx.z, kx.w));
+          vb = make_uint2(pack_bf16(vx.x, vx.y), pack_bf16(vx.z, vx.w));
+        }
       }
-      *reinterpret_cast<uint2*>(Ks + jj * S + d) = make_uint2(pack_bf16(kx.x, kx.y), pack_bf16(kx.z, kx.w));
-      *reinterpret_cast<uint2*>(Vs + jj * S + d) = make_uint2(pack_bf16(vx.x, vx.y), pack_bf16(vx.z, vx.w));
+      *reinterpret_cast<uint2*>(Ks + jj * S + d) = kb;
+      *reinterpret_cast<uint2*>(Vs + jj * S + d) = vb;
     }
     __syncthreads();
     if (k0 > warp_last) continue;  // warp-uniform: every key of the tile is masked for this warp
@@ -217,15 +226,15 @@ __global__ void __launch_bounds__(kThreads, 2) flash_prefill_kernel(FlashPrefill
   }
 }
 
-template <int D>
+template <int D, typename KV>
 void launch(const FlashPrefillParams& p, cudaStream_t stream) {
   constexpr size_t smem = smem_bytes<D>();
-  static const cudaError_t attr = cudaFuncSetAttribute(flash_prefill_kernel<D>,
+  static const cudaError_t attr = cudaFuncSetAttribute(flash_prefill_kernel<D, KV>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   (void)attr;  // a failure surfaces as the launch's error
   const dim3 grid(static_cast<unsigned>((p.max_q_len + kQueryRows - 1) / kQueryRows), static_cast<unsigned>(p.rows),
                   static_cast<unsigned>(p.q_heads));
-  flash_prefill_kernel<D><<<grid, kThreads, smem, stream>>>(p);
+  flash_prefill_kernel<D, KV><<<grid, kThreads, smem, stream>>>(p);
 }
 
 }  // namespace
@@ -249,8 +258,11 @@ Status flash_prefill(const FlashPrefillParams& p, cudaStream_t stream) {
     return invalid_argument("flash_prefill_kernel: grid out of range (" + shape() + ")");
   if (reinterpret_cast<uintptr_t>(p.k_cache) % 16 != 0 || reinterpret_cast<uintptr_t>(p.v_cache) % 16 != 0)
     return invalid_argument("flash_prefill_kernel: K/V caches must be 16-byte aligned (" + shape() + ")");
-  if (p.head_dim == 128) launch<128>(p, stream);
-  else launch<256>(p, stream);
+  with_kv_type(p.kv_bf16, [&](auto kv) {
+    using KV = kv_t<decltype(kv)>;
+    if (p.head_dim == 128) launch<128, KV>(p, stream);
+    else launch<256, KV>(p, stream);
+  });
   return launch_status("flash_prefill_kernel", shape, stream);
 }
 

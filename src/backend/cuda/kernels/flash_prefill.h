@@ -21,8 +21,9 @@ struct FlashPrefillParams {
   const float* q = nullptr; int64_t q_token_stride = 0, q_head_stride = 0;
   const float* gate = nullptr; int64_t gate_token_stride = 0, gate_head_stride = 0;  // null: no gate
   float* out = nullptr; int64_t out_token_stride = 0, out_head_stride = 0;
-  const float* k_cache = nullptr;  // [cache_blocks * block_size, kv_heads, head_dim], 16-byte aligned
-  const float* v_cache = nullptr;
+  const void* k_cache = nullptr;  // [cache_blocks * block_size, kv_heads, head_dim], 16-byte aligned: f32, or bf16 with kv_bf16
+  const void* v_cache = nullptr;
+  bool kv_bf16 = false;
   const int32_t* cu_seqlens = nullptr;    // [rows + 1]
   const int32_t* kv_lens = nullptr;       // [rows]: past + new tokens of each row
   const int32_t* block_tables = nullptr;  // [rows, max_blocks]

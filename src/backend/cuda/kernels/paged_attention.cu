@@ -1,3 +1,4 @@
+#include "backend/cuda/kernels/kv_elem.cuh"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/paged_attention.h"
@@ -13,6 +14,7 @@ constexpr int kPerThread = kAttentionMaxHeadDim / kThreads;  // output dims each
 // Grid: (tokens, q_heads). Block ids outside the cache are skipped (never read). Keys are taken kKeyTile at a time: each warp scores a share of the
 // tile (lanes split head_dim), then every thread folds the tile into its output dims with the
 // online-softmax rescaling.
+template <typename KV>
 __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentionParams p) {
   pdl_begin();
   __shared__ float q_s[kAttentionMaxHeadDim];
@@ -48,9 +50,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
         if (lane == 0) score_s[jj] = -INFINITY;
         continue;
       }
-      const float* k = p.k_cache + (block * p.block_size + j % p.block_size) * kv_row + kvh * D;
+      const KV* k = static_cast<const KV*>(p.k_cache) + (block * p.block_size + j % p.block_size) * kv_row + kvh * D;
       float d = 0.f;
-      for (int64_t e = lane; e < D; e += 32) d += q_s[e] * k[e];
+      for (int64_t e = lane; e < D; e += 32) d += q_s[e] * kv_float(k[e]);
       for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
       if (lane == 0) score_s[jj] = d * p.scale;
     }
@@ -68,11 +70,11 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
       if (block < 0 || block >= p.cache_blocks) continue;
       const float pj = expf(score_s[jj] - m_new);
       l += pj;
-      const float* v = p.v_cache + (block * p.block_size + j % p.block_size) * kv_row + kvh * D;
+      const KV* v = static_cast<const KV*>(p.v_cache) + (block * p.block_size + j % p.block_size) * kv_row + kvh * D;
 #pragma unroll
       for (int i = 0; i < kPerThread; ++i) {
         const int64_t e = threadIdx.x + i * kThreads;
-        if (e < D) acc[i] += pj * v[e];
+        if (e < D) acc[i] += pj * kv_float(v[e]);
       }
     }
     m = m_new;
@@ -101,7 +103,7 @@ Status paged_attention(const PagedAttentionParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return {};
   if (p.q_heads > 65535) return invalid_argument("paged_attention_kernel: more than 65535 heads (" + shape() + ")");
   dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>(p.q_heads));
-  launch_pdl(paged_attention_kernel, grid, kThreads, 0, stream, p);
+  with_kv_type(p.kv_bf16, [&](auto kv) { launch_pdl(paged_attention_kernel<kv_t<decltype(kv)>>, grid, kThreads, 0, stream, p); });
   return launch_status("paged_attention_kernel", shape, stream);
 }
 

@@ -1,5 +1,5 @@
 // Causal GQA attention of new query tokens over paged K/V caches that already hold them, with the
-// output gate (out *= sigmoid(gate)) fused, f32 throughout. Two kernels:
+// output gate (out *= sigmoid(gate)) fused, f32 arithmetic over an f32 or bf16 cache (kv_elem.cuh). Two kernels:
 //   paged_attention (paged_attention.cu): the simple form, one block per (token, query head),
 //     an online softmax over the token's keys; any head_dim up to 512, any group.
 //   paged_attention_split (paged_attention_split.cu): a warp per stream of keys serving all the
@@ -25,8 +25,9 @@ struct PagedAttentionParams {
   const float* q = nullptr; int64_t q_token_stride = 0, q_head_stride = 0;
   const float* gate = nullptr; int64_t gate_token_stride = 0, gate_head_stride = 0;  // null: no gate
   float* out = nullptr; int64_t out_token_stride = 0, out_head_stride = 0;
-  const float* k_cache = nullptr;  // [cache_blocks * block_size, kv_heads, head_dim]
-  const float* v_cache = nullptr;
+  const void* k_cache = nullptr;  // [cache_blocks * block_size, kv_heads, head_dim]: f32, or bf16 with kv_bf16
+  const void* v_cache = nullptr;
+  bool kv_bf16 = false;
   const int32_t* cu_seqlens = nullptr;    // [rows + 1]
   const int32_t* kv_lens = nullptr;       // [rows]
   const int32_t* block_tables = nullptr;  // [rows, max_blocks]

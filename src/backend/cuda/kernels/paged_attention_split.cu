@@ -1,44 +1,27 @@
-// The GQA attention kernel for decode and prefill over the paged f32 K/V cache (see
+// The GQA attention kernel for decode and prefill over the paged K/V cache, f32 or bf16 (see
 // paged_attention.h). Lanes own head_dim / 32 contiguous dims; a warp walks keys four at a time
 // with an online softmax for every query head of its KV head's group, so the group's heads share
 // each K/V read and four keys' loads and reductions are in flight together.
 //   split-keys mode (decode): block = (token, KV head, key split); its 4 warps take interleaved
 //     keys of the split and are merged in shared memory; splits > 1 are merged by a second kernel.
+//     Where a key row splits into 8 lanes' 16-byte pieces, lanes go over keys instead of dims
+//     (attention_key_groups_kernel; KILN_CUDA_ATTN_KEY_GROUPS=0 keeps the lanes-over-dims form).
 //   prefill mode: block = (8 consecutive tokens of a row, KV head), a warp per token; tiles of
 //     32 keys are staged in shared memory once for the 8 tokens.
 #include <cuda_pipeline.h>
 
+#include "backend/cuda/kernels/kv_elem.cuh"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/paged_attention.h"
 #include "backend/cuda/kernels/reduce.cuh"
+#include "backend/cuda/tuning.h"
 
 namespace kiln::cuda {
 
 namespace {
 
 constexpr int kThreads = 128, kWarps = 4;
-
-template <int DPL>
-__device__ __forceinline__ void load_dims(const float* src, float (&dst)[DPL]) {
-  if constexpr (DPL % 4 == 0) {
-#pragma unroll
-    for (int i = 0; i < DPL; i += 4) {
-      const float4 v = __ldg(reinterpret_cast<const float4*>(src + i));
-      dst[i] = v.x;
-      dst[i + 1] = v.y;
-      dst[i + 2] = v.z;
-      dst[i + 3] = v.w;
-    }
-  } else if constexpr (DPL == 2) {
-    const float2 v = __ldg(reinterpret_cast<const float2*>(src));
-    dst[0] = v.x;
-    dst[1] = v.y;
-  } else {
-#pragma unroll
-    for (int i = 0; i < DPL; ++i) dst[i] = __ldg(src + i);
-  }
-}
 
 // The row owning token t (rows are few: a linear scan), its first token and length.
 __device__ __forceinline__ int64_t row_of(const PagedAttentionParams& p, int64_t t) {
@@ -48,7 +31,7 @@ __device__ __forceinline__ int64_t row_of(const PagedAttentionParams& p, int64_t
 }
 
 // Online-softmax state of one warp for the G heads of a group, over a stream of keys.
-template <int DPL, int G, int KEYS = 4>
+template <int DPL, int G, typename KV, int KEYS = 4>
 struct WarpAttention {
   static constexpr int kKeys = KEYS;  // keys folded in per step
   float q[G][DPL], acc[G][DPL], m[G], l[G];
@@ -77,8 +60,8 @@ struct WarpAttention {
       return false;
     }
     const int64_t off = ((block * p.block_size + j % p.block_size) * p.kv_heads + kvh) * p.head_dim + lane * DPL;
-    load_dims<DPL>(p.k_cache + off, k);
-    load_dims<DPL>(p.v_cache + off, v);
+    load_kv<DPL>(static_cast<const KV*>(p.k_cache) + off, k);
+    load_kv<DPL>(static_cast<const KV*>(p.v_cache) + off, v);
     return true;
   }
 
@@ -153,60 +136,211 @@ __device__ __forceinline__ float gated(const PagedAttentionParams& p, int64_t t,
   return o / (1.f + expf(-g));
 }
 
-// Split-keys mode. Grid: (tokens, kv_heads, splits).
+// The end of a split-keys block: its kWarps warps' online-softmax states (m, l and the
+// unnormalised output acc of each query head of the group, a lane owning dims lane * DPL..) are
+// merged through shared memory, and the result is the gated output (one split) or the split's
+// partial for attention_combine_kernel.
 template <int DPL, int G>
-__global__ void __launch_bounds__(kThreads) attention_split_keys_kernel(PagedAttentionParams p, AttentionSplit s) {
-  pdl_begin();
-  constexpr int D = 32 * DPL;
-  __shared__ float m_s[kWarps][G], l_s[kWarps][G];
-  __shared__ float o_s[kWarps][G][D];
-  const int64_t t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t row = row_of(p, t);
+struct SplitMerge {
+  static constexpr int D = 32 * DPL;
+  float m[kWarps][G], l[kWarps][G];
+  float o[kWarps][G][D];
+
+  __device__ void store(const PagedAttentionParams& p, const AttentionSplit& s, int64_t t, int64_t kvh, int64_t split,
+                        const float (&wm)[G], const float (&wl)[G], const float (&acc)[G][DPL]) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      if (lane == 0) {
+        m[warp][g] = wm[g];
+        l[warp][g] = wl[g];
+      }
+#pragma unroll
+      for (int i = 0; i < DPL; ++i) o[warp][g][lane * DPL + i] = acc[g][i];
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < G * D; e += kThreads) {
+      const int g = e / D, d = e % D;
+      float M = -INFINITY;
+#pragma unroll
+      for (int x = 0; x < kWarps; ++x) M = fmaxf(M, m[x][g]);
+      float L = 0.f, O = 0.f;
+      if (M != -INFINITY) {
+#pragma unroll
+        for (int x = 0; x < kWarps; ++x) {
+          const float f = m[x][g] == -INFINITY ? 0.f : expf(m[x][g] - M);
+          L += l[x][g] * f;
+          O += o[x][g][d] * f;
+        }
+      }
+      const int64_t h = kvh * G + g;
+      if (s.splits == 1) {
+        p.out[t * p.out_token_stride + h * p.out_head_stride + d] = gated(p, t, h, d, O / L);
+      } else {
+        const int64_t part = (t * p.q_heads + h) * s.splits + split;
+        s.part_o[part * D + d] = O;
+        if (d == 0) {
+          s.part_ml[2 * part] = M;
+          s.part_ml[2 * part + 1] = L;
+        }
+      }
+    }
+  }
+};
+
+// The keys of token t's split: [k0, k1).
+__device__ __forceinline__ void split_keys(const PagedAttentionParams& p, const AttentionSplit& s, int64_t t,
+                                           int64_t split, int64_t& row, int64_t& k0, int64_t& k1) {
+  row = row_of(p, t);
   const int64_t row_begin = p.cu_seqlens[row], row_len = p.cu_seqlens[row + 1] - row_begin;
   const int64_t last = p.kv_lens[row] - row_len + (t - row_begin);  // keys 0..last
-  const int64_t k0 = split * s.keys_per_split;
-  const int64_t k1 = k0 + s.keys_per_split < last + 1 ? k0 + s.keys_per_split : last + 1;
+  k0 = split * s.keys_per_split;
+  k1 = k0 + s.keys_per_split < last + 1 ? k0 + s.keys_per_split : last + 1;
+}
 
-  WarpAttention<DPL, G> w;
+// Split-keys mode, lanes over dims (the form for shapes key_groups_applies declines). Grid:
+// (tokens, kv_heads, splits).
+template <int DPL, int G, typename KV>
+__global__ void __launch_bounds__(kThreads) attention_split_keys_kernel(PagedAttentionParams p, AttentionSplit s) {
+  pdl_begin();
+  __shared__ SplitMerge<DPL, G> merge;
+  const int64_t t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int64_t row, k0, k1;
+  split_keys(p, s, t, split, row, k0, k1);
+  WarpAttention<DPL, G, KV> w;
   w.init(p, t, kvh, lane);
   w.run(p, p.block_tables + row * p.max_blocks, kvh, k0 + warp, k1, kWarps, lane);
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    if (lane == 0) {
-      m_s[warp][g] = w.m[g];
-      l_s[warp][g] = w.l[g];
-    }
-#pragma unroll
-    for (int i = 0; i < DPL; ++i) o_s[warp][g][lane * DPL + i] = w.acc[g][i];
+  merge.store(p, s, t, kvh, split, w.m, w.l, w.acc);
+}
+
+// Split-keys mode, lanes over keys (decode): a warp takes tiles of 16 keys (faster than 32 on
+// the H200: fewer registers held across a tile). Scoring, 8 lanes share a key (4 keys a step):
+// each lane reads 16-byte pieces of its key's K row, so that a load instruction covers 4 whole
+// 128-byte lines, dots them with q (staged in shared memory, pre-scaled, read as conflict-free
+// broadcasts) and 3 shuffles finish each head's score. The tile's scores then fold into the
+// online softmax with one warp max per head, and for P V the lanes own DPL dims each: every
+// key's V row is one coalesced load and its probabilities arrive by shuffle. Against the
+// lanes-over-dims form this takes the per-key warp reductions (5 shuffles a head) off the
+// critical path; loads are issued unconditionally from a clamped address (masked keys then
+// weigh exactly 0) so that the unrolled loops keep many in flight.
+constexpr int kLanesPerKey = 8, kKeysPerStep = 32 / kLanesPerKey, kKeyTile = 16, kKeySteps = kKeyTile / kKeysPerStep;
+
+template <int DPL, int G, typename KV>
+__global__ void __launch_bounds__(kThreads, 4) attention_key_groups_kernel(PagedAttentionParams p, AttentionSplit s) {
+  pdl_begin();
+  constexpr int D = 32 * DPL, kVec = 16 / static_cast<int>(sizeof(KV)), kChunks = D / (kLanesPerKey * kVec);
+  static_assert(kChunks >= 1, "key_groups_applies: head_dim >= 8 lanes x 16 bytes");
+  // q, pre-scaled, laid out so that the 8 lanes of a key read 8 adjacent float4s (one
+  // conflict-free wavefront): float4 (c, part, sub) holds dims (c * 8 + sub) * kVec + 4 * part ...
+  constexpr int kParts = kVec / 4;
+  __shared__ float4 q_s[G][kChunks][kParts][kLanesPerKey];
+  __shared__ int64_t off_s[kWarps][kKeyTile];
+  __shared__ SplitMerge<DPL, G> merge;
+  const int64_t t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int sub = lane % kLanesPerKey, grp = lane / kLanesPerKey;
+  int64_t row, k0, k1;
+  split_keys(p, s, t, split, row, k0, k1);
+  for (int e = threadIdx.x; e < G * D; e += kThreads) {
+    const int g = e / D, d = e % D, piece = d / kVec, c = piece / kLanesPerKey, part = d % kVec / 4;
+    float* q4 = reinterpret_cast<float*>(&q_s[g][c][part][piece % kLanesPerKey]);
+    q4[d % 4] = p.q[t * p.q_token_stride + (kvh * G + g) * p.q_head_stride + d] * p.scale;
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < G * D; e += kThreads) {
-    const int g = e / D, d = e % D;
-    float M = -INFINITY;
+  const KV* kc = static_cast<const KV*>(p.k_cache);
+  const KV* vc = static_cast<const KV*>(p.v_cache);
+  const int32_t* table = p.block_tables + row * p.max_blocks;
+
+  float acc[G][DPL], m[G], l[G];  // l: this lane's share (lanes with sub == 0 count each key once)
 #pragma unroll
-    for (int x = 0; x < kWarps; ++x) M = fmaxf(M, m_s[x][g]);
-    float L = 0.f, O = 0.f;
-    if (M != -INFINITY) {
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.f;
 #pragma unroll
-      for (int x = 0; x < kWarps; ++x) {
-        const float f = m_s[x][g] == -INFINITY ? 0.f : expf(m_s[x][g] - M);
-        L += l_s[x][g] * f;
-        O += o_s[x][g][d] * f;
-      }
-    }
-    const int64_t h = kvh * G + g;
-    if (s.splits == 1) {
-      p.out[t * p.out_token_stride + h * p.out_head_stride + d] = gated(p, t, h, d, O / L);
-    } else {
-      const int64_t part = (t * p.q_heads + h) * s.splits + split;
-      s.part_o[part * D + d] = O;
-      if (d == 0) {
-        s.part_ml[2 * part] = M;
-        s.part_ml[2 * part + 1] = L;
-      }
-    }
+    for (int i = 0; i < DPL; ++i) acc[g][i] = 0.f;
   }
+  for (int64_t base = k0 + warp * kKeyTile; base < k1; base += kWarps * kKeyTile) {
+    float sc[kKeySteps][G];
+#pragma unroll
+    for (int st = 0; st < kKeySteps; ++st) {
+      const int64_t j = base + st * kKeysPerStep + grp;
+      int64_t off = -1;
+      if (j < k1) {
+        const int64_t block = table[j / p.block_size];
+        if (block >= 0 && block < p.cache_blocks) off = ((block * p.block_size + j % p.block_size) * p.kv_heads + kvh) * D;
+      }
+      if (sub == 0) off_s[warp][st * kKeysPerStep + grp] = off;
+      const KV* kr = kc + (off < 0 ? 0 : off) + sub * kVec;
+      float part[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) part[g] = 0.f;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        float kf[kVec];
+        load_kv<kVec>(kr + c * kLanesPerKey * kVec, kf);
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+#pragma unroll
+          for (int i = 0; i < kVec; i += 4) {
+            const float4 q = q_s[g][c][i / 4][sub];
+            part[g] = fmaf(q.x, kf[i], fmaf(q.y, kf[i + 1], fmaf(q.z, kf[i + 2], fmaf(q.w, kf[i + 3], part[g]))));
+          }
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int o = 1; o < kLanesPerKey; o <<= 1) part[g] += __shfl_xor_sync(0xffffffffu, part[g], o);
+        sc[st][g] = off < 0 ? -INFINITY : part[g];
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float mx = sc[0][g];
+#pragma unroll
+      for (int st = 1; st < kKeySteps; ++st) mx = fmaxf(mx, sc[st][g]);
+#pragma unroll
+      for (int o = kLanesPerKey; o < 32; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      const float m_new = fmaxf(m[g], mx);  // warp-uniform
+      if (m_new == -INFINITY) {             // no valid key yet
+#pragma unroll
+        for (int st = 0; st < kKeySteps; ++st) sc[st][g] = 0.f;
+        continue;
+      }
+      const float corr = expf(m[g] - m_new);  // 0 while m = -inf
+      float psum = 0.f;
+#pragma unroll
+      for (int st = 0; st < kKeySteps; ++st) {
+        sc[st][g] = expf(sc[st][g] - m_new);  // 0 for a masked key
+        psum += sc[st][g];
+      }
+      l[g] = l[g] * corr + (sub == 0 ? psum : 0.f);
+#pragma unroll
+      for (int i = 0; i < DPL; ++i) acc[g][i] *= corr;
+      m[g] = m_new;
+    }
+    __syncwarp();  // off_s of the tile is visible to the warp
+#pragma unroll
+    for (int u = 0; u < kKeyTile; ++u) {
+      const int64_t off = off_s[warp][u];
+      float vf[DPL];
+      load_kv<DPL>(vc + (off < 0 ? 0 : off) + lane * DPL, vf);
+      if (off < 0) {  // warp-uniform; the clamped row's values must not reach acc (0 * NaN)
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) vf[i] = 0.f;
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float pu = __shfl_sync(0xffffffffu, sc[u / kKeysPerStep][g], (u % kKeysPerStep) * kLanesPerKey);
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) acc[g][i] = fmaf(pu, vf[i], acc[g][i]);
+      }
+    }
+    __syncwarp();  // before off_s is rewritten
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g) l[g] = warp_sum(l[g]);
+  merge.store(p, s, t, kvh, split, m, l, acc);
 }
 
 // Merges the splits of one (token, query head). Grid: (tokens, q_heads).
@@ -244,31 +378,14 @@ __global__ void __launch_bounds__(kThreads) attention_combine_kernel(PagedAttent
 // leaves its partial result for the combine kernel (a split past a token's keys: empty).
 constexpr int kTileTokens = 8, kTileKeys = 32;
 
-template <int DPL>
-__device__ __forceinline__ void load_dims_shared(const float* src, float (&dst)[DPL]) {
-  if constexpr (DPL % 4 == 0) {
-#pragma unroll
-    for (int i = 0; i < DPL; i += 4) {
-      const float4 v = *reinterpret_cast<const float4*>(src + i);
-      dst[i] = v.x;
-      dst[i + 1] = v.y;
-      dst[i + 2] = v.z;
-      dst[i + 3] = v.w;
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < DPL; ++i) dst[i] = src[i];
-  }
-}
-
-template <int DPL, int G>
+template <int DPL, int G, typename KV>
 __global__ void __launch_bounds__(kTileTokens * 32) attention_prefill_tiled_kernel(PagedAttentionParams p,
                                                                                    AttentionSplit s) {
   pdl_begin();
-  constexpr int D = 32 * DPL, kQuads = D / 4;
+  constexpr int D = 32 * DPL, kVec = 16 / sizeof(KV), kChunks = D / kVec;  // 16-byte copies
   extern __shared__ float4 smem4[];
-  float* Kt = reinterpret_cast<float*>(smem4);  // [kTileKeys][D]
-  float* Vt = Kt + kTileKeys * D;               // [kTileKeys][D]
+  KV* Kt = reinterpret_cast<KV*>(smem4);  // [kTileKeys][D]
+  KV* Vt = Kt + kTileKeys * D;            // [kTileKeys][D]
   __shared__ int valid_s[kTileKeys];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t row = blockIdx.y, kvh = blockIdx.z % p.kv_heads, split = blockIdx.z / p.kv_heads;
@@ -284,22 +401,22 @@ __global__ void __launch_bounds__(kTileTokens * 32) attention_prefill_tiled_kern
   if (block_last > k_lo + s.keys_per_split - 1) block_last = k_lo + s.keys_per_split - 1;
   const int32_t* table = p.block_tables + row * p.max_blocks;
 
-  WarpAttention<DPL, G, 2> w;
+  WarpAttention<DPL, G, KV, 2> w;
   if (active) w.init(p, t, kvh, lane);
   for (int64_t k0 = k_lo; k0 <= block_last; k0 += kTileKeys) {
     __syncthreads();  // every warp is done with the previous tile
-    for (int e = threadIdx.x; e < kTileKeys * kQuads; e += blockDim.x) {
-      const int jj = e / kQuads, d = 4 * (e % kQuads);
+    for (int e = threadIdx.x; e < kTileKeys * kChunks; e += blockDim.x) {
+      const int jj = e / kChunks, d = kVec * (e % kChunks);
       const int64_t j = k0 + jj;
       const int64_t block = j <= block_last ? table[j / p.block_size] : -1;
       const bool ok = block >= 0 && block < p.cache_blocks;
       if (ok) {
         const int64_t off = ((block * p.block_size + j % p.block_size) * p.kv_heads + kvh) * D + d;
-        __pipeline_memcpy_async(Kt + jj * D + d, p.k_cache + off, 16);
-        __pipeline_memcpy_async(Vt + jj * D + d, p.v_cache + off, 16);
+        __pipeline_memcpy_async(Kt + jj * D + d, static_cast<const KV*>(p.k_cache) + off, 16);
+        __pipeline_memcpy_async(Vt + jj * D + d, static_cast<const KV*>(p.v_cache) + off, 16);
       } else {
-        *reinterpret_cast<float4*>(Kt + jj * D + d) = make_float4(0.f, 0.f, 0.f, 0.f);
-        *reinterpret_cast<float4*>(Vt + jj * D + d) = make_float4(0.f, 0.f, 0.f, 0.f);
+        *reinterpret_cast<uint4*>(Kt + jj * D + d) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(Vt + jj * D + d) = make_uint4(0, 0, 0, 0);
       }
       if (d == 0) valid_s[jj] = ok;
     }
@@ -317,8 +434,8 @@ __global__ void __launch_bounds__(kTileTokens * 32) attention_prefill_tiled_kern
           const int jj = static_cast<int>(j - k0) + u;
           ok[u] = j + u < end && valid_s[jj] != 0;
           if (j + u < end) {
-            load_dims_shared<DPL>(Kt + jj * D + lane * DPL, k[u]);
-            load_dims_shared<DPL>(Vt + jj * D + lane * DPL, v[u]);
+            load_kv<DPL, false>(Kt + jj * D + lane * DPL, k[u]);
+            load_kv<DPL, false>(Vt + jj * D + lane * DPL, v[u]);
           } else {
 #pragma unroll
             for (int i = 0; i < DPL; ++i) k[u][i] = v[u][i] = 0.f;
@@ -351,29 +468,37 @@ __global__ void __launch_bounds__(kTileTokens * 32) attention_prefill_tiled_kern
   }
 }
 
-template <int DPL, int G>
+template <int DPL, int G, typename KV>
 void launch(const PagedAttentionParams& p, const AttentionSplit& s, cudaStream_t stream) {
   if (s.prefill_tiles > 0) {
-    const size_t smem = 2 * kTileKeys * 32 * DPL * sizeof(float);
-    static const cudaError_t attr = cudaFuncSetAttribute(attention_prefill_tiled_kernel<DPL, G>,
+    const size_t smem = 2 * kTileKeys * 32 * DPL * sizeof(KV);
+    static const cudaError_t attr = cudaFuncSetAttribute(attention_prefill_tiled_kernel<DPL, G, KV>,
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     (void)attr;  // a failure surfaces as the launch's error
     dim3 grid(static_cast<unsigned>(s.prefill_tiles), static_cast<unsigned>(p.rows),
               static_cast<unsigned>(p.kv_heads * s.splits));
-    launch_pdl(attention_prefill_tiled_kernel<DPL, G>, grid, kTileTokens * 32, smem, stream, p, s);
+    launch_pdl(attention_prefill_tiled_kernel<DPL, G, KV>, grid, kTileTokens * 32, smem, stream, p, s);
   } else {
     dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(s.splits));
-    launch_pdl(attention_split_keys_kernel<DPL, G>, grid, kThreads, 0, stream, p, s);
+    // Lanes over keys where a key row splits into 8 lanes' 16-byte pieces.
+    constexpr bool kKeyGroups = 32 * DPL % (kLanesPerKey * 16 / static_cast<int>(sizeof(KV))) == 0;
+    if constexpr (kKeyGroups) {
+      if (tuning().attention_key_groups) {
+        launch_pdl(attention_key_groups_kernel<DPL, G, KV>, grid, kThreads, 0, stream, p, s);
+        return;
+      }
+    }
+    launch_pdl(attention_split_keys_kernel<DPL, G, KV>, grid, kThreads, 0, stream, p, s);
   }
 }
 
-template <int DPL>
+template <int DPL, typename KV>
 bool launch_group(const PagedAttentionParams& p, const AttentionSplit& s, int64_t group, cudaStream_t stream) {
   switch (group) {
-    case 1: launch<DPL, 1>(p, s, stream); return true;
-    case 2: if constexpr (2 * DPL <= 32) { launch<DPL, 2>(p, s, stream); return true; } return false;
-    case 4: if constexpr (4 * DPL <= 32) { launch<DPL, 4>(p, s, stream); return true; } return false;
-    case 8: if constexpr (8 * DPL <= 32) { launch<DPL, 8>(p, s, stream); return true; } return false;
+    case 1: launch<DPL, 1, KV>(p, s, stream); return true;
+    case 2: if constexpr (2 * DPL <= 32) { launch<DPL, 2, KV>(p, s, stream); return true; } return false;
+    case 4: if constexpr (4 * DPL <= 32) { launch<DPL, 4, KV>(p, s, stream); return true; } return false;
+    case 8: if constexpr (8 * DPL <= 32) { launch<DPL, 8, KV>(p, s, stream); return true; } return false;
     default: return false;
   }
 }
@@ -430,14 +555,17 @@ Status paged_attention_split(const PagedAttentionParams& p, const AttentionSplit
     return invalid_argument("attention_split_kernel: grid too large (" + shape() + ")");
   if (s.splits > 1 && (s.part_o == nullptr || s.part_ml == nullptr))
     return invalid_argument("attention_split_kernel: no scratch for the splits (" + shape() + ")");
-  bool ok = false;
-  switch (p.head_dim / 32) {
-    case 1: ok = launch_group<1>(p, s, group, stream); break;
-    case 2: ok = launch_group<2>(p, s, group, stream); break;
-    case 4: ok = launch_group<4>(p, s, group, stream); break;
-    case 8: ok = launch_group<8>(p, s, group, stream); break;
-    case 16: ok = launch_group<16>(p, s, group, stream); break;
-  }
+  const bool ok = with_kv_type(p.kv_bf16, [&](auto kv) {
+    using KV = kv_t<decltype(kv)>;
+    switch (p.head_dim / 32) {
+      case 1: return launch_group<1, KV>(p, s, group, stream);
+      case 2: return launch_group<2, KV>(p, s, group, stream);
+      case 4: return launch_group<4, KV>(p, s, group, stream);
+      case 8: return launch_group<8, KV>(p, s, group, stream);
+      case 16: return launch_group<16, KV>(p, s, group, stream);
+    }
+    return false;
+  });
   if (!ok) return invalid_argument("attention_split_kernel: no instance for (" + shape() + ")");
   KILN_RETURN_IF_ERROR(launch_status("attention_split_kernel", shape, stream));
   if (s.splits == 1) return {};
