@@ -44,16 +44,10 @@ MatmulRequest describe(const MatmulArgs& a);
 // Projections of one x into outputs of their own (q, k and v; gate and up): out[i] (+)= x w[i]^T,
 // each pair as in MatmulArgs. A backend may run them as one kernel (CUDA: one GEMV launch for
 // decode-sized x); by default, and wherever that does not apply, they run one by one.
-// With norm_weight defined, the products take x's rows RMS-normalised first, exactly what
-// NormFacet::rms_norm (NormKind::kOnePlus, this weight and eps) would have written, without
-// writing them (x is unchanged): the norm before a projection group fused into it. Only where
-// LinearFacet::supports_norm_group says so; elsewhere matmul_group refuses it (kUnsupported).
 struct MatmulGroupArgs {
   Tensor x;
   std::vector<Tensor> w, out;
   bool accumulate = false;
-  Tensor norm_weight{};  // optional [k] f32
-  float norm_eps = 1e-6f;
 };
 
 // One adapter term over a run of tokens (model/lora_batch.h): out[begin, end) += coef *
@@ -82,10 +76,7 @@ class LinearFacet {
   virtual ~LinearFacet() = default;
   virtual Support supports(const MatmulRequest& r) const = 0;
   virtual Status matmul(const MatmulArgs& a) = 0;
-  // Whether matmul_group runs `a` with its norm_weight (the fused norm); declined by default.
-  virtual Support supports_norm_group(const MatmulGroupArgs&) { return Support::declined("no fused norm"); }
   virtual Status matmul_group(const MatmulGroupArgs& a) {
-    if (a.norm_weight.defined()) return unsupported("matmul_group with a fused norm: this backend has none");
     if (a.w.size() != a.out.size())
       return invalid_argument("matmul_group: " + std::to_string(a.w.size()) + " weights for " +
                               std::to_string(a.out.size()) + " outputs");

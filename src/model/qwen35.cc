@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <utility>
-#include <vector>
 
 #include "model/lora_batch.h"
 #include "model/tiled_prefill.h"
@@ -40,9 +38,6 @@ struct Qwen35Model::Workspace {
   Tensor gate, up;                              // MLP
   LoraBatch lora;                               // the rows' adapters (none: no work)
   LayerTrace* trace = nullptr;                  // forward_layer's: copies taken before in-place ops
-  // Non-null: h is not written yet; it is the (1 + w) RMSNorm of x with this weight, and the next
-  // projection group either fuses it or writes h first (project_normed).
-  const Tensor* pending_norm = nullptr;
 
   static Result<Workspace> create(const ModelConfig& c, int64_t T, StorageFacet& s) {
     Workspace w;
@@ -110,7 +105,7 @@ Status Qwen35Model::attention_layer(const LayerWeights& L, int64_t layer, const 
   const int64_t T = bl.tokens, Hq = c.num_heads, Hkv = c.num_kv_heads, D = c.head_dim;
   const int64_t qrow = c.q_proj_rows(), per_head = c.attn_output_gate ? 2 * D : D;
   LinearFacet& lin = backend_.linear();
-  KILN_RETURN_IF_ERROR(project_normed(ws, {L.attn.q_proj, L.attn.k_proj, L.attn.v_proj}, {ws.qg, ws.k, ws.v}));
+  KILN_RETURN_IF_ERROR(lin.matmul_group({ws.h, {L.attn.q_proj, L.attn.k_proj, L.attn.v_proj}, {ws.qg, ws.k, ws.v}}));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kQProj, layer, ws.h, ws.qg));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kKProj, layer, ws.h, ws.k));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kVProj, layer, ws.h, ws.v));
@@ -149,8 +144,9 @@ Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchL
   const int64_t T = bl.tokens, Hk = c.linear_num_key_heads, dk = c.linear_key_head_dim;
   const int64_t Hv = c.linear_num_value_heads, dv = c.linear_value_head_dim, C = c.gdn_conv_dim();
   LinearFacet& lin = backend_.linear();
-  KILN_RETURN_IF_ERROR(project_normed(ws, {L.gdn.in_proj_qkv, L.gdn.in_proj_z, L.gdn.in_proj_a, L.gdn.in_proj_b},
-                                      {ws.mixed, ws.z, ws.a, ws.b}));
+  KILN_RETURN_IF_ERROR(lin.matmul_group({ws.h,
+                                         {L.gdn.in_proj_qkv, L.gdn.in_proj_z, L.gdn.in_proj_a, L.gdn.in_proj_b},
+                                         {ws.mixed, ws.z, ws.a, ws.b}}));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kInProjQkv, layer, ws.h, ws.mixed));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kInProjZ, layer, ws.h, ws.z));
   // Decode: conv, delta rule and gated norm in one call where the backend has the fused step.
@@ -191,7 +187,7 @@ Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchL
 
 Status Qwen35Model::mlp(const LayerWeights& L, int64_t layer, Workspace& ws) {
   LinearFacet& lin = backend_.linear();
-  KILN_RETURN_IF_ERROR(project_normed(ws, {L.gate_proj, L.up_proj}, {ws.gate, ws.up}));
+  KILN_RETURN_IF_ERROR(lin.matmul_group({ws.h, {L.gate_proj, L.up_proj}, {ws.gate, ws.up}}));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kGateProj, layer, ws.h, ws.gate));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kUpProj, layer, ws.h, ws.up));
   if (ws.trace) KILN_RETURN_IF_ERROR(keep_copy(backend_.storage(), ws.gate, ws.trace->gate_raw));  // silu-mul is in place
@@ -202,37 +198,18 @@ Status Qwen35Model::mlp(const LayerWeights& L, int64_t layer, Workspace& ws) {
   return ws.lora.apply(LoraTarget::kDownProj, layer, ws.gate, ws.x);
 }
 
-// The projection group over h = rms(x), the norm `ws.pending_norm` still owes: fused into the
-// group where the backend does that (decode GEMV), else written to h first. Without a pending
-// norm, the group over h as it is.
-Status Qwen35Model::project_normed(Workspace& ws, std::vector<Tensor> w, std::vector<Tensor> out) {
-  LinearFacet& lin = backend_.linear();
-  if (const Tensor* norm = std::exchange(ws.pending_norm, nullptr); norm != nullptr) {
-    MatmulGroupArgs fused{ws.x, w, out};
-    fused.norm_weight = *norm;
-    fused.norm_eps = static_cast<float>(config_.rms_norm_eps);
-    if (lin.supports_norm_group(fused).runs_natively()) return lin.matmul_group(fused);
-    KILN_RETURN_IF_ERROR(backend_.norm().rms_norm({NormKind::kOnePlus, ws.x, {}, *norm, {}, ws.h, fused.norm_eps}));
-  }
-  return lin.matmul_group({ws.h, std::move(w), std::move(out)});
-}
-
-// x += mixer(rms(x)); x += mlp(rms(x)). Each norm is left pending for the projection group that
-// reads it (project_normed) unless something else reads h: a LoRA delta or the layer trace.
+// x += mixer(rms(x)); x += mlp(rms(x)).
 Status Qwen35Model::decoder_layer(int64_t i, const BatchLayout& bl, ModelState& state, Workspace& ws) {
   const LayerWeights& L = weights_.layers[i];
   NormFacet& norm = backend_.norm();
   StorageFacet& s = backend_.storage();
   const float eps = static_cast<float>(config_.rms_norm_eps);
-  const bool h_read_elsewhere = ws.trace != nullptr || !ws.lora.empty();
-  if (h_read_elsewhere) KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, ws.x, {}, L.input_norm, {}, ws.h, eps}));
-  else ws.pending_norm = &L.input_norm;
+  KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, ws.x, {}, L.input_norm, {}, ws.h, eps}));
   if (ws.trace) KILN_RETURN_IF_ERROR(keep_copy(s, ws.h, ws.trace->h_in));
   if (L.kind == LayerKind::kFullAttention) KILN_RETURN_IF_ERROR(attention_layer(L, i, bl, state, ws));
   else KILN_RETURN_IF_ERROR(gdn_layer(L, i, bl, state, ws));
   if (ws.trace) KILN_RETURN_IF_ERROR(keep_copy(s, ws.x, ws.trace->x_mid));
-  if (h_read_elsewhere) KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, ws.x, {}, L.post_norm, {}, ws.h, eps}));
-  else ws.pending_norm = &L.post_norm;
+  KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, ws.x, {}, L.post_norm, {}, ws.h, eps}));
   return mlp(L, i, ws);
 }
 

@@ -96,7 +96,6 @@ class Qwen35Model {
   Status attention_layer(const LayerWeights& L, int64_t layer, const BatchLayout& bl, ModelState& state, Workspace& ws);
   Status gdn_layer(const LayerWeights& L, int64_t layer, const BatchLayout& bl, ModelState& state, Workspace& ws);
   Status mlp(const LayerWeights& L, int64_t layer, Workspace& ws);
-  Status project_normed(Workspace& ws, std::vector<Tensor> w, std::vector<Tensor> out);
   Status decoder_layer(int64_t layer, const BatchLayout& bl, ModelState& state, Workspace& ws);
   Result<BatchLayout> build_layout(std::span<const SequenceInput> rows, ModelState& state);
   // forward_on_device in one pass, whatever the rows' lengths.

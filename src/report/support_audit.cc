@@ -22,24 +22,6 @@ std::vector<AuditCase> cases() {
                        return ask_and_run(MatmulArgs{xt, wt, yt}, [&](auto& r) { return be.linear().supports(r); },
                                           [&](auto& a) { return be.linear().matmul(a); });
                      }});
-  // A projection group with its RMSNorm fused (MatmulGroupArgs::norm_weight): decode-sized and
-  // 16-bit weights (the CUDA GEMV's case), a bf16 group of 3 rows, and f32 weights.
-  for (DType w : {DType::kBF16, DType::kF32})
-    for (int64_t m : {1, 3})
-      c.push_back({"linear.matmul_group+rms_norm", [=](Backend& be) -> Result<AuditOutcome> {
-                     KILN_DEV(x, {m, 32}, DType::kF32);
-                     KILN_DEV(w0, {16, 32}, w);
-                     KILN_DEV(w1, {8, 32}, w);
-                     KILN_DEV(y0, {m, 16}, DType::kF32);
-                     KILN_DEV(y1, {m, 8}, DType::kF32);
-                     KILN_DEV(nw, {32}, DType::kF32);
-                     MatmulGroupArgs a{x, {w0, w1}, {y0, y1}};
-                     a.norm_weight = nw;
-                     const Support s = be.linear().supports_norm_group(a);
-                     const std::string req = "matmul_group m=" + std::to_string(m) + " n=16+8 k=32 w=" +
-                                             std::string(dtype_name(w)) + " with a fused rms_norm";
-                     return std::make_pair(s, std::make_pair(req, be.linear().matmul_group(a)));
-                   }});
   for (NormKind kind : {NormKind::kOnePlus, NormKind::kPlain, NormKind::kGated})
     for (bool residual : {false, true})
       for (DType d : {DType::kF32, DType::kBF16})

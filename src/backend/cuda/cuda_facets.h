@@ -66,7 +66,6 @@ class Linear final : public LinearFacet {
   ~Linear() override;
   Support supports(const MatmulRequest& r) const override;
   Status matmul(const MatmulArgs& a) override;
-  Support supports_norm_group(const MatmulGroupArgs& a) override;
   Status matmul_group(const MatmulGroupArgs& a) override;
   Status lora_delta(const LoraDeltaArgs& a) override;  // linear_lora.cc
   MatmulCacheStats cache_stats() const;
@@ -91,8 +90,6 @@ class Linear final : public LinearFacet {
   Result<void*> scratch(size_t bytes);
   Status cublaslt(const MatmulArgs& a, const MatmulRequest& r, float alpha);
   GemvParams gemv_params(const MatmulArgs& a, const MatmulRequest& r) const;
-  // The group as one GEMV launch (with its fused norm, if any), or why it cannot be one.
-  Result<GemvParams> group_gemv(const MatmulGroupArgs& a);
 
   std::shared_ptr<Context> ctx_;
   cublasLtHandle_t handle_ = nullptr;

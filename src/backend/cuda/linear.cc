@@ -143,61 +143,30 @@ GemvParams Linear::gemv_params(const MatmulArgs& a, const MatmulRequest& r) cons
   return g;
 }
 
-constexpr const char* kNormOff = "the fused norm is off (KILN_CUDA_GEMV_NORM, opt-in)";
-
 // One GEMV launch for every projection of the group where the decode GEMV applies to each
-// (m <= 2, one 16-bit weight dtype and k, at most kGemvMaxSegments); a fused norm also needs
-// its weight as [k] contiguous f32 on the device (and KILN_CUDA_GEMV_NORM not 0).
-Result<GemvParams> Linear::group_gemv(const MatmulGroupArgs& a) {
+// (m <= 2, one 16-bit weight dtype and k, at most kGemvMaxSegments), else one call each.
+Status Linear::matmul_group(const MatmulGroupArgs& a) {
   const size_t count = a.w.size();
-  if (!tuning().gemv || count < 2 || count > static_cast<size_t>(kGemvMaxSegments) || a.out.size() != count ||
-      !a.x.defined() || a.x.rank() != 2 || a.x.dim(0) > 2 || a.x.dim(0) > tuning().gemv_max_m)
-    return unsupported("not a group of 2.." + std::to_string(kGemvMaxSegments) + " projections of at most 2 rows");
+  bool one_launch = tuning().gemv && count >= 2 && count <= static_cast<size_t>(kGemvMaxSegments) &&
+                    a.out.size() == count && a.x.defined() && a.x.rank() == 2 && a.x.dim(0) <= 2 &&
+                    a.x.dim(0) <= tuning().gemv_max_m;
   GemvParams g;
-  for (size_t i = 0; i < count; ++i) {
+  for (size_t i = 0; one_launch && i < count; ++i) {
     const MatmulArgs m{a.x, a.w[i], a.out[i], a.accumulate};
     KILN_RETURN_IF_ERROR(check_args(*this, m));
     const MatmulRequest r = describe(m);
     if (i == 0) g = gemv_params(m, r);
-    if (r.m == 0 || r.n == 0 || a.w[i].dtype() != g.w_dtype || r.k != g.k || r.n > tuning().gemv_max_n)
-      return unsupported("projection " + std::to_string(i) + " differs in weight dtype or k, or is empty");
+    one_launch = r.m > 0 && r.n > 0 && a.w[i].dtype() == g.w_dtype && r.k == g.k && r.n <= tuning().gemv_max_n;
     g.seg[i] = {a.w[i].raw(), a.out[i].data<float>(), a.out[i].stride(0), r.n};
   }
   g.segments = static_cast<int>(count);
-  if (a.norm_weight.defined()) {
-    const Tensor& w = a.norm_weight;
-    if (!tuning().gemv_norm) return unsupported(kNormOff);
-    if (w.dtype() != DType::kF32 || w.rank() != 1 || w.dim(0) != g.k || !w.is_contiguous() ||
-        w.device().kind != DeviceKind::kCuda)
-      return unsupported("the norm weight must be [k] contiguous f32 on the device");
-    g.norm_w = w.data<float>();
-    g.norm_eps = a.norm_eps;
-  }
-  if (!gemv_applies(g)) return unsupported("the GEMV kernel does not take this layout (alignment, k % 8, dtype)");
-  return g;
-}
-
-Support Linear::supports_norm_group(const MatmulGroupArgs& a) {
-  if (!a.norm_weight.defined()) return Support::declined("no norm weight");
-  // Off by default: asked at every decode group, so the answer comes before any argument check.
-  if (!tuning().gemv_norm) return Support::declined(kNormOff);
-  const Result<GemvParams> g = group_gemv(a);
-  return g.ok() ? Support::native() : Support::declined(g.status().message());
-}
-
-Status Linear::matmul_group(const MatmulGroupArgs& a) {
-  Result<GemvParams> g = group_gemv(a);
-  if (!g.ok()) {
-    if (a.norm_weight.defined()) return g.status().with_context("matmul_group with a fused norm");
-    if (g.status().code() != ErrorCode::kUnsupported) return g.status();  // malformed arguments
-    return LinearFacet::matmul_group(a);
-  }
+  if (!one_launch || !gemv_applies(g)) return LinearFacet::matmul_group(a);
   ProfileScope prof(ctx_->profiler.get(), [&] {
-    return "matmul gemv group m=" + std::to_string(g->m) + " n=" + std::to_string(g->rows()) + " k=" +
-           std::to_string(g->k) + " segments=" + std::to_string(g->segments) + (g->norm_w ? " norm" : "");
+    return "matmul gemv group m=" + std::to_string(g.m) + " n=" + std::to_string(g.rows()) + " k=" + std::to_string(g.k) +
+           " segments=" + std::to_string(count);
   });
-  Status st = gemv(*g, ctx_->stream);
-  return st.ok() ? st : st.with_context("matmul_group of " + std::to_string(g->segments));
+  Status st = gemv(g, ctx_->stream);
+  return st.ok() ? st : st.with_context("matmul_group of " + std::to_string(count));
 }
 
 Status Linear::matmul(const MatmulArgs& a) {

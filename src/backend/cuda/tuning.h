@@ -28,12 +28,6 @@
 //                               the shrink/expand kernels (kernels/lora.h)
 //   KILN_CUDA_PDL=0             decode-path kernels launch plainly, without programmatic
 //                               dependent launch (kernels/pdl.cuh)
-//   KILN_CUDA_GEMV_NORM=1       the RMSNorm before a decode projection group runs inside the
-//                               group's GEMV (supports_norm_group) instead of as its own kernel.
-//                               Opt-in: its first form (a pass over x before the weights stream)
-//                               passed on the H200 but measured 11% slower at 1 row; the present
-//                               form (squares summed in the loop, the scale applied at the end)
-//                               has not run on a device yet (docs/cuda.md)
 //   KILN_CUDA_KV_BF16=0         the backend offers only an f32 K/V cache, so a bf16 checkpoint's
 //                               state keeps K/V in f32 as an f32 one does (Qwen35Model::kv_dtype)
 //   KILN_CUDA_GDN_BACKWARD=shared the GDN backward's previous state kernel (shared memory, a thread
@@ -64,7 +58,6 @@ struct Tuning {
   bool lora_kernel = true;   // short LoRA segments through kernels/lora.h (linear_lora.cc)
   bool norm_vec4 = true;     // RMSNorm rows of <= 4096 aligned floats: one float4 a thread (rms_norm.cu)
   bool pdl = true;           // decode-path kernels with programmatic dependent launch (kernels/pdl.cuh)
-  bool gemv_norm = false;    // a projection group's RMSNorm fused into its GEMV (MatmulGroupArgs::norm_weight)
   bool kv_bf16 = true;       // a bf16 K/V cache offered (capabilities().attention.kv_dtypes)
 };
 
@@ -100,7 +93,6 @@ inline Tuning tuning_from_env() {
   t.norm_vec4 = flag("KILN_CUDA_NORM_VEC4", true);
   t.lora_kernel = flag("KILN_CUDA_LORA_KERNEL", true);
   t.pdl = flag("KILN_CUDA_PDL", true);
-  t.gemv_norm = flag("KILN_CUDA_GEMV_NORM", false);
   t.kv_bf16 = flag("KILN_CUDA_KV_BF16", true);
   return t;
 }

@@ -28,11 +28,8 @@ __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
 // A warp owns R consecutive weight rows (of any segments: each row finds its own weight and
 // output); its lanes take the 8-wide k chunks lane, lane + 32, ... for every m (several chunks'
 // loads in flight through the unrolled loop), and a warp reduction finishes each of the M x R
-// dot products: no shared memory, no block barrier. kNorm: the lanes of a warp cover every chunk
-// of x, so the loop also sums x's squares and takes x (1 + w) into the dot; the warp reductions
-// then give rms(x), and each dot is scaled by 1/rms(x) at the end (no pass over x before the
-// weights stream).
-template <bool kBF16, int M, int R, bool kNorm>
+// dot products: no shared memory, no block barrier.
+template <bool kBF16, int M, int R>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t total) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * R;
@@ -56,9 +53,6 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t to
 #pragma unroll
     for (int r = 0; r < R; ++r) prefetch_l2(wrow[r] + c);
   pdl_begin();
-  float ss[M];  // kNorm: this lane's share of the sum of x's squares
-#pragma unroll
-  for (int m = 0; m < M; ++m) ss[m] = 0.f;
   float acc[M][R];
 #pragma unroll
   for (int m = 0; m < M; ++m)
@@ -70,22 +64,10 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t to
     uint4 raw[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) raw[r] = load_streaming(wrow[r] + c);
-    float4 g0{}, g1{};  // kNorm: w of the chunk's 8 columns
-    if constexpr (kNorm) {
-      const float4* wp = reinterpret_cast<const float4*>(p.norm_w) + 2 * c;
-      g0 = __ldg(wp);
-      g1 = __ldg(wp + 1);
-    }
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       const float4* xp = reinterpret_cast<const float4*>(p.x + m * p.x_stride) + 2 * c;
-      float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
-      if constexpr (kNorm) {
-        ss[m] += x0.x * x0.x + x0.y * x0.y + x0.z * x0.z + x0.w * x0.w + x1.x * x1.x + x1.y * x1.y + x1.z * x1.z +
-                 x1.w * x1.w;
-        x0 = make_float4(x0.x * (1.f + g0.x), x0.y * (1.f + g0.y), x0.z * (1.f + g0.z), x0.w * (1.f + g0.w));
-        x1 = make_float4(x1.x * (1.f + g1.x), x1.y * (1.f + g1.y), x1.z * (1.f + g1.z), x1.w * (1.f + g1.w));
-      }
+      const float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float wf[8];
@@ -94,17 +76,11 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t to
       }
     }
   }
-  float scale[M];  // 1/rms(x) of each row with kNorm
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    scale[m] = 1.f;
-    if constexpr (kNorm) scale[m] = 1.f / sqrtf(warp_sum(ss[m]) / static_cast<float>(p.k) + p.norm_eps);
-  }
 #pragma unroll
   for (int m = 0; m < M; ++m)
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const float v = warp_sum(acc[m][r]) * scale[m];
+      const float v = warp_sum(acc[m][r]);
       if (lane == m * R + r && n0 + r < total) {
         float* o = orow[r] + m * ostride[r];
         *o = p.accumulate ? *o + v : v;
@@ -173,25 +149,12 @@ __global__ void __launch_bounds__(kThreads) gemv_split_kernel(GemvParams p) {
   }
 }
 
-// The warp form with R = r (4 only for m <= 2).
-template <bool kBF16, int M, bool kNorm>
-void launch_warp_form(int r, unsigned blocks, const GemvParams& p, int64_t n, cudaStream_t stream) {
-  if constexpr (M <= 2) {
-    if (r == 4) {
-      launch_pdl(gemv_kernel<kBF16, M, 4, kNorm>, blocks, kThreads, 0, stream, p, n);
-      return;
-    }
-  }
-  if (r == 2) launch_pdl(gemv_kernel<kBF16, M, 2, kNorm>, blocks, kThreads, 0, stream, p, n);
-  else launch_pdl(gemv_kernel<kBF16, M, 1, kNorm>, blocks, kThreads, 0, stream, p, n);
-}
-
 // Rows per warp: enough warps to fill the device (~16 a multiprocessor), as many rows a warp as
 // that allows (more 16-byte loads in flight each); larger m keeps R small for registers.
 template <bool kBF16, int M>
 void launch_m(const GemvParams& p, cudaStream_t stream) {
   const int64_t n = p.rows();
-  if (p.segments == 1 && p.norm_w == nullptr && (M > 2 || (n < 4096 && p.rows_per_warp == 0) || p.rows_per_warp < 0)) {
+  if (p.segments == 1 && (M > 2 || (n < 4096 && p.rows_per_warp == 0) || p.rows_per_warp < 0)) {
     const unsigned blocks = static_cast<unsigned>((n + kSplitRows - 1) / kSplitRows);
     launch_pdl(gemv_split_kernel<kBF16, M>, blocks, kThreads, 0, stream, p);
     return;
@@ -203,12 +166,13 @@ void launch_m(const GemvParams& p, cudaStream_t stream) {
   if (p.rows_per_warp > 0) r = p.rows_per_warp == 4 && M > 2 ? 2 : p.rows_per_warp;
   const unsigned blocks = static_cast<unsigned>((n + int64_t{kWarps} * r - 1) / (int64_t{kWarps} * r));
   if constexpr (M <= 2) {
-    if (p.norm_w != nullptr) {  // gemv_applies: m <= 2 only
-      launch_warp_form<kBF16, M, true>(r, blocks, p, n, stream);
+    if (r == 4) {
+      launch_pdl(gemv_kernel<kBF16, M, 4>, blocks, kThreads, 0, stream, p, n);
       return;
     }
   }
-  launch_warp_form<kBF16, M, false>(r, blocks, p, n, stream);
+  if (r == 2) launch_pdl(gemv_kernel<kBF16, M, 2>, blocks, kThreads, 0, stream, p, n);
+  else launch_pdl(gemv_kernel<kBF16, M, 1>, blocks, kThreads, 0, stream, p, n);
 }
 
 template <bool kBF16>
@@ -233,7 +197,6 @@ bool gemv_applies(const GemvParams& p) {
   auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   if (p.m < 1 || p.m > kGemvMaxM || p.k < 8 || p.k % 8 != 0) return false;
   if (p.segments < 1 || p.segments > kGemvMaxSegments || (p.segments > 1 && p.m > 2)) return false;
-  if (p.norm_w != nullptr && (p.m > 2 || p.rows_per_warp < 0 || !aligned16(p.norm_w))) return false;
   if (p.w_dtype != DType::kBF16 && p.w_dtype != DType::kF16) return false;
   if (!aligned16(p.x) || (p.m > 1 && p.x_stride % 4 != 0)) return false;
   for (int s = 0; s < p.segments; ++s)

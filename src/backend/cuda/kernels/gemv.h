@@ -34,11 +34,6 @@ struct GemvParams {
   int segments = 1;
   GemvSegment seg[kGemvMaxSegments];
   bool accumulate = false;
-  // Non-null: every x row is RMS-normalised on the fly first, x / rms(x) * (1 + norm_w) with
-  // rms(x) = sqrt(mean(x^2) + norm_eps), as the kOnePlus RMSNorm would write it ([k] f32): the
-  // norm before a decode projection group, fused (warp form, m <= 2 only).
-  const float* norm_w = nullptr;
-  float norm_eps = 0.f;
   int multiprocessors = 132;  // sizes the rows a warp takes
   int rows_per_warp = 0;      // 0: by shape; 1, 2 or 4 (4: m <= 2 only): forced; -1: the block-split form
   int64_t rows() const {
@@ -49,8 +44,8 @@ struct GemvParams {
 };
 
 // Whether the kernel takes these arguments: m in 1..8, k a multiple of 8, 16-byte aligned
-// weights and x rows (x_stride a multiple of 4 floats), bf16 or f16 weights; several segments,
-// and a fused norm (16-byte aligned norm_w), only for m <= 2 (the warp form).
+// weights and x rows (x_stride a multiple of 4 floats), bf16 or f16 weights; several segments
+// only for m <= 2 (the warp form).
 bool gemv_applies(const GemvParams& p);
 // Where the GEMV kernel measured faster than cuBLASLt (x rounded) on an H200, 4B shapes: m <= 2
 // always (n up to the 248320-row LM head); m <= 4 for n <= 4096; m <= 8 for n <= 1024.
