@@ -60,6 +60,7 @@ struct MatmulCacheStats {
 // directly. Otherwise cuBLASLt: bf16/f16 weights with x rounded to the weight dtype in a scratch
 // buffer, f32 accumulation and output; f32 weights in plain f32 (no TF32). Descriptors and the
 // heuristic's algorithm are cached per request shape (dims, leading dims, dtypes, alignments).
+// A projection group on cuBLASLt rounds its shared x once for all its GEMMs.
 class Linear final : public LinearFacet {
  public:
   explicit Linear(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
@@ -88,7 +89,19 @@ class Linear final : public LinearFacet {
   Status ensure_handle();
   Result<const Plan*> plan_for(const Key& key, const std::string& req);
   Result<void*> scratch(size_t bytes);
+  // The B operand of a cuBLASLt GEMM: x itself (f32 weights), or x rounded to the weight dtype
+  // in a scratch buffer (`held` keeps a recording's own buffer alive). Called under mu_.
+  struct GemmInput {
+    const void* ptr = nullptr;
+    int64_t ld = 0;
+    Tensor held;
+  };
+  Result<GemmInput> gemm_input(const Tensor& x, const MatmulRequest& r, DType w_dtype, const std::string& req);
+  // out (+)= alpha x w^T on `in` (a's x as gemm_input gave it). Called under mu_.
+  Status gemm(const MatmulArgs& a, const MatmulRequest& r, float alpha, const GemmInput& in, const std::string& req);
   Status cublaslt(const MatmulArgs& a, const MatmulRequest& r, float alpha);
+  Status cublaslt_group(const MatmulGroupArgs& a);
+  bool takes_gemv(const MatmulArgs& a, const MatmulRequest& r) const;
   GemvParams gemv_params(const MatmulArgs& a, const MatmulRequest& r) const;
 
   std::shared_ptr<Context> ctx_;

@@ -160,7 +160,7 @@ Status Linear::matmul_group(const MatmulGroupArgs& a) {
     g.seg[i] = {a.w[i].raw(), a.out[i].data<float>(), a.out[i].stride(0), r.n};
   }
   g.segments = static_cast<int>(count);
-  if (!one_launch || !gemv_applies(g)) return LinearFacet::matmul_group(a);
+  if (!one_launch || !gemv_applies(g)) return cublaslt_group(a);
   ProfileScope prof(ctx_->profiler.get(), [&] {
     return "matmul gemv group m=" + std::to_string(g.m) + " n=" + std::to_string(g.rows()) + " k=" + std::to_string(g.k) +
            " segments=" + std::to_string(count);
@@ -173,17 +173,62 @@ Status Linear::matmul(const MatmulArgs& a) {
   KILN_RETURN_IF_ERROR(check_args(*this, a));
   const MatmulRequest r = describe(a);
   if (r.m == 0 || r.n == 0) return {};
-  const DType wt = a.w.dtype();
-  if (wt != DType::kF32 && tuning().gemv && r.m <= tuning().gemv_max_m) {
-    const GemvParams g = gemv_params(a, r);
-    if (gemv_applies(g) && r.n <= tuning().gemv_max_n && gemv_beats_cublaslt(r.m, r.n)) {
-      ProfileScope prof(ctx_->profiler.get(), [&] {
-        return "matmul gemv m=" + std::to_string(r.m) + " n=" + std::to_string(r.n) + " k=" + std::to_string(r.k);
-      });
-      return in_context(gemv(g, ctx_->stream), a);
-    }
+  if (takes_gemv(a, r)) {
+    ProfileScope prof(ctx_->profiler.get(), [&] {
+      return "matmul gemv m=" + std::to_string(r.m) + " n=" + std::to_string(r.n) + " k=" + std::to_string(r.k);
+    });
+    return in_context(gemv(gemv_params(a, r), ctx_->stream), a);
   }
   return cublaslt(a, r, 1.f);
+}
+
+// Whether the decode GEMV kernel runs this matmul (16-bit weights, few rows, where it beats
+// cuBLASLt and its layout conditions hold).
+bool Linear::takes_gemv(const MatmulArgs& a, const MatmulRequest& r) const {
+  if (a.w.dtype() == DType::kF32 || !tuning().gemv || r.m > tuning().gemv_max_m) return false;
+  return gemv_applies(gemv_params(a, r)) && r.n <= tuning().gemv_max_n && gemv_beats_cublaslt(r.m, r.n);
+}
+
+Result<Linear::GemmInput> Linear::gemm_input(const Tensor& x, const MatmulRequest& r, DType w_dtype,
+                                             const std::string& req) {
+  GemmInput in{x.raw(), r.m == 1 ? r.k : std::max<int64_t>(x.stride(0), r.k), {}};
+  if (w_dtype == DType::kF32) return in;
+  const size_t bytes = static_cast<size_t>(r.m * r.k) * dtype_size(w_dtype);
+  void* buf = nullptr;
+  if (ctx_->recording) {
+    // The shared scratch_ may later be regrown and its block handed to eager work, which a
+    // replay would then overwrite.
+    KILN_ASSIGN_OR_RETURN(in.held, ctx_->empty({static_cast<int64_t>(bytes)}, DType::kU8));
+    buf = in.held.raw();
+  } else {
+    KILN_ASSIGN_OR_RETURN(buf, scratch(bytes));
+  }
+  ConvertParams cp;
+  cp.rows = r.m;
+  cp.cols = r.k;
+  cp.src = x.data<float>();
+  cp.src_stride = x.stride(0);
+  cp.dst = buf;
+  cp.dst_stride = r.k;
+  cp.dst_dtype = w_dtype;
+  KILN_RETURN_IF_ERROR(convert_f32(cp, ctx_->stream).with_context(req));
+  in.ptr = buf;
+  in.ld = r.k;
+  return in;
+}
+
+Status Linear::gemm(const MatmulArgs& a, const MatmulRequest& r, float alpha, const GemmInput& in,
+                    const std::string& req) {
+  const int64_t ldc = r.m == 1 ? r.n : std::max<int64_t>(a.out.stride(0), r.n);
+  Key key{r.m, r.n, r.k, in.ld, ldc, static_cast<int>(a.w.dtype()), alignment_of(a.w.raw()), alignment_of(in.ptr),
+          alignment_of(a.out.raw())};
+  KILN_ASSIGN_OR_RETURN(const Plan* plan, plan_for(key, req));
+  const float beta = a.accumulate ? 1.f : 0.f;
+  kernel_launch_count().fetch_add(1, std::memory_order_relaxed);  // one cuBLASLt matmul, counted as one launch
+  return blas_status(cublasLtMatmul(handle_, plan->desc, &alpha, a.w.raw(), plan->a, in.ptr, plan->b, &beta,
+                                    a.out.raw(), plan->c, a.out.raw(), plan->c, &plan->algo, workspace_.raw(),
+                                    kWorkspaceBytes, ctx_->stream),
+                     "cublasLt matmul " + req);
 }
 
 // out (+)= alpha x w^T through cuBLASLt, `a` already checked.
@@ -191,48 +236,39 @@ Status Linear::cublaslt(const MatmulArgs& a, const MatmulRequest& r, float alpha
   ProfileScope prof(ctx_->profiler.get(), [&] {
     return "matmul cublaslt m=" + std::to_string(r.m) + " n=" + std::to_string(r.n) + " k=" + std::to_string(r.k);
   });
-  const DType wt = a.w.dtype();
   const std::string req = r.describe();  // the cuBLASLt path names the request in every error
   std::lock_guard<std::mutex> lock(mu_);
   KILN_RETURN_IF_ERROR(ensure_handle());
+  KILN_ASSIGN_OR_RETURN(const GemmInput in, gemm_input(a.x, r, a.w.dtype(), req));
+  return gemm(a, r, alpha, in, req);
+}
 
-  const void* b_ptr = a.x.raw();
-  int64_t ldb = std::max<int64_t>(a.x.stride(0), r.k);
-  if (r.m == 1) ldb = r.k;
-  Tensor recorded_scratch;  // while recording: this call's own, from the recording pool (Context::recording)
-  if (wt != DType::kF32) {
-    const size_t bytes = static_cast<size_t>(r.m * r.k) * dtype_size(wt);
-    void* buf = nullptr;
-    if (ctx_->recording) {
-      // The shared scratch_ may later be regrown and its block handed to eager work, which a
-      // replay would then overwrite.
-      KILN_ASSIGN_OR_RETURN(recorded_scratch, ctx_->empty({static_cast<int64_t>(bytes)}, DType::kU8));
-      buf = recorded_scratch.raw();
-    } else {
-      KILN_ASSIGN_OR_RETURN(buf, scratch(bytes));
-    }
-    ConvertParams cp;
-    cp.rows = r.m;
-    cp.cols = r.k;
-    cp.src = a.x.data<float>();
-    cp.src_stride = a.x.stride(0);
-    cp.dst = buf;
-    cp.dst_stride = r.k;
-    cp.dst_dtype = wt;
-    KILN_RETURN_IF_ERROR(convert_f32(cp, ctx_->stream).with_context(req));
-    b_ptr = buf;
-    ldb = r.k;
+// A group whose projections all take cuBLASLt on one 16-bit weight dtype: x rounded once, then a
+// GEMM each (one call per projection would round x once per projection: at 64 decode rows that
+// was ~120 of the ~190 rounding kernels a step). Anything else: one matmul each.
+Status Linear::cublaslt_group(const MatmulGroupArgs& a) {
+  const size_t count = a.w.size();
+  if (count < 2 || a.out.size() != count || !a.x.defined()) return LinearFacet::matmul_group(a);
+  std::vector<MatmulRequest> reqs;
+  for (size_t i = 0; i < count; ++i) {
+    const MatmulArgs m{a.x, a.w[i], a.out[i], a.accumulate};
+    KILN_RETURN_IF_ERROR(check_args(*this, m));
+    reqs.push_back(describe(m));
+    if (a.w[i].dtype() == DType::kF32 || a.w[i].dtype() != a.w[0].dtype() || reqs[i].k != reqs[0].k ||
+        reqs[i].n == 0 || takes_gemv(m, reqs[i]))
+      return LinearFacet::matmul_group(a);
   }
-  const int64_t ldc = r.m == 1 ? r.n : std::max<int64_t>(a.out.stride(0), r.n);
-  Key key{r.m, r.n, r.k, ldb, ldc, static_cast<int>(wt), alignment_of(a.w.raw()), alignment_of(b_ptr),
-          alignment_of(a.out.raw())};
-  KILN_ASSIGN_OR_RETURN(const Plan* plan, plan_for(key, req));
-  const float beta = a.accumulate ? 1.f : 0.f;
-  kernel_launch_count().fetch_add(1, std::memory_order_relaxed);  // one cuBLASLt matmul, counted as one launch
-  return blas_status(cublasLtMatmul(handle_, plan->desc, &alpha, a.w.raw(), plan->a, b_ptr, plan->b, &beta, a.out.raw(),
-                                  plan->c, a.out.raw(), plan->c, &plan->algo, workspace_.raw(), kWorkspaceBytes,
-                                  ctx_->stream),
-                   "cublasLt matmul " + req);
+  if (reqs[0].m == 0) return {};
+  ProfileScope prof(ctx_->profiler.get(), [&] {
+    return "matmul cublaslt group m=" + std::to_string(reqs[0].m) + " k=" + std::to_string(reqs[0].k) +
+           " projections=" + std::to_string(count);
+  });
+  std::lock_guard<std::mutex> lock(mu_);
+  KILN_RETURN_IF_ERROR(ensure_handle());
+  KILN_ASSIGN_OR_RETURN(const GemmInput in, gemm_input(a.x, reqs[0], a.w[0].dtype(), reqs[0].describe()));
+  for (size_t i = 0; i < count; ++i)
+    KILN_RETURN_IF_ERROR(gemm({a.x, a.w[i], a.out[i], a.accumulate}, reqs[i], 1.f, in, reqs[i].describe()));
+  return {};
 }
 
 }  // namespace kiln::cuda

@@ -217,6 +217,56 @@ TEST(CudaParity, MatmulGroupMatchesCpuAndIsOneLaunch) {
   EXPECT_EQ(be->linear().matmul_group(bad).code(), ErrorCode::kInvalidArgument);  // a weight without an output
 }
 
+// A group on cuBLASLt (64 rows, 16-bit weights) rounds x once for all its projections: 1 + N
+// launches instead of 2N, and each output is bit-equal to that projection's own matmul (the same
+// rounded x and algorithm), accumulate included; an f32 weight keeps the call-by-call path.
+TEST(CudaParity, MatmulGroupOnCublasLtRoundsXOnce) {
+  KILN_CUDA_OR_SKIP(be);
+  struct Case {
+    int64_t m;
+    std::vector<int64_t> n;
+    DType w;
+    bool accumulate;
+  } cases[] = {
+      {64, {4096, 1024, 1024}, DType::kBF16, false},  // attention q, k, v at 64 decode rows
+      {64, {8192, 4096, 32, 32}, DType::kBF16, true},  // GDN in_proj, accumulate
+      {300, {9216, 9216}, DType::kF16, false},         // gate, up over a prefill chunk
+  };
+  const int64_t k = 2560;
+  uint32_t seed = 170;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "m=" << c.m << " projections=" << c.n.size());
+    const Tensor x = to_device(*be, random_tensor({c.m, k}, seed++));
+    MatmulGroupArgs g;
+    g.x = x;
+    g.accumulate = c.accumulate;
+    std::vector<Tensor> start, single;
+    for (int64_t n : c.n) {
+      g.w.push_back(to_device(*be, random_tensor({n, k}, seed++, 1.f / std::sqrt(float(k)), c.w)));
+      start.push_back(random_tensor({c.m, n}, seed++));
+      g.out.push_back(to_device(*be, start.back()));
+      single.push_back(to_device(*be, start.back()));
+    }
+    const uint64_t before = cuda_backend_stats(*be)->launches;
+    Status s = be->linear().matmul_group(g);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(cuda_backend_stats(*be)->launches - before, 1 + c.n.size());
+    for (size_t i = 0; i < c.n.size(); ++i) {
+      ASSERT_TRUE(be->linear().matmul({x, g.w[i], single[i], c.accumulate}).ok());
+      EXPECT_EQ(rel_error(to_host(*be, g.out[i]), to_host(*be, single[i])), 0.0) << "projection " << i;
+    }
+  }
+  MatmulGroupArgs f32;  // f32 weights: plain cuBLASLt calls, one each
+  f32.x = to_device(*be, random_tensor({64, 256}, 1));
+  for (int i = 0; i < 2; ++i) {
+    f32.w.push_back(to_device(*be, random_tensor({128, 256}, 2 + i, 0.1f)));
+    f32.out.push_back(to_device(*be, random_tensor({64, 128}, 4 + i)));
+  }
+  const uint64_t before = cuda_backend_stats(*be)->launches;
+  ASSERT_TRUE(be->linear().matmul_group(f32).ok());
+  EXPECT_EQ(cuda_backend_stats(*be)->launches - before, 2u);
+}
+
 // ---------------------------------------------------------------- norm
 
 TEST(CudaParity, RmsNorm) {
