@@ -21,6 +21,15 @@ namespace {
 
 bool cache_dtype_ok(DType d) { return d == DType::kF32 || d == DType::kBF16; }
 
+// The K/V cache pointers and element type of a kernel's parameters (KvWrite, PagedAttention,
+// FlashPrefill): one place that reads the cache's dtype.
+template <typename Params>
+void set_cache(Params& p, const Tensor& k_cache, const Tensor& v_cache) {
+  p.k_cache = k_cache.raw();
+  p.v_cache = v_cache.raw();
+  p.kv_bf16 = k_cache.dtype() == DType::kBF16;
+}
+
 }  // namespace
 
 Support Attention::supports(const KvWriteRequest& r) const {
@@ -75,9 +84,7 @@ Status Attention::write_kv(const KvWriteArgs& a) {
   p.v = a.v.data<float>();
   p.v_token_stride = a.v.stride(0);
   p.v_head_stride = a.v.stride(1);
-  p.k_cache = a.k_cache.raw();
-  p.v_cache = a.v_cache.raw();
-  p.kv_bf16 = a.k_cache.dtype() == DType::kBF16;
+  set_cache(p, a.k_cache, a.v_cache);
   p.slot_mapping = a.slot_mapping.data<int32_t>();
   ProfileScope prof(ctx_->profiler.get(), [&] { return "kv_write tokens=" + std::to_string(r.tokens); });
   return in_context(cuda::kv_write(p, ctx_->stream), a);
@@ -121,9 +128,7 @@ Status Attention::attend(const AttentionArgs& a) {
     f.out = a.out.data<float>();
     f.out_token_stride = a.out.stride(0);
     f.out_head_stride = a.out.stride(1);
-    f.k_cache = a.k_cache.raw();
-    f.v_cache = a.v_cache.raw();
-    f.kv_bf16 = a.k_cache.dtype() == DType::kBF16;
+    set_cache(f, a.k_cache, a.v_cache);
     f.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
     f.kv_lens = a.layout->kv_lens.data<int32_t>();
     f.block_tables = a.layout->block_tables.data<int32_t>();
@@ -151,9 +156,7 @@ Status Attention::attend(const AttentionArgs& a) {
   p.out = a.out.data<float>();
   p.out_token_stride = a.out.stride(0);
   p.out_head_stride = a.out.stride(1);
-  p.k_cache = a.k_cache.raw();
-  p.v_cache = a.v_cache.raw();
-  p.kv_bf16 = a.k_cache.dtype() == DType::kBF16;
+  set_cache(p, a.k_cache, a.v_cache);
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
   p.kv_lens = a.layout->kv_lens.data<int32_t>();
   p.block_tables = a.layout->block_tables.data<int32_t>();

@@ -235,7 +235,7 @@ template <int DPL, int G, typename KV>
 __global__ void __launch_bounds__(kThreads, 4) attention_key_groups_kernel(PagedAttentionParams p, AttentionSplit s) {
   pdl_begin();
   constexpr int D = 32 * DPL, kVec = 16 / static_cast<int>(sizeof(KV)), kChunks = D / (kLanesPerKey * kVec);
-  static_assert(kChunks >= 1, "key_groups_applies: head_dim >= 8 lanes x 16 bytes");
+  static_assert(kChunks >= 1, "launch's kKeyGroups: a key row covers 8 lanes x 16 bytes");
   // q, pre-scaled, laid out so that the 8 lanes of a key read 8 adjacent float4s (one
   // conflict-free wavefront): float4 (c, part, sub) holds dims (c * 8 + sub) * kVec + 4 * part ...
   constexpr int kParts = kVec / 4;
