@@ -373,6 +373,7 @@ Status run(const BenchOpts& o) {
   if (auto st = cuda_backend_stats(*be); st.ok())
     j["cuda"] = {{"matmul_cache_hits", st->matmul_cache_hits},
                  {"matmul_cache_misses", st->matmul_cache_misses},
+                 {"matmul_plans_timed", st->matmul_plans_timed},
                  {"device_pool_peak_in_use_bytes", std::max(run_peak, st->pool_peak_in_use_bytes)},
                  {"device_pool_reserved_bytes", st->pool_reserved_bytes},
                  {"device_used_bytes_at_end", st->device_used_bytes},

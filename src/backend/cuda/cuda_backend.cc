@@ -138,6 +138,7 @@ Result<CudaBackendStats> cuda_backend_stats(Backend& backend) {
   s.matmul_cache_hits = m.hits;
   s.matmul_cache_misses = m.misses;
   s.matmul_cache_entries = m.entries;
+  s.matmul_plans_timed = m.timed;
   s.cublaslt_matmuls = m.hits + m.misses;  // every cuBLASLt matmul looks its plan up once
   s.launches = cuda::kernel_launch_count().load();
   s.graph_recordings = be->replay_impl().recordings();

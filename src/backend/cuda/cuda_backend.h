@@ -16,6 +16,7 @@ Result<std::unique_ptr<Backend>> make_cuda_backend();
 // Counters a CUDA backend keeps, for tests and `kiln bench`.
 struct CudaBackendStats {
   uint64_t matmul_cache_hits = 0, matmul_cache_misses = 0, matmul_cache_entries = 0;
+  uint64_t matmul_plans_timed = 0;  // cuBLASLt plans whose algorithm was chosen by timing
   uint64_t pool_hits = 0, pool_misses = 0;  // device allocations served from the cache / by cudaMalloc
   uint64_t pool_reserved_bytes = 0, pool_peak_in_use_bytes = 0;
   uint64_t pool_in_use_bytes = 0;  // now; with cuda_reset_peak_memory, the baseline of the next peak

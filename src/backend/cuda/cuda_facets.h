@@ -54,12 +54,14 @@ struct GemvParams;  // kernels/gemv.h
 
 struct MatmulCacheStats {
   uint64_t hits = 0, misses = 0, entries = 0;
+  uint64_t timed = 0;  // plans whose algorithm the autotuner chose (gemm_autotune.h)
 };
 
 // GEMMs. bf16/f16 weights with m <= 8 (decode): the GEMV kernel (kernels/gemv.h), f32 x read
 // directly. Otherwise cuBLASLt: bf16/f16 weights with x rounded to the weight dtype in a scratch
 // buffer, f32 accumulation and output; f32 weights in plain f32 (no TF32). Descriptors and the
-// heuristic's algorithm are cached per request shape (dims, leading dims, dtypes, alignments).
+// heuristic's algorithm are cached per request shape (dims, leading dims, dtypes, alignments);
+// where m is decode-sized, the algorithm is the fastest of the heuristic's candidates, timed.
 // A projection group on cuBLASLt rounds its shared x once for all its GEMMs.
 class Linear final : public LinearFacet {
  public:
@@ -87,7 +89,9 @@ class Linear final : public LinearFacet {
 
  private:
   Status ensure_handle();
-  Result<const Plan*> plan_for(const Key& key, const std::string& req);
+  // The cached plan of `key`, made on a miss (`w` and `in` are the call's operands, which the
+  // autotuner times the candidates on). Called under mu_.
+  Result<const Plan*> plan_for(const Key& key, const std::string& req, const void* w, const void* in);
   Result<void*> scratch(size_t bytes);
   // The B operand of a cuBLASLt GEMM: x itself (f32 weights), or x rounded to the weight dtype
   // in a scratch buffer (`held` keeps a recording's own buffer alive). Called under mu_.
@@ -109,7 +113,9 @@ class Linear final : public LinearFacet {
   Tensor workspace_, scratch_;
   std::unordered_map<Key, Plan, KeyHash> plans_;
   LoraScalings lora_scalings_;  // lora_delta's coef * I matrices, kept across calls
-  uint64_t hits_ = 0, misses_ = 0;
+  struct TunedAlgorithms;
+  static TunedAlgorithms& tuned_algorithms();
+  uint64_t hits_ = 0, misses_ = 0, timed_ = 0;
   mutable std::mutex mu_;
 };
 

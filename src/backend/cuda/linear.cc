@@ -1,13 +1,15 @@
 // y[m, n] (+)= x[m, k] w[n, k]^T. Small m with bf16/f16 weights: the GEMV kernel. Otherwise
 // cuBLASLt; in column-major terms y^T = w^T-op * x^T: A = w (k x n, ld k, transposed), B = x
 // (k x m, ld = row stride), C = D = y (n x m, ld = row stride). The algorithm cache is keyed by
-// everything the heuristic sees.
+// everything the heuristic sees; for decode-sized m the cached algorithm is the fastest of the
+// heuristic's candidates as timed on the first call's operands (gemm_autotune.h).
 #include <algorithm>
 #include <functional>
 
 #include "backend/arg_checks.h"
 #include "backend/cuda/blas.h"
 #include "backend/cuda/cuda_facets.h"
+#include "backend/cuda/gemm_autotune.h"
 #include "backend/cuda/kernels/elementwise.h"
 #include "backend/cuda/kernels/gemv.h"
 #include "backend/cuda/kernels/launch.h"
@@ -18,6 +20,7 @@ namespace kiln::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+constexpr int kCandidates = 8;  // heuristic candidates the autotuner times
 
 // The largest power of two (up to 256) dividing the address: what cuBLASLt may assume.
 int alignment_of(const void* p) {
@@ -28,6 +31,18 @@ int alignment_of(const void* p) {
 }
 
 }  // namespace
+
+// Timed choices, shared by every Linear of the process: two backends (or one made again) run a
+// shape with the same algorithm, so their results agree bit for bit.
+struct Linear::TunedAlgorithms {
+  std::mutex mu;
+  std::unordered_map<Key, cublasLtMatmulAlgo_t, KeyHash> algos;
+};
+
+Linear::TunedAlgorithms& Linear::tuned_algorithms() {
+  static TunedAlgorithms t;
+  return t;
+}
 
 size_t Linear::KeyHash::operator()(const Key& k) const {
   size_t h = 0;
@@ -49,7 +64,7 @@ Linear::~Linear() {
 
 MatmulCacheStats Linear::cache_stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return {hits_, misses_, plans_.size()};
+  return {hits_, misses_, plans_.size(), timed_};
 }
 
 Support Linear::supports(const MatmulRequest& r) const {
@@ -82,7 +97,7 @@ Result<void*> Linear::scratch(size_t bytes) {
   return scratch_.raw();
 }
 
-Result<const Linear::Plan*> Linear::plan_for(const Key& key, const std::string& req) {
+Result<const Linear::Plan*> Linear::plan_for(const Key& key, const std::string& req, const void* w, const void* in) {
   auto it = plans_.find(key);
   if (it != plans_.end()) {
     ++hits_;
@@ -92,39 +107,65 @@ Result<const Linear::Plan*> Linear::plan_for(const Key& key, const std::string& 
   const DType wt = static_cast<DType>(key.w_dtype);
   const cudaDataType_t ab = cuda_data_type(wt);
   Plan p;
-  KILN_RETURN_IF_ERROR(blas_status(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLt desc " + req));
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  KILN_RETURN_IF_ERROR(blas_status(
-      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "cublasLt transa " + req));
-  KILN_RETURN_IF_ERROR(blas_status(
-      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "cublasLt transb " + req));
-  KILN_RETURN_IF_ERROR(blas_status(cublasLtMatrixLayoutCreate(&p.a, ab, key.k, key.n, key.k), "cublasLt layout A " + req));
-  KILN_RETURN_IF_ERROR(blas_status(cublasLtMatrixLayoutCreate(&p.b, ab, key.k, key.m, key.ldb), "cublasLt layout B " + req));
-  KILN_RETURN_IF_ERROR(blas_status(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, key.n, key.m, key.ldc), "cublasLt layout C " + req));
+  auto destroy = [&p] {
+    if (p.a != nullptr) cublasLtMatrixLayoutDestroy(p.a);
+    if (p.b != nullptr) cublasLtMatrixLayoutDestroy(p.b);
+    if (p.c != nullptr) cublasLtMatrixLayoutDestroy(p.c);
+    if (p.desc != nullptr) cublasLtMatmulDescDestroy(p.desc);
+  };
+  Status st = [&]() -> Status {
+    KILN_RETURN_IF_ERROR(blas_status(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLt desc " + req));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    KILN_RETURN_IF_ERROR(blas_status(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "cublasLt transa " + req));
+    KILN_RETURN_IF_ERROR(blas_status(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "cublasLt transb " + req));
+    KILN_RETURN_IF_ERROR(blas_status(cublasLtMatrixLayoutCreate(&p.a, ab, key.k, key.n, key.k), "cublasLt layout A " + req));
+    KILN_RETURN_IF_ERROR(blas_status(cublasLtMatrixLayoutCreate(&p.b, ab, key.k, key.m, key.ldb), "cublasLt layout B " + req));
+    KILN_RETURN_IF_ERROR(blas_status(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, key.n, key.m, key.ldc), "cublasLt layout C " + req));
 
-  cublasLtMatmulPreference_t pref = nullptr;
-  KILN_RETURN_IF_ERROR(blas_status(cublasLtMatmulPreferenceCreate(&pref), "cublasLt preference " + req));
-  const uint64_t ws = kWorkspaceBytes;
-  const uint32_t aa = key.align_a, ba = key.align_b, ca = key.align_c;
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ba, sizeof ba);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ca, sizeof ca);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ca, sizeof ca);
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  cublasStatus_t hs =
-      cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.c);
-    cublasLtMatmulDescDestroy(p.desc);
+    cublasLtMatmulPreference_t pref = nullptr;
+    KILN_RETURN_IF_ERROR(blas_status(cublasLtMatmulPreferenceCreate(&pref), "cublasLt preference " + req));
+    const uint64_t ws = kWorkspaceBytes;
+    const uint32_t aa = key.align_a, ba = key.align_b, ca = key.align_c;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ba, sizeof ba);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ca, sizeof ca);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ca, sizeof ca);
+    // Timing needs a synchronizing stream: never inside a recording (its eager first step has
+    // already made the plan), and only where m is decode-sized (few distinct shapes).
+    const bool timed = tuning().gemm_autotune && key.m <= tuning().gemm_autotune_max_m && !ctx_->recording;
+    cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+    int found = 0;
+    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref,
+                                                             timed ? kCandidates : 1, results, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
     if (hs != CUBLAS_STATUS_SUCCESS) return blas_status(hs, "cublasLt heuristic " + req);
-    return unsupported("cublasLt has no algorithm for " + req);
+    if (found == 0) return unsupported("cublasLt has no algorithm for " + req);
+    p.algo = results[0].algo;
+    if (!timed || found < 2) return {};
+    TunedAlgorithms& tuned = tuned_algorithms();
+    std::lock_guard<std::mutex> lock(tuned.mu);
+    if (auto t = tuned.algos.find(key); t != tuned.algos.end()) {
+      p.algo = t->second;
+      return {};
+    }
+    KILN_ASSIGN_OR_RETURN(Tensor d, ctx_->empty({key.m * key.ldc}, DType::kF32));
+    const int64_t flush_bytes = std::max<int64_t>(ctx_->props.l2CacheSize, 1 << 20) * 2;
+    KILN_ASSIGN_OR_RETURN(Tensor flush, ctx_->empty({flush_bytes}, DType::kU8));
+    GemmTrial t{handle_, p.desc, p.a, p.b, p.c, w, in, d.raw(), workspace_.raw(), kWorkspaceBytes,
+                flush.raw(), static_cast<size_t>(flush_bytes), ctx_->stream};
+    KILN_ASSIGN_OR_RETURN(const size_t pick, fastest_algorithm(t, std::span(results, static_cast<size_t>(found))));
+    p.algo = results[pick].algo;
+    tuned.algos.emplace(key, p.algo);
+    ++timed_;
+    return {};
+  }();
+  if (!st.ok()) {
+    destroy();
+    return st.with_context("cublasLt plan");
   }
-  p.algo = result.algo;
   return &plans_.emplace(key, p).first->second;
 }
 
@@ -222,7 +263,7 @@ Status Linear::gemm(const MatmulArgs& a, const MatmulRequest& r, float alpha, co
   const int64_t ldc = r.m == 1 ? r.n : std::max<int64_t>(a.out.stride(0), r.n);
   Key key{r.m, r.n, r.k, in.ld, ldc, static_cast<int>(a.w.dtype()), alignment_of(a.w.raw()), alignment_of(in.ptr),
           alignment_of(a.out.raw())};
-  KILN_ASSIGN_OR_RETURN(const Plan* plan, plan_for(key, req));
+  KILN_ASSIGN_OR_RETURN(const Plan* plan, plan_for(key, req, a.w.raw(), in.ptr));
   const float beta = a.accumulate ? 1.f : 0.f;
   kernel_launch_count().fetch_add(1, std::memory_order_relaxed);  // one cuBLASLt matmul, counted as one launch
   return blas_status(cublasLtMatmul(handle_, plan->desc, &alpha, a.w.raw(), plan->a, in.ptr, plan->b, &beta,

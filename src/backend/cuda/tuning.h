@@ -7,6 +7,9 @@
 //   KILN_CUDA_GEMV_MAX_N=<n>    largest n (weight rows) the GEMV kernel takes
 //   KILN_CUDA_GEMV_ROWS=<r>     weight rows a warp of the GEMV takes (1, 2, 4; -1: the block-split
 //                               form for every n); unset: chosen by shape
+//   KILN_CUDA_GEMM_AUTOTUNE=0   cuBLASLt GEMMs take the heuristic's first algorithm instead of the
+//                               fastest of its candidates timed on first use (gemm_autotune.h)
+//   KILN_CUDA_GEMM_AUTOTUNE_MAX_M=<m> largest m whose GEMMs are timed (default 256)
 //   KILN_CUDA_GDN_CHUNKED=0     chunked GDN requests run the recurrent kernel
 //   KILN_CUDA_GDN_TWO_PASS=0    the chunked form runs as one kernel (substitution inside the scan)
 //   KILN_CUDA_GDN_FUSED=0       the fused GDN decode step is declined (the model runs conv, delta
@@ -44,6 +47,8 @@ struct Tuning {
   int gemv_max_m = 8;
   long long gemv_max_n = 1LL << 62;
   int gemv_rows = 0;  // rows a warp takes: 0 by shape, 1/2/4 forced, -1 the block-split form (GemvParams)
+  bool gemm_autotune = true;  // cuBLASLt candidates timed for decode-sized m (gemm_autotune.h)
+  long long gemm_autotune_max_m = 256;
   bool gdn_chunked = true;
   bool gdn_two_pass = true;
   bool gdn_fused_decode = true;
@@ -77,6 +82,9 @@ inline Tuning tuning_from_env() {
     const int v = std::atoi(r);
     t.gemv_rows = v < 0 ? -1 : (v == 1 || v == 2 || v == 4 ? v : 0);
   }
+  t.gemm_autotune = flag("KILN_CUDA_GEMM_AUTOTUNE", true);
+  if (const char* m = std::getenv("KILN_CUDA_GEMM_AUTOTUNE_MAX_M"); m != nullptr && m[0] != '\0')
+    t.gemm_autotune_max_m = std::atoll(m);
   t.gdn_chunked = flag("KILN_CUDA_GDN_CHUNKED", true);
   t.gdn_two_pass = flag("KILN_CUDA_GDN_TWO_PASS", true);
   t.gdn_fused_decode = flag("KILN_CUDA_GDN_FUSED", true);

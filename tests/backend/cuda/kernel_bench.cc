@@ -4,7 +4,7 @@
 // effective bandwidth where the kernel is memory-bound. Weights rotate over enough copies to
 // exceed the L2 cache, as in a decode step. "default" is what the facet runs with every switch
 // on (the GEMV kernel where gemv_beats_cublaslt says so). Usage:
-// cuda_kernel_bench [gemv|gdn|gdn_backward|conv|attention]...
+// cuda_kernel_bench [gemv|gemm|gdn|gdn_backward|conv|attention]...
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -116,6 +116,32 @@ void bench_gemv(Backend& be) {
   }
 }
 
+// Decode-sized GEMMs (m = 16..128) on cuBLASLt (x rounded, algorithm timed on first use unless
+// KILN_CUDA_GEMM_AUTOTUNE=0), each projection of the 4B shape alone. Bandwidth counts the weight
+// bytes. Back-to-back calls without a graph: the small shapes include host time.
+void bench_gemm(Backend& be) {
+  struct Shape2 {
+    const char* what;
+    int64_t n, k;
+  } shapes[] = {{"in_proj_qkv, q_proj", 8192, 2560}, {"in_proj_z", 4096, 2560}, {"in_proj_a/b", 32, 2560},
+                {"k_proj/v_proj", 1024, 2560},       {"out_proj/o_proj", 2560, 4096}, {"gate/up", 9216, 2560},
+                {"down", 2560, 9216},                {"lm_head", 248320, 2560}};
+  auto copies_for = [](double bytes) { return static_cast<int>(std::clamp(std::ceil(256e6 / bytes), 1.0, 64.0)); };
+  for (const auto& sh : shapes) {
+    const double bytes = 2.0 * sh.n * sh.k;
+    std::vector<Tensor> ws;
+    for (int c = 0; c < copies_for(bytes); ++c) ws.push_back(filled(be, {sh.n, sh.k}, DType::kBF16, 0.05f, 10 + c));
+    for (int64_t m : {16, 32, 64, 128}) {
+      Tensor x = filled(be, {m, sh.k}, DType::kF32, 1.f, 3);
+      Tensor y = be.storage().allocate({m, sh.n}, DType::kF32).value();
+      size_t i = 0;
+      const double us = time_us(be, [&] { return be.linear().matmul({x, ws[i++ % ws.size()], y}); });
+      std::printf("gemm  %-20s m=%4lld n=%6lld k=%5lld  %8.2f us (%6.0f GB/s)\n", sh.what, (long long)m,
+                  (long long)sh.n, (long long)sh.k, us, bytes / us * 1e-3);
+    }
+  }
+}
+
 void bench_gdn(Backend& be) {
   const int64_t hk = 16, hv = 32, dk = 128, dv = 128, C = 2 * hk * dk + hv * dv, K = 4;
   // Prefill: one sequence of T tokens, chunked vs recurrent.
@@ -151,7 +177,7 @@ void bench_gdn(Backend& be) {
                 (long long)T, us[2], us[1], us[0], us[0] / us[2]);
   }
   // Decode: fused step vs conv + recurrent rule + gated norm, rows of one token.
-  for (int64_t R : {1, 8, 32}) {
+  for (int64_t R : {1, 8, 32, 64}) {
     std::vector<int64_t> past(R, 600), n(R, 1);
     HostBatchLayout h = one_row_per_sequence(past, n);
     BatchLayout l = make_batch_layout(h, be.storage()).value();
@@ -301,6 +327,7 @@ int main(int argc, char** argv) {
   std::printf("device: %s\n", be.value()->identity().device_name.c_str());
   for (const auto& w : what) {
     if (w == "gemv") kiln::bench_gemv(*be.value());
+    else if (w == "gemm") kiln::bench_gemm(*be.value());
     else if (w == "gdn") kiln::bench_gdn(*be.value());
     else if (w == "gdn_backward") kiln::bench_gdn_backward(*be.value());
     else if (w == "conv") kiln::bench_conv(*be.value());

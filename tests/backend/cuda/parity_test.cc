@@ -116,6 +116,34 @@ TEST(CudaParity, MatmulAlgorithmCacheHitsOnRepeat) {
   EXPECT_GE(s1.matmul_cache_entries, 1u);
 }
 
+// A decode-sized cuBLASLt GEMM (m = 48) has its algorithm timed on first use: the timing writes
+// a scratch output, so an accumulating call still adds exactly once; a second backend of the
+// process reuses the choice (no new timing) and so computes the same bits.
+TEST(CudaParity, TimedGemmAlgorithmLeavesOutputToTheCallAndIsSharedByTheProcess) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = cpu();
+  TuningScope tune;
+  tune->gemm_autotune = true;
+  tune->gemm_autotune_max_m = 256;
+  const int64_t m = 48, n = 3000, k = 2560;  // a shape no other test uses
+  Pair x(*be, random_tensor({m, k}, 91));
+  Pair w(*be, random_tensor({n, k}, 92, 1.f / std::sqrt(float(k)), DType::kBF16));
+  Pair o(*be, random_tensor({m, n}, 93));
+  const uint64_t timed0 = cuda_backend_stats(*be)->matmul_plans_timed;
+  ASSERT_TRUE(ref->linear().matmul({x.host, w.host, o.host, true}).ok());
+  Status s = be->linear().matmul({x.dev, w.dev, o.dev, true});
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(cuda_backend_stats(*be)->matmul_plans_timed, timed0 + 1);
+  EXPECT_LE(rel_error(o.dev_result(*be), o.host), kHalfTol);
+
+  auto other = make_cuda_backend().value();
+  const Tensor x2 = to_device(*other, x.host), w2 = to_device(*other, w.host);
+  Tensor o2 = to_device(*other, random_tensor({m, n}, 93));
+  ASSERT_TRUE(other->linear().matmul({x2, w2, o2, true}).ok());
+  EXPECT_EQ(cuda_backend_stats(*other)->matmul_plans_timed, 0u);
+  EXPECT_EQ(rel_error(to_host(*other, o2), o.dev_result(*be)), 0.0);
+}
+
 // The GEMV kernel (m <= 8, 16-bit weights) reads f32 x: it matches the CPU (which does not round
 // x either) to f32 rounding, where cuBLASLt on the same call is off by the bf16 rounding of x.
 TEST(CudaParity, GemvMatchesCpuToF32Rounding) {
@@ -343,15 +371,15 @@ struct Rows {
   std::vector<int64_t> past, n;
 };
 
-HostBatchLayout make_layout(const Rows& r, int64_t total_blocks, uint32_t seed) {
+HostBatchLayout make_layout(const Rows& r, int64_t total_blocks, uint32_t seed, int64_t block_size = 64) {
   std::vector<int32_t> pool(total_blocks);
   std::iota(pool.begin(), pool.end(), 0);
   std::shuffle(pool.begin(), pool.end(), std::mt19937(seed));
   HostBatchLayout h;
-  h.block_size = 64;
+  h.block_size = block_size;
   size_t next = 0;
   for (size_t i = 0; i < r.past.size(); ++i) {
-    const int64_t need = (r.past[i] + r.n[i] + 63) / 64;
+    const int64_t need = (r.past[i] + r.n[i] + block_size - 1) / block_size;
     std::vector<int32_t> blocks(pool.begin() + next, pool.begin() + next + need);
     next += need;
     h.add_row(r.past[i], r.n[i], blocks, static_cast<int32_t>(r.past.size() - 1 - i));  // slots reversed
@@ -363,9 +391,9 @@ int64_t total_tokens(const Rows& r) { return std::accumulate(r.n.begin(), r.n.en
 
 // ---------------------------------------------------------------- attention
 
-int64_t blocks_needed(const Rows& r) {
+int64_t blocks_needed(const Rows& r, int64_t block_size = 64) {
   int64_t b = 0;
-  for (size_t i = 0; i < r.past.size(); ++i) b += (r.past[i] + r.n[i] + 63) / 64;
+  for (size_t i = 0; i < r.past.size(); ++i) b += (r.past[i] + r.n[i] + block_size - 1) / block_size;
   return b;
 }
 
@@ -373,7 +401,8 @@ int64_t blocks_needed(const Rows& r) {
 // query-per-warp for prefill; the simple kernel) against the CPU, including decodes long enough
 // to be split over many blocks and rows whose histories differ so that some splits of a row are
 // empty; over an f32 cache and a bf16 one (the CPU then attends over the same values in f32: the
-// host cache rounded to bf16).
+// host cache rounded to bf16); blocks of 64 tokens (the engine's), and of 48 (a block size that
+// is not a power of two takes the division in PagedKeys::slot instead of the shift).
 TEST(CudaParity, KvWriteAndPagedAttention) {
   KILN_CUDA_OR_SKIP(be);
   auto ref = cpu();
@@ -383,6 +412,7 @@ TEST(CudaParity, KvWriteAndPagedAttention) {
     Rows rows;
     int64_t hq, hkv, d;
     bool gate;
+    int64_t block = 64;
   } cases[] = {
       {"decode 4B", {{0, 70, 130}, {1, 1, 1}}, 16, 4, 256, true},
       {"decode 4B long", {{3000, 9, 700}, {1, 1, 1}}, 16, 4, 256, true},
@@ -393,6 +423,8 @@ TEST(CudaParity, KvWriteAndPagedAttention) {
       {"prefill tiny", {{0}, {200}}, 2, 1, 32, true},
       {"mixed mha", {{5, 0, 64}, {1, 64, 3}}, 4, 4, 64, false},
       {"head_dim 96 (simple kernel only)", {{10, 0}, {1, 5}}, 4, 2, 96, true},
+      {"decode 4B, blocks of 48", {{0, 70, 1300}, {1, 1, 1}}, 16, 4, 256, true, 48},
+      {"prefill 4B, blocks of 48", {{0, 50}, {100, 30}}, 16, 4, 256, true, 48},
   };
   uint32_t seed = 300;
   for (const auto& c : cases)
@@ -402,14 +434,14 @@ TEST(CudaParity, KvWriteAndPagedAttention) {
         tune->attention_split = form != "simple";
         tune->attention_key_groups = form == "split, lanes over keys";
         const bool bf16 = kv == DType::kBF16;
-        const int64_t T = total_tokens(c.rows), blocks = blocks_needed(c.rows) + 3;
-        HostBatchLayout hl = make_layout(c.rows, blocks, seed++);
+        const int64_t T = total_tokens(c.rows), blocks = blocks_needed(c.rows, c.block) + 3;
+        HostBatchLayout hl = make_layout(c.rows, blocks, seed++, c.block);
         BatchLayout cl = make_batch_layout(hl, ref->storage()).value();
         BatchLayout dl = make_batch_layout(hl, be->storage()).value();
         // Random history everywhere (bf16 values for a bf16 cache); the new tokens are then
         // written over their slots.
         auto cache = [&] {
-          Tensor h = random_tensor({blocks, 64, c.hkv, c.d}, seed++);
+          Tensor h = random_tensor({blocks, c.block, c.hkv, c.d}, seed++);
           if (!bf16) return Pair(*be, h);
           Pair p(*be, rounded_to_bf16(h));
           p.dev_base = p.dev = to_device(*be, to_bf16(h));

@@ -9,6 +9,7 @@
 #include "backend/cuda/kernels/flash_prefill.h"
 #include "backend/cuda/kernels/kv_elem.cuh"
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/paged_keys.cuh"
 
 namespace kiln::cuda {
 
@@ -70,7 +71,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_prefill_kernel(FlashPrefill
   const int64_t past = p.kv_lens[row] - row_len;
   const int64_t rows_here = row_len - first < kQueryRows ? row_len - first : kQueryRows;
   const int64_t block_last = past + first + rows_here - 1;  // the last key any query of the block sees
-  const int32_t* table = p.block_tables + row * p.max_blocks;
+  const PagedKeys keys(p, row);
 
   // Q as bf16 (rows past the row's end: zeros; q may be strided, so element pairs).
   for (int e = tid; e < kQueryRows * (D / 2); e += kThreads) {
@@ -98,12 +99,10 @@ __global__ void __launch_bounds__(kThreads, 2) flash_prefill_kernel(FlashPrefill
 
   for (int64_t k0 = 0; k0 <= block_last; k0 += kTileKeys) {
     __syncthreads();  // every warp is done with the previous tile (the first time: Q is staged)
-    if (tid < kTileKeys) {  // the block-table lookup (64-bit divisions) once a key
+    if (tid < kTileKeys) {  // the block-table lookup once a key
       const int64_t j = k0 + tid;
-      const int64_t blk = j <= block_last ? table[j / p.block_size] : -1;
-      key_off_s[tid] = blk >= 0 && blk < p.cache_blocks
-                           ? ((blk * p.block_size + j % p.block_size) * p.kv_heads + kvh) * D
-                           : -1;
+      const int64_t slot = j <= block_last ? keys.slot(j) : -1;
+      key_off_s[tid] = slot >= 0 ? (slot * p.kv_heads + kvh) * D : -1;
     }
     __syncthreads();
 #pragma unroll 4

@@ -2,6 +2,7 @@
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/paged_attention.h"
+#include "backend/cuda/kernels/paged_keys.cuh"
 
 namespace kiln::cuda {
 
@@ -29,7 +30,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
   const int64_t row_begin = p.cu_seqlens[row], row_len = p.cu_seqlens[row + 1] - row_begin;
   const int64_t kv_len = p.kv_lens[row];
   const int64_t last = kv_len - row_len + (t - row_begin);  // keys 0..last
-  const int32_t* table = p.block_tables + row * p.max_blocks;
+  const PagedKeys keys(p, row);
   const int64_t kv_row = p.kv_heads * D;
 
   const float* q = p.q + t * p.q_token_stride + h * p.q_head_stride;
@@ -45,12 +46,12 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
     const int64_t n = last + 1 - j0 < kKeyTile ? last + 1 - j0 : int64_t{kKeyTile};
     for (int64_t jj = warp; jj < n; jj += kWarps) {
       const int64_t j = j0 + jj;
-      const int64_t block = table[j / p.block_size];
-      if (block < 0 || block >= p.cache_blocks) {
+      const int64_t slot = keys.slot(j);
+      if (slot < 0) {
         if (lane == 0) score_s[jj] = -INFINITY;
         continue;
       }
-      const KV* k = static_cast<const KV*>(p.k_cache) + (block * p.block_size + j % p.block_size) * kv_row + kvh * D;
+      const KV* k = static_cast<const KV*>(p.k_cache) + slot * kv_row + kvh * D;
       float d = 0.f;
       for (int64_t e = lane; e < D; e += 32) d += q_s[e] * kv_float(k[e]);
       for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
@@ -66,11 +67,11 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
     for (int i = 0; i < kPerThread; ++i) acc[i] *= correction;
     for (int64_t jj = 0; jj < n; ++jj) {
       const int64_t j = j0 + jj;
-      const int64_t block = table[j / p.block_size];
-      if (block < 0 || block >= p.cache_blocks) continue;
+      const int64_t slot = keys.slot(j);
+      if (slot < 0) continue;
       const float pj = expf(score_s[jj] - m_new);
       l += pj;
-      const KV* v = static_cast<const KV*>(p.v_cache) + (block * p.block_size + j % p.block_size) * kv_row + kvh * D;
+      const KV* v = static_cast<const KV*>(p.v_cache) + slot * kv_row + kvh * D;
 #pragma unroll
       for (int i = 0; i < kPerThread; ++i) {
         const int64_t e = threadIdx.x + i * kThreads;

@@ -14,6 +14,7 @@
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/paged_attention.h"
+#include "backend/cuda/kernels/paged_keys.cuh"
 #include "backend/cuda/kernels/reduce.cuh"
 #include "backend/cuda/tuning.h"
 
@@ -56,15 +57,15 @@ struct WarpAttention {
   }
 
   // Fetches key j's K and V dims of this lane; false (zeros) for a block outside the cache.
-  __device__ bool fetch(const PagedAttentionParams& p, const int32_t* table, int64_t kvh, int64_t j, int lane,
+  __device__ bool fetch(const PagedAttentionParams& p, const PagedKeys& keys, int64_t kvh, int64_t j, int lane,
                         float (&k)[DPL], float (&v)[DPL]) {
-    const int64_t block = table[j / p.block_size];
-    if (block < 0 || block >= p.cache_blocks) {
+    const int64_t slot = keys.slot(j);
+    if (slot < 0) {
 #pragma unroll
       for (int i = 0; i < DPL; ++i) k[i] = v[i] = 0.f;
       return false;
     }
-    const int64_t off = ((block * p.block_size + j % p.block_size) * p.kv_heads + kvh) * p.head_dim + lane * DPL;
+    const int64_t off = (slot * p.kv_heads + kvh) * p.head_dim + lane * DPL;
     load_kv<DPL>(static_cast<const KV*>(p.k_cache) + off, k);
     load_kv<DPL>(static_cast<const KV*>(p.v_cache) + off, v);
     return true;
@@ -114,7 +115,7 @@ struct WarpAttention {
   }
 
   // Keys first, first + stride, ... below end, kKeys of them at a time.
-  __device__ void run(const PagedAttentionParams& p, const int32_t* table, int64_t kvh, int64_t first, int64_t end,
+  __device__ void run(const PagedAttentionParams& p, const PagedKeys& keys, int64_t kvh, int64_t first, int64_t end,
                       int64_t stride, int lane) {
     for (int64_t j = first; j < end; j += kKeys * stride) {
       float k[kKeys][DPL], v[kKeys][DPL];
@@ -123,7 +124,7 @@ struct WarpAttention {
       for (int u = 0; u < kKeys; ++u) {
         const int64_t jj = j + u * stride;
         if (jj < end) {
-          ok[u] = fetch(p, table, kvh, jj, lane, k[u], v[u]);
+          ok[u] = fetch(p, keys, kvh, jj, lane, k[u], v[u]);
         } else {
           ok[u] = false;
 #pragma unroll
@@ -215,7 +216,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_keys_kernel(PagedAtt
   split_keys(p, s, t, split, row, k0, k1);
   WarpAttention<DPL, G, KV> w;
   w.init(p, t, kvh, lane);
-  w.run(p, p.block_tables + row * p.max_blocks, kvh, k0 + warp, k1, kWarps, lane);
+  w.run(p, PagedKeys(p, row), kvh, k0 + warp, k1, kWarps, lane);
   merge.store(p, s, t, kvh, split, w.m, w.l, w.acc);
 }
 
@@ -255,10 +256,7 @@ __global__ void __launch_bounds__(kThreads, 4) attention_key_groups_kernel(Paged
   __syncthreads();
   const KV* kc = static_cast<const KV*>(p.k_cache);
   const KV* vc = static_cast<const KV*>(p.v_cache);
-  const int32_t* table = p.block_tables + row * p.max_blocks;
-  const uint32_t bs = static_cast<uint32_t>(p.block_size);  // the keys of a row are far below 2^32
-  const bool pow2 = (bs & (bs - 1)) == 0;
-  const int shift = __ffs(static_cast<int>(bs)) - 1;
+  const PagedKeys keys(p, row);
 
   float acc[G][DPL], m[G], l[G];  // l: this lane's share (lanes with sub == 0 count each key once)
 #pragma unroll
@@ -275,12 +273,8 @@ __global__ void __launch_bounds__(kThreads, 4) attention_key_groups_kernel(Paged
       const int64_t j = base + st * kKeysPerStep + grp;
       int64_t off = -1;
       if (j < k1) {
-        // 32-bit block arithmetic (a shift for the power-of-two block sizes the engine uses):
-        // 64-bit divisions were a third of this kernel's non-FMA instructions.
-        const uint32_t jj = static_cast<uint32_t>(j);
-        const uint32_t b = pow2 ? jj >> shift : jj / bs, within = jj - b * bs;
-        const int64_t block = table[b];
-        if (block >= 0 && block < p.cache_blocks) off = ((block * bs + within) * p.kv_heads + kvh) * D;
+        const int64_t slot = keys.slot(j);
+        if (slot >= 0) off = (slot * p.kv_heads + kvh) * D;
       }
       if (sub == 0) off_s[warp][st * kKeysPerStep + grp] = off;
       const KV* kr = kc + (off < 0 ? 0 : off) + sub * kVec;
@@ -411,7 +405,7 @@ __global__ void __launch_bounds__(kTileTokens * 32) attention_prefill_tiled_kern
   const int64_t k_lo = split * s.keys_per_split;
   int64_t block_last = past + (first + kTileTokens < row_len ? first + kTileTokens : row_len) - 1;
   if (block_last > k_lo + s.keys_per_split - 1) block_last = k_lo + s.keys_per_split - 1;
-  const int32_t* table = p.block_tables + row * p.max_blocks;
+  const PagedKeys keys(p, row);
 
   WarpAttention<DPL, G, KV, 2> w;
   if (active) w.init(p, t, kvh, lane);
@@ -420,10 +414,10 @@ __global__ void __launch_bounds__(kTileTokens * 32) attention_prefill_tiled_kern
     for (int e = threadIdx.x; e < kTileKeys * kChunks; e += blockDim.x) {
       const int jj = e / kChunks, d = kVec * (e % kChunks);
       const int64_t j = k0 + jj;
-      const int64_t block = j <= block_last ? table[j / p.block_size] : -1;
-      const bool ok = block >= 0 && block < p.cache_blocks;
+      const int64_t slot = j <= block_last ? keys.slot(j) : -1;
+      const bool ok = slot >= 0;
       if (ok) {
-        const int64_t off = ((block * p.block_size + j % p.block_size) * p.kv_heads + kvh) * D + d;
+        const int64_t off = (slot * p.kv_heads + kvh) * D + d;
         __pipeline_memcpy_async(Kt + jj * D + d, static_cast<const KV*>(p.k_cache) + off, 16);
         __pipeline_memcpy_async(Vt + jj * D + d, static_cast<const KV*>(p.v_cache) + off, 16);
       } else {
