@@ -14,6 +14,7 @@
 
 #include "backend/registry.h"
 #include "cli/bench_engine.h"
+#include "cli/bench_kv_effect.h"
 #include "cli/bench_peer.h"
 #include "cli/bench_roofline.h"
 #include "cli/commands.h"
@@ -88,6 +89,7 @@ struct BenchOpts {
   bool eager = false;
   float temperature = 0.f, top_p = 1.f;
   int64_t adapters = 0, adapter_rank = 16;
+  bool kv_fp8 = false;  // memory.kv_cache_fp8: K/V in e4m3, and its effect on the logits measured
   std::string peer_json;
 };
 
@@ -174,6 +176,8 @@ Status run(const BenchOpts& o) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Qwen35Model> model, Qwen35Model::load(dir, *be));
   const ModelConfig& c = model->config();
   model->options().prefill_tile = o.prefill_tile;
+  const DType default_kv = model->kv_dtype();
+  if (o.kv_fp8) KILN_RETURN_IF_ERROR(model->set_kv_dtype(DType::kF8E4M3).with_context("--kv-fp8"));
   KILN_RETURN_IF_ERROR(model->prefill_tile({}).status().with_context("--prefill-tile"));
 
   std::fprintf(stderr, "bench: measuring copy bandwidth and matmul rate...\n");
@@ -273,6 +277,7 @@ Status run(const BenchOpts& o) {
                  {"num_layers", c.num_layers},
                  {"vocab_size", c.vocab_size},
                  {"weight_dtype", std::string(dtype_name(model->weights().embed.dtype()))},
+                 {"kv_dtype", std::string(dtype_name(model->kv_dtype()))},
                  {"matmul_params", matmul_params},
                  {"matmul_bytes_per_token", bytes_per_token}}},
       {"roofline", {{"copy_bandwidth_gb_s", bandwidth / 1e9},
@@ -366,6 +371,10 @@ Status run(const BenchOpts& o) {
     std::fprintf(stderr, "bench: TTFT of a %lld-token prompt\n", static_cast<long long>(o.ttft_tokens));
     KILN_ASSIGN_OR_RETURN(j["ttft"], bench_engine_ttft(*model, o.ttft_tokens, o.repeats, eo));
   }
+  if (o.kv_fp8) {
+    std::fprintf(stderr, "bench: logits with e4m3 K/V against %s K/V\n", std::string(dtype_name(default_kv)).c_str());
+    KILN_ASSIGN_OR_RETURN(j["kv_effect"], bench_kv_effect(*model, default_kv, o.prompt_tokens, o.decode_tokens));
+  }
   if (device) j["spec_peaks"] = {{"bandwidth_tb_s", kH200PeakBytesPerS / 1e12}, {"bf16_tflop_s", kH200PeakBf16FlopPerS / 1e12},
                                  {"note", "H200 SXM spec sheet, the rooflines of issue 5"}};
   if (!peer.is_null()) j["peer"] = std::move(peer);
@@ -420,6 +429,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--adapter-rank", o->adapter_rank, "Rank of the --adapters")
       ->check(CLI::Range(int64_t{1}, int64_t{256}))
       ->capture_default_str();
+  cmd->add_flag("--kv-fp8", o->kv_fp8,
+                "Keep K/V in fp8 e4m3 (memory.kv_cache_fp8; CUDA only) and report its effect on the logits against "
+                "the default K/V dtype (kv_effect)");
   cmd->add_option("--peer-json", o->peer_json, "JSON of a peer run (tools/bench_hf_peer.py), included as `peer`");
   add_bench_serve_command(*cmd);
   add_bench_train_command(*cmd);

@@ -1,6 +1,9 @@
 #include "core/dtype.h"
 
+#include <algorithm>
 #include <cassert>
+#include <cmath>
+#include <limits>
 #include <immintrin.h>
 
 namespace kiln {
@@ -10,7 +13,7 @@ size_t dtype_size(DType t) {
     case DType::kF32: case DType::kI32: return 4;
     case DType::kBF16: case DType::kF16: return 2;
     case DType::kI64: return 8;
-    case DType::kU8: return 1;
+    case DType::kU8: case DType::kF8E4M3: return 1;
   }
   return 0;
 }
@@ -23,6 +26,7 @@ std::string_view dtype_name(DType t) {
     case DType::kI32: return "i32";
     case DType::kI64: return "i64";
     case DType::kU8: return "u8";
+    case DType::kF8E4M3: return "f8e4m3";
   }
   return "?";
 }
@@ -34,6 +38,7 @@ std::optional<DType> parse_dtype(std::string_view s) {
   if (s == "i32" || s == "int32" || s == "I32") return DType::kI32;
   if (s == "i64" || s == "int64" || s == "I64") return DType::kI64;
   if (s == "u8" || s == "uint8" || s == "U8") return DType::kU8;
+  if (s == "f8e4m3" || s == "float8_e4m3fn") return DType::kF8E4M3;
   return std::nullopt;
 }
 
@@ -76,6 +81,41 @@ float f16_to_f32(uint16_t h) {
   return f32_from_bits(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
+// e4m3 keeps 3 mantissa bits and exponents -6..8 (bias 7); below 2^-6 the step is 2^-9.
+uint8_t f32_to_e4m3(float f) {
+  const uint32_t u = f32_bits(f);
+  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+  const float a = std::fabs(f);
+  if (std::isnan(f)) return sign | 0x7fu;
+  if (a >= 448.f) return sign | 0x7eu;  // saturate (448 = 1.75 * 2^8 is the largest finite)
+  const int e = std::max(std::ilogb(a), -6);  // a == 0 gives a huge negative ilogb: clamped
+  const float step = std::ldexp(1.f, e - 3);
+  const float r = std::nearbyint(a / step) * step;  // exact: a / step < 16 fits in f32; ties to even
+  if (r == 0.f) return sign;
+  const int er = std::ilogb(r);  // rounding may have carried into the next binade
+  if (er < -6) return sign | static_cast<uint8_t>(r / std::ldexp(1.f, -9));  // subnormal
+  if (r >= 448.f) return sign | 0x7eu;
+  const int mant = static_cast<int>(r / std::ldexp(1.f, er - 3)) - 8;
+  return sign | static_cast<uint8_t>(((er + 7) << 3) | mant);
+}
+
+float e4m3_to_f32(uint8_t b) {
+  const float s = (b & 0x80u) ? -1.f : 1.f;
+  const int exp = (b >> 3) & 0xf, mant = b & 0x7;
+  if (exp == 0xf && mant == 0x7) return std::numeric_limits<float>::quiet_NaN() * s;
+  if (exp == 0) return s * std::ldexp(static_cast<float>(mant), -9);
+  return s * std::ldexp(static_cast<float>(8 + mant), exp - 10);
+}
+
+float rounded_to(DType t, float f) {
+  switch (t) {
+    case DType::kBF16: return bf16_to_f32(f32_to_bf16(f));
+    case DType::kF16: return f16_to_f32(f32_to_f16(f));
+    case DType::kF8E4M3: return e4m3_to_f32(f32_to_e4m3(f));
+    default: return f;
+  }
+}
+
 void bf16_to_f32(const uint16_t* src, float* dst, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -108,6 +148,9 @@ void to_f32(DType t, const void* src, float* dst, size_t n) {
     case DType::kF32: std::memcpy(dst, src, n * 4); return;
     case DType::kBF16: bf16_to_f32(static_cast<const uint16_t*>(src), dst, n); return;
     case DType::kF16: f16_to_f32(static_cast<const uint16_t*>(src), dst, n); return;
+    case DType::kF8E4M3:
+      for (size_t i = 0; i < n; ++i) dst[i] = e4m3_to_f32(static_cast<const uint8_t*>(src)[i]);
+      return;
     default: assert(false && "to_f32 on a non-float dtype");
   }
 }

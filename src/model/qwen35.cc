@@ -19,10 +19,23 @@ Qwen35Model::Qwen35Model(ModelConfig config, ModelWeights weights, Backend& back
     : config_(std::move(config)), weights_(std::move(weights)), backend_(backend) {}
 
 DType Qwen35Model::kv_dtype() const {
+  if (kv_dtype_) return *kv_dtype_;
   const std::vector<DType>& offered = backend_.capabilities().attention.kv_dtypes;
   const bool bf16 = weights_.embed.dtype() == DType::kBF16 &&
                     std::find(offered.begin(), offered.end(), DType::kBF16) != offered.end();
   return bf16 ? DType::kBF16 : DType::kF32;
+}
+
+Status Qwen35Model::set_kv_dtype(DType t) {
+  const std::vector<DType>& offered = backend_.capabilities().attention.kv_dtypes;
+  if (std::find(offered.begin(), offered.end(), t) == offered.end()) {
+    std::string names;
+    for (DType d : offered) names += (names.empty() ? "" : ", ") + std::string(dtype_name(d));
+    return invalid_argument("K/V cache dtype " + std::string(dtype_name(t)) + ": the " + backend_.identity().name +
+                            " backend keeps K/V in " + names + " only");
+  }
+  kv_dtype_ = t;
+  return {};
 }
 
 Result<ModelState> Qwen35Model::create_state(StateCapacity cap) {

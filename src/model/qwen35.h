@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -54,9 +55,14 @@ class Qwen35Model {
   Backend& backend() { return backend_; }
   ForwardOptions& options() { return options_; }
 
-  // The K/V cache's element type: bf16 for a bf16 checkpoint whose backend's attention takes a
-  // bf16 cache (what the checkpoint's own framework keeps, half the bytes of f32), else f32.
+  // The K/V cache's element type: the one set_kv_dtype chose; else bf16 for a bf16 checkpoint
+  // whose backend's attention takes a bf16 cache (what the checkpoint's own framework keeps, half
+  // the bytes of f32), else f32.
   DType kv_dtype() const;
+  // Asks for K/V elements of dtype t in states created from now on (f8e4m3: the
+  // `memory.kv_cache_fp8` setting); an error naming the dtypes on offer when the backend's
+  // attention does not take t.
+  Status set_kv_dtype(DType t);
   // State for `cap` (its kv_dtype replaced by kv_dtype()).
   Result<ModelState> create_state(StateCapacity cap);
 
@@ -109,6 +115,7 @@ class Qwen35Model {
   ModelWeights weights_;
   Backend& backend_;
   ForwardOptions options_;
+  std::optional<DType> kv_dtype_;  // set_kv_dtype's choice
 };
 
 }  // namespace kiln

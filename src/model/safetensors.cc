@@ -22,6 +22,7 @@ std::optional<DType> safetensors_dtype(const std::string& s) {
   if (s == "I32") return DType::kI32;
   if (s == "I64") return DType::kI64;
   if (s == "U8") return DType::kU8;
+  if (s == "F8_E4M3") return DType::kF8E4M3;
   return std::nullopt;
 }
 
@@ -33,6 +34,7 @@ const char* safetensors_name(DType t) {
     case DType::kI32: return "I32";
     case DType::kI64: return "I64";
     case DType::kU8: return "U8";
+    case DType::kF8E4M3: return "F8_E4M3";
   }
   return "?";
 }

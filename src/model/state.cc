@@ -2,7 +2,7 @@
 
 namespace kiln {
 
-// GDN state is f32; K/V is f32 or bf16 (StateCapacity::kv_dtype).
+// GDN state is f32; K/V is f32, bf16 or f8e4m3 (StateCapacity::kv_dtype).
 int64_t ModelState::block_bytes_for(const ModelConfig& c, DType kv_dtype) {
   return c.count(LayerKind::kFullAttention) * 2 * kBlockSize * c.num_kv_heads * c.head_dim *
          static_cast<int64_t>(dtype_size(kv_dtype));
@@ -16,8 +16,8 @@ int64_t ModelState::slot_bytes_for(const ModelConfig& c) {
 
 Result<ModelState> ModelState::create(const ModelConfig& c, StorageFacet& storage, StateCapacity cap) {
   if (cap.max_sequences <= 0 || cap.kv_blocks <= 0) return invalid_argument("state capacity must be positive");
-  if (cap.kv_dtype != DType::kF32 && cap.kv_dtype != DType::kBF16)
-    return invalid_argument("K/V cache dtype " + std::string(dtype_name(cap.kv_dtype)) + ": f32 or bf16 only");
+  if (cap.kv_dtype != DType::kF32 && cap.kv_dtype != DType::kBF16 && cap.kv_dtype != DType::kF8E4M3)
+    return invalid_argument("K/V cache dtype " + std::string(dtype_name(cap.kv_dtype)) + ": f32, bf16 or f8e4m3 only");
   ModelState s;
   s.storage_ = &storage;
   const auto L = static_cast<size_t>(c.num_layers);

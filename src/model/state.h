@@ -22,7 +22,7 @@ struct SequenceState {
 struct StateCapacity {
   int64_t max_sequences = 4;  // GDN state slots (the engine adds its prefix-cache snapshots here)
   int64_t kv_blocks = 64;     // 64-token blocks shared by all sequences
-  DType kv_dtype = DType::kF32;  // K/V element: f32 or bf16 (Qwen35Model::create_state sets it)
+  DType kv_dtype = DType::kF32;  // K/V element: f32, bf16 or f8e4m3 (Qwen35Model::create_state sets it)
 };
 
 class ModelState {

@@ -46,7 +46,7 @@ json facet_support(Backend& be, const ModelConfig& c) {
     rows.push_back(support_json("norm", std::string(sh.label) + ", gdn output", g.describe(), be.norm().supports(g)));
     RopeRequest rope{sh.tokens, c.num_heads + c.num_kv_heads, c.head_dim, c.rotary_dim()};
     rows.push_back(support_json("attention", sh.label, rope.describe(), be.attention().supports(rope)));
-    for (DType kv : {DType::kF32, DType::kBF16}) {
+    for (DType kv : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
       AttentionRequest a;
       a.phase = sh.phase;
       a.rows = sh.rows;

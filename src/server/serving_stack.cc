@@ -83,6 +83,10 @@ class Stack final : public ServingStack {
     ctx_.backend = backend_->identity().name;
     ctx_.backend_impl = backend_.get();
     KILN_ASSIGN_OR_RETURN(model_, Qwen35Model::load(dir, *backend_));
+    if (cfg.memory.kv_cache_fp8) {
+      Status s = model_->set_kv_dtype(DType::kF8E4M3);
+      if (!s.ok()) return s.with_context("memory.kv_cache_fp8");
+    }
     const std::string tok_dir = cfg.model.tokenizer_path.empty() ? dir : cfg.model.tokenizer_path;
     {
       auto tok = Tokenizer::load(tok_dir);

@@ -96,11 +96,72 @@ TEST(DType, BulkConversionsMatchScalar) {
   for (size_t i = 0; i < h.size(); ++i) EXPECT_EQ(a[i], f16_to_f32(h[i]));
 }
 
+// e4m3 (OCP fp8, "e4m3fn"): bias 7, 3 mantissa bits, subnormals of 2^-9, largest finite 448
+// (0x7e), 0x7f the NaN. Expected patterns worked out by hand from that layout.
+TEST(DType, F32ToE4m3EdgeValues) {
+  const struct {
+    float f;
+    uint8_t expected;
+    const char* what;
+  } cases[] = {
+      {1.f, 0x38, "1.0 = 2^0: exponent field 7"},
+      {-2.f, 0xc0, "-2.0"},
+      {1.0625f, 0x38, "tie between 1 and 1.125: even stays"},
+      {1.1875f, 0x3a, "tie between 1.125 and 1.25: rounds to even"},
+      {1.07f, 0x39, "above the tie"},
+      {448.f, 0x7e, "largest finite"},
+      {449.f, 0x7e, "above 448 saturates"},
+      {1e9f, 0x7e, "far above saturates"},
+      {INFINITY, 0x7e, "+inf saturates"},
+      {-INFINITY, 0xfe, "-inf saturates"},
+      {0.015625f, 0x08, "2^-6, smallest normal"},
+      {0.001953125f, 0x01, "2^-9, smallest subnormal"},
+      {0.0009765625f, 0x00, "2^-10: tie to even, zero"},
+      {0.0029296875f, 0x02, "1.5 * 2^-9: tie to even, 2 * 2^-9"},
+      {0.0153f, 0x08, "just below 2^-6: rounds up into the normals"},
+      {-0.f, 0x80, "-0"},
+      {240.f, 0x77, "240 = 1.875 * 2^7"},
+  };
+  for (const auto& c : cases) EXPECT_EQ(f32_to_e4m3(c.f), c.expected) << c.what;
+  EXPECT_EQ(f32_to_e4m3(NAN) & 0x7f, 0x7f);
+  EXPECT_TRUE(std::isnan(e4m3_to_f32(0x7f)));
+  EXPECT_TRUE(std::isnan(e4m3_to_f32(0xff)));
+}
+
+// Every finite e4m3 value widens exactly and converts back to itself; each value between two
+// neighbours rounds to the nearer one.
+TEST(DType, E4m3RoundTripsAndRoundsToNearest) {
+  std::vector<float> finite;
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7f) == 0x7f) continue;
+    const float f = e4m3_to_f32(static_cast<uint8_t>(b));
+    EXPECT_EQ(f32_to_e4m3(f), b) << b;
+    if (b < 0x7f) finite.push_back(f);
+  }
+  ASSERT_EQ(finite.size(), 127u);
+  EXPECT_EQ(finite.back(), 448.f);
+  for (size_t i = 0; i + 1 < finite.size(); ++i) {
+    const float lo = finite[i], hi = finite[i + 1];
+    ASSERT_LT(lo, hi);
+    EXPECT_EQ(rounded_to(DType::kF8E4M3, lo + 0.3f * (hi - lo)), lo);
+    EXPECT_EQ(rounded_to(DType::kF8E4M3, lo + 0.7f * (hi - lo)), hi);
+  }
+  std::vector<float> wide(256);
+  std::vector<uint8_t> bytes(256);
+  for (int b = 0; b < 256; ++b) bytes[b] = static_cast<uint8_t>(b);
+  to_f32(DType::kF8E4M3, bytes.data(), wide.data(), 256);
+  for (int b = 0; b < 256; ++b)
+    if ((b & 0x7f) != 0x7f) EXPECT_EQ(wide[b], e4m3_to_f32(bytes[b]));
+}
+
 TEST(DType, NamesParse) {
   EXPECT_EQ(parse_dtype("bfloat16"), DType::kBF16);
   EXPECT_EQ(parse_dtype("f32"), DType::kF32);
   EXPECT_FALSE(parse_dtype("f8").has_value());
   EXPECT_EQ(dtype_size(DType::kBF16), 2u);
+  EXPECT_EQ(parse_dtype("f8e4m3"), DType::kF8E4M3);
+  EXPECT_EQ(dtype_name(DType::kF8E4M3), "f8e4m3");
+  EXPECT_EQ(dtype_size(DType::kF8E4M3), 1u);
 }
 
 }  // namespace

@@ -113,7 +113,7 @@ TEST(Consistency, StateBytesMatchThePools) {
   EXPECT_EQ(ModelState::block_bytes_for(c, s.model->kv_dtype()), block);
 }
 
-TEST(Consistency, ABf16KvCacheHoldsHalfTheBytesAndOtherTypesAreRefused) {
+TEST(Consistency, ABf16KvCacheHoldsHalfTheBytesAnE4m3OneAQuarterAndOtherTypesAreRefused) {
   ModelUnderTest s;
   const ModelConfig& c = s.model->config();
   EXPECT_EQ(s.model->kv_dtype(), DType::kF32);  // an f32 checkpoint, and the cpu attends over f32 K/V only
@@ -128,9 +128,18 @@ TEST(Consistency, ABf16KvCacheHoldsHalfTheBytesAndOtherTypesAreRefused) {
   }
   EXPECT_GT(attention_layers, 0);
   EXPECT_EQ(half.block_bytes() * 2, ModelState::block_bytes_for(c, DType::kF32));
+  auto quarter = ModelState::create(c, s.model->backend().storage(), {2, 3, DType::kF8E4M3}).value();
+  EXPECT_EQ(quarter.block_bytes() * 4, ModelState::block_bytes_for(c, DType::kF32));
   auto bad = ModelState::create(c, s.model->backend().storage(), {2, 3, DType::kI32});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("K/V cache dtype i32"), std::string::npos) << bad.status().message();
+  // The model asks only for what the backend's attention takes: the cpu attends over f32 K/V.
+  const Status fp8 = s.model->set_kv_dtype(DType::kF8E4M3);
+  EXPECT_FALSE(fp8.ok());
+  EXPECT_NE(fp8.message().find("K/V cache dtype f8e4m3: the cpu backend keeps K/V in f32 only"), std::string::npos)
+      << fp8.message();
+  EXPECT_EQ(s.model->kv_dtype(), DType::kF32);
+  EXPECT_TRUE(s.model->set_kv_dtype(DType::kF32).ok());
 }
 
 }  // namespace

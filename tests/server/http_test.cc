@@ -137,6 +137,18 @@ TEST(Http, ModelsHealthAndConfigRoutes) {
   EXPECT_NE(json::parse(missing->body)["error"]["message"].get<std::string>().find("/v1/nope"), std::string::npos);
 }
 
+// memory.kv_cache_fp8 on a backend without an e4m3 K/V cache stops the start, naming the setting
+// and what the backend keeps (never a silent f32 cache under an fp8 setting).
+TEST(Http, Fp8KvOnTheCpuBackendRefusesToStart) {
+  KilnConfig c = test_config();
+  c.memory.kv_cache_fp8 = true;
+  auto s = ServingStack::start(c);
+  ASSERT_FALSE(s.ok());
+  const std::string m = s.status().to_string();
+  EXPECT_NE(m.find("memory.kv_cache_fp8"), std::string::npos) << m;
+  EXPECT_NE(m.find("cpu backend keeps K/V in f32"), std::string::npos) << m;
+}
+
 TEST(Http, ChatCompletionHasTheOpenAiShape) {
   Server s;
   ASSERT_TRUE(s.stack);

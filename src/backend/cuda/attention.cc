@@ -4,6 +4,7 @@
 #include "backend/arg_checks.h"
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/flash_prefill.h"
+#include "backend/cuda/kernels/kv_elem.cuh"
 #include "backend/cuda/kernels/kv_write.h"
 #include "backend/cuda/kernels/paged_attention.h"
 #include "backend/cuda/kernels/rope.h"
@@ -19,27 +20,25 @@ Support Attention::supports(const RopeRequest& r) const {
 
 namespace {
 
-bool cache_dtype_ok(DType d) { return d == DType::kF32 || d == DType::kBF16; }
-
 // The K/V cache pointers and element type of a kernel's parameters (KvWrite, PagedAttention,
 // FlashPrefill): one place that reads the cache's dtype.
 template <typename Params>
 void set_cache(Params& p, const Tensor& k_cache, const Tensor& v_cache) {
   p.k_cache = k_cache.raw();
   p.v_cache = v_cache.raw();
-  p.kv_bf16 = k_cache.dtype() == DType::kBF16;
+  p.kv_dtype = k_cache.dtype();
 }
 
 }  // namespace
 
 Support Attention::supports(const KvWriteRequest& r) const {
-  if (!cache_dtype_ok(r.kv_dtype)) return Support::declined("the cuda K/V cache is f32 or bf16");
+  if (!kv_dtype_supported(r.kv_dtype)) return Support::declined("the cuda K/V cache is f32, bf16 or f8e4m3");
   return Support::native();
 }
 
 Support Attention::supports(const AttentionRequest& r) const {
   if (r.dtype != DType::kF32) return Support::declined("the cuda backend attends in f32");
-  if (!cache_dtype_ok(r.kv_dtype)) return Support::declined("the cuda K/V cache is f32 or bf16");
+  if (!kv_dtype_supported(r.kv_dtype)) return Support::declined("the cuda K/V cache is f32, bf16 or f8e4m3");
   if (r.kv_heads <= 0 || r.q_heads % r.kv_heads != 0) return Support::declined("q_heads must be a multiple of kv_heads");
   if (r.head_dim > kAttentionMaxHeadDim)
     return Support::declined("head_dim above " + std::to_string(kAttentionMaxHeadDim));

@@ -29,8 +29,9 @@ BackendCapabilities cuda_capabilities(const cudaDeviceProp& p) {
   c.attention.block_size = 64;
   c.attention.max_head_dim = cuda::kAttentionMaxHeadDim;
   // bf16 first: a bf16 checkpoint's K/V is kept in bf16 (Qwen35Model::kv_dtype), half the bytes
-  // a decode step reads; f32 for f32 checkpoints.
-  c.attention.kv_dtypes = cuda::tuning().kv_bf16 ? std::vector<DType>{DType::kBF16, DType::kF32} : std::vector<DType>{DType::kF32};
+  // a decode step reads; f32 for f32 checkpoints; e4m3 when asked (memory.kv_cache_fp8).
+  c.attention.kv_dtypes = {DType::kF32, DType::kF8E4M3};
+  if (cuda::tuning().kv_bf16) c.attention.kv_dtypes.insert(c.attention.kv_dtypes.begin(), DType::kBF16);
   c.gdn.chunked_prefill = true;  // chunks of 64 (dk 16..256; others run the recurrent kernel)
   c.gdn.recurrent_decode = true;
   c.gdn.fused_decode = true;     // conv, delta rule and gated norm in one kernel

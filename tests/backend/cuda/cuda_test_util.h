@@ -52,26 +52,31 @@ inline double rel_error(const Tensor& got, const Tensor& want) {
   return max_abs_diff(got.data<float>(), want.data<float>(), want.numel()) / std::max(scale, 1e-30);
 }
 
-// Rounds every element of a contiguous f32 host tensor to bf16 (kept as f32) in place, the
-// storage being shared, and returns it.
-inline Tensor rounded_to_bf16(Tensor t) {
+// Rounds every element of a contiguous f32 host tensor to float dtype d (kept as f32) in place,
+// the storage being shared, and returns it.
+inline Tensor round_to(Tensor t, DType d) {
   float* x = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
+  for (int64_t i = 0; i < t.numel(); ++i) x[i] = rounded_to(d, x[i]);
   return t;
 }
 
-// A bf16 copy of a contiguous f32 host tensor (round to nearest even).
-inline Tensor to_bf16(const Tensor& f32) {
-  Tensor t = Tensor::empty(f32.shape(), DType::kBF16);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<uint16_t>()[i] = f32_to_bf16(f32.data<float>()[i]);
+// A copy of a contiguous f32 host tensor in dtype d: bf16 or f8e4m3 (round to nearest even; e4m3
+// saturating, as the device's conversion).
+inline Tensor converted(const Tensor& f32, DType d) {
+  Tensor t = Tensor::empty(f32.shape(), d);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float x = f32.data<float>()[i];
+    if (d == DType::kBF16) t.data<uint16_t>()[i] = f32_to_bf16(x);
+    else t.data<uint8_t>()[i] = f32_to_e4m3(x);
+  }
   return t;
 }
 
-// The f32 widening of a contiguous bf16 host tensor (exact).
-inline Tensor widened(const Tensor& bf16) {
-  Tensor t = Tensor::empty(bf16.shape(), DType::kF32);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = bf16_to_f32(bf16.data<uint16_t>()[i]);
-  return t;
+// The f32 widening of a contiguous host tensor of any float dtype (exact).
+inline Tensor widened(const Tensor& t) {
+  Tensor w = Tensor::empty(t.shape(), DType::kF32);
+  to_f32(t.dtype(), t.raw(), w.data<float>(), static_cast<size_t>(t.numel()));
+  return w;
 }
 
 // A host tensor of i32 values.

@@ -24,9 +24,10 @@ namespace {
 
 using testing::random_tensor;
 using testing::rel_error;
-using testing::rounded_to_bf16;
-using testing::to_bf16;
+using testing::converted;
+using testing::round_to;
 using testing::same_view;
+using testing::widened;
 using testing::to_device;
 using testing::to_host;
 
@@ -108,10 +109,10 @@ TEST_F(FlashPrefill, MatchesCpuOnBf16RoundedInputs) {
     BatchLayout cl = make_batch_layout(hl, ref->storage()).value();
     BatchLayout dl = make_batch_layout(hl, be->storage()).value();
     // A bf16-exact history everywhere, then the new tokens written over their slots by each facet.
-    Twin kc(*be, rounded_to_bf16(random_tensor({blocks, 64, c.hkv, c.d}, seed++)));
-    Twin vc(*be, rounded_to_bf16(random_tensor({blocks, 64, c.hkv, c.d}, seed++)));
-    Twin k(*be, rounded_to_bf16(random_tensor({T, c.hkv, c.d}, seed++)));
-    Twin v(*be, rounded_to_bf16(random_tensor({T, c.hkv, c.d}, seed++)));
+    Twin kc(*be, round_to(random_tensor({blocks, 64, c.hkv, c.d}, seed++), DType::kBF16));
+    Twin vc(*be, round_to(random_tensor({blocks, 64, c.hkv, c.d}, seed++), DType::kBF16));
+    Twin k(*be, round_to(random_tensor({T, c.hkv, c.d}, seed++), DType::kBF16));
+    Twin v(*be, round_to(random_tensor({T, c.hkv, c.d}, seed++), DType::kBF16));
     ASSERT_TRUE(ref->attention().write_kv({k.host, v.host, kc.host, vc.host, cl.slot_mapping}).ok());
     Status s = be->attention().write_kv({k.dev, v.dev, kc.dev, vc.dev, dl.slot_mapping});
     ASSERT_TRUE(s.ok()) << s.to_string();
@@ -151,12 +152,23 @@ TEST_F(FlashPrefill, MatchesCpuOnBf16RoundedInputs) {
     // The same caches held in bf16 (ModelState's choice for a bf16 checkpoint): every kernel then
     // reads the very values it rounded the f32 cache to, so the results are bit-equal.
     const Tensor kc32 = kc.dev, vc32 = vc.dev;
-    kc.dev = to_device(*be, to_bf16(to_host(*be, kc32)));
-    vc.dev = to_device(*be, to_bf16(to_host(*be, vc32)));
+    kc.dev = to_device(*be, converted(to_host(*be, kc32), DType::kBF16));
+    vc.dev = to_device(*be, converted(to_host(*be, vc32), DType::kBF16));
     const Tensor bf16_cache = run(DType::kBF16, true);
+    // In e4m3 (memory.kv_cache_fp8) the values change, but the kernel must read back exactly the
+    // e4m3 values: the same result as f32 caches holding them.
+    const Tensor k8 = converted(to_host(*be, kc32), DType::kF8E4M3), v8 = converted(to_host(*be, vc32), DType::kF8E4M3);
+    kc.dev = to_device(*be, k8);
+    vc.dev = to_device(*be, v8);
+    const Tensor e4m3_cache = run(DType::kBF16, true);
+    kc.dev = to_device(*be, widened(k8));
+    vc.dev = to_device(*be, widened(v8));
+    const Tensor e4m3_values = run(DType::kBF16, true);
     kc.dev = kc32;
     vc.dev = vc32;
     EXPECT_EQ(rel_error(bf16_cache, bf16), 0.0) << "a bf16 cache must give what the f32 cache of the same values gives";
+    EXPECT_EQ(rel_error(e4m3_cache, e4m3_values), 0.0) << "an e4m3 cache must give what f32 caches of its values give";
+    EXPECT_GT(rel_error(e4m3_cache, bf16), 0.0) << "e4m3 rounding moved nothing: the cache was not e4m3";
 
     EXPECT_LE(rel_error(exact, want), kF32Tol);
     EXPECT_EQ(rel_error(turned_away, exact), 0.0) << "KILN_CUDA_FLASH_PREFILL=0 must keep the f32 kernels";

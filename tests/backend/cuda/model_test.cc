@@ -181,11 +181,12 @@ class RoundedGemmInputs final : public LinearFacet {
   LinearFacet& inner_;
 };
 
-// The CPU attention over a K/V cache holding bf16 values (what the CUDA state keeps for a bf16
-// checkpoint, Qwen35Model::kv_dtype): new K/V rows rounded to bf16 as they are written.
-class Bf16KvCache final : public AttentionFacet {
+// The CPU attention over a K/V cache holding values of dtype kv (what the CUDA state keeps: bf16
+// for a bf16 checkpoint, Qwen35Model::kv_dtype; e4m3 with memory.kv_cache_fp8): new K/V rows
+// rounded to kv as they are written.
+class RoundedKvCache final : public AttentionFacet {
  public:
-  explicit Bf16KvCache(AttentionFacet& inner) : inner_(inner) {}
+  RoundedKvCache(AttentionFacet& inner, DType kv) : inner_(inner), kv_(kv) {}
   Support supports(const RopeRequest& r) const override { return inner_.supports(r); }
   Support supports(const KvWriteRequest& r) const override { return inner_.supports(r); }
   Support supports(const AttentionRequest& r) const override { return inner_.supports(r); }
@@ -199,24 +200,26 @@ class Bf16KvCache final : public AttentionFacet {
   }
 
  private:
-  static Tensor rounded(const Tensor& t) {  // [tokens, heads, dim], any strides -> contiguous
+  Tensor rounded(const Tensor& t) const {  // [tokens, heads, dim], any strides -> contiguous
     Tensor r = Tensor::empty(t.shape(), DType::kF32);
     float* out = r.data<float>();
     for (int64_t i = 0; i < t.dim(0); ++i)
       for (int64_t h = 0; h < t.dim(1); ++h)
         for (int64_t e = 0; e < t.dim(2); ++e)
-          *out++ = bf16_to_f32(f32_to_bf16(t.data<float>()[i * t.stride(0) + h * t.stride(1) + e * t.stride(2)]));
+          *out++ = rounded_to(kv_, t.data<float>()[i * t.stride(0) + h * t.stride(1) + e * t.stride(2)]);
     return r;
   }
   AttentionFacet& inner_;
+  DType kv_;
 };
 
-// The CPU reference with the CUDA numerics of a bf16 checkpoint: the K/V cache in bf16, and
-// (round_gemm_inputs) the cuBLASLt GEMMs' inputs rounded to bf16. The oracle for bf16 checkpoints.
+// The CPU reference with the CUDA numerics of a bf16 checkpoint: the K/V cache in kv (bf16 unless
+// asked), and (round_gemm_inputs) the cuBLASLt GEMMs' inputs rounded to bf16. The oracle for bf16
+// checkpoints.
 class CpuWithCudaNumerics final : public Backend {
  public:
-  explicit CpuWithCudaNumerics(bool round_gemm_inputs)
-      : cpu_(std::move(create_backend("cpu").value())), linear_(cpu_->linear()), attention_(cpu_->attention()),
+  explicit CpuWithCudaNumerics(bool round_gemm_inputs, DType kv = DType::kBF16)
+      : cpu_(std::move(create_backend("cpu").value())), linear_(cpu_->linear()), attention_(cpu_->attention(), kv),
         round_gemm_inputs_(round_gemm_inputs) {}
   const BackendIdentity& identity() const override { return cpu_->identity(); }
   const BackendCapabilities& capabilities() const override { return cpu_->capabilities(); }
@@ -234,7 +237,7 @@ class CpuWithCudaNumerics final : public Backend {
  private:
   std::unique_ptr<Backend> cpu_;
   RoundedGemmInputs linear_;
-  Bf16KvCache attention_;
+  RoundedKvCache attention_;
   bool round_gemm_inputs_;
 };
 
@@ -305,39 +308,83 @@ TEST(CudaModel, FusedGdnDecodeEqualsSeparateSteps) {
   std::printf("fused vs separate gdn decode: max rel error %.3g over 8 steps\n", worst);
 }
 
+// Logits of `steps` decode steps from an empty sequence (one token a step), on model m.
+std::vector<Tensor> decode_steps(Qwen35Model& m, int steps) {
+  std::vector<Tensor> out;
+  auto state = m.create_state({1, 4}).value();
+  auto seq = state.new_sequence().value();
+  const int64_t vocab = m.config().vocab_size;
+  for (int step = 0; step < steps; ++step) {
+    int32_t tok = static_cast<int32_t>((step * 41 + 7) % vocab);
+    SequenceInput row{&seq, {&tok, 1}};
+    auto l = m.forward({&row, 1}, LogitsMode::kLast, state);
+    EXPECT_TRUE(l.ok()) << l.status().to_string();
+    if (!l.ok()) return {};
+    out.push_back(l.value());
+  }
+  return out;
+}
+
+double worst_rel_error(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+  if (got.size() != want.size() || got.empty()) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, testing::rel_error(got[i], want[i]));
+  return worst;
+}
+
 // A bf16 checkpoint decoded token by token from an empty sequence: every GEMM has m = 1 and runs
 // on the GEMV kernel, which does not round x, so the logits follow the CPU backend with only its
 // K/V cache in bf16 (the cuBLASLt path with x rounded to bf16 moves this random model by ~0.2).
-// The state's K/V is bf16: Qwen35Model::kv_dtype for a bf16 checkpoint on CUDA.
-TEST(CudaModel, Bf16DecodeOnTheGemvKernelMatchesTheCpuWithBf16Kv) {
+// The state's K/V is bf16: Qwen35Model::kv_dtype for a bf16 checkpoint on CUDA. With
+// set_kv_dtype(f8e4m3) (memory.kv_cache_fp8) the state keeps e4m3 and the logits follow the CPU
+// with its K/V rounded to e4m3; what e4m3 does to the logits against bf16 K/V is printed.
+TEST(CudaModel, Bf16DecodeOnTheGemvKernelMatchesTheCpuWithBf16OrE4m3Kv) {
   KILN_CUDA_OR_SKIP(be);
   const std::string dir = testing::tiny_checkpoint("cuda-bf16-gemv", 11);
   ASSERT_FALSE(dir.empty());
   const ModelConfig cfg = preset_config("tiny").value();
-  CpuWithCudaNumerics cpu(false);
+  CpuWithCudaNumerics cpu(false), cpu8(false, DType::kF8E4M3);
   auto mc = load(dir, cpu);
+  auto mc8 = load(dir, cpu8);
   auto mg = load(dir, *be);
-  ASSERT_TRUE(mc && mg);
-  auto sc = mc->create_state({1, 4}).value();
-  auto sg = mg->create_state({1, 4}).value();
+  auto mg8 = load(dir, *be);
+  ASSERT_TRUE(mc && mc8 && mg && mg8);
+  ASSERT_TRUE(mg8->set_kv_dtype(DType::kF8E4M3).ok());
   EXPECT_EQ(mg->kv_dtype(), DType::kBF16);
+  EXPECT_EQ(mg8->kv_dtype(), DType::kF8E4M3);
   EXPECT_EQ(mc->kv_dtype(), DType::kF32);
-  for (int64_t i = 0; i < cfg.num_layers; ++i)
-    if (cfg.layer_types[i] == LayerKind::kFullAttention) EXPECT_EQ(sg.k_cache(i).dtype(), DType::kBF16) << i;
-  auto qc = sc.new_sequence().value();
-  auto qg = sg.new_sequence().value();
-  double worst = 0;
-  for (int step = 0; step < 12; ++step) {
-    int32_t tok = static_cast<int32_t>((step * 41 + 7) % cfg.vocab_size);
-    SequenceInput rc{&qc, {&tok, 1}}, rg{&qg, {&tok, 1}};
-    auto lc = mc->forward({&rc, 1}, LogitsMode::kLast, sc);
-    auto lg = mg->forward({&rg, 1}, LogitsMode::kLast, sg);
-    ASSERT_TRUE(lc.ok() && lg.ok()) << lc.status().to_string() << " " << lg.status().to_string();
-    worst = std::max(worst, testing::rel_error(lg.value(), lc.value()));
+  {
+    auto sg = mg->create_state({1, 4}).value();
+    auto sg8 = mg8->create_state({1, 4}).value();
+    for (int64_t i = 0; i < cfg.num_layers; ++i)
+      if (cfg.layer_types[i] == LayerKind::kFullAttention) {
+        EXPECT_EQ(sg.k_cache(i).dtype(), DType::kBF16) << i;
+        EXPECT_EQ(sg8.v_cache(i).dtype(), DType::kF8E4M3) << i;
+      }
   }
-  EXPECT_LE(worst, 1e-3);
-  std::printf("bf16 tiny checkpoint, decode on the gemv kernel: max rel error vs cpu with bf16 K/V %.3g\n", worst);
+  const std::vector<Tensor> lg = decode_steps(*mg, 12), lg8 = decode_steps(*mg8, 12);
+  const double bf16 = worst_rel_error(lg, decode_steps(*mc, 12));
+  const double e4m3 = worst_rel_error(lg8, decode_steps(*mc8, 12));
+  const double effect = worst_rel_error(lg8, lg);
+  EXPECT_LE(bf16, 1e-3);
+  EXPECT_LE(e4m3, 1e-3);
+  EXPECT_GT(effect, 10 * e4m3) << "e4m3 K/V moved the logits no more than the kernels' own error";
+  std::printf("bf16 tiny checkpoint, decode on the gemv kernel: max rel error vs cpu with bf16 K/V %.3g; "
+              "e4m3 K/V vs cpu with e4m3 K/V %.3g; e4m3 K/V vs bf16 K/V %.3g\n",
+              bf16, e4m3, effect);
   std::filesystem::remove_all(dir);
+}
+
+// set_kv_dtype names the dtypes the backend keeps when asked for one it does not.
+TEST(CudaModel, KvDtypeTheBackendLacksIsRefusedByName) {
+  KILN_CUDA_OR_SKIP(be);
+  auto m = load(fixture_dir("gqa_untied"), *be);
+  ASSERT_TRUE(m);
+  const Status s = m->set_kv_dtype(DType::kF16);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.to_string().find("K/V cache dtype f16"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.to_string().find("f8e4m3"), std::string::npos) << s.to_string();
+  EXPECT_EQ(m->kv_dtype(), DType::kF32);
 }
 
 }  // namespace

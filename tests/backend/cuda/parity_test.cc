@@ -22,8 +22,8 @@ namespace {
 using testing::host_i32;
 using testing::random_tensor;
 using testing::rel_error;
-using testing::rounded_to_bf16;
-using testing::to_bf16;
+using testing::converted;
+using testing::round_to;
 using testing::widened;
 using testing::same_view;
 using testing::to_device;
@@ -164,6 +164,10 @@ TEST(CudaParity, GemvMatchesCpuToF32Rounding) {
       {2, 1027, 512, DType::kF16, false, true},     // a tail block of 3 rows
       {3, 64, 2560, DType::kBF16, true, true},      {4, 4096, 2560, DType::kBF16, false, false},
       {5, 9, 8, DType::kF16, true, false},          {8, 1000, 4096, DType::kBF16, true, true},
+      // The tall form (n <= 64 at m > 8): x in blocks of 8 rows, the last one shorter.
+      {64, 32, 2560, DType::kBF16, false, false},   // in_proj_a at 64 decode rows
+      {37, 64, 512, DType::kF16, true, true},       {256, 17, 2560, DType::kBF16, false, true},
+      {9, 1, 8, DType::kBF16, true, false},
   };
   uint32_t seed = 40;
   for (const auto& c : cases) {
@@ -246,8 +250,10 @@ TEST(CudaParity, MatmulGroupMatchesCpuAndIsOneLaunch) {
 }
 
 // A group on cuBLASLt (64 rows, 16-bit weights) rounds x once for all its projections: 1 + N
-// launches instead of 2N, and each output is bit-equal to that projection's own matmul (the same
-// rounded x and algorithm), accumulate included; an f32 weight keeps the call-by-call path.
+// launches instead of 2N, except that projections of <= 64 rows (GDN's in_proj_a/b) share one
+// launch of the GEMV's tall form; each output is bit-equal to that projection's own matmul (the
+// same rounded x and algorithm, or the same GEMV rows), accumulate included; an f32 weight keeps
+// the call-by-call path.
 TEST(CudaParity, MatmulGroupOnCublasLtRoundsXOnce) {
   KILN_CUDA_OR_SKIP(be);
   struct Case {
@@ -255,10 +261,11 @@ TEST(CudaParity, MatmulGroupOnCublasLtRoundsXOnce) {
     std::vector<int64_t> n;
     DType w;
     bool accumulate;
+    uint64_t launches;
   } cases[] = {
-      {64, {4096, 1024, 1024}, DType::kBF16, false},  // attention q, k, v at 64 decode rows
-      {64, {8192, 4096, 32, 32}, DType::kBF16, true},  // GDN in_proj, accumulate
-      {300, {9216, 9216}, DType::kF16, false},         // gate, up over a prefill chunk
+      {64, {4096, 1024, 1024}, DType::kBF16, false, 4},    // attention q, k, v at 64 decode rows
+      {64, {8192, 4096, 32, 32}, DType::kBF16, true, 4},   // GDN in_proj, accumulate: a, b in one GEMV
+      {300, {9216, 9216}, DType::kF16, false, 3},          // gate, up over a prefill chunk
   };
   const int64_t k = 2560;
   uint32_t seed = 170;
@@ -278,7 +285,7 @@ TEST(CudaParity, MatmulGroupOnCublasLtRoundsXOnce) {
     const uint64_t before = cuda_backend_stats(*be)->launches;
     Status s = be->linear().matmul_group(g);
     ASSERT_TRUE(s.ok()) << s.to_string();
-    EXPECT_EQ(cuda_backend_stats(*be)->launches - before, 1 + c.n.size());
+    EXPECT_EQ(cuda_backend_stats(*be)->launches - before, c.launches);
     for (size_t i = 0; i < c.n.size(); ++i) {
       ASSERT_TRUE(be->linear().matmul({x, g.w[i], single[i], c.accumulate}).ok());
       EXPECT_EQ(rel_error(to_host(*be, g.out[i]), to_host(*be, single[i])), 0.0) << "projection " << i;
@@ -400,8 +407,9 @@ int64_t blocks_needed(const Rows& r, int64_t block_size = 64) {
 // Every attention kernel (split-keys for decode, with lanes over keys or over dims;
 // query-per-warp for prefill; the simple kernel) against the CPU, including decodes long enough
 // to be split over many blocks and rows whose histories differ so that some splits of a row are
-// empty; over an f32 cache and a bf16 one (the CPU then attends over the same values in f32: the
-// host cache rounded to bf16); blocks of 64 tokens (the engine's), and of 48 (a block size that
+// empty; over an f32 cache, a bf16 one and an e4m3 one (the CPU then attends over the same values
+// in f32: the host cache rounded as the device rounds what it writes, which the test checks
+// element for element, so f32_to_e4m3 is held to the hardware's conversion); blocks of 64 tokens (the engine's), and of 48 (a block size that
 // is not a power of two takes the division in PagedKeys::slot instead of the shift).
 TEST(CudaParity, KvWriteAndPagedAttention) {
   KILN_CUDA_OR_SKIP(be);
@@ -428,23 +436,23 @@ TEST(CudaParity, KvWriteAndPagedAttention) {
   };
   uint32_t seed = 300;
   for (const auto& c : cases)
-    for (DType kv : {DType::kF32, DType::kBF16})
+    for (DType kv : {DType::kF32, DType::kBF16, DType::kF8E4M3})
       for (const std::string form : {"split, lanes over keys", "split, lanes over dims", "simple"}) {
         SCOPED_TRACE(::testing::Message() << c.name << " (" << form << ") kv " << dtype_name(kv));
         tune->attention_split = form != "simple";
         tune->attention_key_groups = form == "split, lanes over keys";
-        const bool bf16 = kv == DType::kBF16;
+        const bool narrow = kv != DType::kF32;
         const int64_t T = total_tokens(c.rows), blocks = blocks_needed(c.rows, c.block) + 3;
         HostBatchLayout hl = make_layout(c.rows, blocks, seed++, c.block);
         BatchLayout cl = make_batch_layout(hl, ref->storage()).value();
         BatchLayout dl = make_batch_layout(hl, be->storage()).value();
-        // Random history everywhere (bf16 values for a bf16 cache); the new tokens are then
-        // written over their slots.
+        // Random history everywhere (values of the cache's dtype for a bf16 or e4m3 cache); the
+        // new tokens are then written over their slots.
         auto cache = [&] {
           Tensor h = random_tensor({blocks, c.block, c.hkv, c.d}, seed++);
-          if (!bf16) return Pair(*be, h);
-          Pair p(*be, rounded_to_bf16(h));
-          p.dev_base = p.dev = to_device(*be, to_bf16(h));
+          if (!narrow) return Pair(*be, h);
+          Pair p(*be, round_to(h, kv));
+          p.dev_base = p.dev = to_device(*be, converted(h, kv));
           return p;
         };
         Pair kc = cache(), vc = cache();
@@ -455,11 +463,11 @@ TEST(CudaParity, KvWriteAndPagedAttention) {
         ASSERT_TRUE(ref->attention().write_kv({k.host, v.host, kc.host, vc.host, cl.slot_mapping}).ok());
         Status s = be->attention().write_kv({k.dev, v.dev, kc.dev, vc.dev, dl.slot_mapping});
         ASSERT_TRUE(s.ok()) << s.to_string();
-        if (bf16) {  // the device rounds what it writes to the nearest bf16
-          rounded_to_bf16(kc.host_base);
-          rounded_to_bf16(vc.host_base);
+        if (narrow) {  // the device rounds what it writes to the nearest value of the cache's dtype
+          round_to(kc.host_base, kv);
+          round_to(vc.host_base, kv);
         }
-        auto dev_cache = [&](const Pair& p) { return bf16 ? widened(p.dev_result(*be)) : p.dev_result(*be); };
+        auto dev_cache = [&](const Pair& p) { return narrow ? widened(p.dev_result(*be)) : p.dev_result(*be); };
         EXPECT_EQ(rel_error(dev_cache(kc), kc.host_base), 0.0);
         EXPECT_EQ(rel_error(dev_cache(vc), vc.host_base), 0.0);
 

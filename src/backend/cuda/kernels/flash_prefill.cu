@@ -113,13 +113,15 @@ __global__ void __launch_bounds__(kThreads, 2) flash_prefill_kernel(FlashPrefill
       if (off >= 0) {
         const KV* kp = static_cast<const KV*>(p.k_cache) + off + d;
         const KV* vp = static_cast<const KV*>(p.v_cache) + off + d;
-        if constexpr (sizeof(KV) == 2) {  // already bf16
+        if constexpr (std::is_same_v<KV, __nv_bfloat16>) {  // already bf16
           kb = __ldg(reinterpret_cast<const uint2*>(kp));
           vb = __ldg(reinterpret_cast<const uint2*>(vp));
-        } else {
-          const float4 kx = __ldg(reinterpret_cast<const float4*>(kp)), vx = __ldg(reinterpret_cast<const float4*>(vp));
-          kb = make_uint2(pack_bf16(kx.x, kx.y), pack_bf16(kx.z, kx.w));
-          vb = make_uint2(pack_bf16(vx.x, vx.y), pack_bf16(vx.z, vx.w));
+        } else {  // f32 rounded to bf16; e4m3 widened (exactly: bf16 holds every e4m3 value)
+          float kx[4], vx[4];
+          load_kv<4>(kp, kx);
+          load_kv<4>(vp, vx);
+          kb = make_uint2(pack_bf16(kx[0], kx[1]), pack_bf16(kx[2], kx[3]));
+          vb = make_uint2(pack_bf16(vx[0], vx[1]), pack_bf16(vx[2], vx[3]));
         }
       }
       *reinterpret_cast<uint2*>(Ks + jj * S + d) = kb;
@@ -257,7 +259,7 @@ Status flash_prefill(const FlashPrefillParams& p, cudaStream_t stream) {
     return invalid_argument("flash_prefill_kernel: grid out of range (" + shape() + ")");
   if (reinterpret_cast<uintptr_t>(p.k_cache) % 16 != 0 || reinterpret_cast<uintptr_t>(p.v_cache) % 16 != 0)
     return invalid_argument("flash_prefill_kernel: K/V caches must be 16-byte aligned (" + shape() + ")");
-  with_kv_type(p.kv_bf16, [&](auto kv) {
+  with_kv_type(p.kv_dtype, [&](auto kv) {
     using KV = kv_t<decltype(kv)>;
     if (p.head_dim == 128) launch<128, KV>(p, stream);
     else launch<256, KV>(p, stream);

@@ -29,7 +29,7 @@ Status kv_write(const KvWriteParams& p, cudaStream_t stream) {
   auto shape = [&] { return "tokens=" + std::to_string(p.tokens) + " kv_heads=" + std::to_string(p.kv_heads) +
                             " head_dim=" + std::to_string(p.head_dim) + " slots=" + std::to_string(p.slots); };
   if (p.tokens == 0) return {};
-  with_kv_type(p.kv_bf16, [&](auto kv) {
+  with_kv_type(p.kv_dtype, [&](auto kv) {
     using KV = kv_t<decltype(kv)>;
     launch_pdl(kv_write_kernel<KV>, static_cast<unsigned>(p.tokens), 256, 0, stream, p);
   });

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace kiln::cuda {
@@ -13,9 +14,9 @@ struct KvWriteParams {
   int64_t tokens = 0, kv_heads = 0, head_dim = 0, slots = 0;
   const float* k = nullptr; int64_t k_token_stride = 0, k_head_stride = 0;
   const float* v = nullptr; int64_t v_token_stride = 0, v_head_stride = 0;
-  void* k_cache = nullptr;  // f32, or bf16 with kv_bf16 (kv_elem.cuh)
+  void* k_cache = nullptr;  // kv_dtype elements
   void* v_cache = nullptr;
-  bool kv_bf16 = false;
+  DType kv_dtype = DType::kF32;  // f32, bf16 or f8e4m3 (kv_elem.cuh)
   const int32_t* slot_mapping = nullptr;  // [tokens]; slots outside [0, slots) are skipped
 };
 

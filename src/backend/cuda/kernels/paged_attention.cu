@@ -104,7 +104,7 @@ Status paged_attention(const PagedAttentionParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return {};
   if (p.q_heads > 65535) return invalid_argument("paged_attention_kernel: more than 65535 heads (" + shape() + ")");
   dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>(p.q_heads));
-  with_kv_type(p.kv_bf16, [&](auto kv) { launch_pdl(paged_attention_kernel<kv_t<decltype(kv)>>, grid, kThreads, 0, stream, p); });
+  with_kv_type(p.kv_dtype, [&](auto kv) { launch_pdl(paged_attention_kernel<kv_t<decltype(kv)>>, grid, kThreads, 0, stream, p); });
   return launch_status("paged_attention_kernel", shape, stream);
 }
 

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace kiln::cuda {
@@ -25,9 +26,9 @@ struct PagedAttentionParams {
   const float* q = nullptr; int64_t q_token_stride = 0, q_head_stride = 0;
   const float* gate = nullptr; int64_t gate_token_stride = 0, gate_head_stride = 0;  // null: no gate
   float* out = nullptr; int64_t out_token_stride = 0, out_head_stride = 0;
-  const void* k_cache = nullptr;  // [cache_blocks * block_size, kv_heads, head_dim]: f32, or bf16 with kv_bf16
+  const void* k_cache = nullptr;  // [cache_blocks * block_size, kv_heads, head_dim]
   const void* v_cache = nullptr;
-  bool kv_bf16 = false;
+  DType kv_dtype = DType::kF32;  // f32, bf16 or f8e4m3 (kv_elem.cuh)
   const int32_t* cu_seqlens = nullptr;    // [rows + 1]
   const int32_t* kv_lens = nullptr;       // [rows]
   const int32_t* block_tables = nullptr;  // [rows, max_blocks]

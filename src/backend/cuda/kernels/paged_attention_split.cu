@@ -561,7 +561,7 @@ Status paged_attention_split(const PagedAttentionParams& p, const AttentionSplit
     return invalid_argument("attention_split_kernel: grid too large (" + shape() + ")");
   if (s.splits > 1 && (s.part_o == nullptr || s.part_ml == nullptr))
     return invalid_argument("attention_split_kernel: no scratch for the splits (" + shape() + ")");
-  const bool ok = with_kv_type(p.kv_bf16, [&](auto kv) {
+  const bool ok = with_kv_type(p.kv_dtype, [&](auto kv) {
     using KV = kv_t<decltype(kv)>;
     switch (p.head_dim / 32) {
       case 1: return launch_group<1, KV>(p, s, group, stream);
