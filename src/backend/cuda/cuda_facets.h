@@ -104,11 +104,8 @@ class Linear final : public LinearFacet {
   // out (+)= alpha x w^T on `in` (a's x as gemm_input gave it). Called under mu_.
   Status gemm(const MatmulArgs& a, const MatmulRequest& r, float alpha, const GemmInput& in, const std::string& req);
   Status cublaslt(const MatmulArgs& a, const MatmulRequest& r, float alpha);
-  // matmul_group's two halves: `idx` names the projections of `a` each takes (reqs: all of them).
-  Status gemv_group(const MatmulGroupArgs& a, const std::vector<MatmulRequest>& reqs, const std::vector<size_t>& idx);
-  Status cublaslt_group(const MatmulGroupArgs& a, const std::vector<MatmulRequest>& reqs, const std::vector<size_t>& idx);
+  Status cublaslt_group(const MatmulGroupArgs& a);
   bool takes_gemv(const MatmulArgs& a, const MatmulRequest& r) const;
-  static bool gemv_shape(int64_t m, int64_t n);
   GemvParams gemv_params(const MatmulArgs& a, const MatmulRequest& r) const;
 
   std::shared_ptr<Context> ctx_;

@@ -73,7 +73,7 @@ Support Linear::supports(const MatmulRequest& r) const {
   if (r.w_dtype != DType::kF32 && r.w_dtype != DType::kBF16 && r.w_dtype != DType::kF16)
     return Support::declined("weight dtype must be f32, bf16 or f16");
   if (r.w_dtype != DType::kF32) {
-    if (gemv_shape(r.m, r.n))
+    if (tuning().gemv && r.m <= tuning().gemv_max_m && r.n <= tuning().gemv_max_n && gemv_beats_cublaslt(r.m, r.n))
       return Support::constrained("GEMV kernel on f32 x where k % 8 == 0 and rows are 16-byte aligned, else cuBLASLt "
                                   "with x rounded to " + std::string(dtype_name(r.w_dtype)));
     return Support::constrained("x is rounded to " + std::string(dtype_name(r.w_dtype)) +
@@ -184,47 +184,30 @@ GemvParams Linear::gemv_params(const MatmulArgs& a, const MatmulRequest& r) cons
   return g;
 }
 
-// Each projection of the group goes where a matmul of it alone would (the GEMV kernel or
-// cuBLASLt); those on the GEMV share one launch, those on cuBLASLt share one rounding of x.
+// One GEMV launch for every projection of the group where the decode GEMV applies to each
+// (m <= 2, one 16-bit weight dtype and k, at most kGemvMaxSegments), else one call each.
 Status Linear::matmul_group(const MatmulGroupArgs& a) {
   const size_t count = a.w.size();
-  if (count < 2 || a.out.size() != count || !a.x.defined()) return LinearFacet::matmul_group(a);
-  std::vector<MatmulRequest> reqs;
-  std::vector<size_t> on_gemv, on_blas;
-  for (size_t i = 0; i < count; ++i) {
+  bool one_launch = tuning().gemv && count >= 2 && count <= static_cast<size_t>(kGemvMaxSegments) &&
+                    a.out.size() == count && a.x.defined() && a.x.rank() == 2 && a.x.dim(0) <= 2 &&
+                    a.x.dim(0) <= tuning().gemv_max_m;
+  GemvParams g;
+  for (size_t i = 0; one_launch && i < count; ++i) {
     const MatmulArgs m{a.x, a.w[i], a.out[i], a.accumulate};
     KILN_RETURN_IF_ERROR(check_args(*this, m));
-    reqs.push_back(describe(m));
-    if (reqs[i].m == 0 || reqs[i].n == 0) continue;
-    (takes_gemv(m, reqs[i]) ? on_gemv : on_blas).push_back(i);
+    const MatmulRequest r = describe(m);
+    if (i == 0) g = gemv_params(m, r);
+    one_launch = r.m > 0 && r.n > 0 && a.w[i].dtype() == g.w_dtype && r.k == g.k && r.n <= tuning().gemv_max_n;
+    g.seg[i] = {a.w[i].raw(), a.out[i].data<float>(), a.out[i].stride(0), r.n};
   }
-  KILN_RETURN_IF_ERROR(gemv_group(a, reqs, on_gemv));
-  return cublaslt_group(a, reqs, on_blas);
-}
-
-// One GEMV launch for the projections `idx` of the group (each takes the GEMV) where they share a
-// weight dtype and k and fit its segments, else a launch each.
-Status Linear::gemv_group(const MatmulGroupArgs& a, const std::vector<MatmulRequest>& reqs,
-                          const std::vector<size_t>& idx) {
-  if (idx.empty()) return {};
-  GemvParams g = gemv_params({a.x, a.w[idx[0]], a.out[idx[0]], a.accumulate}, reqs[idx[0]]);
-  bool one_launch = idx.size() <= static_cast<size_t>(kGemvMaxSegments);
-  for (size_t s = 1; one_launch && s < idx.size(); ++s) {
-    const size_t i = idx[s];
-    one_launch = a.w[i].dtype() == g.w_dtype && reqs[i].k == g.k;
-    g.seg[s] = {a.w[i].raw(), a.out[i].data<float>(), a.out[i].stride(0), reqs[i].n};
-  }
-  g.segments = static_cast<int>(idx.size());
-  if (idx.size() < 2 || !one_launch || !gemv_applies(g)) {
-    for (size_t i : idx) KILN_RETURN_IF_ERROR(matmul({a.x, a.w[i], a.out[i], a.accumulate}));
-    return {};
-  }
+  g.segments = static_cast<int>(count);
+  if (!one_launch || !gemv_applies(g)) return cublaslt_group(a);
   ProfileScope prof(ctx_->profiler.get(), [&] {
     return "matmul gemv group m=" + std::to_string(g.m) + " n=" + std::to_string(g.rows()) + " k=" + std::to_string(g.k) +
-           " segments=" + std::to_string(g.segments);
+           " segments=" + std::to_string(count);
   });
   Status st = gemv(g, ctx_->stream);
-  return st.ok() ? st : st.with_context("matmul_group of " + std::to_string(idx.size()) + " on the GEMV");
+  return st.ok() ? st : st.with_context("matmul_group of " + std::to_string(count));
 }
 
 Status Linear::matmul(const MatmulArgs& a) {
@@ -243,14 +226,8 @@ Status Linear::matmul(const MatmulArgs& a) {
 // Whether the decode GEMV kernel runs this matmul (16-bit weights, few rows, where it beats
 // cuBLASLt and its layout conditions hold).
 bool Linear::takes_gemv(const MatmulArgs& a, const MatmulRequest& r) const {
-  return a.w.dtype() != DType::kF32 && gemv_shape(r.m, r.n) && gemv_applies(gemv_params(a, r));
-}
-
-// Whether the tuning sends an m x n matmul of 16-bit weights to the GEMV kernel, layout aside.
-bool Linear::gemv_shape(int64_t m, int64_t n) {
-  const Tuning& t = tuning();
-  return t.gemv && (m <= t.gemv_max_m || (t.gemv_tall && n <= kGemvTallMaxN)) && n <= t.gemv_max_n &&
-         gemv_beats_cublaslt(m, n);
+  if (a.w.dtype() == DType::kF32 || !tuning().gemv || r.m > tuning().gemv_max_m) return false;
+  return gemv_applies(gemv_params(a, r)) && r.n <= tuning().gemv_max_n && gemv_beats_cublaslt(r.m, r.n);
 }
 
 Result<Linear::GemmInput> Linear::gemm_input(const Tensor& x, const MatmulRequest& r, DType w_dtype,
@@ -307,28 +284,30 @@ Status Linear::cublaslt(const MatmulArgs& a, const MatmulRequest& r, float alpha
   return gemm(a, r, alpha, in, req);
 }
 
-// The projections `idx` of the group (each takes cuBLASLt): where two or more share a 16-bit
-// weight dtype and k, x rounded once, then a GEMM each (one call per projection would round x
-// once per projection: at 64 decode rows that was ~120 of the ~190 rounding kernels a step);
-// otherwise a matmul each.
-Status Linear::cublaslt_group(const MatmulGroupArgs& a, const std::vector<MatmulRequest>& reqs,
-                              const std::vector<size_t>& idx) {
-  bool shared = idx.size() >= 2;
-  for (size_t i : idx)
-    shared = shared && a.w[i].dtype() != DType::kF32 && a.w[i].dtype() == a.w[idx[0]].dtype() && reqs[i].k == reqs[idx[0]].k;
-  if (!shared) {
-    for (size_t i : idx) KILN_RETURN_IF_ERROR(cublaslt({a.x, a.w[i], a.out[i], a.accumulate}, reqs[i], 1.f));
-    return {};
+// A group whose projections all take cuBLASLt on one 16-bit weight dtype: x rounded once, then a
+// GEMM each (one call per projection would round x once per projection: at 64 decode rows that
+// was ~120 of the ~190 rounding kernels a step). Anything else: one matmul each.
+Status Linear::cublaslt_group(const MatmulGroupArgs& a) {
+  const size_t count = a.w.size();
+  if (count < 2 || a.out.size() != count || !a.x.defined()) return LinearFacet::matmul_group(a);
+  std::vector<MatmulRequest> reqs;
+  for (size_t i = 0; i < count; ++i) {
+    const MatmulArgs m{a.x, a.w[i], a.out[i], a.accumulate};
+    KILN_RETURN_IF_ERROR(check_args(*this, m));
+    reqs.push_back(describe(m));
+    if (a.w[i].dtype() == DType::kF32 || a.w[i].dtype() != a.w[0].dtype() || reqs[i].k != reqs[0].k ||
+        reqs[i].n == 0 || takes_gemv(m, reqs[i]))
+      return LinearFacet::matmul_group(a);
   }
-  const MatmulRequest& r0 = reqs[idx[0]];
+  if (reqs[0].m == 0) return {};
   ProfileScope prof(ctx_->profiler.get(), [&] {
-    return "matmul cublaslt group m=" + std::to_string(r0.m) + " k=" + std::to_string(r0.k) +
-           " projections=" + std::to_string(idx.size());
+    return "matmul cublaslt group m=" + std::to_string(reqs[0].m) + " k=" + std::to_string(reqs[0].k) +
+           " projections=" + std::to_string(count);
   });
   std::lock_guard<std::mutex> lock(mu_);
   KILN_RETURN_IF_ERROR(ensure_handle());
-  KILN_ASSIGN_OR_RETURN(const GemmInput in, gemm_input(a.x, r0, a.w[idx[0]].dtype(), r0.describe()));
-  for (size_t i : idx)
+  KILN_ASSIGN_OR_RETURN(const GemmInput in, gemm_input(a.x, reqs[0], a.w[0].dtype(), reqs[0].describe()));
+  for (size_t i = 0; i < count; ++i)
     KILN_RETURN_IF_ERROR(gemm({a.x, a.w[i], a.out[i], a.accumulate}, reqs[i], 1.f, in, reqs[i].describe()));
   return {};
 }

@@ -3,9 +3,7 @@
 // against its predecessor (`cuda_kernel_bench`, `kiln bench` with a variable set) and so that a
 // suspected kernel can be ruled out without a rebuild.
 //   KILN_CUDA_GEMV=0            bf16/f16 GEMMs with m <= 8 go to cuBLASLt (x rounded) instead
-//   KILN_CUDA_GEMV_MAX_M=<m>    largest m the GEMV kernel takes (1..8), its tall form aside
-//   KILN_CUDA_GEMV_TALL=0       projections of <= 64 weight rows at m > 8 go to cuBLASLt instead
-//                               of the GEMV kernel's tall form (kernels/gemv.h)
+//   KILN_CUDA_GEMV_MAX_M=<m>    largest m the GEMV kernel takes (1..8)
 //   KILN_CUDA_GEMV_MAX_N=<n>    largest n (weight rows) the GEMV kernel takes
 //   KILN_CUDA_GEMV_ROWS=<r>     weight rows a warp of the GEMV takes (1, 2, 4; -1: the block-split
 //                               form for every n); unset: chosen by shape
@@ -48,7 +46,6 @@ namespace kiln::cuda {
 struct Tuning {
   bool gemv = true;
   int gemv_max_m = 8;
-  bool gemv_tall = true;  // n <= kGemvTallMaxN at m up to kGemvTallMaxM: the GEMV (kernels/gemv.h)
   long long gemv_max_n = 1LL << 62;
   int gemv_rows = 0;  // rows a warp takes: 0 by shape, 1/2/4 forced, -1 the block-split form (GemvParams)
   bool gemm_autotune = true;  // cuBLASLt candidates timed for decode-sized m (gemm_autotune.h)
@@ -77,7 +74,6 @@ inline Tuning tuning_from_env() {
   };
   Tuning t;
   t.gemv = flag("KILN_CUDA_GEMV", true);
-  t.gemv_tall = flag("KILN_CUDA_GEMV_TALL", true);
   if (const char* m = std::getenv("KILN_CUDA_GEMV_MAX_M"); m != nullptr && m[0] != '\0') {
     const int v = std::atoi(m);
     t.gemv_max_m = v < 0 ? 0 : (v > 8 ? 8 : v);

@@ -117,9 +117,8 @@ void bench_gemv(Backend& be) {
 }
 
 // Decode-sized GEMMs (m = 16..128) on cuBLASLt (x rounded, algorithm timed on first use unless
-// KILN_CUDA_GEMM_AUTOTUNE=0), each projection of the 4B shape alone; the small ones also with the
-// GEMV's tall form off (it takes n <= 64, kernels/gemv.h). Bandwidth counts the weight bytes.
-// Back-to-back calls without a graph: the small shapes include host time.
+// KILN_CUDA_GEMM_AUTOTUNE=0), each projection of the 4B shape alone. Bandwidth counts the weight
+// bytes. Back-to-back calls without a graph: the small shapes include host time.
 void bench_gemm(Backend& be) {
   struct Shape2 {
     const char* what;
@@ -135,18 +134,10 @@ void bench_gemm(Backend& be) {
     for (int64_t m : {16, 32, 64, 128}) {
       Tensor x = filled(be, {m, sh.k}, DType::kF32, 1.f, 3);
       Tensor y = be.storage().allocate({m, sh.n}, DType::kF32).value();
-      double us[2];  // default; with the GEMV's tall form off (cuBLASLt)
-      for (int tall = 1; tall >= 0; --tall) {
-        cuda::tuning().gemv_tall = tall == 1;
-        size_t i = 0;
-        us[1 - tall] = time_us(be, [&] { return be.linear().matmul({x, ws[i++ % ws.size()], y}); });
-        if (sh.n > 1024) break;  // far above the tall form's rows: the same path either way
-      }
-      cuda::tuning().gemv_tall = true;
-      std::printf("gemm  %-20s m=%4lld n=%6lld k=%5lld  %8.2f us (%6.0f GB/s)", sh.what, (long long)m,
-                  (long long)sh.n, (long long)sh.k, us[0], bytes / us[0] * 1e-3);
-      if (sh.n <= 1024) std::printf("  tall GEMV off: %8.2f us", us[1]);
-      std::printf("\n");
+      size_t i = 0;
+      const double us = time_us(be, [&] { return be.linear().matmul({x, ws[i++ % ws.size()], y}); });
+      std::printf("gemm  %-20s m=%4lld n=%6lld k=%5lld  %8.2f us (%6.0f GB/s)\n", sh.what, (long long)m,
+                  (long long)sh.n, (long long)sh.k, us, bytes / us * 1e-3);
     }
   }
 }

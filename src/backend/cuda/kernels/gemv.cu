@@ -28,13 +28,10 @@ __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
 // A warp owns R consecutive weight rows (of any segments: each row finds its own weight and
 // output); its lanes take the 8-wide k chunks lane, lane + 32, ... for every m (several chunks'
 // loads in flight through the unrolled loop), and a warp reduction finishes each of the M x R
-// dot products: no shared memory, no block barrier. kTall: the rows of x come in chunks of M,
-// one a blockIdx.y (the last one shorter), for projections with few weight rows at any m.
-template <bool kBF16, int M, int R, bool kTall = false>
+// dot products: no shared memory, no block barrier.
+template <bool kBF16, int M, int R>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t total) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t m0 = kTall ? static_cast<int64_t>(blockIdx.y) * M : 0;  // this block's first row of x
-  const int mh = kTall && p.m - m0 < M ? static_cast<int>(p.m - m0) : M;  // and its rows
   const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * R;
   if (n0 >= total) return;
   const int64_t chunks = p.k >> 3;
@@ -47,7 +44,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t to
     int s = 0;
     while (s + 1 < p.segments && n >= p.seg[s].n) n -= p.seg[s++].n;
     wrow[r] = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.seg[s].w) + n * p.k);
-    orow[r] = p.seg[s].out + m0 * p.seg[s].out_stride + n;
+    orow[r] = p.seg[s].out + n;
     ostride[r] = p.seg[s].out_stride;
   }
   // Weights are never written by a kernel: start pulling the first chunks into L2 while the
@@ -69,8 +66,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t to
     for (int r = 0; r < R; ++r) raw[r] = load_streaming(wrow[r] + c);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      if (kTall && m >= mh) break;
-      const float4* xp = reinterpret_cast<const float4*>(p.x + (m0 + m) * p.x_stride) + 2 * c;
+      const float4* xp = reinterpret_cast<const float4*>(p.x + m * p.x_stride) + 2 * c;
       const float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
@@ -85,7 +81,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t to
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const float v = warp_sum(acc[m][r]);
-      if (lane == m * R + r && n0 + r < total && (!kTall || m < mh)) {
+      if (lane == m * R + r && n0 + r < total) {
         float* o = orow[r] + m * ostride[r];
         *o = p.accumulate ? *o + v : v;
       }
@@ -179,21 +175,8 @@ void launch_m(const GemvParams& p, cudaStream_t stream) {
   else launch_pdl(gemv_kernel<kBF16, M, 1>, blocks, kThreads, 0, stream, p, n);
 }
 
-// More rows of x than kGemvMaxM (few weight rows): the warp form, a warp a weight row, over
-// blocks of kGemvMaxM rows of x.
-template <bool kBF16>
-void launch_tall(const GemvParams& p, cudaStream_t stream) {
-  const int64_t n = p.rows();
-  const dim3 grid(static_cast<unsigned>((n + kWarps - 1) / kWarps), static_cast<unsigned>((p.m + kGemvMaxM - 1) / kGemvMaxM));
-  launch_pdl(gemv_kernel<kBF16, kGemvMaxM, 1, true>, grid, kThreads, 0, stream, p, n);
-}
-
 template <bool kBF16>
 void launch(const GemvParams& p, cudaStream_t stream) {
-  if (p.m > kGemvMaxM) {
-    launch_tall<kBF16>(p, stream);
-    return;
-  }
   switch (p.m) {
     case 1: launch_m<kBF16, 1>(p, stream); break;
     case 2: launch_m<kBF16, 2>(p, stream); break;
@@ -208,15 +191,12 @@ void launch(const GemvParams& p, cudaStream_t stream) {
 
 }  // namespace
 
-bool gemv_beats_cublaslt(int64_t m, int64_t n) {
-  return m <= 2 || (m <= 4 && n <= 4096) || (m <= 8 && n <= 1024) || (m <= kGemvTallMaxM && n <= kGemvTallMaxN);
-}
+bool gemv_beats_cublaslt(int64_t m, int64_t n) { return m <= 2 || (m <= 4 && n <= 4096) || (m <= 8 && n <= 1024); }
 
 bool gemv_applies(const GemvParams& p) {
   auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
-  if (p.m < 1 || p.k < 8 || p.k % 8 != 0) return false;
-  if (p.m > kGemvMaxM && (p.m > kGemvTallMaxM || p.rows() > kGemvTallMaxN)) return false;
-  if (p.segments < 1 || p.segments > kGemvMaxSegments) return false;
+  if (p.m < 1 || p.m > kGemvMaxM || p.k < 8 || p.k % 8 != 0) return false;
+  if (p.segments < 1 || p.segments > kGemvMaxSegments || (p.segments > 1 && p.m > 2)) return false;
   if (p.w_dtype != DType::kBF16 && p.w_dtype != DType::kF16) return false;
   if (!aligned16(p.x) || (p.m > 1 && p.x_stride % 4 != 0)) return false;
   for (int s = 0; s < p.segments; ++s)

@@ -2,11 +2,8 @@
 // directly (no rounding of x, no scratch), f32 accumulation: the decode projections. Weights
 // stream from HBM once in 16-byte loads (8 values); x comes through L1. Two forms, chosen by
 // shape: for m <= 2 and n >= 4096 (or several segments) a warp owns 1, 2 or 4 weight rows and
-// strides over k alone; otherwise a block of 256 threads owns 4 rows and strides over k together.
-// Projections with few weight rows (n <= kGemvTallMaxN: GDN's in_proj_a/b, 32 rows) take any m
-// up to kGemvTallMaxM, x in blocks of 8 rows: cuBLASLt gives such a GEMM a handful of CTAs, each
-// walking all of k (~7 us at 32 rows). The linear facet takes it over cuBLASLt where it applies
-// and measured faster (gemv_beats_cublaslt; docs/cuda.md).
+// strides over k alone; otherwise a block of 256 threads owns 4 rows and strides over k together. The linear facet
+// takes it over cuBLASLt where it applies and measured faster (gemv_beats_cublaslt; docs/cuda.md).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -20,7 +17,6 @@ namespace kiln::cuda {
 
 constexpr int kGemvMaxM = 8;
 constexpr int kGemvMaxSegments = 4;
-constexpr int64_t kGemvTallMaxM = 256, kGemvTallMaxN = 64;  // the tall form: any m up to 256, n <= 64
 
 // One weight of a (grouped) GEMV and its output: out[m, n] (+)= x w[n, k]^T.
 struct GemvSegment {
@@ -47,13 +43,12 @@ struct GemvParams {
   }
 };
 
-// Whether the kernel takes these arguments: m in 1..8 (or up to kGemvTallMaxM where all the
-// segments' rows are at most kGemvTallMaxN), k a multiple of 8, 16-byte aligned weights and x
-// rows (x_stride a multiple of 4 floats), bf16 or f16 weights.
+// Whether the kernel takes these arguments: m in 1..8, k a multiple of 8, 16-byte aligned
+// weights and x rows (x_stride a multiple of 4 floats), bf16 or f16 weights; several segments
+// only for m <= 2 (the warp form).
 bool gemv_applies(const GemvParams& p);
 // Where the GEMV kernel measured faster than cuBLASLt (x rounded) on an H200, 4B shapes: m <= 2
-// always (n up to the 248320-row LM head); m <= 4 for n <= 4096; m <= 8 for n <= 1024; m <= 256
-// for n <= 64.
+// always (n up to the 248320-row LM head); m <= 4 for n <= 4096; m <= 8 for n <= 1024.
 bool gemv_beats_cublaslt(int64_t m, int64_t n);
 Status gemv(const GemvParams& p, cudaStream_t stream);
 
