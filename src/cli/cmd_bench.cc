@@ -341,8 +341,10 @@ Status run(const BenchOpts& o) {
         sweep.push_back({{"batch", b}, {"error", r.status().to_string()}});
         continue;
       }
-      // Bytes at the middle of the timed steps' contexts.
-      const double bytes = decode_step_bytes(c, model->weights(), model->kv_dtype(), b, o.context + 2 + o.decode_tokens / 2) +
+      // Bytes at the middle of the timed steps' contexts (rows that prefilled early are up to
+      // prefill_cycles tokens longer: half of that on average).
+      const int64_t mid = o.context + 2 + o.decode_tokens / 2 + r->value("prefill_cycles", int64_t{0}) / 2;
+      const double bytes = decode_step_bytes(c, model->weights(), model->kv_dtype(), b, mid) +
                            r->value("adapter_bytes_per_step", 0.0);
       const double tps = (*r)["tokens_per_s"].get<double>();
       (*r)["bytes_per_step"] = bytes;
