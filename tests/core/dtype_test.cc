@@ -150,8 +150,11 @@ TEST(DType, E4m3RoundTripsAndRoundsToNearest) {
   std::vector<uint8_t> bytes(256);
   for (int b = 0; b < 256; ++b) bytes[b] = static_cast<uint8_t>(b);
   to_f32(DType::kF8E4M3, bytes.data(), wide.data(), 256);
-  for (int b = 0; b < 256; ++b)
-    if ((b & 0x7f) != 0x7f) EXPECT_EQ(wide[b], e4m3_to_f32(bytes[b]));
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7f) != 0x7f) {
+      EXPECT_EQ(wide[b], e4m3_to_f32(bytes[b]));
+    }
+  }
 }
 
 TEST(DType, NamesParse) {

@@ -25,96 +25,58 @@ __device__ __forceinline__ float kv_float(__nv_bfloat16 v) { return __bfloat162f
 __device__ __forceinline__ void store_kv(__nv_fp8_e4m3* p, float v) { *p = __nv_fp8_e4m3(v); }  // RN, satfinite
 __device__ __forceinline__ float kv_float(__nv_fp8_e4m3 v) { return static_cast<float>(v); }
 
-// Two e4m3 values (the low byte first) widened to f32 through f16, which holds every e4m3 exactly.
-__device__ __forceinline__ float2 e4m3x2_float(uint16_t w) {
-  return __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w), __NV_E4M3)));
+// The elements of one 32-bit word of the cache (1 f32, 2 bf16 or 4 e4m3, the lowest address
+// first) widened to f32 at d. e4m3 goes through f16, which holds every e4m3 value exactly.
+__device__ __forceinline__ void widen_word(float, uint32_t w, float* d) { d[0] = __uint_as_float(w); }
+__device__ __forceinline__ void widen_word(__nv_bfloat16, uint32_t w, float* d) {
+  d[0] = __uint_as_float(w << 16);
+  d[1] = __uint_as_float(w & 0xffff0000u);
 }
-
-// N consecutive elements at src (aligned to N elements where N is a multiple of the vector
-// width) widened to f32. kGlobal: through the read-only cache (__ldg); otherwise a plain load
-// (shared memory).
-template <int N, bool kGlobal = true>
-__device__ __forceinline__ void load_kv(const float* src, float (&dst)[N]) {
-  if constexpr (N % 4 == 0) {
-#pragma unroll
-    for (int i = 0; i < N; i += 4) {
-      const float4* q = reinterpret_cast<const float4*>(src + i);
-      const float4 v = kGlobal ? __ldg(q) : *q;
-      dst[i] = v.x;
-      dst[i + 1] = v.y;
-      dst[i + 2] = v.z;
-      dst[i + 3] = v.w;
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < N; ++i) dst[i] = kGlobal ? __ldg(src + i) : src[i];
-  }
-}
-
-template <int N, bool kGlobal = true>
-__device__ __forceinline__ void load_kv(const __nv_bfloat16* src, float (&dst)[N]) {
-  auto widen = [&](uint32_t w, int i) {
-    dst[i] = __uint_as_float(w << 16);
-    dst[i + 1] = __uint_as_float(w & 0xffff0000u);
+__device__ __forceinline__ void widen_word(__nv_fp8_e4m3, uint32_t w, float* d) {
+  auto pair = [](uint32_t h) {
+    return __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(h), __NV_E4M3)));
   };
-  if constexpr (N % 8 == 0) {
-#pragma unroll
-    for (int i = 0; i < N; i += 8) {
-      const uint4* q = reinterpret_cast<const uint4*>(src + i);
-      const uint4 v = kGlobal ? __ldg(q) : *q;
-      widen(v.x, i);
-      widen(v.y, i + 2);
-      widen(v.z, i + 4);
-      widen(v.w, i + 6);
-    }
-  } else if constexpr (N % 2 == 0) {
-#pragma unroll
-    for (int i = 0; i < N; i += 2) {
-      const uint32_t* q = reinterpret_cast<const uint32_t*>(src + i);
-      widen(kGlobal ? __ldg(q) : *q, i);
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < N; ++i) dst[i] = __bfloat162float(src[i]);
-  }
+  const float2 lo = pair(w & 0xffffu), hi = pair(w >> 16);
+  d[0] = lo.x;
+  d[1] = lo.y;
+  d[2] = hi.x;
+  d[3] = hi.y;
 }
 
-template <int N, bool kGlobal = true>
-__device__ __forceinline__ void load_kv(const __nv_fp8_e4m3* src, float (&dst)[N]) {
-  auto widen4 = [&](uint32_t w, int i) {
-    const float2 lo = e4m3x2_float(static_cast<uint16_t>(w)), hi = e4m3x2_float(static_cast<uint16_t>(w >> 16));
-    dst[i] = lo.x;
-    dst[i + 1] = lo.y;
-    dst[i + 2] = hi.x;
-    dst[i + 3] = hi.y;
+// N consecutive elements at src widened to f32, in the widest loads (16, 8 or 4 bytes) that N
+// elements fill; src must be aligned to that width (a cache row offset plus a multiple of N
+// elements is). kGlobal: through the read-only cache (__ldg); otherwise a plain load (shared
+// memory).
+template <int N, bool kGlobal = true, typename KV>
+__device__ __forceinline__ void load_kv(const KV* src, float (&dst)[N]) {
+  constexpr int kBytes = N * static_cast<int>(sizeof(KV)), kPerWord = 4 / static_cast<int>(sizeof(KV));
+  auto load = [&](auto vec, int i) {
+    using V = decltype(vec);
+    const V* q = reinterpret_cast<const V*>(src + i);
+    return kGlobal ? __ldg(q) : *q;
   };
-  if constexpr (N % 16 == 0) {
+  if constexpr (kBytes % 16 == 0) {
 #pragma unroll
-    for (int i = 0; i < N; i += 16) {
-      const uint4* q = reinterpret_cast<const uint4*>(src + i);
-      const uint4 v = kGlobal ? __ldg(q) : *q;
-      widen4(v.x, i);
-      widen4(v.y, i + 4);
-      widen4(v.z, i + 8);
-      widen4(v.w, i + 12);
+    for (int i = 0; i < N; i += 4 * kPerWord) {
+      const uint4 v = load(uint4{}, i);
+      widen_word(KV{}, v.x, dst + i);
+      widen_word(KV{}, v.y, dst + i + kPerWord);
+      widen_word(KV{}, v.z, dst + i + 2 * kPerWord);
+      widen_word(KV{}, v.w, dst + i + 3 * kPerWord);
     }
-  } else if constexpr (N % 8 == 0) {
+  } else if constexpr (kBytes % 8 == 0) {
 #pragma unroll
-    for (int i = 0; i < N; i += 8) {
-      const uint2* q = reinterpret_cast<const uint2*>(src + i);
-      const uint2 v = kGlobal ? __ldg(q) : *q;
-      widen4(v.x, i);
-      widen4(v.y, i + 4);
+    for (int i = 0; i < N; i += 2 * kPerWord) {
+      const uint2 v = load(uint2{}, i);
+      widen_word(KV{}, v.x, dst + i);
+      widen_word(KV{}, v.y, dst + i + kPerWord);
     }
-  } else if constexpr (N % 4 == 0) {
+  } else if constexpr (kBytes % 4 == 0) {
 #pragma unroll
-    for (int i = 0; i < N; i += 4) {
-      const uint32_t* q = reinterpret_cast<const uint32_t*>(src + i);
-      widen4(kGlobal ? __ldg(q) : *q, i);
-    }
+    for (int i = 0; i < N; i += kPerWord) widen_word(KV{}, load(uint32_t{}, i), dst + i);
   } else {
 #pragma unroll
-    for (int i = 0; i < N; ++i) dst[i] = static_cast<float>(src[i]);
+    for (int i = 0; i < N; ++i) dst[i] = kv_float(src[i]);
   }
 }
 #endif
