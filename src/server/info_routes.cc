@@ -42,6 +42,7 @@ void add_info_routes(httplib::Server& server, ServerContext& ctx) {
                    {"kv_blocks_free", e.free_blocks},
                    {"kv_blocks_total", e.total_blocks},
                    {"kv_blocks_cached", e.cached_blocks},
+                   {"kv_dtype", ctx.kv_dtype},
                    {"gdn_slots_free", e.free_slots},
                    {"gdn_slots_total", e.total_slots},
                    {"gdn_slots_cached", e.cached_snapshots}}},

@@ -40,6 +40,7 @@ struct ServerContext {
   const Backend* backend_impl = nullptr;  // the backend itself (its memory use for /health); may be null
   int64_t vocab_size = 0;    // the model's
   int64_t max_context = 0;   // prompt + generated tokens one request may hold
+  std::string kv_dtype;      // the K/V pool's element type (f32, bf16, f8e4m3), for /health
   int64_t default_max_tokens = 4096;  // when a request gives none (capped by the context left)
   int32_t think_open_id = -1, think_close_id = -1;  // <think> / </think>, -1 if the tokenizer has none
   std::chrono::system_clock::time_point started = std::chrono::system_clock::now();

@@ -126,6 +126,7 @@ class Stack final : public ServingStack {
     ctx_.adapters = adapters_.get();
     ctx_.adapter_dir = cfg.model.adapter_dir.empty() ? (fs::path(dir) / "adapters").string() : cfg.model.adapter_dir;
     ctx_.max_context = std::min(context, ec.kv_blocks * ModelState::kBlockSize);
+    ctx_.kv_dtype = std::string(dtype_name(model_->kv_dtype()));
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(*model_, ec));
     actor_ = std::make_unique<EngineActor>(std::move(engine));
     ctx_.actor = actor_.get();

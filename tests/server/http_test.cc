@@ -127,6 +127,7 @@ TEST(Http, ModelsHealthAndConfigRoutes) {
   EXPECT_EQ(h["status"], "ready");
   EXPECT_EQ(h["backend"], "cpu");
   EXPECT_EQ(h["engine"]["kv_blocks_total"], 256);
+  EXPECT_EQ(h["engine"]["kv_dtype"], "f32");  // the fixture is f32, and the cpu keeps f32 K/V
   // The CPU backend's memory: this process's resident set (a loaded model and a K/V pool: more
   // than a megabyte) out of the machine's RAM.
   ASSERT_TRUE(h["memory"]["device_used_bytes"].is_number()) << h.dump();

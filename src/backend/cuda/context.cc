@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "backend/cuda/blas.h"
+
 namespace kiln::cuda {
 
 Status cuda_status(cudaError_t err, const std::string& what) {
@@ -101,11 +103,25 @@ Result<std::shared_ptr<Context>> Context::create() {
 
 Context::~Context() {
   profiler.reset();  // prints its table while the stream still exists
-  if (stream != nullptr) {
-    cudaStreamSynchronize(stream);
-    cudaStreamDestroy(stream);
-  }
+  if (stream != nullptr) cudaStreamSynchronize(stream);
+  if (blas_ != nullptr) cublasDestroy(blas_);
+  if (stream != nullptr) cudaStreamDestroy(stream);
   if (staging_ != nullptr) cudaFreeHost(staging_);
+}
+
+Result<cublasHandle_t> Context::blas() {
+  std::lock_guard<std::mutex> lock(blas_mu_);
+  if (blas_ != nullptr) return blas_;
+  cublasHandle_t h = nullptr;
+  KILN_RETURN_IF_ERROR(blas_status(cublasCreate(&h), "cublas create"));
+  Status s = blas_status(cublasSetStream(h, stream), "cublas set stream");
+  if (s.ok()) s = blas_status(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublas set math mode");
+  if (!s.ok()) {
+    cublasDestroy(h);
+    return s;
+  }
+  blas_ = h;
+  return blas_;
 }
 
 Result<void*> Context::staging(size_t bytes) {

@@ -2,6 +2,7 @@
 // the cuBLASLt handle and a caching allocator for device memory.
 #pragma once
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -79,10 +80,15 @@ struct Context {
   // An uninitialised contiguous f32/bf16/... device tensor from the pool, or from the recording
   // pool while recording (allocate() zero-fills).
   Result<Tensor> empty(Shape shape, DType dtype);
+  // The cuBLAS handle of the backend's cuBLAS GEMMs (training, and the linear facet's thin f32
+  // products), bound to the stream, default math (no TF32); created on first use.
+  Result<cublasHandle_t> blas();
 
  private:
   void* staging_ = nullptr;
   size_t staging_bytes_ = 0;
+  cublasHandle_t blas_ = nullptr;
+  std::mutex blas_mu_;
 };
 
 }  // namespace kiln::cuda

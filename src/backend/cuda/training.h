@@ -2,7 +2,7 @@
 // optimizer step run on the device, in order on the Context's stream. One .cc per concept:
 //   training.cc            supports(): the per-op predicates below, dispatched by op
 //   training_gemm.cc       gemm (cuBLAS; a bf16/f16 weight meets its f32 operand rounded to the
-//                          weight's dtype, f32 x f32 stays f32), blas()
+//                          weight's dtype, f32 x f32 stays f32) on Context::blas()
 //   training_pointwise.cc  norm, silu-mul and RoPE backward (kernels/training_pointwise.cu)
 //   training_conv.cc       conv1d backward (kernels/conv_backward.cu)
 //   training_attention.cc  attention backward (kernels/attention_backward.cu + cuBLAS)
@@ -24,7 +24,6 @@ namespace kiln::cuda {
 class Training final : public TrainingFacet {
  public:
   explicit Training(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
-  ~Training() override;
   Support supports(const TrainRequest& r) const override;
   Status gemm(const GemmArgs& a) override;
   Status norm_backward(const NormBackwardArgs& a) override;
@@ -45,12 +44,7 @@ class Training final : public TrainingFacet {
   static Support supports_logprobs(const TrainRequest& r);    // both directions
 
  private:
-  // The cuBLAS handle of training's GEMMs, bound to the Context's stream (created on first use).
-  Result<cublasHandle_t> blas();
-
   std::shared_ptr<Context> ctx_;
-  cublasHandle_t blas_ = nullptr;
-  std::mutex blas_mu_;
 };
 
 class Optimizer final : public OptimizerFacet {

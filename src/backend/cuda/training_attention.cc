@@ -108,7 +108,7 @@ Status Training::attention_backward(const AttentionBackwardArgs& a) {
     score_elems = std::max(score_elems, c.kv_heads * c.q_heads * c.positions * n);
   }
   if (chunk_rows == 0) return {};  // every row empty: no gradient to write
-  KILN_ASSIGN_OR_RETURN(cublasHandle_t h, blas());
+  KILN_ASSIGN_OR_RETURN(cublasHandle_t h, ctx_->blas());
 
   // Scratch, pool-cached and ordered on the stream like every kernel here.
   auto scratch = [&](int64_t n) { return ctx_->empty(Shape{n}, DType::kF32); };

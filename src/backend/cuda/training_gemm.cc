@@ -38,25 +38,6 @@ Support Training::supports_gemm(const TrainRequest& r) {
   return Support::native();
 }
 
-Result<cublasHandle_t> Training::blas() {
-  std::lock_guard<std::mutex> lock(blas_mu_);
-  if (blas_ != nullptr) return blas_;
-  cublasHandle_t h = nullptr;
-  KILN_RETURN_IF_ERROR(blas_status(cublasCreate(&h), "cublas create"));
-  Status s = blas_status(cublasSetStream(h, ctx_->stream), "cublas set stream");
-  if (s.ok()) s = blas_status(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublas set math mode");
-  if (!s.ok()) {
-    cublasDestroy(h);
-    return s;
-  }
-  blas_ = h;
-  return blas_;
-}
-
-Training::~Training() {
-  if (blas_ != nullptr) cublasDestroy(blas_);
-}
-
 Status Training::gemm(const GemmArgs& g) {
   KILN_ASSIGN_OR_RETURN(const std::string req, open_train_call(*this, g, "cuda", DeviceKind::kCuda));
   const int64_t M = g.out.dim(0), N = g.out.dim(1), K = g.trans_a ? g.a.dim(0) : g.a.dim(1);
@@ -68,7 +49,7 @@ Status Training::gemm(const GemmArgs& g) {
                             ", b " + g.b.describe() + " or out " + g.out.describe());
   if (lda > INT_MAX || ldb > INT_MAX || ldo > INT_MAX)
     return invalid_argument(req + ": a row stride exceeds cuBLAS's 32-bit int");
-  KILN_ASSIGN_OR_RETURN(cublasHandle_t h, blas());
+  KILN_ASSIGN_OR_RETURN(cublasHandle_t h, ctx_->blas());
   ProfileScope prof(ctx_->profiler.get(), [&] {
     return "train gemm " + std::string(dtype_name(g.b.dtype())) + " m=" + std::to_string(M) +
            " n=" + std::to_string(N) + " k=" + std::to_string(K);

@@ -7,7 +7,7 @@
 // rounded to the head's dtype once and the logits GEMMs run on tensor cores with f32
 // accumulation. The backward's G is rounded to bf16 for a bf16 head; for an f16 head it stays f32
 // and the head's chunk is widened to f32 instead (f16 would flush coef * p, often below 1e-8, to
-// zero). An f32 LM head runs f32 GEMMs throughout (CUBLAS_COMPUTE_32F on the handle blas() keeps
+// zero). An f32 LM head runs f32 GEMMs throughout (CUBLAS_COMPUTE_32F on the handle Context::blas() keeps
 // in CUBLAS_DEFAULT_MATH: no TF32).
 #include <cublas_v2.h>
 
@@ -148,7 +148,7 @@ Status Training::token_logprobs(const TokenLogprobArgs& a) {
   const int64_t T = a.hidden.dim(0), V = a.lm_head.dim(0);
   KILN_RETURN_IF_ERROR(check_targets(*ctx_, a.targets, V, req));
   ProfileScope prof(ctx_->profiler.get(), [&] { return "token_logprobs " + req; });
-  KILN_ASSIGN_OR_RETURN(cublasHandle_t h, blas());
+  KILN_ASSIGN_OR_RETURN(cublasHandle_t h, ctx_->blas());
   KILN_ASSIGN_OR_RETURN(const HiddenOperand x, hidden_operand(*ctx_, a.hidden, a.lm_head.dtype(), req));
   const int64_t vc = vocab_chunk(T, V);
   KILN_ASSIGN_OR_RETURN(Tensor logits, ctx_->empty({T, vc}, DType::kF32));
@@ -180,7 +180,7 @@ Status Training::token_logprobs_backward(const TokenLogprobBackwardArgs& a) {
   KILN_RETURN_IF_ERROR(checked_dhidden(a.dhidden, req));
   KILN_RETURN_IF_ERROR(check_targets(*ctx_, a.targets, V, req));
   ProfileScope prof(ctx_->profiler.get(), [&] { return "token_logprobs_backward " + req; });
-  KILN_ASSIGN_OR_RETURN(cublasHandle_t h, blas());
+  KILN_ASSIGN_OR_RETURN(cublasHandle_t h, ctx_->blas());
   KILN_ASSIGN_OR_RETURN(const HiddenOperand x, hidden_operand(*ctx_, a.hidden, dt, req));
   const int64_t vc = vocab_chunk(T, V);
   KILN_ASSIGN_OR_RETURN(Tensor logits, ctx_->empty({T, vc}, DType::kF32));
