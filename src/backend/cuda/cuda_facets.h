@@ -106,10 +106,6 @@ class Linear final : public LinearFacet {
   Status cublaslt(const MatmulArgs& a, const MatmulRequest& r, float alpha);
   Status cublaslt_group(const MatmulGroupArgs& a);
   bool takes_gemv(const MatmulArgs& a, const MatmulRequest& r) const;
-  // f32 weights with few outputs over many rows (LoRA's u = x A^T on a long segment): cuBLAS's
-  // GEMM (Context::blas), which picks a far faster kernel there than cuBLASLt's heuristic.
-  bool takes_thin_f32(const MatmulRequest& r) const;
-  Status thin_f32(const MatmulArgs& a, const MatmulRequest& r);
   GemvParams gemv_params(const MatmulArgs& a, const MatmulRequest& r) const;
 
   std::shared_ptr<Context> ctx_;

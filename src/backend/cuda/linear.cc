@@ -4,7 +4,6 @@
 // everything the heuristic sees; for decode-sized m the cached algorithm is the fastest of the
 // heuristic's candidates as timed on the first call's operands (gemm_autotune.h).
 #include <algorithm>
-#include <climits>
 #include <functional>
 
 #include "backend/arg_checks.h"
@@ -22,7 +21,6 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 constexpr int kCandidates = 8;  // heuristic candidates the autotuner times
-constexpr int64_t kThinF32MaxN = 64, kThinF32MinM = 256;  // Linear::takes_thin_f32
 
 // The largest power of two (up to 256) dividing the address: what cuBLASLt may assume.
 int alignment_of(const void* p) {
@@ -222,32 +220,7 @@ Status Linear::matmul(const MatmulArgs& a) {
     });
     return in_context(gemv(gemv_params(a, r), ctx_->stream), a);
   }
-  if (takes_thin_f32(r)) return thin_f32(a, r);
   return cublaslt(a, r, 1.f);
-}
-
-// Outside a recording only: a captured cuBLAS call would need its workspace set for capture, and
-// the shapes this takes (hundreds of rows) are prefill and training, never a recorded decode step.
-bool Linear::takes_thin_f32(const MatmulRequest& r) const {
-  return tuning().thin_f32_cublas && r.w_dtype == DType::kF32 && r.n <= kThinF32MaxN && r.m > kThinF32MinM &&
-         r.m <= INT_MAX && r.k <= INT_MAX && !ctx_->recording;
-}
-
-Status Linear::thin_f32(const MatmulArgs& a, const MatmulRequest& r) {
-  ProfileScope prof(ctx_->profiler.get(), [&] {
-    return "matmul cublas f32 m=" + std::to_string(r.m) + " n=" + std::to_string(r.n) + " k=" + std::to_string(r.k);
-  });
-  KILN_ASSIGN_OR_RETURN(cublasHandle_t h, ctx_->blas());
-  const int64_t ldx = r.m == 1 ? r.k : std::max<int64_t>(a.x.stride(0), r.k);
-  const int64_t ldc = r.m == 1 ? r.n : std::max<int64_t>(a.out.stride(0), r.n);
-  const float alpha = 1.f, beta = a.accumulate ? 1.f : 0.f;
-  kernel_launch_count().fetch_add(1, std::memory_order_relaxed);  // one cuBLAS GEMM, counted as one launch
-  // Row-major out[m, n] = x[m, k] w[n, k]^T is column-major out^T = w^T x^T: (T, N) on (w, x).
-  return blas_status(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(r.n), static_cast<int>(r.m),
-                                  static_cast<int>(r.k), &alpha, a.w.raw(), CUDA_R_32F, static_cast<int>(r.k),
-                                  a.x.raw(), CUDA_R_32F, static_cast<int>(ldx), &beta, a.out.raw(), CUDA_R_32F,
-                                  static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                     "cublas matmul " + r.describe());
 }
 
 // Whether the decode GEMV kernel runs this matmul (16-bit weights, few rows, where it beats

@@ -10,8 +10,6 @@
 //   KILN_CUDA_GEMM_AUTOTUNE=0   cuBLASLt GEMMs take the heuristic's first algorithm instead of the
 //                               fastest of its candidates timed on first use (gemm_autotune.h)
 //   KILN_CUDA_GEMM_AUTOTUNE_MAX_M=<m> largest m whose GEMMs are timed (default 256)
-//   KILN_CUDA_THIN_F32_CUBLAS=0 f32-weight matmuls of <= 64 outputs over > 256 rows (LoRA's
-//                               x A^T on long segments) go to cuBLASLt instead of cuBLAS's GEMM
 //   KILN_CUDA_GDN_CHUNKED=0     chunked GDN requests run the recurrent kernel
 //   KILN_CUDA_GDN_TWO_PASS=0    the chunked form runs as one kernel (substitution inside the scan)
 //   KILN_CUDA_GDN_FUSED=0       the fused GDN decode step is declined (the model runs conv, delta
@@ -52,7 +50,6 @@ struct Tuning {
   int gemv_rows = 0;  // rows a warp takes: 0 by shape, 1/2/4 forced, -1 the block-split form (GemvParams)
   bool gemm_autotune = true;  // cuBLASLt candidates timed for decode-sized m (gemm_autotune.h)
   long long gemm_autotune_max_m = 256;
-  bool thin_f32_cublas = true;  // f32 weights, n <= 64, m > 256: cublasGemmEx (Linear::takes_thin_f32)
   bool gdn_chunked = true;
   bool gdn_two_pass = true;
   bool gdn_fused_decode = true;
@@ -87,7 +84,6 @@ inline Tuning tuning_from_env() {
     t.gemv_rows = v < 0 ? -1 : (v == 1 || v == 2 || v == 4 ? v : 0);
   }
   t.gemm_autotune = flag("KILN_CUDA_GEMM_AUTOTUNE", true);
-  t.thin_f32_cublas = flag("KILN_CUDA_THIN_F32_CUBLAS", true);
   if (const char* m = std::getenv("KILN_CUDA_GEMM_AUTOTUNE_MAX_M"); m != nullptr && m[0] != '\0')
     t.gemm_autotune_max_m = std::atoll(m);
   t.gdn_chunked = flag("KILN_CUDA_GDN_CHUNKED", true);
