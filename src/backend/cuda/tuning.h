@@ -7,8 +7,9 @@
 //   KILN_CUDA_GEMV_MAX_N=<n>    largest n (weight rows) the GEMV kernel takes
 //   KILN_CUDA_GEMV_ROWS=<r>     weight rows a warp of the GEMV takes (1, 2, 4; -1: the block-split
 //                               form for every n); unset: chosen by shape
-//   KILN_CUDA_GEMM_AUTOTUNE=0   cuBLASLt GEMMs take the heuristic's first algorithm instead of the
-//                               fastest of its candidates timed on first use (gemm_autotune.h)
+//   KILN_CUDA_GEMM_AUTOTUNE=0   cuBLASLt GEMMs on 16-bit weights take the heuristic's first
+//                               algorithm instead of the fastest of its candidates timed on first
+//                               use (gemm_autotune.h); f32 weights always take the first
 //   KILN_CUDA_GEMM_AUTOTUNE_MAX_M=<m> largest m whose GEMMs are timed (default 256)
 //   KILN_CUDA_GDN_CHUNKED=0     chunked GDN requests run the recurrent kernel
 //   KILN_CUDA_GDN_TWO_PASS=0    the chunked form runs as one kernel (substitution inside the scan)
