@@ -28,8 +28,9 @@ struct EngineBenchOpts {
 // first decode_steps cycles after the warm-up that decode all of them (and prefill nothing) are
 // timed. Greedy (or sampled at o.temperature), no logprobs.
 // JSON: batch, context, prefill_cycles (cycles the prompts took; rows that prefilled early have
-// decoded up to that many tokens more when the timing starts), steps, seconds, step_ms_median, tokens_per_s, replayed_steps (decode steps
-// replayed as a recording, warm-up included; 0 where the backend runs eagerly); with o.adapters:
+// decoded up to that many tokens more when the timing starts), steps, seconds, step_ms_median,
+// tokens_per_s, replayed_steps (decode steps replayed as a recording, warm-up included; 0 where
+// the backend runs eagerly); with o.adapters:
 // adapters, adapter_rank and adapter_bytes_per_step (the factors of the distinct adapters a step
 // reads, for the roofline).
 Result<nlohmann::json> bench_engine_decode(Qwen35Model& model, int64_t batch, const EngineBenchOpts& o);

@@ -1,5 +1,6 @@
 #include "cli/bench_kv_effect.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -22,10 +23,7 @@ Result<std::vector<Tensor>> run_with_kv(Qwen35Model& model, DType kv, std::span<
     if (i == steps) break;
     if (follow) {
       const float* l = logits.data<float>();
-      int32_t best = 0;
-      for (int64_t v = 1; v < logits.numel(); ++v)
-        if (l[v] > l[best]) best = static_cast<int32_t>(v);
-      tokens.push_back(best);
+      tokens.push_back(static_cast<int32_t>(std::max_element(l, l + logits.numel()) - l));
     }
     out.push_back(std::move(logits));
     row = SequenceInput{&seq, {&tokens[static_cast<size_t>(i)], 1}};
@@ -57,17 +55,14 @@ Result<nlohmann::json> bench_kv_effect(Qwen35Model& model, DType reference, int6
     const float* a = (*narrow)[s].data<float>();
     const float* b = wide[s].data<float>();
     double diff = 0, scale = 0;
-    int64_t arg_a = 0, arg_b = 0;
     for (int64_t v = 0; v < vocab; ++v) {
       const double d = std::fabs(double(a[v]) - double(b[v]));
       diff = std::max(diff, d);
       abs_sum += d;
       scale = std::max(scale, std::fabs(double(b[v])));
-      if (a[v] > a[arg_a]) arg_a = v;
-      if (b[v] > b[arg_b]) arg_b = v;
     }
     worst = std::max(worst, diff / std::max(scale, 1e-30));
-    agree += arg_a == arg_b;
+    agree += std::max_element(b, b + vocab) - b == tokens[s];  // tokens[s]: the narrow run's argmax
   }
   const double n = static_cast<double>(wide.size());
   return nlohmann::json{{"kv_dtype", std::string(dtype_name(kv))},

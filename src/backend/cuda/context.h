@@ -80,8 +80,8 @@ struct Context {
   // An uninitialised contiguous f32/bf16/... device tensor from the pool, or from the recording
   // pool while recording (allocate() zero-fills).
   Result<Tensor> empty(Shape shape, DType dtype);
-  // The cuBLAS handle of the backend's cuBLAS GEMMs (training, and the linear facet's thin f32
-  // products), bound to the stream, default math (no TF32); created on first use.
+  // The cuBLAS handle of the backend's cuBLAS (not cuBLASLt) GEMMs, training's: bound to the
+  // stream, default math (no TF32); created on first use.
   Result<cublasHandle_t> blas();
 
  private:

@@ -7,8 +7,8 @@
 // rounded to the head's dtype once and the logits GEMMs run on tensor cores with f32
 // accumulation. The backward's G is rounded to bf16 for a bf16 head; for an f16 head it stays f32
 // and the head's chunk is widened to f32 instead (f16 would flush coef * p, often below 1e-8, to
-// zero). An f32 LM head runs f32 GEMMs throughout (CUBLAS_COMPUTE_32F on the handle Context::blas() keeps
-// in CUBLAS_DEFAULT_MATH: no TF32).
+// zero). An f32 LM head runs f32 GEMMs throughout (CUBLAS_COMPUTE_32F on the handle
+// Context::blas() keeps in CUBLAS_DEFAULT_MATH: no TF32).
 #include <cublas_v2.h>
 
 #include <algorithm>

@@ -123,7 +123,7 @@ TEST_F(FlashPrefill, MatchesCpuOnBf16RoundedInputs) {
       for (int64_t e = 0; e < c.hq * 2 * c.d; ++e)
         if (e % (2 * c.d) < c.d) {
           float& x = qg_host.data<float>()[t * c.hq * 2 * c.d + e];
-          x = bf16_to_f32(f32_to_bf16(x));
+          x = rounded_to(DType::kBF16, x);
         }
     Twin qg(*be, qg_host);
     const Tensor q_view = qg.host.as_strided({T, c.hq, c.d}, {c.hq * 2 * c.d, 2 * c.d, 1});

@@ -168,9 +168,7 @@ class RoundedGemmInputs final : public LinearFacet {
     Tensor x = Tensor::empty(a.x.shape(), DType::kF32);
     for (int64_t i = 0; i < a.x.dim(0); ++i)
       for (int64_t j = 0; j < a.x.dim(1); ++j) {
-        const float v = a.x.data<float>()[i * a.x.stride(0) + j];
-        x.data<float>()[i * a.x.dim(1) + j] =
-            a.w.dtype() == DType::kBF16 ? bf16_to_f32(f32_to_bf16(v)) : f16_to_f32(f32_to_f16(v));
+        x.data<float>()[i * a.x.dim(1) + j] = rounded_to(a.w.dtype(), a.x.data<float>()[i * a.x.stride(0) + j]);
       }
     MatmulArgs b = a;
     b.x = x;

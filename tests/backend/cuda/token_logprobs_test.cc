@@ -82,10 +82,7 @@ Tensor columns(const Tensor& base, int64_t W, DType round) {
   Tensor out = Tensor::empty({T, W}, DType::kF32);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t k = 0; k < W; ++k) {
-      const float v = base.data<float>()[t * S + k];
-      out.data<float>()[t * W + k] = round == DType::kBF16  ? bf16_to_f32(f32_to_bf16(v))
-                                     : round == DType::kF16 ? f16_to_f32(f32_to_f16(v))
-                                                            : v;
+      out.data<float>()[t * W + k] = rounded_to(round, base.data<float>()[t * S + k]);
     }
   return out;
 }
