@@ -113,7 +113,16 @@ Status run(const TrainBenchOpts& o) {
                  static_cast<long long>(p.total_steps), p.loss, p.tokens_per_second);
     std::fflush(stderr);
   };
+#ifdef KILN_HAVE_CUDA
+  double wait_before = 0;
+  uint64_t syncs_before = 0;
+  if (auto st = cuda_backend_stats(*be); st.ok()) {
+    wait_before = st->host_wait_seconds;
+    syncs_before = st->synchronizations;
+  }
+#endif
   KILN_ASSIGN_OR_RETURN(TrainResult r, run_training(*model, spec, progress, cancel));
+
   std::fprintf(stderr, "\n");
 
   // Tokens a step trains on (forward and backward), averaged over the run's steps.
@@ -149,10 +158,20 @@ Status run(const TrainBenchOpts& o) {
   const MemoryUsage mem = be->memory_usage();
   j["memory"] = {{"used_bytes_at_end", mem.used_bytes}, {"total_bytes", mem.total_bytes}, {"what", mem.what}};
 #ifdef KILN_HAVE_CUDA
-  if (auto st = cuda_backend_stats(*be); st.ok())
+  if (auto st = cuda_backend_stats(*be); st.ok()) {
+    // Host-bound or device-bound: the host's time blocked on the device against the run's wall
+    // time (model load excluded: the waits are counted from before the first step).
+    const double wait = st->host_wait_seconds - wait_before;
+    double sum_steps = 0;
+    for (double s : r.step_seconds) sum_steps += s;
     j["cuda"] = {{"device_pool_peak_in_use_bytes", st->pool_peak_in_use_bytes},
                  {"device_pool_reserved_bytes", st->pool_reserved_bytes},
-                 {"launches", st->launches}};
+                 {"launches", st->launches},
+                 {"synchronizations_per_step", static_cast<double>(st->synchronizations - syncs_before) /
+                                                   static_cast<double>(r.step_seconds.size())},
+                 {"host_wait_seconds", wait},
+                 {"host_wait_fraction_of_steps", wait / std::max(1e-9, sum_steps)}};
+  }
 #endif
   if (const char* path = std::getenv("KILN_QUALIFICATION_CASE_RESULT"); path != nullptr) {
     auto metric = [](const char* name, double value, const char* unit) {

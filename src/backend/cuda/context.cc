@@ -1,6 +1,7 @@
 #include "backend/cuda/context.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "backend/cuda/blas.h"
 
@@ -124,10 +125,20 @@ Result<cublasHandle_t> Context::blas() {
   return blas_;
 }
 
+Status Context::synchronize(const std::string& what) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const cudaError_t err = cudaStreamSynchronize(stream);
+  host_wait_ns.fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                   std::chrono::steady_clock::now() - t0).count()),
+                         std::memory_order_relaxed);
+  synchronizations.fetch_add(1, std::memory_order_relaxed);
+  return cuda_status(err, what);
+}
+
 Result<void*> Context::staging(size_t bytes) {
   if (bytes <= staging_bytes_) return staging_;
   if (staging_ != nullptr) {
-    KILN_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream), "staging: synchronize"));
+    KILN_RETURN_IF_ERROR(synchronize("staging: synchronize"));
     cudaFreeHost(staging_);
     staging_ = nullptr;
     staging_bytes_ = 0;

@@ -5,6 +5,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -83,6 +84,11 @@ struct Context {
   // The cuBLAS handle of the backend's cuBLAS (not cuBLASLt) GEMMs, training's: bound to the
   // stream, default math (no TF32); created on first use.
   Result<cublasHandle_t> blas();
+  // Waits for everything queued on the stream; "what: <error>" on failure. Every host wait of the
+  // backend goes through here, so the time the host spends blocked on the device is counted:
+  // a step whose wall time is mostly host wait is device-bound, one with little is host-bound.
+  Status synchronize(const std::string& what);
+  std::atomic<uint64_t> host_wait_ns{0}, synchronizations{0};
 
  private:
   void* staging_ = nullptr;

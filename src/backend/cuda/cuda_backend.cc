@@ -144,6 +144,8 @@ Result<CudaBackendStats> cuda_backend_stats(Backend& backend) {
   s.launches = cuda::kernel_launch_count().load();
   s.graph_recordings = be->replay_impl().recordings();
   s.graph_replays = be->replay_impl().replays();
+  s.synchronizations = be->context().synchronizations.load();
+  s.host_wait_seconds = static_cast<double>(be->context().host_wait_ns.load()) * 1e-9;
   cuda::PoolStats p = be->context().pool->stats();
   s.pool_hits = p.hits;
   s.pool_misses = p.misses;

@@ -27,6 +27,9 @@ struct CudaBackendStats {
   uint64_t cublaslt_matmuls = 0;  // of this backend (each is one of `launches`)
   // CUDA graphs of this backend: made, and launched (a replay's kernels are not in `launches`).
   uint64_t graph_recordings = 0, graph_replays = 0;
+  // Host waits on the device (Context::synchronize): how many, and the time spent blocked in them.
+  uint64_t synchronizations = 0;
+  double host_wait_seconds = 0;
 };
 // Fails when `backend` is not a CUDA backend.
 Result<CudaBackendStats> cuda_backend_stats(Backend& backend);

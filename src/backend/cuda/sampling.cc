@@ -70,7 +70,7 @@ Status Sampling::argmax(const ArgmaxArgs& a) {
   if (!host) return {};
   KILN_RETURN_IF_ERROR(cuda_status(
       cudaMemcpyAsync(a.ids.raw(), ids.raw(), a.ids.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream), req + ": ids back"));
-  return cuda_status(cudaStreamSynchronize(ctx_->stream), req + ": synchronize");
+  return ctx_->synchronize(req + ": synchronize");
 }
 
 namespace {
@@ -158,7 +158,7 @@ Status Sampling::sample(const SampleArgs& a) {
   KILN_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(stage + ids_at, dev + ids_at, total - ids_at,
                                                    cudaMemcpyDeviceToHost, ctx_->stream),
                                    req + ": ids back"));
-  KILN_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(ctx_->stream), req + ": synchronize"));
+  KILN_RETURN_IF_ERROR(ctx_->synchronize(req + ": synchronize"));
   std::memcpy(a.ids.raw(), stage + ids_at, static_cast<size_t>(r.rows) * 4);
   std::memcpy(a.logprobs.raw(), stage + logprobs_at, static_cast<size_t>(r.rows) * 4);
   return {};

@@ -59,13 +59,13 @@ Status Storage::copy_to_host(const Tensor& s, const Tensor& d) {
     KILN_ASSIGN_OR_RETURN(void* buf, ctx_->staging(s.nbytes()));
     KILN_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(buf, s.raw(), s.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream),
                                      "copy_to_host " + s.describe()));
-    KILN_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(ctx_->stream), "copy_to_host: synchronize"));
+    KILN_RETURN_IF_ERROR(ctx_->synchronize("copy_to_host: synchronize"));
     std::memcpy(d.raw(), buf, s.nbytes());
     return {};
   }
   KILN_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(d.raw(), s.raw(), s.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream),
                                    "copy_to_host " + s.describe()));
-  return cuda_status(cudaStreamSynchronize(ctx_->stream), "copy_to_host: synchronize");
+  return ctx_->synchronize("copy_to_host: synchronize");
 }
 
 Status Storage::copy(const Tensor& s, const Tensor& d) {
@@ -84,6 +84,6 @@ Status Storage::zero(const Tensor& d) {
   return cuda_status(cudaMemsetAsync(d.raw(), 0, d.nbytes(), ctx_->stream), "zero " + d.describe());
 }
 
-Status Storage::synchronize() { return cuda_status(cudaStreamSynchronize(ctx_->stream), "synchronize"); }
+Status Storage::synchronize() { return ctx_->synchronize("synchronize"); }
 
 }  // namespace kiln::cuda

@@ -94,7 +94,7 @@ Status Training::attention_backward(const AttentionBackwardArgs& a) {
     KILN_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(cu.data(), a.layout->cu_seqlens.data<int32_t>(),
                                                      cu.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, st),
                                      req + ": reading cu_seqlens"));
-    KILN_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(st), req + ": reading cu_seqlens"));
+    KILN_RETURN_IF_ERROR(ctx_->synchronize(req + ": reading cu_seqlens"));
   }
   int64_t kv_elems = 0, chunk_rows = 0, score_elems = 0;
   for (int64_t r = 0; r < R; ++r) {

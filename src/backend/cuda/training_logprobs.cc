@@ -113,7 +113,7 @@ Status check_targets(Context& ctx, const Tensor& targets, int64_t vocab, const s
   KILN_RETURN_IF_ERROR(cuda_status(
       cudaMemcpyAsync(tg.data(), targets.raw(), tg.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, ctx.stream),
       req + ": copy targets"));
-  KILN_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(ctx.stream), req + ": copy targets"));
+  KILN_RETURN_IF_ERROR(ctx.synchronize(req + ": copy targets"));
   for (size_t t = 0; t < tg.size(); ++t)
     if (tg[t] >= vocab)
       return invalid_argument(req + ": target " + std::to_string(tg[t]) + " at token " + std::to_string(t) +
