@@ -1,6 +1,11 @@
 // KILN_CUDA_PROFILE=1: per-name totals of device time (a pair of CUDA events around each facet
 // call, on the backend's stream) and host time (wall clock inside the call), printed to stderr
 // as a table when the backend goes away. Off (the default), a scope costs one branch.
+// Also each call's lag: how long after the host enqueued it the device began it (its begin
+// event placed on the host's clock through a reference event the host waited for). A lag of a
+// few microseconds means the device had nothing else queued and waited for the host; a long one
+// means the host was ahead (device-bound). The device time of a call with no lag can include
+// waits for the host inside the call.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,20 +28,27 @@ class Profiler {
   static std::unique_ptr<Profiler> from_env(cudaStream_t stream);
 
   cudaEvent_t record();  // an event recorded on the stream now
-  void add(std::string name, cudaEvent_t begin, cudaEvent_t end, double host_us);
+  void add(std::string name, cudaEvent_t begin, cudaEvent_t end, std::chrono::steady_clock::time_point host_begin,
+           double host_us);
   void print();          // totals so far, largest device time first
 
  private:
   struct Pending {
     std::string name;
     cudaEvent_t begin, end;
+    std::chrono::steady_clock::time_point host_begin;
     double host_us;
   };
   struct Total {
     uint64_t calls = 0;
-    double device_ms = 0, host_ms = 0;
+    double device_ms = 0, host_ms = 0, lag_ms = 0;
   };
-  void drain_locked();  // waits for the pending events and folds them into the totals
+  void drain_locked();      // waits for the pending events and folds them into the totals
+  void rebase_locked();     // a new reference: an event recorded and waited for, and the host's time then
+
+  cudaEvent_t ref_ = nullptr;
+  std::chrono::steady_clock::time_point ref_host_;
+  std::vector<float> lags_us_;  // every call's lag, for the percentiles printed
 
   cudaStream_t stream_;
   std::mutex mu_;
@@ -59,7 +71,7 @@ class ProfileScope {
     if (p_ == nullptr) return;
     cudaEvent_t end = p_->record();
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0_).count();
-    p_->add(std::move(name_), begin_, end, us);
+    p_->add(std::move(name_), begin_, end, t0_, us);
   }
   ProfileScope(const ProfileScope&) = delete;
   ProfileScope& operator=(const ProfileScope&) = delete;
