@@ -145,7 +145,7 @@ void bench_gemm(Backend& be) {
 void bench_gdn(Backend& be) {
   const int64_t hk = 16, hv = 32, dk = 128, dv = 128, C = 2 * hk * dk + hv * dv, K = 4;
   // Prefill: one sequence of T tokens, chunked vs recurrent.
-  for (int64_t T : {512, 2048}) {
+  for (int64_t T : {512, 2048, 4096}) {
     HostBatchLayout h = one_row_per_sequence({0}, {T});
     BatchLayout l = make_batch_layout(h, be.storage()).value();
     Tensor mixed = filled(be, {T, C}, DType::kF32);
@@ -165,16 +165,18 @@ void bench_gdn(Backend& be) {
     g.state = state;
     g.out = out;
     g.layout = &l;
-    double us[3];
-    for (int c = 0; c < 3; ++c) {
+    double us[4];  // recurrent, one kernel, two passes with 8 and with 16 scan warps
+    for (int c = 0; c < 4; ++c) {
       cuda::tuning().gdn_chunked = c > 0;
-      cuda::tuning().gdn_two_pass = c == 2;
+      cuda::tuning().gdn_two_pass = c >= 2;
+      cuda::tuning().gdn_scan_warps = c == 2 ? 8 : 16;
       us[c] = time_us(be, [&] { return be.gdn().delta_rule(g); });
     }
     cuda::tuning().gdn_chunked = cuda::tuning().gdn_two_pass = true;
-    std::printf("gdn   prefill T=%lld (4B layer)  chunked two-pass %8.1f us  one kernel %8.1f us  recurrent %9.1f us  "
-                "(%.1fx)\n",
-                (long long)T, us[2], us[1], us[0], us[0] / us[2]);
+    cuda::tuning().gdn_scan_warps = 16;
+    std::printf("gdn   prefill T=%lld (4B layer)  two-pass %8.1f us (scan 8 warps %8.1f)  one kernel %8.1f us  "
+                "recurrent %9.1f us  (%.1fx)\n",
+                (long long)T, us[3], us[2], us[1], us[0], us[0] / us[3]);
   }
   // Decode: fused step vs conv + recurrent rule + gated norm, rows of one token.
   for (int64_t R : {1, 8, 32, 64}) {
@@ -254,7 +256,7 @@ void bench_gdn_backward(Backend& be) {
 
 void bench_conv(Backend& be) {
   const int64_t C = 8192, K = 4;
-  for (int64_t T : {512, 2048}) {
+  for (int64_t T : {512, 2048, 4096}) {
     HostBatchLayout h = one_row_per_sequence({0}, {T});
     BatchLayout l = make_batch_layout(h, be.storage()).value();
     Tensor x = filled(be, {T, C}, DType::kF32), w = filled(be, {C, K}, DType::kF32, 0.5f);

@@ -27,31 +27,60 @@ __global__ void embedding_kernel(EmbeddingParams p) {
     o[j] = valid ? load_float(p.table, id * p.table_stride + j, p.table_dtype) : __int_as_float(0x7fc00000);
 }
 
-// Grid: (column blocks, rows).
+__device__ __forceinline__ float binary_op(BinaryOp op, float x, float y) {
+  return op == BinaryOp::kAdd ? x + y : x / (1.f + expf(-x)) * y;
+}
+
+// Whether every row of a view starts 16-byte aligned, so that its columns go four at a time.
+__host__ __device__ inline bool rows_aligned16(const void* p, int64_t stride_elems, int elem_bytes) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0 && (stride_elems * elem_bytes) % 16 == 0;
+}
+
+// Grid: (column blocks, rows). V = 4: columns four at a time (width % 4 == 0, rows aligned).
+template <int V>
 __global__ void binary_kernel(BinaryParams p) {
   pdl_begin();
+  const int64_t groups = p.width / V;
   for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y) {
     const float* a = p.a + r * p.a_stride;
     const float* b = p.b + r * p.b_stride;
     float* o = p.out + r * p.out_stride;
-    for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < p.width;
+    for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < groups;
          j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-      const float x = a[j], y = b[j];
-      o[j] = p.op == BinaryOp::kAdd ? x + y : x / (1.f + expf(-x)) * y;
+      if constexpr (V == 4) {
+        const float4 x = reinterpret_cast<const float4*>(a)[j], y = reinterpret_cast<const float4*>(b)[j];
+        reinterpret_cast<float4*>(o)[j] = make_float4(binary_op(p.op, x.x, y.x), binary_op(p.op, x.y, y.y),
+                                                      binary_op(p.op, x.z, y.z), binary_op(p.op, x.w, y.w));
+      } else {
+        o[j] = binary_op(p.op, a[j], b[j]);
+      }
     }
   }
 }
 
+__device__ __forceinline__ uint16_t to_half_bits(float x, DType t) {
+  return t == DType::kBF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x)) : __half_as_ushort(__float2half_rn(x));
+}
+
+// V = 4: four columns a thread (cols % 4 == 0, source rows 16-byte and destination rows 8-byte aligned).
+template <int V>
 __global__ void convert_kernel(ConvertParams p) {
   pdl_begin();
+  const int64_t groups = p.cols / V;
   for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y) {
     const float* s = p.src + r * p.src_stride;
-    for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < p.cols;
+    uint16_t* d = static_cast<uint16_t*>(p.dst) + r * p.dst_stride;
+    for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < groups;
          j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-      if (p.dst_dtype == DType::kBF16)
-        static_cast<__nv_bfloat16*>(p.dst)[r * p.dst_stride + j] = __float2bfloat16_rn(s[j]);
-      else
-        static_cast<__half*>(p.dst)[r * p.dst_stride + j] = __float2half_rn(s[j]);
+      if constexpr (V == 4) {
+        const float4 x = reinterpret_cast<const float4*>(s)[j];
+        uint2 w;
+        w.x = to_half_bits(x.x, p.dst_dtype) | (static_cast<uint32_t>(to_half_bits(x.y, p.dst_dtype)) << 16);
+        w.y = to_half_bits(x.z, p.dst_dtype) | (static_cast<uint32_t>(to_half_bits(x.w, p.dst_dtype)) << 16);
+        reinterpret_cast<uint2*>(d)[j] = w;
+      } else {
+        d[j] = to_half_bits(s[j], p.dst_dtype);
+      }
     }
   }
 }
@@ -77,14 +106,24 @@ Status embedding(const EmbeddingParams& p, cudaStream_t stream) {
 Status binary(const BinaryParams& p, cudaStream_t stream) {
   auto shape = [&] { return std::string(p.op == BinaryOp::kAdd ? "add " : "silu_mul ") + rows_shape(p.rows, p.width); };
   if (p.rows == 0 || p.width == 0) return {};
-  launch_pdl(binary_kernel, row_grid(p.rows, p.width, 256), 256, 0, stream, p);
+  if (p.width % 4 == 0 && rows_aligned16(p.a, p.a_stride, 4) && rows_aligned16(p.b, p.b_stride, 4) &&
+      rows_aligned16(p.out, p.out_stride, 4)) {
+    launch_pdl(binary_kernel<4>, row_grid(p.rows, p.width / 4, 256), 256, 0, stream, p);
+    return launch_status("binary_kernel<4>", shape, stream);
+  }
+  launch_pdl(binary_kernel<1>, row_grid(p.rows, p.width, 256), 256, 0, stream, p);
   return launch_status("binary_kernel", shape, stream);
 }
 
 Status convert_f32(const ConvertParams& p, cudaStream_t stream) {
   auto shape = [&] { return rows_shape(p.rows, p.cols) + " to " + std::string(dtype_name(p.dst_dtype)); };
   if (p.rows == 0 || p.cols == 0) return {};
-  launch_pdl(convert_kernel, row_grid(p.rows, p.cols, 256), 256, 0, stream, p);
+  if (p.cols % 4 == 0 && rows_aligned16(p.src, p.src_stride, 4) && reinterpret_cast<uintptr_t>(p.dst) % 8 == 0 &&
+      (p.dst_stride * 2) % 8 == 0) {
+    launch_pdl(convert_kernel<4>, row_grid(p.rows, p.cols / 4, 256), 256, 0, stream, p);
+    return launch_status("convert_kernel<4>", shape, stream);
+  }
+  launch_pdl(convert_kernel<1>, row_grid(p.rows, p.cols, 256), 256, 0, stream, p);
   return launch_status("convert_kernel", shape, stream);
 }
 
