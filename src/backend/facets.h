@@ -22,6 +22,9 @@ class StorageFacet {
  public:
   virtual ~StorageFacet() = default;
   virtual Result<Tensor> allocate(Shape shape, DType dtype) = 0;  // zero-filled
+  // As allocate, but the contents are unspecified where the backend can skip the fill (CUDA: a
+  // pool block as the last user left it): for a buffer the caller's next op writes entirely.
+  virtual Result<Tensor> empty(Shape shape, DType dtype) { return allocate(std::move(shape), dtype); }
   // A device tensor holding `host`'s contents. May alias `host` where the device is the host.
   virtual Result<Tensor> upload(const Tensor& host) = 0;
   virtual Status copy_from_host(const Tensor& host_src, const Tensor& dst) = 0;

@@ -6,6 +6,7 @@
 // Every output gradient tensor is overwritten unless the args say `accumulate`.
 #pragma once
 
+#include <span>
 #include <string>
 
 #include "backend/batch_layout.h"
@@ -181,6 +182,12 @@ class OptimizerFacet {
   virtual ~OptimizerFacet() = default;
   virtual Support supports(const OptimizerRequest& r) const = 0;
   virtual Status step(const OptimizerStepArgs& a) = 0;
+  // One step of each of several parameters, with what step() would do to each; a backend may run
+  // parameters of one shape together (CUDA: Muon matrices, one launch per kernel for a group).
+  virtual Status step_many(std::span<const OptimizerStepArgs> args) {
+    for (const OptimizerStepArgs& a : args) KILN_RETURN_IF_ERROR(step(a));
+    return {};
+  }
 };
 
 }  // namespace kiln

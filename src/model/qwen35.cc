@@ -43,7 +43,8 @@ Result<ModelState> Qwen35Model::create_state(StateCapacity cap) {
   return ModelState::create(config_, backend_.storage(), cap);
 }
 
-// Activations of one forward, [tokens, ...] each, allocated on the backend per call.
+// Activations of one forward, [tokens, ...] each, allocated on the backend per call, unfilled:
+// each is written whole by the op that produces it before anything reads it.
 struct Qwen35Model::Workspace {
   Tensor x, h;                                  // residual stream and normed input
   Tensor mixed, conv, z, a, b, core, normed;    // GDN
@@ -55,25 +56,25 @@ struct Qwen35Model::Workspace {
   static Result<Workspace> create(const ModelConfig& c, int64_t T, StorageFacet& s) {
     Workspace w;
     const DType f = DType::kF32;
-    KILN_ASSIGN_OR_RETURN(w.x, s.allocate({T, c.hidden_size}, f));
-    KILN_ASSIGN_OR_RETURN(w.h, s.allocate({T, c.hidden_size}, f));
+    KILN_ASSIGN_OR_RETURN(w.x, s.empty({T, c.hidden_size}, f));
+    KILN_ASSIGN_OR_RETURN(w.h, s.empty({T, c.hidden_size}, f));
     if (c.count(LayerKind::kLinearAttention)) {
-      KILN_ASSIGN_OR_RETURN(w.mixed, s.allocate({T, c.gdn_conv_dim()}, f));
-      KILN_ASSIGN_OR_RETURN(w.conv, s.allocate({T, c.gdn_conv_dim()}, f));
-      KILN_ASSIGN_OR_RETURN(w.z, s.allocate({T, c.gdn_value_dim()}, f));
-      KILN_ASSIGN_OR_RETURN(w.a, s.allocate({T, c.linear_num_value_heads}, f));
-      KILN_ASSIGN_OR_RETURN(w.b, s.allocate({T, c.linear_num_value_heads}, f));
-      KILN_ASSIGN_OR_RETURN(w.core, s.allocate({T, c.linear_num_value_heads, c.linear_value_head_dim}, f));
-      KILN_ASSIGN_OR_RETURN(w.normed, s.allocate({T, c.gdn_value_dim()}, f));
+      KILN_ASSIGN_OR_RETURN(w.mixed, s.empty({T, c.gdn_conv_dim()}, f));
+      KILN_ASSIGN_OR_RETURN(w.conv, s.empty({T, c.gdn_conv_dim()}, f));
+      KILN_ASSIGN_OR_RETURN(w.z, s.empty({T, c.gdn_value_dim()}, f));
+      KILN_ASSIGN_OR_RETURN(w.a, s.empty({T, c.linear_num_value_heads}, f));
+      KILN_ASSIGN_OR_RETURN(w.b, s.empty({T, c.linear_num_value_heads}, f));
+      KILN_ASSIGN_OR_RETURN(w.core, s.empty({T, c.linear_num_value_heads, c.linear_value_head_dim}, f));
+      KILN_ASSIGN_OR_RETURN(w.normed, s.empty({T, c.gdn_value_dim()}, f));
     }
     if (c.count(LayerKind::kFullAttention)) {
-      KILN_ASSIGN_OR_RETURN(w.qg, s.allocate({T, c.q_proj_rows()}, f));
-      KILN_ASSIGN_OR_RETURN(w.k, s.allocate({T, c.num_kv_heads * c.head_dim}, f));
-      KILN_ASSIGN_OR_RETURN(w.v, s.allocate({T, c.num_kv_heads * c.head_dim}, f));
-      KILN_ASSIGN_OR_RETURN(w.attn, s.allocate({T, c.num_heads, c.head_dim}, f));
+      KILN_ASSIGN_OR_RETURN(w.qg, s.empty({T, c.q_proj_rows()}, f));
+      KILN_ASSIGN_OR_RETURN(w.k, s.empty({T, c.num_kv_heads * c.head_dim}, f));
+      KILN_ASSIGN_OR_RETURN(w.v, s.empty({T, c.num_kv_heads * c.head_dim}, f));
+      KILN_ASSIGN_OR_RETURN(w.attn, s.empty({T, c.num_heads, c.head_dim}, f));
     }
-    KILN_ASSIGN_OR_RETURN(w.gate, s.allocate({T, c.intermediate_size}, f));
-    KILN_ASSIGN_OR_RETURN(w.up, s.allocate({T, c.intermediate_size}, f));
+    KILN_ASSIGN_OR_RETURN(w.gate, s.empty({T, c.intermediate_size}, f));
+    KILN_ASSIGN_OR_RETURN(w.up, s.empty({T, c.intermediate_size}, f));
     return w;
   }
 };
@@ -93,7 +94,7 @@ Tensor heads_view(const Tensor& t, int64_t tokens, int64_t heads, int64_t dim, i
 
 // dst = a fresh copy of the contiguous activation `src` (forward_layer's trace).
 Status keep_copy(StorageFacet& s, const Tensor& src, Tensor& dst) {
-  KILN_ASSIGN_OR_RETURN(dst, s.allocate(src.shape(), src.dtype()));
+  KILN_ASSIGN_OR_RETURN(dst, s.empty(src.shape(), src.dtype()));
   return s.copy(src, dst);
 }
 

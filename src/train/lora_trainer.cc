@@ -51,9 +51,11 @@ class TrainerImpl final : public LoraTrainer {
  private:
   StorageFacet& storage() { return model_.backend().storage(); }
   TrainingFacet& train() { return model_.backend().training(); }
-  Result<Tensor> alloc(Shape shape) { return storage().allocate(shape, DType::kF32); }
+  Result<Tensor> alloc(Shape shape) { return storage().allocate(shape, DType::kF32); }  // zero-filled
+  // Unfilled (StorageFacet::empty): for a buffer whose next op, not accumulating, writes all of it.
+  Result<Tensor> scratch(Shape shape) { return storage().empty(shape, DType::kF32); }
   Result<Tensor> copy_of(const Tensor& t) {
-    KILN_ASSIGN_OR_RETURN(Tensor c, alloc(t.shape()));
+    KILN_ASSIGN_OR_RETURN(Tensor c, scratch(t.shape()));
     KILN_RETURN_IF_ERROR(storage().copy(t, c));
     return c;
   }
@@ -141,7 +143,7 @@ Result<std::vector<std::vector<float>>> TrainerImpl::forward(std::span<const Tra
   std::vector<int32_t> ids;
   for (const auto& s : seqs) ids.insert(ids.end(), s.tokens.begin(), s.tokens.end());
   KILN_ASSIGN_OR_RETURN(Tensor dev_ids, storage().upload(Tensor::from_values(ids, {T})));
-  KILN_ASSIGN_OR_RETURN(Tensor x, alloc({T, c.hidden_size}));
+  KILN_ASSIGN_OR_RETURN(Tensor x, scratch({T, c.hidden_size}));
   KILN_RETURN_IF_ERROR(model_.backend().elementwise().embed({dev_ids, w.embed, x}));
   for (int64_t i = 0; i < c.num_layers; ++i) {
     if (with_adapter && i % every == 0) {
@@ -150,7 +152,7 @@ Result<std::vector<std::vector<float>>> TrainerImpl::forward(std::span<const Tra
     }
     KILN_RETURN_IF_ERROR(run_layer(*p, i, x, nullptr));
   }
-  KILN_ASSIGN_OR_RETURN(p->normed, alloc({T, c.hidden_size}));
+  KILN_ASSIGN_OR_RETURN(p->normed, scratch({T, c.hidden_size}));
   KILN_RETURN_IF_ERROR(model_.backend().norm().rms_norm(
       {NormKind::kOnePlus, x, {}, w.final_norm, {}, p->normed, static_cast<float>(c.rms_norm_eps)}));
   KILN_ASSIGN_OR_RETURN(Tensor logp, alloc({T}));
@@ -183,14 +185,14 @@ Status TrainerImpl::projection_backward(int64_t layer, std::optional<LoraTarget>
   LoraFactors& g = grads_.factors(layer, *target);
   const float c = adapter_.scale();
   const int64_t T = x.dim(0), r = f.a.dim(0);
-  KILN_ASSIGN_OR_RETURN(Tensor u, alloc({T, r}));
+  KILN_ASSIGN_OR_RETURN(Tensor u, scratch({T, r}));
   GemmArgs xa{x, f.a, u};
   xa.trans_b = true;
   KILN_RETURN_IF_ERROR(train().gemm(xa));  // u = x A^T
   GemmArgs db{dy, u, g.b};
   db.trans_a = true, db.alpha = c, db.accumulate = true;
   KILN_RETURN_IF_ERROR(train().gemm(db));
-  KILN_ASSIGN_OR_RETURN(Tensor gb, alloc({T, r}));
+  KILN_ASSIGN_OR_RETURN(Tensor gb, scratch({T, r}));
   KILN_RETURN_IF_ERROR(train().gemm({dy, f.b, gb}));  // dY B
   GemmArgs da{gb, x, g.a};
   da.trans_a = true, da.alpha = c, da.accumulate = true;
@@ -210,7 +212,7 @@ Status TrainerImpl::attention_backward(Pass& p, int64_t layer, const LayerTrace&
   auto heads = [&](const Tensor& t, int64_t h, int64_t ts, int64_t hs, int64_t off) {
     return t.as_strided({T, h, D}, {ts, hs, 1}, off);
   };
-  KILN_ASSIGN_OR_RETURN(Tensor dattn, alloc({T, Hq * D}));
+  KILN_ASSIGN_OR_RETURN(Tensor dattn, scratch({T, Hq * D}));
   KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kOProj, W.o_proj, tr.attn.reshape({T, Hq * D}), dx,
                                            dattn, false));
   KILN_ASSIGN_OR_RETURN(Tensor dqg, alloc({T, qrow}));
@@ -258,7 +260,7 @@ Status TrainerImpl::gdn_backward(Pass& p, int64_t layer, const LayerTrace& tr, c
   const GdnWeights& W = model_.weights().layers[layer].gdn;
   const int64_t T = p.tokens, Hk = c.linear_num_key_heads, dk = c.linear_key_head_dim;
   const int64_t Hv = c.linear_num_value_heads, dv = c.linear_value_head_dim, C = c.gdn_conv_dim();
-  KILN_ASSIGN_OR_RETURN(Tensor dnormed, alloc({T, Hv * dv}));
+  KILN_ASSIGN_OR_RETURN(Tensor dnormed, scratch({T, Hv * dv}));
   KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kOutProj, W.out_proj, tr.normed, dx, dnormed, false));
   KILN_ASSIGN_OR_RETURN(Tensor dcore, alloc({T, Hv, dv}));
   KILN_ASSIGN_OR_RETURN(Tensor dz, alloc({T, Hv * dv}));
@@ -311,12 +313,12 @@ Status TrainerImpl::layer_backward(Pass& p, int64_t layer, const LayerTrace& tr,
   const int64_t T = p.tokens, H = c.hidden_size, I = c.intermediate_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   // MLP: x_out = x_mid + down(silu(gate(h)) * up(h)), h = rms(x_mid).
-  KILN_ASSIGN_OR_RETURN(Tensor dact, alloc({T, I}));
+  KILN_ASSIGN_OR_RETURN(Tensor dact, scratch({T, I}));
   KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kDownProj, L.down_proj, tr.act, dx, dact, false));
-  KILN_ASSIGN_OR_RETURN(Tensor dgate, alloc({T, I}));
-  KILN_ASSIGN_OR_RETURN(Tensor dup, alloc({T, I}));
+  KILN_ASSIGN_OR_RETURN(Tensor dgate, scratch({T, I}));
+  KILN_ASSIGN_OR_RETURN(Tensor dup, scratch({T, I}));
   KILN_RETURN_IF_ERROR(train().silu_mul_backward({tr.gate_raw, tr.up, dact, dgate, dup}));
-  KILN_ASSIGN_OR_RETURN(Tensor dh, alloc({T, H}));
+  KILN_ASSIGN_OR_RETURN(Tensor dh, scratch({T, H}));
   KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kGateProj, L.gate_proj, tr.h_post, dgate, dh, false));
   KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kUpProj, L.up_proj, tr.h_post, dup, dh, true));
   NormBackwardArgs post;
@@ -348,9 +350,9 @@ Status TrainerImpl::backward(const std::vector<std::vector<float>>& coef) {
     for (int64_t t = 1; t < n; ++t) flat[p.offsets[s] + t - 1] = coef[s][t];
   }
   KILN_ASSIGN_OR_RETURN(Tensor dev_coef, storage().upload(Tensor::from_values(flat, {T})));
-  KILN_ASSIGN_OR_RETURN(Tensor dnormed, alloc({T, c.hidden_size}));
+  KILN_ASSIGN_OR_RETURN(Tensor dnormed, scratch({T, c.hidden_size}));
   KILN_RETURN_IF_ERROR(train().token_logprobs_backward({p.normed, w.lm_head, p.targets, p.lse, dev_coef, dnormed}));
-  KILN_ASSIGN_OR_RETURN(Tensor dx, alloc({T, c.hidden_size}));
+  KILN_ASSIGN_OR_RETURN(Tensor dx, scratch({T, c.hidden_size}));
   NormBackwardArgs fin;
   fin.x = p.x_final, fin.weight = w.final_norm, fin.dout = dnormed, fin.dx = dx;
   fin.eps = static_cast<float>(c.rms_norm_eps);

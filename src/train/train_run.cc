@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "train/token_loss.h"
 
@@ -250,8 +251,10 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
         if (!std::isfinite(l->loss)) return internal_error("the loss is not finite (" + std::to_string(l->loss) + ")");
         loss = l->loss;
         KILN_RETURN_IF_ERROR(trainer->backward(l->coef));
+        std::vector<OptimizerStepArgs> steps;
+        steps.reserve(slots.size());
         for (const ParamSlot& s : slots) {
-          OptimizerStepArgs a;
+          OptimizerStepArgs& a = steps.emplace_back();
           a.kind = spec.optimizer;
           a.param = s.param;
           a.grad = s.grad;
@@ -259,8 +262,8 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
           a.v = s.v;
           a.hyper = spec.hyper;
           a.step = step;
-          KILN_RETURN_IF_ERROR(model.backend().optimizer().step(a));
         }
+        KILN_RETURN_IF_ERROR(model.backend().optimizer().step_many(steps));
         KILN_RETURN_IF_ERROR(trainer->zero_grads());
         if (spec.checkpoint && spec.checkpoint_interval > 0 && step % spec.checkpoint_interval == 0)
           KILN_RETURN_IF_ERROR(spec.checkpoint(step, adapter));

@@ -39,6 +39,7 @@ class Storage final : public StorageFacet {
  public:
   explicit Storage(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
   Result<Tensor> allocate(Shape shape, DType dtype) override;
+  Result<Tensor> empty(Shape shape, DType dtype) override { return ctx_->empty(std::move(shape), dtype); }
   Result<Tensor> upload(const Tensor& host) override;
   Status copy_from_host(const Tensor& host_src, const Tensor& dst) override;
   Status copy_to_host(const Tensor& src, const Tensor& host_dst) override;

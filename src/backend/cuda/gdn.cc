@@ -83,7 +83,6 @@ Status Gdn::delta_rule(const GdnArgs& a) {
   if (two_pass) {
     const int64_t max_len = a.layout->max_q_len > 0 ? a.layout->max_q_len : r.tokens;
     p.max_chunks = (max_len + 63) / 64;
-    p.scan_warps = tuning().gdn_scan_warps;
     const size_t floats = gated_delta_rule_two_pass_scratch_floats(r.rows, p.max_chunks, r.v_heads, r.dk, r.dv);
     KILN_ASSIGN_OR_RETURN(scratch, ctx_->empty({static_cast<int64_t>(floats)}, DType::kF32));
     p.scratch = scratch.data<float>();

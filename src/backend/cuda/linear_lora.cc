@@ -28,6 +28,9 @@ Result<bool> Linear::lora_shrink_f32(const Tensor& x, const Tensor& a, const Ten
       ldx > INT_MAX || x.stride(1) != 1)
     return false;
   KILN_ASSIGN_OR_RETURN(cublasHandle_t h, ctx_->blas());
+  ProfileScope prof(ctx_->profiler.get(), [&] {
+    return "lora shrink f32 m=" + std::to_string(n) + " r=" + std::to_string(r) + " k=" + std::to_string(in);
+  });
   KILN_ASSIGN_OR_RETURN(Tensor at, ctx_->empty({in, r}, DType::kF32));
   const float one = 1.f, zero = 0.f;
   // Column-major: A is [in, r] (ld in), at is [r, in] (ld r) = A^T; beta 0 with B = C (in place).

@@ -4,6 +4,8 @@
 // expressions, so the device sees the very values the CPU uses.
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "backend/cuda/kernels/optimizer.h"
 #include "backend/cuda/training.h"
@@ -26,12 +28,35 @@ Support Optimizer::supports(const OptimizerRequest& r) const {
   return Support::native();
 }
 
-Status Optimizer::step(const OptimizerStepArgs& a) {
+Result<std::string> Optimizer::checked(const OptimizerStepArgs& a) const {
   const OptimizerRequest r = describe(a);
-  const std::string req = r.describe();
+  std::string req = r.describe();
   const Support s = supports(r);
   if (!s.runs_natively()) return unsupported("cuda declined " + req + ": " + s.constraint);
   KILN_RETURN_IF_ERROR(validate_optimizer_step(a, DeviceKind::kCuda, req));
+  return req;
+}
+
+MuonParams Optimizer::muon_params(const OptimizerStepArgs& a) const {
+  const OptimizerHyper& h = a.hyper;
+  MuonParams p;
+  p.rows = a.param.dim(0);
+  p.cols = a.param.dim(1);
+  p.param = a.param.data<float>();
+  p.grad = a.grad.data<float>();
+  p.m = a.m.data<float>();
+  p.lr = h.lr;
+  p.decay = 1.f - h.lr * h.weight_decay;  // decoupled: shrinks p, not the gradient
+  p.momentum = h.momentum;
+  p.nesterov = h.nesterov;
+  p.ns_steps = h.ns_steps;
+  // A matrix is orthogonalised and scaled by sqrt(max side); a vector takes b as it is.
+  p.gain = p.rows > 1 && p.cols > 1 ? std::sqrt(static_cast<float>(std::max(p.rows, p.cols))) : 1.f;
+  return p;
+}
+
+Status Optimizer::step(const OptimizerStepArgs& a) {
+  KILN_ASSIGN_OR_RETURN(const std::string req, checked(a));
   ProfileScope prof(ctx_->profiler.get(), [&] { return "optimizer " + req; });
   const OptimizerHyper& h = a.hyper;
   const float decay = 1.f - h.lr * h.weight_decay;  // decoupled: shrinks p, not the gradient
@@ -62,21 +87,9 @@ Status Optimizer::step(const OptimizerStepArgs& a) {
       return adamw_step(p, ctx_->stream).with_context(req);
     }
     case OptimizerKind::kMuon: {
-      MuonParams p;
-      p.rows = r.rows;
-      p.cols = r.cols;
-      p.param = a.param.data<float>();
-      p.grad = a.grad.data<float>();
-      p.m = a.m.data<float>();
-      p.lr = h.lr;
-      p.decay = decay;
-      p.momentum = h.momentum;
-      p.nesterov = h.nesterov;
-      p.ns_steps = h.ns_steps;
-      // A matrix is orthogonalised and scaled by sqrt(max side); a vector takes b as it is.
-      p.gain = r.rows > 1 && r.cols > 1 ? std::sqrt(static_cast<float>(std::max(r.rows, r.cols))) : 1.f;
+      MuonParams p = muon_params(a);
       Tensor scratch;  // back to the pool on return: stream order makes the reuse safe
-      if (const size_t bytes = muon_scratch_bytes(r.rows, r.cols); bytes > 0) {
+      if (const size_t bytes = muon_scratch_bytes(p.rows, p.cols); bytes > 0) {
         KILN_ASSIGN_OR_RETURN(scratch, ctx_->empty({static_cast<int64_t>(bytes)}, DType::kU8));
         p.scratch = scratch.raw();
       }
@@ -84,6 +97,52 @@ Status Optimizer::step(const OptimizerStepArgs& a) {
     }
   }
   return internal_error(req + ": unhandled optimizer kind");
+}
+
+Status Optimizer::step_many(std::span<const OptimizerStepArgs> args) {
+  // Muon matrices keyed by shape and scalars, in first-seen order; everything else one by one.
+  // The parameters are independent, so the order of their steps changes nothing.
+  struct Group {
+    MuonParams p;
+    std::vector<const OptimizerStepArgs*> members;
+  };
+  std::vector<Group> groups;
+  for (const OptimizerStepArgs& a : args) {
+    const bool matrix = a.kind == OptimizerKind::kMuon && a.param.defined() && a.param.rank() == 2 &&
+                        a.param.dim(0) > 1 && a.param.dim(1) > 1;
+    if (!matrix) {
+      KILN_RETURN_IF_ERROR(step(a));
+      continue;
+    }
+    KILN_RETURN_IF_ERROR(checked(a).status());
+    const MuonParams p = muon_params(a);
+    auto same = [&](const Group& g) {
+      return g.p.rows == p.rows && g.p.cols == p.cols && g.p.lr == p.lr && g.p.decay == p.decay &&
+             g.p.momentum == p.momentum && g.p.nesterov == p.nesterov && g.p.ns_steps == p.ns_steps &&
+             g.members.size() < static_cast<size_t>(kMuonMaxGroup);
+    };
+    auto it = std::find_if(groups.begin(), groups.end(), same);
+    if (it == groups.end()) it = groups.insert(groups.end(), Group{p, {}});
+    it->members.push_back(&a);
+  }
+  for (const Group& g : groups) {
+    const std::string req = "muon step of " + std::to_string(g.members.size()) + " matrices [" +
+                            std::to_string(g.p.rows) + ", " + std::to_string(g.p.cols) + "]";
+    ProfileScope prof(ctx_->profiler.get(), [&] { return "optimizer " + req; });
+    MuonGroup mg;
+    mg.p = g.p;
+    mg.count = static_cast<int>(g.members.size());
+    for (int i = 0; i < mg.count; ++i) {
+      mg.param[i] = g.members[i]->param.data<float>();
+      mg.grad[i] = g.members[i]->grad.data<float>();
+      mg.m[i] = g.members[i]->m.data<float>();
+    }
+    const int64_t bytes = static_cast<int64_t>(muon_scratch_bytes(g.p.rows, g.p.cols)) * mg.count;
+    KILN_ASSIGN_OR_RETURN(Tensor scratch, ctx_->empty({bytes}, DType::kU8));  // back to the pool in stream order
+    mg.scratch = scratch.raw();
+    KILN_RETURN_IF_ERROR(muon_step_group(mg, ctx_->stream).with_context(req));
+  }
+  return {};
 }
 
 }  // namespace kiln::cuda

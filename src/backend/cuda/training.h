@@ -17,6 +17,7 @@
 #include <mutex>
 
 #include "backend/cuda/context.h"
+#include "backend/cuda/kernels/optimizer.h"
 #include "backend/training_facets.h"
 
 namespace kiln::cuda {
@@ -52,8 +53,13 @@ class Optimizer final : public OptimizerFacet {
   explicit Optimizer(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
   Support supports(const OptimizerRequest& r) const override;
   Status step(const OptimizerStepArgs& a) override;
+  // Muon matrices grouped by shape and scalars (kernels/optimizer.h, MuonGroup); the rest one by one.
+  Status step_many(std::span<const OptimizerStepArgs> args) override;
 
  private:
+  // The checks of step(): the predicate, then validate_optimizer_step. Returns the request's text.
+  Result<std::string> checked(const OptimizerStepArgs& a) const;
+  MuonParams muon_params(const OptimizerStepArgs& a) const;
   std::shared_ptr<Context> ctx_;
 };
 

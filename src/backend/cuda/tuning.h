@@ -13,7 +13,6 @@
 //   KILN_CUDA_GEMM_AUTOTUNE_MAX_M=<m> largest m whose GEMMs are timed (default 256)
 //   KILN_CUDA_GDN_CHUNKED=0     chunked GDN requests run the recurrent kernel
 //   KILN_CUDA_GDN_TWO_PASS=0    the chunked form runs as one kernel (substitution inside the scan)
-//   KILN_CUDA_GDN_SCAN_WARPS=8  the two-pass form's scan runs 8 warps a block instead of 16
 //   KILN_CUDA_GDN_FUSED=0       the fused GDN decode step is declined (the model runs conv, delta
 //                               rule and gated norm as separate calls)
 //   KILN_CUDA_GDN_SPLIT_MIN_ROWS=<n> fewest rows (one token each) for which the fused decode step
@@ -54,7 +53,6 @@ struct Tuning {
   long long gemm_autotune_max_m = 256;
   bool gdn_chunked = true;
   bool gdn_two_pass = true;
-  int gdn_scan_warps = 16;
   bool gdn_fused_decode = true;
   long long gdn_split_min_rows = 1;
   bool conv_token_parallel = true;
@@ -90,7 +88,6 @@ inline Tuning tuning_from_env() {
   if (const char* m = std::getenv("KILN_CUDA_GEMM_AUTOTUNE_MAX_M"); m != nullptr && m[0] != '\0')
     t.gemm_autotune_max_m = std::atoll(m);
   t.gdn_chunked = flag("KILN_CUDA_GDN_CHUNKED", true);
-  if (const char* w = std::getenv("KILN_CUDA_GDN_SCAN_WARPS"); w != nullptr && std::atoi(w) == 8) t.gdn_scan_warps = 8;
   t.gdn_two_pass = flag("KILN_CUDA_GDN_TWO_PASS", true);
   t.gdn_fused_decode = flag("KILN_CUDA_GDN_FUSED", true);
   if (const char* n = std::getenv("KILN_CUDA_GDN_SPLIT_MIN_ROWS"); n != nullptr && std::atoll(n) > 0)

@@ -165,18 +165,16 @@ void bench_gdn(Backend& be) {
     g.state = state;
     g.out = out;
     g.layout = &l;
-    double us[4];  // recurrent, one kernel, two passes with 8 and with 16 scan warps
-    for (int c = 0; c < 4; ++c) {
+    double us[3];
+    for (int c = 0; c < 3; ++c) {
       cuda::tuning().gdn_chunked = c > 0;
-      cuda::tuning().gdn_two_pass = c >= 2;
-      cuda::tuning().gdn_scan_warps = c == 2 ? 8 : 16;
+      cuda::tuning().gdn_two_pass = c == 2;
       us[c] = time_us(be, [&] { return be.gdn().delta_rule(g); });
     }
     cuda::tuning().gdn_chunked = cuda::tuning().gdn_two_pass = true;
-    cuda::tuning().gdn_scan_warps = 16;
-    std::printf("gdn   prefill T=%lld (4B layer)  two-pass %8.1f us (scan 8 warps %8.1f)  one kernel %8.1f us  "
-                "recurrent %9.1f us  (%.1fx)\n",
-                (long long)T, us[3], us[2], us[1], us[0], us[0] / us[3]);
+    std::printf("gdn   prefill T=%lld (4B layer)  chunked two-pass %8.1f us  one kernel %8.1f us  recurrent %9.1f us  "
+                "(%.1fx)\n",
+                (long long)T, us[2], us[1], us[0], us[0] / us[2]);
   }
   // Decode: fused step vs conv + recurrent rule + gated norm, rows of one token.
   for (int64_t R : {1, 8, 32, 64}) {

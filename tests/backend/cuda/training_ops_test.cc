@@ -17,8 +17,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "backend/batch_layout.h"
 #include "backend/cuda/cuda_test_util.h"
@@ -352,6 +354,48 @@ TEST(CudaTrainingOps, OptimizersMatchCpuOverThreeSteps) {
     if (c.kind == OptimizerKind::kAdamW) { EXPECT_LE(v.error(*be), kOptTol) << "v"; }
     std::printf("optimizer %-28s: param rel err %.3g, update rel err %.3g\n", c.name, err, uerr);
   }
+}
+
+// step_many runs Muon matrices of one shape as one group (one launch per kernel): each matrix's
+// arithmetic is step()'s, so the parameters and momenta equal, bit for bit, those of the same
+// steps taken one by one. The set mixes shapes, a vector (never grouped) and 70 matrices of one
+// shape (more than a group holds), over two steps.
+TEST(CudaTrainingOps, MuonStepManyEqualsStepsOneByOneBitForBit) {
+  KILN_CUDA_OR_SKIP(be);
+  std::vector<Shape> shapes = {{16, 2560}, {9216, 16}, {16, 2560}, {2560}, {9216, 16}, {16, 2560}};
+  for (int i = 0; i < 70; ++i) shapes.push_back({4, 8});
+  OptimizerHyper h;
+  h.lr = 0.02f, h.weight_decay = 0.1f, h.momentum = 0.95f, h.nesterov = true, h.ns_steps = 5;
+  struct Slot {
+    Tensor p0, p1, m1, p2, m2;  // the start (host); step() one by one; step_many
+  };
+  std::vector<Slot> slots;
+  uint32_t seed = 900;
+  for (const Shape& sh : shapes) {
+    const Tensor p0 = random_tensor(sh, seed++, 0.01f);
+    const Tensor z = Tensor::empty(sh, DType::kF32);
+    slots.push_back({p0, to_device(*be, p0), to_device(*be, z), to_device(*be, p0), to_device(*be, z)});
+  }
+  for (int64_t step = 1; step <= 2; ++step) {
+    std::vector<OptimizerStepArgs> many;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const Tensor g = to_device(*be, random_tensor(shapes[i], seed++, 0.1f));
+      expect_ok(be->optimizer().step({OptimizerKind::kMuon, slots[i].p1, g, slots[i].m1, Tensor(), h, step}));
+      many.push_back({OptimizerKind::kMuon, slots[i].p2, g, slots[i].m2, Tensor(), h, step});
+    }
+    expect_ok(be->optimizer().step_many(many));
+  }
+  size_t differing = 0;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const Tensor a = to_host(*be, slots[i].p1), b = to_host(*be, slots[i].p2);
+    const Tensor ma = to_host(*be, slots[i].m1), mb = to_host(*be, slots[i].m2);
+    const bool same = std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0 && std::memcmp(ma.raw(), mb.raw(), ma.nbytes()) == 0;
+    EXPECT_TRUE(same) << "parameter " << i << " " << shapes[i].to_string();
+    differing += same ? 0 : 1;
+    // And the step moved it (a test of equality between two no-ops would prove nothing).
+    EXPECT_NE(std::memcmp(b.raw(), slots[i].p0.raw(), b.nbytes()), 0) << "parameter " << i << " did not move";
+  }
+  std::printf("muon step_many: %zu of %zu parameters differ from step() one by one\n", differing, slots.size());
 }
 
 // The hyperparameter checks are the CPU's (one shared definition): the same message on both.

@@ -30,7 +30,6 @@ struct GatedDeltaRuleParams {
   // the most chunks of 64 tokens any row has.
   float* scratch = nullptr;
   int64_t max_chunks = 0;
-  int scan_warps = 16;  // warps of a scan block: 16 or 8 (KILN_CUDA_GDN_SCAN_WARPS)
 };
 
 // Shared memory the kernel needs for (dk, dv); the facet declines what the device cannot hold.

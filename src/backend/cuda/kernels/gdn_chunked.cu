@@ -445,14 +445,10 @@ struct ScanLayout {
   static constexpr int kFloats = kG + kC;
 };
 
-// Pass 2. Grid: (v_heads, ceil(dv / 32), rows), WARPS warps a block; per chunk, in order:
+// Pass 2. Grid: (v_heads, ceil(dv / 32), rows); per chunk, in order:
 //   W = U - Wk S0;  out = exp(G) Qn S0 + Mq W;  S = exp(G_last) S0 + Kn^T (exp(G_last - G) W).
-// A block walks its row's chunks in order and is latency-bound: more warps (16 against 8) give
-// each fewer rows and the schedulers more to switch between.
-template <int DK, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32, 1) gdn_chunk_scan_kernel(GatedDeltaRuleParams p) {
-  constexpr int kThreads = WARPS * 32, RPW = kC / WARPS;  // rows of a chunk a warp takes
-  static_assert(kC % WARPS == 0 && DK % WARPS == 0, "chunk rows and state rows split evenly over the warps");
+template <int DK>
+__global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaRuleParams p) {
   using L = ScanLayout<DK>;
   constexpr int KP = L::kKP;
   extern __shared__ float4 smem4[];
@@ -505,19 +501,19 @@ __global__ void __launch_bounds__(WARPS * 32, 1) gdn_chunk_scan_kernel(GatedDelt
     __pipeline_wait_prior(0);
     __syncthreads();
 
-    // W = U - Wk S0 and exp(G) Qn S0: thread (column lane, rows warp*RPW .. warp*RPW+RPW-1).
-    float o[RPW];
+    // W = U - Wk S0 and exp(G) Qn S0: thread (column lane, rows warp*8 .. warp*8+7).
+    float o[8];
     {
-      float ws[RPW], qs[RPW];
+      float ws[8], qs[8];
 #pragma unroll
-      for (int a = 0; a < RPW; ++a) ws[a] = qs[a] = 0.f;
+      for (int a = 0; a < 8; ++a) ws[a] = qs[a] = 0.f;
 #pragma unroll 2
       for (int d = 0; d < DK; d += 4) {
         const float s0 = S[d * kBV + lane], s1 = S[(d + 1) * kBV + lane], s2 = S[(d + 2) * kBV + lane],
                     s3 = S[(d + 3) * kBV + lane];
 #pragma unroll
-        for (int a = 0; a < RPW; ++a) {
-          const int t = warp * RPW + a;
+        for (int a = 0; a < 8; ++a) {
+          const int t = warp * 8 + a;
           const float4 w4 = *reinterpret_cast<const float4*>(Wks + t * KP + d);
           const float4 q4 = *reinterpret_cast<const float4*>(Qs + t * KP + d);
           ws[a] += w4.x * s0 + w4.y * s1 + w4.z * s2 + w4.w * s3;
@@ -525,8 +521,8 @@ __global__ void __launch_bounds__(WARPS * 32, 1) gdn_chunk_scan_kernel(GatedDelt
         }
       }
 #pragma unroll
-      for (int a = 0; a < RPW; ++a) {
-        const int t = warp * RPW + a;
+      for (int a = 0; a < 8; ++a) {
+        const int t = warp * 8 + a;
         W[t * kWP + lane] -= ws[a];
         o[a] = expf(G[t]) * qs[a];
       }
@@ -534,16 +530,16 @@ __global__ void __launch_bounds__(WARPS * 32, 1) gdn_chunk_scan_kernel(GatedDelt
     __syncthreads();
     // out = exp(G) Qn S0 + Mq W.
     {
-      const int last = warp * RPW + RPW - 1 < n - 1 ? warp * RPW + RPW - 1 : n - 1;
+      const int last = warp * 8 + 7 < n - 1 ? warp * 8 + 7 : n - 1;
       for (int i = 0; i <= last; ++i) {
         const float w = W[i * kWP + lane];
 #pragma unroll
-        for (int a = 0; a < RPW; ++a) o[a] += Mq[(warp * RPW + a) * kC + i] * w;
+        for (int a = 0; a < 8; ++a) o[a] += Mq[(warp * 8 + a) * kC + i] * w;
       }
       if (lane < bv) {
 #pragma unroll
-        for (int a = 0; a < RPW; ++a) {
-          const int t = warp * RPW + a;
+        for (int a = 0; a < 8; ++a) {
+          const int t = warp * 8 + a;
           if (t < n) p.out[(c0 + t) * p.out_token_stride + h * p.out_head_stride + j0 + lane] = o[a];
         }
       }
@@ -557,7 +553,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) gdn_chunk_scan_kernel(GatedDelt
     }
     __syncthreads();
     {
-      constexpr int PD = DK / WARPS;
+      constexpr int PD = DK / kWarps;
       const int d0 = warp * PD;
       const float el = expf(glast);
       float acc[PD];
@@ -601,8 +597,7 @@ Status launch_two_pass(const GatedDeltaRuleParams& p, cudaStream_t stream) {
   const size_t prep = PrepLayout<DK>::kFloats * sizeof(float), scan = ScanLayout<DK>::kFloats * sizeof(float);
   static cudaError_t attr = [&] {
     cudaError_t e = allow_smem(gdn_chunk_prep_kernel<DK>, prep);
-    if (e == cudaSuccess) e = allow_smem(gdn_chunk_scan_kernel<DK, 8>, scan);
-    return e == cudaSuccess ? allow_smem(gdn_chunk_scan_kernel<DK, 16>, scan) : e;
+    return e == cudaSuccess ? allow_smem(gdn_chunk_scan_kernel<DK>, scan) : e;
   }();
   if (attr != cudaSuccess)
     return internal_error(std::string("gdn_chunk_kernels: raising the shared-memory limit: ") + cudaGetErrorString(attr));
@@ -611,8 +606,7 @@ Status launch_two_pass(const GatedDeltaRuleParams& p, cudaStream_t stream) {
   KILN_RETURN_IF_ERROR(launch_status("gdn_chunk_prep_kernel", "", stream));
   dim3 grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>((p.dv + kBV - 1) / kBV),
             static_cast<unsigned>(p.rows));
-  if (p.scan_warps == 16) gdn_chunk_scan_kernel<DK, 16><<<grid, 16 * 32, scan, stream>>>(p);
-  else gdn_chunk_scan_kernel<DK, 8><<<grid, 8 * 32, scan, stream>>>(p);
+  gdn_chunk_scan_kernel<DK><<<grid, kThreads, scan, stream>>>(p);
   return {};
 }
 

@@ -63,28 +63,46 @@ __global__ void muon_vector_kernel(MuonParams p) {
   }
 }
 
-// Momentum into m, the update direction into b, and each block's partial sum of b^2 (double).
-__global__ void muon_momentum_kernel(MuonParams p, float* b, double* partial) {
+// The matrix kernels below serve a group of matrices of one shape (MuonGroup): the group's index
+// is a grid dimension, and each matrix's scratch (one MuonLayout) lies `stride` bytes after the
+// previous one's; a matrix's work, and its order of summation, do not depend on the group.
+template <typename T>
+__device__ __forceinline__ T* at(void* scratch, size_t stride, int i, size_t off) {
+  return reinterpret_cast<T*>(static_cast<char*>(scratch) + static_cast<size_t>(i) * stride + off);
+}
+
+// Grid (blocks, group). Momentum into m, the update direction into b, and each block's partial
+// sum of b^2 (double).
+__global__ void muon_momentum_kernel(MuonGroup g, size_t stride, size_t b_off, size_t partial_off) {
   __shared__ double scratch[32];
+  const int mat = blockIdx.y;
+  const MuonParams& p = g.p;
+  float* mom = g.m[mat];
+  const float* grad = g.grad[mat];
+  float* b = at<float>(g.scratch, stride, mat, b_off);
   const int64_t n = p.rows * p.cols;
   double ss = 0.0;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float g = p.grad[i], m = __fadd_rn(__fmul_rn(p.momentum, p.m[i]), g);
-    p.m[i] = m;
-    const float v = p.nesterov ? __fadd_rn(g, __fmul_rn(p.momentum, m)) : m;
+    const float gr = grad[i], m = __fadd_rn(__fmul_rn(p.momentum, mom[i]), gr);
+    mom[i] = m;
+    const float v = p.nesterov ? __fadd_rn(gr, __fmul_rn(p.momentum, m)) : m;
     b[i] = v;
     ss += static_cast<double>(v) * v;
   }
   ss = block_sum_double(ss, scratch);
-  if (threadIdx.x == 0) partial[blockIdx.x] = ss;
+  if (threadIdx.x == 0) at<double>(g.scratch, stride, mat, partial_off)[blockIdx.x] = ss;
 }
 
-// y [s, n] = b / ||b||_F, b [rows, cols]: y = b when wide (rows <= cols), b^T when tall. A zero
-// b stays zero (the CPU returns before dividing).
-__global__ void muon_normalize_kernel(const float* b, const double* partial, int parts, int64_t rows, int64_t cols,
-                                      float* y) {
+// Grid (blocks, group). y [s, n] = b / ||b||_F, b [rows, cols]: y = b when wide (rows <= cols),
+// b^T when tall. A zero b stays zero (the CPU returns before dividing).
+__global__ void muon_normalize_kernel(void* scr, size_t stride, size_t b_off, size_t partial_off, int parts,
+                                      int64_t rows, int64_t cols, size_t y_off) {
   __shared__ double norm_s;
+  const int mat = blockIdx.y;
+  const float* b = at<float>(scr, stride, mat, b_off);
+  const double* partial = at<double>(scr, stride, mat, partial_off);
+  float* y = at<float>(scr, stride, mat, y_off);
   if (threadIdx.x == 0) {
     double t = 0.0;
     for (int i = 0; i < parts; ++i) t += partial[i];
@@ -101,12 +119,17 @@ __global__ void muon_normalize_kernel(const float* b, const double* partial, int
   }
 }
 
-// Grid (s tiles, s tiles, splits): out[z, i, j] = sum over split z's columns k of y[i, k] y[j, k].
-__global__ void gram_kernel(const float* y, int64_t s, int64_t n, int64_t chunk, double* out) {
+// Grid (s tiles, s tiles, splits * group): out[z, i, j] = sum over split z's columns k of
+// y[i, k] y[j, k].
+__global__ void gram_kernel(void* scr, size_t stride, size_t y_off, int64_t s, int64_t n, int64_t chunk, int splits,
+                            size_t out_off) {
   __shared__ float ti[kTile][kTile + 1], tj[kTile][kTile + 1];
+  const int mat = static_cast<int>(blockIdx.z) / splits, split = static_cast<int>(blockIdx.z) % splits;
+  const float* y = at<float>(scr, stride, mat, y_off);
+  double* out = at<double>(scr, stride, mat, out_off);
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.y) * kTile, j0 = static_cast<int64_t>(blockIdx.x) * kTile;
-  const int64_t k_begin = static_cast<int64_t>(blockIdx.z) * chunk;
+  const int64_t k_begin = static_cast<int64_t>(split) * chunk;
   const int64_t k_end = k_begin + chunk < n ? k_begin + chunk : n;
   double acc = 0.0;
   for (int64_t k0 = k_begin; k0 < k_end; k0 += kTile) {
@@ -118,11 +141,14 @@ __global__ void gram_kernel(const float* y, int64_t s, int64_t n, int64_t chunk,
     for (int kk = 0; kk < kTile; ++kk) acc += static_cast<double>(ti[ty][kk]) * static_cast<double>(tj[tx][kk]);
     __syncthreads();
   }
-  if (i0 + ty < s && j0 + tx < s) out[(static_cast<int64_t>(blockIdx.z) * s + i0 + ty) * s + j0 + tx] = acc;
+  if (i0 + ty < s && j0 + tx < s) out[(static_cast<int64_t>(split) * s + i0 + ty) * s + j0 + tx] = acc;
 }
 
-// g[e] = sum over the splits of part[z, e].
-__global__ void gram_reduce_kernel(const double* part, int splits, int64_t ss, double* g) {
+// Grid (blocks, group): g[e] = sum over the splits of part[z, e].
+__global__ void gram_reduce_kernel(void* scr, size_t stride, size_t part_off, int splits, int64_t ss, size_t g_off) {
+  const int mat = blockIdx.y;
+  const double* part = at<double>(scr, stride, mat, part_off);
+  double* g = at<double>(scr, stride, mat, g_off);
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < ss;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     double t = 0.0;
@@ -131,9 +157,12 @@ __global__ void gram_reduce_kernel(const double* part, int splits, int64_t ss, d
   }
 }
 
-// Grid (s tiles, s tiles): poly = kB g + kC g g.
-__global__ void muon_poly_kernel(const double* g, int64_t s, double* poly) {
+// Grid (s tiles, s tiles, group): poly = kB g + kC g g.
+__global__ void muon_poly_kernel(void* scr, size_t stride, size_t g_off, int64_t s, size_t poly_off) {
   __shared__ double a[kTile][kTile + 1], b[kTile][kTile + 1];
+  const int mat = blockIdx.z;
+  const double* g = at<double>(scr, stride, mat, g_off);
+  double* poly = at<double>(scr, stride, mat, poly_off);
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t i = static_cast<int64_t>(blockIdx.y) * kTile + ty, j = static_cast<int64_t>(blockIdx.x) * kTile + tx;
   double acc = 0.0;
@@ -148,11 +177,16 @@ __global__ void muon_poly_kernel(const double* g, int64_t s, double* poly) {
   if (i < s && j < s) poly[i * s + j] = kB * g[i * s + j] + kC * acc;
 }
 
-// Grid (n / kApplyK, s / kApplyI), block (kApplyK, kApplyI): next = float(kA y + poly y), summed
-// over poly's columns in ascending order from kA y, as the CPU does.
-__global__ void muon_apply_kernel(const float* y, const double* poly, int64_t s, int64_t n, float* next) {
+// Grid (n / kApplyK, s / kApplyI, group), block (kApplyK, kApplyI): next = float(kA y + poly y),
+// summed over poly's columns in ascending order from kA y, as the CPU does.
+__global__ void muon_apply_kernel(void* scr, size_t stride, size_t y_off, size_t poly_off, int64_t s, int64_t n,
+                                  size_t next_off) {
   __shared__ double pt[kApplyI][kApplyK + 1];
   __shared__ float yt[kApplyK][kApplyK + 1];
+  const int mat = blockIdx.z;
+  const float* y = at<float>(scr, stride, mat, y_off);
+  const double* poly = at<double>(scr, stride, mat, poly_off);
+  float* next = at<float>(scr, stride, mat, next_off);
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t i = static_cast<int64_t>(blockIdx.y) * kApplyI + ty;
   const int64_t k = static_cast<int64_t>(blockIdx.x) * kApplyK + tx;
@@ -168,15 +202,20 @@ __global__ void muon_apply_kernel(const float* y, const double* poly, int64_t s,
   if (i < s && k < n) next[i * n + k] = __double2float_rn(acc);
 }
 
-// p = p * decay - lr * gain * o, o read from the iterate y [s, n] (transposed back when tall).
-__global__ void muon_update_kernel(MuonParams p, const float* y) {
+// Grid (blocks, group): p = p * decay - lr * gain * o, o read from the iterate y [s, n]
+// (transposed back when tall).
+__global__ void muon_update_kernel(MuonGroup g, size_t stride, size_t y_off) {
+  const int mat = blockIdx.y;
+  const MuonParams& p = g.p;
+  float* param = g.param[mat];
+  const float* y = at<float>(g.scratch, stride, mat, y_off);
   const bool wide = p.rows <= p.cols;
   const int64_t total = p.rows * p.cols;
   const float lr_gain = __fmul_rn(p.lr, p.gain);
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float o = wide ? y[e] : y[(e % p.cols) * p.rows + e / p.cols];  // tall: b[r, c] = y[c, r]
-    p.param[e] = __fsub_rn(__fmul_rn(p.param[e], p.decay), __fmul_rn(lr_gain, o));
+    param[e] = __fsub_rn(__fmul_rn(param[e], p.decay), __fmul_rn(lr_gain, o));
   }
 }
 
@@ -239,51 +278,67 @@ size_t muon_scratch_bytes(int64_t rows, int64_t cols) {
 }
 
 Status muon_step(const MuonParams& p, cudaStream_t stream) {
-  auto shape = [&] { return "rows=" + std::to_string(p.rows) + " cols=" + std::to_string(p.cols); };
   const int64_t total = p.rows * p.cols;
   if (total == 0) return {};
   if (p.rows == 1 || p.cols == 1) {
+    auto shape = [&] { return "rows=" + std::to_string(p.rows) + " cols=" + std::to_string(p.cols); };
     muon_vector_kernel<<<grid_blocks(total, kThreads, 4096), kThreads, 0, stream>>>(p);
     return launch_status("muon_vector_kernel", shape, stream);
   }
+  MuonGroup g;
+  g.p = p;
+  g.count = 1;
+  g.param[0] = p.param;
+  g.grad[0] = p.grad;
+  g.m[0] = p.m;
+  g.scratch = p.scratch;
+  return muon_step_group(g, stream);
+}
+
+Status muon_step_group(const MuonGroup& g, cudaStream_t stream) {
+  const MuonParams& p = g.p;
+  auto shape = [&] {
+    return "rows=" + std::to_string(p.rows) + " cols=" + std::to_string(p.cols) + " matrices=" + std::to_string(g.count);
+  };
+  const int64_t total = p.rows * p.cols;
+  if (total == 0 || g.count == 0) return {};
+  if (p.rows == 1 || p.cols == 1) return invalid_argument("muon_step_group: vectors go to muon_step (" + shape() + ")");
+  if (g.count < 0 || g.count > kMuonMaxGroup)
+    return invalid_argument("muon_step_group: 1.." + std::to_string(kMuonMaxGroup) + " matrices (" + shape() + ")");
   const MuonLayout l = muon_layout(p.rows, p.cols);
   if (l.s > kMuonMaxRank)
     return invalid_argument("muon_step: the smaller side exceeds " + std::to_string(kMuonMaxRank) + " (" + shape() + ")");
-  if (p.scratch == nullptr) return invalid_argument("muon_step: no scratch (" + shape() + ")");
-  char* base = static_cast<char*>(p.scratch);
-  float* b = reinterpret_cast<float*>(base + l.b);
-  float* y = reinterpret_cast<float*>(base + l.y0);
-  float* next = reinterpret_cast<float*>(base + l.y1);
-  double* partial = reinterpret_cast<double*>(base + l.partial);
-  double* gram_part = reinterpret_cast<double*>(base + l.gram_part);
-  double* gram = l.splits > 1 ? reinterpret_cast<double*>(base + l.gram) : gram_part;
-  double* poly = reinterpret_cast<double*>(base + l.poly);
-
+  if (g.scratch == nullptr) return invalid_argument("muon_step: no scratch (" + shape() + ")");
+  const size_t stride = l.total;
+  const unsigned count = static_cast<unsigned>(g.count);
+  size_t y = l.y0, next = l.y1;
+  const size_t gram = l.splits > 1 ? l.gram : l.gram_part;
   const unsigned parts = grid_blocks(total, kThreads, kNormBlocks);
-  muon_momentum_kernel<<<parts, kThreads, 0, stream>>>(p, b, partial);
+  muon_momentum_kernel<<<dim3(parts, count), kThreads, 0, stream>>>(g, stride, l.b, l.partial);
   KILN_RETURN_IF_ERROR(launch_status("muon_momentum_kernel", shape, stream));
-  muon_normalize_kernel<<<grid_blocks(total, kThreads, 4096), kThreads, 0, stream>>>(b, partial, static_cast<int>(parts),
-                                                                                    p.rows, p.cols, y);
+  muon_normalize_kernel<<<dim3(grid_blocks(total, kThreads, 4096), count), kThreads, 0, stream>>>(
+      g.scratch, stride, l.b, l.partial, static_cast<int>(parts), p.rows, p.cols, y);
   KILN_RETURN_IF_ERROR(launch_status("muon_normalize_kernel", shape, stream));
   const unsigned tiles = static_cast<unsigned>((l.s + kTile - 1) / kTile);
   const dim3 tile_block(kTile, kTile);
-  const dim3 apply_grid(grid_blocks(l.n, kApplyK, 0x7fffffff), static_cast<unsigned>((l.s + kApplyI - 1) / kApplyI));
+  const dim3 apply_grid(grid_blocks(l.n, kApplyK, 0x7fffffff), static_cast<unsigned>((l.s + kApplyI - 1) / kApplyI),
+                        count);
   for (int it = 0; it < p.ns_steps; ++it) {
-    gram_kernel<<<dim3(tiles, tiles, static_cast<unsigned>(l.splits)), tile_block, 0, stream>>>(y, l.s, l.n, l.chunk,
-                                                                                                 gram_part);
+    gram_kernel<<<dim3(tiles, tiles, static_cast<unsigned>(l.splits) * count), tile_block, 0, stream>>>(
+        g.scratch, stride, y, l.s, l.n, l.chunk, l.splits, l.gram_part);
     KILN_RETURN_IF_ERROR(launch_status("gram_kernel", shape, stream));
     if (l.splits > 1) {
-      gram_reduce_kernel<<<grid_blocks(l.s * l.s, kThreads, 1024), kThreads, 0, stream>>>(gram_part, l.splits,
-                                                                                          l.s * l.s, gram);
+      gram_reduce_kernel<<<dim3(grid_blocks(l.s * l.s, kThreads, 1024), count), kThreads, 0, stream>>>(
+          g.scratch, stride, l.gram_part, l.splits, l.s * l.s, l.gram);
       KILN_RETURN_IF_ERROR(launch_status("gram_reduce_kernel", shape, stream));
     }
-    muon_poly_kernel<<<dim3(tiles, tiles), tile_block, 0, stream>>>(gram, l.s, poly);
+    muon_poly_kernel<<<dim3(tiles, tiles, count), tile_block, 0, stream>>>(g.scratch, stride, gram, l.s, l.poly);
     KILN_RETURN_IF_ERROR(launch_status("muon_poly_kernel", shape, stream));
-    muon_apply_kernel<<<apply_grid, dim3(kApplyK, kApplyI), 0, stream>>>(y, poly, l.s, l.n, next);
+    muon_apply_kernel<<<apply_grid, dim3(kApplyK, kApplyI), 0, stream>>>(g.scratch, stride, y, l.poly, l.s, l.n, next);
     KILN_RETURN_IF_ERROR(launch_status("muon_apply_kernel", shape, stream));
     std::swap(y, next);
   }
-  muon_update_kernel<<<grid_blocks(total, kThreads, 4096), kThreads, 0, stream>>>(p, y);
+  muon_update_kernel<<<dim3(grid_blocks(total, kThreads, 4096), count), kThreads, 0, stream>>>(g, stride, y);
   return launch_status("muon_update_kernel", shape, stream);
 }
 

@@ -53,4 +53,18 @@ struct MuonParams {
 size_t muon_scratch_bytes(int64_t rows, int64_t cols);
 Status muon_step(const MuonParams& p, cudaStream_t stream);
 
+// The Muon steps of up to kMuonMaxGroup matrices (rows, cols > 1) of one shape and one set of
+// scalars, one launch per kernel for them all; each matrix's arithmetic, and its order, is
+// muon_step's. Scratch: count * muon_scratch_bytes(rows, cols), 256-byte aligned.
+constexpr int kMuonMaxGroup = 64;
+struct MuonGroup {
+  MuonParams p;  // shape and scalars; its pointers are not read
+  int count = 0;
+  float* param[kMuonMaxGroup] = {};
+  const float* grad[kMuonMaxGroup] = {};
+  float* m[kMuonMaxGroup] = {};
+  void* scratch = nullptr;
+};
+Status muon_step_group(const MuonGroup& g, cudaStream_t stream);
+
 }  // namespace kiln::cuda
