@@ -39,9 +39,10 @@ Result<std::string> Optimizer::checked(const OptimizerStepArgs& a) const {
 
 MuonParams Optimizer::muon_params(const OptimizerStepArgs& a) const {
   const OptimizerHyper& h = a.hyper;
+  const OptimizerRequest r = describe(a);  // a vector is [1, n]
   MuonParams p;
-  p.rows = a.param.dim(0);
-  p.cols = a.param.dim(1);
+  p.rows = r.rows;
+  p.cols = r.cols;
   p.param = a.param.data<float>();
   p.grad = a.grad.data<float>();
   p.m = a.m.data<float>();
