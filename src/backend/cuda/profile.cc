@@ -7,6 +7,11 @@
 
 namespace kiln::cuda {
 
+namespace {
+// A call the device began within this long of its enqueue found the device waiting for the host.
+constexpr float kStarvedUs = 20.f;
+}  // namespace
+
 std::unique_ptr<Profiler> Profiler::from_env(cudaStream_t stream) {
   const char* v = std::getenv("KILN_CUDA_PROFILE");
   if (v == nullptr || v[0] != '1') return nullptr;
@@ -73,6 +78,7 @@ void Profiler::drain_locked() {
     t.device_ms += elapsed_ms(p.begin, p.end);
     t.host_ms += p.host_us * 1e-3;
     t.lag_ms += lag_ms;
+    if (lag_ms * 1e3 < kStarvedUs) ++t.starved;
     lags_us_.push_back(static_cast<float>(lag_ms * 1e3));
     free_.push_back(p.begin);
     free_.push_back(p.end);
@@ -92,17 +98,18 @@ void Profiler::print() {
     dev += t.device_ms;
     host += t.host_ms;
   }
-  std::fprintf(stderr, "kiln cuda profile: %-64s %8s %11s %10s %11s %10s %10s\n", "name", "calls", "device ms",
-               "dev us/call", "host ms", "host us/call", "lag us/call");
+  std::fprintf(stderr, "kiln cuda profile: %-64s %8s %11s %10s %11s %10s %10s %8s\n", "name", "calls", "device ms",
+               "dev us/call", "host ms", "host us/call", "lag us/call", "starved");
   for (const auto& [n, t] : rows)
-    std::fprintf(stderr, "kiln cuda profile: %-64s %8llu %11.3f %10.2f %11.3f %10.2f %10.1f\n", n.c_str(),
+    std::fprintf(stderr, "kiln cuda profile: %-64s %8llu %11.3f %10.2f %11.3f %10.2f %10.1f %8llu\n", n.c_str(),
                  static_cast<unsigned long long>(t.calls), t.device_ms, 1e3 * t.device_ms / double(t.calls), t.host_ms,
-                 1e3 * t.host_ms / double(t.calls), 1e3 * t.lag_ms / double(t.calls));
+                 1e3 * t.host_ms / double(t.calls), 1e3 * t.lag_ms / double(t.calls),
+                 static_cast<unsigned long long>(t.starved));
   std::fprintf(stderr, "kiln cuda profile: %-64s %8s %11.3f %10s %11.3f\n", "total", "", dev, "", host);
   if (!lags_us_.empty()) {
     std::sort(lags_us_.begin(), lags_us_.end());
     auto pct = [&](double q) { return lags_us_[static_cast<size_t>(q * double(lags_us_.size() - 1))]; };
-    const auto waited = std::lower_bound(lags_us_.begin(), lags_us_.end(), 20.f) - lags_us_.begin();
+    const auto waited = std::lower_bound(lags_us_.begin(), lags_us_.end(), kStarvedUs) - lags_us_.begin();
     std::fprintf(stderr,
                  "kiln cuda profile: lag (device begin - host enqueue) p10 %.1f us, p50 %.1f us, p90 %.1f us, max %.1f "
                  "us; %.1f%% of calls began within 20 us of their enqueue (the device waiting for the host)\n",

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,7 @@ class Profiler {
   struct Total {
     uint64_t calls = 0;
     double device_ms = 0, host_ms = 0, lag_ms = 0;
+    uint64_t starved = 0;  // calls the device began within kStarvedUs of their enqueue
   };
   void drain_locked();      // waits for the pending events and folds them into the totals
   void rebase_locked();     // a new reference: an event recorded and waited for, and the host's time then
