@@ -106,8 +106,6 @@ class Linear final : public LinearFacet {
   Status gemm(const MatmulArgs& a, const MatmulRequest& r, float alpha, const GemmInput& in, const std::string& req);
   Status cublaslt(const MatmulArgs& a, const MatmulRequest& r, float alpha);
   Status cublaslt_group(const MatmulGroupArgs& a);
-  // u = x a^T for a long LoRA segment with f32 factors (linear_lora.cc); false: not this path.
-  Result<bool> lora_shrink_f32(const Tensor& x, const Tensor& a, const Tensor& u);
   bool takes_gemv(const MatmulArgs& a, const MatmulRequest& r) const;
   GemvParams gemv_params(const MatmulArgs& a, const MatmulRequest& r) const;
 

@@ -1,52 +1,18 @@
 // LoRA deltas on the device. Segments of at most kLoraMaxTokens tokens (decode rows, short
 // prefill tails) go to the shrink and expand kernels (kernels/lora.h), kLoraMaxSegments a launch
 // pair, whatever the number of adapters; longer segments (prefill) are two GEMMs each, where
-// cuBLAS(Lt) is the right tool: u = x A^T, then out += coef u B^T (coef as the GEMM's alpha).
+// cuBLASLt is the right tool: u = x A^T, then out += coef u B^T (coef as the GEMM's alpha).
 // Short segments add first, in order, then the long ones in order: deterministic either way.
 #include <algorithm>
-#include <climits>
 #include <vector>
 
-#include "backend/cuda/blas.h"
 #include "backend/cuda/cuda_facets.h"
-#include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/lora.h"
 #include "backend/cuda/profile.h"
 #include "backend/cuda/tuning.h"
 #include "backend/lora_delta.h"
 
 namespace kiln::cuda {
-
-// With f32 factors (a trained adapter), u = x A^T reads x's rows against a transposed copy of A,
-// [in, rank], as cuBLAS's NN product: the same product in the TN form (x against A's rows, what
-// matmul does for a weight) ran 5x slower on the H200 at m = 4096, rank 16, in = 2560 (178
-// against 36 us: KILN_CUDA_PROFILE, docs/training.md). f32 compute, no TF32, as every f32 GEMM here.
-Result<bool> Linear::lora_shrink_f32(const Tensor& x, const Tensor& a, const Tensor& u) {
-  const int64_t n = x.dim(0), in = a.dim(1), r = a.dim(0);
-  const int64_t ldx = n == 1 ? in : x.stride(0);
-  if (a.dtype() != DType::kF32 || !a.is_contiguous() || !u.is_contiguous() || n > INT_MAX || in > INT_MAX ||
-      ldx > INT_MAX || x.stride(1) != 1)
-    return false;
-  KILN_ASSIGN_OR_RETURN(cublasHandle_t h, ctx_->blas());
-  ProfileScope prof(ctx_->profiler.get(), [&] {
-    return "lora shrink f32 m=" + std::to_string(n) + " r=" + std::to_string(r) + " k=" + std::to_string(in);
-  });
-  KILN_ASSIGN_OR_RETURN(Tensor at, ctx_->empty({in, r}, DType::kF32));
-  const float one = 1.f, zero = 0.f;
-  // Column-major: A is [in, r] (ld in), at is [r, in] (ld r) = A^T; beta 0 with B = C (in place).
-  KILN_RETURN_IF_ERROR(blas_status(cublasSgeam(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(r), static_cast<int>(in),
-                                               &one, a.data<float>(), static_cast<int>(in), &zero, at.data<float>(),
-                                               static_cast<int>(r), at.data<float>(), static_cast<int>(r)),
-                                   "cublasSgeam A^T"));
-  // Column-major: u^T [r, n] = at [r, in] x^T [in, n] (x^T's ld: x's row stride).
-  KILN_RETURN_IF_ERROR(blas_status(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(r), static_cast<int>(n),
-                                               static_cast<int>(in), &one, at.data<float>(), static_cast<int>(r),
-                                               x.data<float>(), static_cast<int>(ldx), &zero, u.data<float>(),
-                                               static_cast<int>(r)),
-                                   "cublasSgemm x A^T"));
-  kernel_launch_count().fetch_add(2, std::memory_order_relaxed);
-  return true;
-}
 
 Status Linear::lora_delta(const LoraDeltaArgs& a) {
   static const std::string kNoText;  // the request's text is built only for an error
@@ -113,10 +79,7 @@ Status Linear::lora_delta(const LoraDeltaArgs& a) {
   for (const LoraSegment* s : long_segs) {
     const int64_t n = s->end - s->begin, r = s->a.dim(0);
     KILN_ASSIGN_OR_RETURN(Tensor u, ctx_->empty({n, r}, DType::kF32));
-    const Tensor xs = a.x.slice(0, s->begin, s->end);
-    Result<bool> shrunk = lora_shrink_f32(xs, s->a, u);
-    if (!shrunk.ok()) return in_call(shrunk.status());
-    if (!*shrunk) KILN_RETURN_IF_ERROR(in_call(matmul({xs, s->a, u})));  // u = x A^T
+    KILN_RETURN_IF_ERROR(in_call(matmul({a.x.slice(0, s->begin, s->end), s->a, u})));  // u = x A^T
     MatmulArgs d{u, s->b, a.out.slice(0, s->begin, s->end)};
     d.accumulate = true;
     KILN_RETURN_IF_ERROR(in_call(check_args(*this, d)));

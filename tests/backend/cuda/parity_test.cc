@@ -869,5 +869,19 @@ TEST(CudaParity, StorageRoundTripAndZeroedAllocations) {
   EXPECT_GE(st.pool_hits, 2u);
 }
 
+// Every host wait on the device is counted (Context::synchronize): kiln bench train reports the
+// waits a step and the share of the step the host spent in them.
+TEST(CudaParity, HostWaitsOnTheDeviceAreCounted) {
+  KILN_CUDA_OR_SKIP(be);
+  const Tensor d = to_device(*be, random_tensor({4, 256}, 901));
+  const CudaBackendStats s0 = cuda_backend_stats(*be).value();
+  Tensor h = Tensor::empty({4, 256}, DType::kF32);
+  ASSERT_TRUE(be->storage().copy_to_host(d, h).ok());  // waits once
+  ASSERT_TRUE(be->storage().synchronize().ok());       // and again
+  const CudaBackendStats s1 = cuda_backend_stats(*be).value();
+  EXPECT_EQ(s1.synchronizations, s0.synchronizations + 2);
+  EXPECT_GT(s1.host_wait_seconds, s0.host_wait_seconds);
+}
+
 }  // namespace
 }  // namespace kiln
