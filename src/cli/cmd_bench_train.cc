@@ -122,7 +122,6 @@ Status run(const TrainBenchOpts& o) {
   }
 #endif
   KILN_ASSIGN_OR_RETURN(TrainResult r, run_training(*model, spec, progress, cancel));
-
   std::fprintf(stderr, "\n");
 
   // Tokens a step trains on (forward and backward), averaged over the run's steps.

@@ -112,8 +112,9 @@ void Profiler::print() {
     const auto waited = std::lower_bound(lags_us_.begin(), lags_us_.end(), kStarvedUs) - lags_us_.begin();
     std::fprintf(stderr,
                  "kiln cuda profile: lag (device begin - host enqueue) p10 %.1f us, p50 %.1f us, p90 %.1f us, max %.1f "
-                 "us; %.1f%% of calls began within 20 us of their enqueue (the device waiting for the host)\n",
-                 pct(0.1), pct(0.5), pct(0.9), lags_us_.back(), 100.0 * double(waited) / double(lags_us_.size()));
+                 "us; %.1f%% of calls began within %.0f us of their enqueue (the device waiting for the host)\n",
+                 pct(0.1), pct(0.5), pct(0.9), lags_us_.back(), 100.0 * double(waited) / double(lags_us_.size()),
+                 static_cast<double>(kStarvedUs));
   }
   totals_.clear();
   lags_us_.clear();

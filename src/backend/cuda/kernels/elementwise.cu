@@ -31,11 +31,6 @@ __device__ __forceinline__ float binary_op(BinaryOp op, float x, float y) {
   return op == BinaryOp::kAdd ? x + y : x / (1.f + expf(-x)) * y;
 }
 
-// Whether every row of a view starts 16-byte aligned, so that its columns go four at a time.
-__host__ __device__ inline bool rows_aligned16(const void* p, int64_t stride_elems, int elem_bytes) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0 && (stride_elems * elem_bytes) % 16 == 0;
-}
-
 // Grid: (column blocks, rows). V = 4: columns four at a time (width % 4 == 0, rows aligned).
 template <int V>
 __global__ void binary_kernel(BinaryParams p) {
@@ -106,8 +101,8 @@ Status embedding(const EmbeddingParams& p, cudaStream_t stream) {
 Status binary(const BinaryParams& p, cudaStream_t stream) {
   auto shape = [&] { return std::string(p.op == BinaryOp::kAdd ? "add " : "silu_mul ") + rows_shape(p.rows, p.width); };
   if (p.rows == 0 || p.width == 0) return {};
-  if (p.width % 4 == 0 && rows_aligned16(p.a, p.a_stride, 4) && rows_aligned16(p.b, p.b_stride, 4) &&
-      rows_aligned16(p.out, p.out_stride, 4)) {
+  if (p.width % 4 == 0 && rows_aligned(p.a, p.a_stride * 4, 16) && rows_aligned(p.b, p.b_stride * 4, 16) &&
+      rows_aligned(p.out, p.out_stride * 4, 16)) {
     launch_pdl(binary_kernel<4>, row_grid(p.rows, p.width / 4, 256), 256, 0, stream, p);
     return launch_status("binary_kernel<4>", shape, stream);
   }
@@ -118,8 +113,7 @@ Status binary(const BinaryParams& p, cudaStream_t stream) {
 Status convert_f32(const ConvertParams& p, cudaStream_t stream) {
   auto shape = [&] { return rows_shape(p.rows, p.cols) + " to " + std::string(dtype_name(p.dst_dtype)); };
   if (p.rows == 0 || p.cols == 0) return {};
-  if (p.cols % 4 == 0 && rows_aligned16(p.src, p.src_stride, 4) && reinterpret_cast<uintptr_t>(p.dst) % 8 == 0 &&
-      (p.dst_stride * 2) % 8 == 0) {
+  if (p.cols % 4 == 0 && rows_aligned(p.src, p.src_stride * 4, 16) && rows_aligned(p.dst, p.dst_stride * 2, 8)) {
     launch_pdl(convert_kernel<4>, row_grid(p.rows, p.cols / 4, 256), 256, 0, stream, p);
     return launch_status("convert_kernel<4>", shape, stream);
   }

@@ -47,6 +47,12 @@ inline Status launch_status(const char* kernel, const Shape& shape, cudaStream_t
                         cudaGetErrorString(err));
 }
 
+// Whether every row of a view starting at p, rows row_stride_bytes apart, starts `align`-byte
+// aligned: the condition of a kernel's vectorised form (four floats a thread).
+inline bool rows_aligned(const void* p, int64_t row_stride_bytes, int64_t align) {
+  return reinterpret_cast<uintptr_t>(p) % align == 0 && row_stride_bytes % align == 0;
+}
+
 inline unsigned grid_blocks(int64_t n, int64_t per_block, int64_t cap = 65535) {
   int64_t b = (n + per_block - 1) / per_block;
   return static_cast<unsigned>(b < 1 ? 1 : (b > cap ? cap : b));

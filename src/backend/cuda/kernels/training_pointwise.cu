@@ -118,7 +118,7 @@ Status silu_mul_backward(const SiluMulBackwardParams& p, cudaStream_t stream) {
   auto shape = [&] { return rows_shape(p.rows, p.width); };
   if (p.rows == 0 || p.width == 0) return {};
   constexpr int kThreads = 256;
-  auto aligned = [](const float* q, int64_t stride) { return reinterpret_cast<uintptr_t>(q) % 16 == 0 && stride % 4 == 0; };
+  auto aligned = [](const float* q, int64_t stride) { return rows_aligned(q, stride * 4, 16); };
   if (p.width % 4 == 0 && aligned(p.a, p.a_stride) && aligned(p.b, p.b_stride) && aligned(p.dout, p.dout_stride) &&
       aligned(p.da, p.da_stride) && aligned(p.db, p.db_stride)) {
     const dim3 grid(grid_blocks(p.width / 4, kThreads, 1024), grid_blocks(p.rows, 1, 65535));
