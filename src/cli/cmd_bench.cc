@@ -437,8 +437,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--peer-json", o->peer_json, "JSON of a peer run (tools/bench_hf_peer.py), included as `peer`");
   add_bench_serve_command(*cmd);
   add_bench_train_command(*cmd);
+  add_bench_correction_command(*cmd);
   cmd->callback([o, cmd] {
-    if (!cmd->get_subcommands().empty()) return;  // `kiln bench serve` or `kiln bench train` ran instead
+    if (!cmd->get_subcommands().empty()) return;  // `kiln bench serve|train|correction` ran instead
     report(run(*o));
   });
 }

@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/out_file.h"
 #include "config/kiln_config.h"
 #include "loadgen/load_generator.h"
 #include "loadgen/serving_case_result.h"
@@ -75,15 +76,6 @@ Result<std::string> served_model_id(const std::string& url) {
     return format_error("GET " + url + "/v1/models lists no model id; pass --model-id");
   }
   return j["data"][0]["id"].get<std::string>();
-}
-
-Status write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return io_error("--out " + path + " cannot be written");
-  out << text;
-  out.close();
-  if (!out) return io_error("--out " + path + " could not be written completely");
-  return {};
 }
 
 // Progress on stderr about every tenth of a level's requests.
@@ -186,7 +178,7 @@ Status run(const ServeBenchOpts& o) {
   const std::string text = doc.dump(2) + "\n";
   std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
-  if (!o.out.empty()) KILN_RETURN_IF_ERROR(write_text(o.out, text));
+  if (!o.out.empty()) KILN_RETURN_IF_ERROR(write_out_file(o.out, text));
   if (case_result_path != nullptr) {
     const nlohmann::json config = {{"backend", o.backend}, {"dtype", dtype}, {"prompt_set", prompts.name}};
     KILN_RETURN_IF_ERROR(loadgen::write_case_result(

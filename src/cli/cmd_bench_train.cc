@@ -21,6 +21,7 @@
 #include "cli/bench_roofline.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/out_file.h"
 #include "model/qwen35.h"
 #include "loadgen/serving_case_result.h"
 #include "tokenizer/chat_template.h"
@@ -194,10 +195,7 @@ Status run(const TrainBenchOpts& o) {
   }
   const std::string text = j.dump(2);
   std::printf("%s\n", text.c_str());
-  if (!o.out.empty()) {
-    std::ofstream f(o.out);
-    if (!(f << text << "\n")) return internal_error("--out " + o.out + ": cannot write it");
-  }
+  if (!o.out.empty()) KILN_RETURN_IF_ERROR(write_out_file(o.out, text + "\n"));
   return {};
 }
 

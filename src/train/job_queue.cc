@@ -53,6 +53,13 @@ nlohmann::json JobInfo::to_json() const {
   const double end = finished_at > 0 ? finished_at : unix_now();
   j["timings"] = {{"queued_seconds", (started_at > 0 ? started_at : end) - created_at},
                   {"running_seconds", started_at > 0 ? end - started_at : 0.0}};
+  // A completed job's phases; null where the phase did not run (or the job did not complete).
+  auto phase = [](double s) { return s > 0 ? nlohmann::json(s) : nlohmann::json(nullptr); };
+  j["timings"]["train_seconds"] = phase(outcome.train_seconds);
+  j["timings"]["publish_seconds"] = phase(outcome.publish_seconds);
+  j["timings"]["post_eval_seconds"] = phase(outcome.post_eval_seconds);
+  j["timings"]["load_seconds"] = phase(outcome.load_seconds);
+  j["trained_tokens"] = outcome.trained_tokens > 0 ? nlohmann::json(outcome.trained_tokens) : nlohmann::json(nullptr);
   j["adapter_name"] = outcome.adapter_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(outcome.adapter_name);
   j["adapter_path"] = outcome.adapter_path.empty() ? nlohmann::json(nullptr) : nlohmann::json(outcome.adapter_path);
   j["adapter_revision"] = outcome.adapter_revision > 0 ? nlohmann::json(outcome.adapter_revision) : nlohmann::json(nullptr);

@@ -34,6 +34,10 @@ struct JobOutcome {
   std::string adapter_path;
   uint64_t adapter_revision = 0;  // > 0 when it was loaded (auto_load)
   nlohmann::json post_eval = nullptr;  // null, or the post-training eval's result (docs/evals.md)
+  // Where the running time went, in seconds (0: the phase did not run): the optimizer steps, the
+  // publication (write, validate, rename), the post-training eval, the auto_load swap.
+  double train_seconds = 0, publish_seconds = 0, post_eval_seconds = 0, load_seconds = 0;
+  int64_t trained_tokens = 0;  // tokens of the sequences trained on, every epoch counted
 };
 
 // One job as a client sees it at one moment.

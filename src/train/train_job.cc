@@ -77,13 +77,25 @@ JobWork make_train_job(const TrainJobEnv& env, std::shared_ptr<TrainJobRequest> 
   return [env, req](const std::atomic<bool>& cancel,
                     const std::function<void(const TrainProgress&)>& progress) -> Result<JobOutcome> {
     const auto report = with_checkpoints(env, *req, progress);  // config.checkpoint_interval
+    auto mark = std::chrono::steady_clock::now();
+    auto lap = [&mark] {  // seconds since the last lap
+      const auto now = std::chrono::steady_clock::now();
+      const double s = std::chrono::duration<double>(now - mark).count();
+      mark = now;
+      return s;
+    };
     KILN_ASSIGN_OR_RETURN(TrainResult result, run_training(*env.model, req->spec, report, cancel, env.run_step));
     if (cancel.load()) return failed_precondition("cancelled");
+    JobOutcome out;
+    out.train_seconds = lap();
+    out.trained_tokens = result.tokens;
     const nlohmann::json receipt = train_receipt(*req, result, env.base_model);
     KILN_ASSIGN_OR_RETURN(std::string path,
                           publish_adapter(result.adapter, receipt, env.model->config(),
                                           env.model->backend().storage(), env.adapter_dir, req->output_name));
-    JobOutcome out{req->output_name, path, 0, nullptr};
+    out.adapter_name = req->output_name;
+    out.adapter_path = path;
+    out.publish_seconds = lap();
     bool load = req->auto_load;
     if (!req->post_eval_suite.empty()) {
       // After publication, before auto_load: a worse adapter stays on disk but is not served.
@@ -92,6 +104,7 @@ JobWork make_train_job(const TrainJobEnv& env, std::shared_ptr<TrainJobRequest> 
       nlohmann::json with_eval = receipt;
       with_eval["post_eval"] = out.post_eval;
       KILN_RETURN_IF_ERROR(rewrite_receipt(path, with_eval));
+      out.post_eval_seconds = lap();
     }
     if (load && env.registry) {
       // Swapping the registry's entry is the drained boundary: requests already submitted hold
@@ -99,6 +112,7 @@ JobWork make_train_job(const TrainJobEnv& env, std::shared_ptr<TrainJobRequest> 
       KILN_ASSIGN_OR_RETURN(LoadedAdapter loaded, env.registry->load(req->output_name, path));
       KILN_RETURN_IF_ERROR(env.registry->set_default(req->output_name));
       out.adapter_revision = loaded.revision;
+      out.load_seconds = lap();
     }
     return out;
   };

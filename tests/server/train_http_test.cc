@@ -379,6 +379,15 @@ TEST(TrainHttp, SftJobEndToEndPublishesAndAutoLoadsItsAdapter) {
   EXPECT_LT(curve.back(), 0.5 * curve.front()) << done["loss_curve"].dump();
   EXPECT_EQ(done["adapter_name"], "pw");
   EXPECT_EQ(done["adapter_revision"], 1);
+  // The running time splits into its phases: train, publish, load (no post_eval was asked).
+  const json& t = done["timings"];
+  for (const char* phase : {"train_seconds", "publish_seconds", "load_seconds"})
+    EXPECT_GT(t[phase].is_number() ? t[phase].get<double>() : 0.0, 0.0) << phase << " in " << t.dump();
+  EXPECT_TRUE(t["post_eval_seconds"].is_null()) << t.dump();
+  EXPECT_GT(done["trained_tokens"].get<int64_t>(), 6 * 4 * 8) << done.dump();  // 6 epochs of 4 conversations
+  EXPECT_LE(t["train_seconds"].get<double>() + t["publish_seconds"].get<double>() + t["load_seconds"].get<double>(),
+            t["running_seconds"].get<double>() + 1e-3)
+      << t.dump();
   const std::string dir = s.config.model.adapter_dir + "/pw";
   json receipt = json::parse(file_bytes(dir + "/train_receipt.json"));
   EXPECT_EQ(receipt["loss_curve"], done["loss_curve"]);
@@ -425,11 +434,64 @@ TEST(TrainHttp, GrpoJobCompletesWithoutAutoLoad) {
   ASSERT_EQ(done["state"], "completed") << done.dump();
   EXPECT_EQ(done["loss_curve"].size(), 2u);
   EXPECT_TRUE(done["adapter_revision"].is_null());  // not loaded
+  EXPECT_TRUE(done["timings"]["load_seconds"].is_null()) << done["timings"].dump();
+  EXPECT_GT(done["timings"]["publish_seconds"].get<double>(), 0.0) << done["timings"].dump();
   EXPECT_TRUE(s.get("/v1/adapters")["default_adapter"].is_null());
   json receipt = json::parse(file_bytes(s.config.model.adapter_dir + "/g/train_receipt.json"));
   EXPECT_EQ(receipt["job_type"], "grpo");
   EXPECT_EQ(receipt["hyperparameters"]["kl_estimator"], "k3");
   EXPECT_EQ(receipt["hyperparameters"]["advantage_mode"], "dr_grpo");
+}
+
+// Runs `kiln ARGS`, its stdout (and what `redirect` adds) into `out`; returns the exit code.
+int run_kiln(const std::string& args, std::string& out, const std::string& redirect = "2>/dev/null") {
+  out.clear();
+  FILE* p = ::popen((std::string(KILN_BINARY_PATH) + " " + args + " " + redirect).c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  return WEXITSTATUS(::pclose(p));
+}
+
+// `kiln bench correction` against a running server: each correction is a job that completes,
+// publishes the next revision of its adapter and swaps it in, and the request after it is answered
+// by that revision (the bench checks it and fails otherwise); the job's phases lie inside the
+// end-to-end time it reports.
+TEST(TrainHttp, BenchCorrectionTimesEachCorrectionUpToItsSwap) {
+  Server s;
+  ASSERT_TRUE(s.stack);
+  const std::string url = " --url " + s.stack->base_url();
+  std::string out;
+  ASSERT_EQ(run_kiln("bench correction" + url + " --tokens 96 --repeats 3 --lora-rank 2 --optimizer adam_w --name fix", out), 0)
+      << out;
+  const json doc = json::parse(out);
+  EXPECT_EQ(doc["backend"], "cpu");
+  ASSERT_EQ(doc["runs"].size(), 3u);
+  std::vector<double> warm;
+  for (int i = 0; i < 3; ++i) {
+    const json& r = doc["runs"][i];
+    EXPECT_EQ(r["adapter_revision"], i + 1) << r.dump();
+    EXPECT_GE(r["trained_tokens"].get<int64_t>(), 72) << r.dump();  // about the 96 asked for
+    EXPECT_LE(r["trained_tokens"].get<int64_t>(), 120) << r.dump();
+    double phases = 0;
+    for (const char* p : {"train_seconds", "publish_seconds", "load_seconds"}) {
+      EXPECT_GT(r[p].get<double>(), 0.0) << p << " in " << r.dump();
+      phases += r[p].get<double>();
+    }
+    EXPECT_LE(phases, r["end_to_end_seconds"].get<double>()) << r.dump();
+    if (i > 0) warm.push_back(r["end_to_end_seconds"].get<double>());
+  }
+  EXPECT_EQ(doc["cold_end_to_end_seconds"], doc["runs"][0]["end_to_end_seconds"]);
+  const double median = doc["median_end_to_end_seconds"].get<double>();
+  EXPECT_DOUBLE_EQ(median, 0.5 * (warm[0] + warm[1]));
+  EXPECT_EQ(doc["meets_target"], median < 1.0);
+  const json adapters = s.get("/v1/adapters");
+  EXPECT_EQ(adapters["default_adapter"], "fix");
+  ASSERT_EQ(adapters["data"].size(), 1u);
+  EXPECT_EQ(adapters["data"][0]["revision"], 3);
+  EXPECT_NE(run_kiln("bench correction" + url + " --tokens 8", out, "2>&1"), 0);
+  EXPECT_NE(out.find("--tokens must be at least 32, got 8"), std::string::npos) << out;
 }
 
 // `kiln train sft --file` and `kiln adapters ...` against a running server, through the binary.
@@ -441,15 +503,7 @@ TEST(TrainHttp, CliTrainsAndManagesAdapters) {
     std::ofstream out(data);
     for (int i = 0; i < 3; ++i) out << conversation("ping", "pong").dump() << "\n";
   }
-  auto run = [](const std::string& args, std::string& out) {
-    out.clear();
-    FILE* p = ::popen((std::string(KILN_BINARY_PATH) + " " + args + " 2>/dev/null").c_str(), "r");
-    if (!p) return -1;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    return WEXITSTATUS(::pclose(p));
-  };
+  auto run = [](const std::string& args, std::string& out) { return run_kiln(args, out); };
   const std::string url = " --url " + s.stack->base_url();
   std::string out;
   ASSERT_EQ(run("train sft --file " + data + url + " --poll 0.05 --config-json '{\"lora_rank\": 2, \"output_name\": \"cli\"}'", out), 0) << out;
