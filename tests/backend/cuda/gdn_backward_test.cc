@@ -133,8 +133,10 @@ Result<Grads> run_cuda(Backend& be, const Case& c, const Problem& p) {
 // value heads, dk 16, dv 32: 2 state rows a lane); dv not a multiple of 32 with three value heads
 // per key head (idle columns in the last group; dk 48 pads a lane's rows to 8); dk 256 (every lane
 // of the finish kernel's registers, 32 rows a lane and over 48 KB of shared memory in the register
-// kernel); and chunks longer than any row. The shared-memory kernel (KILN_CUDA_GDN_BACKWARD=shared)
-// is checked by the same cases in SharedKernelMatchesTheCpuFacet.
+// kernel); chunks longer than any row; and dk 64 with dv 100 (the chunked form's second instance,
+// a last tile of 4 columns). The shared-memory kernel (KILN_CUDA_GDN_BACKWARD=shared) and the
+// chunked form (=chunked: dk 64 and 128 here, the other cases fall back to the register walk) are
+// checked by the same cases in SharedKernelMatchesTheCpuFacet and ChunkedFormMatchesTheCpuFacet.
 void expect_matches_cpu(Backend& be, const char* kernel) {
   auto cpu = create_backend("cpu").value();
   const Case cases[] = {
@@ -147,6 +149,7 @@ void expect_matches_cpu(Backend& be, const char* kernel) {
       {"dv 100, 3 heads per key head", 2, 6, 48, 100, {70, 5}, 16},
       {"dk 256", 1, 2, 256, 64, {33, 2}, 8},
       {"chunk longer than the rows", 2, 4, 32, 64, {50, 7}, 1000},
+      {"dk 64, dv 100", 2, 4, 64, 100, {130, 1, 64, 70}, 64},
   };
   uint32_t seed = 900;
   for (const auto& c : cases) {
@@ -187,6 +190,16 @@ TEST(CudaGdnBackward, SharedKernelMatchesTheCpuFacet) {
     ~SharedKernel() { unsetenv("KILN_CUDA_GDN_BACKWARD"); }
   } shared;
   expect_matches_cpu(*be, "shared");
+}
+
+// The chunked (WY) form, behind KILN_CUDA_GDN_BACKWARD=chunked (read per call).
+TEST(CudaGdnBackward, ChunkedFormMatchesTheCpuFacet) {
+  KILN_CUDA_OR_SKIP(be);
+  struct ChunkedForm {  // unset again however the test ends, for the tests after it
+    ChunkedForm() { setenv("KILN_CUDA_GDN_BACKWARD", "chunked", 1); }
+    ~ChunkedForm() { unsetenv("KILN_CUDA_GDN_BACKWARD"); }
+  } chunked;
+  expect_matches_cpu(*be, "chunked");
 }
 
 // A dk the kernels do not take is declined before any work, naming the reason; a gradient of the

@@ -242,14 +242,15 @@ void bench_gdn_backward(Backend& be) {
   g.da = dab.as_strided({T, hv}, {2 * hv, 1});
   g.db = dab.as_strided({T, hv}, {2 * hv, 1}, hv);
   g.layout = &l;
-  double us[2];
-  for (int v = 0; v < 2; ++v) {
-    setenv("KILN_CUDA_GDN_BACKWARD", v == 0 ? "shared" : "registers", 1);
+  const char* variants[] = {"shared", "registers", "chunked"};
+  double us[3];
+  for (int v = 0; v < 3; ++v) {
+    setenv("KILN_CUDA_GDN_BACKWARD", variants[v], 1);
     us[v] = time_us(be, [&] { return be.training().gdn_backward(g); });
   }
   unsetenv("KILN_CUDA_GDN_BACKWARD");
-  std::printf("gdn   backward rows=%lld x %lld tokens (4B layer)  registers %9.1f us  shared %9.1f us  (%.1fx)\n",
-              (long long)R, (long long)N, us[1], us[0], us[0] / us[1]);
+  std::printf("gdn   backward rows=%lld x %lld tokens (4B layer)  registers %9.1f us  shared %9.1f us  chunked %9.1f us\n",
+              (long long)R, (long long)N, us[1], us[0], us[2]);
 }
 
 void bench_conv(Backend& be) {

@@ -26,10 +26,18 @@ struct GatedDeltaRuleParams {
   float* out = nullptr; int64_t out_token_stride = 0, out_head_stride = 0;
   const int32_t* cu_seqlens = nullptr;   // [rows + 1]
   const int32_t* state_slots = nullptr;  // [rows]; slots outside [0, slots) are skipped
-  // The two-pass chunked form only: its scratch (gated_delta_rule_two_pass_scratch_floats) and
-  // the most chunks of 64 tokens any row has.
+  // The two-pass chunked form only: its scratch (gated_delta_rule_two_pass_scratch_floats: a
+  // record per (row, chunk, value head), gdn_chunk_record.h) and the most chunks of 64 tokens
+  // any row has.
   float* scratch = nullptr;
   int64_t max_chunks = 0;
+  // The two-pass form, for the chunked backward: every row starts from a zero state and its final
+  // state is not kept (state and state_slots unused); out may be null (not written); where set,
+  // the scan keeps the state entering each chunk, chunk_states [rows, max_chunks, v_heads, dk, dv],
+  // and each chunk's W = U - Wk S0, chunk_w [rows, max_chunks, v_heads, 64, dv].
+  bool zero_state = false;
+  float* chunk_states = nullptr;
+  float* chunk_w = nullptr;
 };
 
 // Shared memory the kernel needs for (dk, dv); the facet declines what the device cannot hold.

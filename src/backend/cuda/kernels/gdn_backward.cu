@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backend/cuda/kernels/gdn_backward.h"
+#include "backend/cuda/kernels/gdn_chunked_backward.h"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/reduce.cuh"
 
@@ -46,9 +47,13 @@ ScratchLayout scratch_layout(const GdnBackwardParams& p) {
   s.dkp = s.dqp + parts * p.dk;
   s.dgp = s.dkp + parts * p.dk;
   s.dbp = s.dgp + parts;
-  s.state = s.dbp + parts;
+  s.state = (s.dbp + parts + 3) / 4 * 4;  // 16-byte aligned: the chunked form copies its records in float4s
   s.max_chunks = (p.max_len + p.chunk - 1) / p.chunk;
-  if (p.registers) {
+  if (p.kernel == GdnBackwardKernel::kChunked) {
+    s.total = s.state + static_cast<int64_t>(gdn_chunked_backward_floats(p));
+    return s;
+  }
+  if (p.kernel == GdnBackwardKernel::kRegisters) {
     // Chunk boundaries, one chunk's sub-chunk boundaries and one sub-chunk's per-token states, each
     // a state of kRegThreads x rows_per_lane floats (lane-major, so every access is coalesced).
     const int64_t state = kRegThreads * p.rows_per_lane;
@@ -66,7 +71,8 @@ struct Scratch {
   float *decay, *beta; // [tokens, v_heads]: exp(g), sigmoid(b)
   float *dqp, *dkp;    // [tokens, v_heads, groups, dk]: partial gradients of the normalised q, k
   float *dgp, *dbp;    // [tokens, v_heads, groups]: partial dg, dbeta
-  float* state;        // [state_blocks, per_block]: [max_chunks, dk, cols] boundaries, [chunk, dk, cols] states
+  float* state;        // [state_blocks, per_block]: [max_chunks, dk, cols] boundaries, [chunk, dk, cols] states;
+                       // the chunked form: its buffers (gdn_chunked_backward_floats)
   int64_t per_block;
 };
 
@@ -679,7 +685,9 @@ std::string shape_of(const GdnBackwardParams& p) {
          std::to_string(p.k_heads) + " v_heads=" + std::to_string(p.v_heads) + " dk=" + std::to_string(p.dk) +
          " dv=" + std::to_string(p.dv) + " chunk=" + std::to_string(p.chunk) + " cols=" + std::to_string(p.cols) +
          " groups=" + std::to_string(p.groups) + " blocks=" + std::to_string(p.state_blocks) +
-         (p.registers ? " rows_per_lane=" + std::to_string(p.rows_per_lane) : std::string(" shared"));
+         (p.kernel == GdnBackwardKernel::kRegisters ? " rows_per_lane=" + std::to_string(p.rows_per_lane)
+          : p.kernel == GdnBackwardKernel::kShared  ? std::string(" shared")
+                                                    : std::string(" chunked"));
 }
 
 }  // namespace
@@ -692,7 +700,23 @@ Status gdn_backward_plan(GdnBackwardParams& p, int sm_count, size_t smem_optin) 
   if (p.dk < 1 || p.dk > kGdnBackwardMaxDk || p.dv < 1 || p.k_heads < 1 || p.v_heads % p.k_heads != 0 ||
       p.rows < 1 || p.chunk < 1 || p.max_len < 1)
     return invalid_argument("gdn_backward_plan: unsupported sizes (" + shape_of(p) + ")");
-  if (p.registers) {
+  // The chunked form takes dk 64 and 128 (and rows of at most 65,535 chunks); other sizes walk
+  // the tokens in registers.
+  if (p.kernel == GdnBackwardKernel::kChunked &&
+      (!gdn_chunked_backward_takes(p.dk) || (p.max_len + 63) / 64 > 65535 || p.rows > 65535))
+    p.kernel = GdnBackwardKernel::kRegisters;
+  if (p.kernel == GdnBackwardKernel::kChunked) {
+    const size_t smem = gdn_chunked_backward_smem_bytes(p.dk);
+    if (smem > smem_optin)
+      return invalid_argument("gdn_backward_plan: " + std::to_string(smem) + " bytes of shared memory per block exceed "
+                              "the device's " + std::to_string(smem_optin) + " (" + shape_of(p) + ")");
+    p.cols = p.dv;
+    p.groups = 1;
+    p.state_blocks = 0;
+    p.rows_per_lane = 0;
+    return {};
+  }
+  if (p.kernel == GdnBackwardKernel::kRegisters) {
     // Eight lanes cover dk at the smallest power-of-two rows a lane that reaches it.
     p.rows_per_lane = 2;
     while (8 * p.rows_per_lane < p.dk) p.rows_per_lane *= 2;
@@ -748,14 +772,27 @@ size_t gdn_backward_scratch_floats(const GdnBackwardParams& p) {
 
 Status gdn_backward(const GdnBackwardParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.tokens == 0) return {};
-  if (p.state_blocks < 1 || p.state_blocks > 0x7fffffff || p.scratch == nullptr)
+  const bool chunked = p.kernel == GdnBackwardKernel::kChunked;
+  if ((chunked ? p.groups != 1 : p.state_blocks < 1 || p.state_blocks > 0x7fffffff) || p.scratch == nullptr)
     return invalid_argument("gdn_backward: not planned (" + shape_of(p) + ")");
   const Scratch s = scratch_of(p);
   auto shape = [&] { return shape_of(p); };
   const unsigned pair_blocks = grid_blocks(p.tokens * p.k_heads, kPairWarps, 0x7fffffff);
   gdn_backward_prep_kernel<<<pair_blocks, kPairWarps * 32, 0, stream>>>(p, s);
   KILN_RETURN_IF_ERROR(launch_status("gdn_backward_prep_kernel", shape, stream));
-  if (p.registers) {
+  if (chunked) {
+    GdnChunkedBackwardBuffers b;
+    b.scratch = s.state;
+    b.beta = s.beta;
+    b.dqp = s.dqp;
+    b.dkp = s.dkp;
+    b.dgp = s.dgp;
+    b.dbp = s.dbp;
+    KILN_RETURN_IF_ERROR(gdn_chunked_backward(p, b, stream));
+    gdn_backward_finish_kernel<<<pair_blocks, kPairWarps * 32, 0, stream>>>(p, s);
+    return launch_status("gdn_backward_finish_kernel", shape, stream);
+  }
+  if (p.kernel == GdnBackwardKernel::kRegisters) {
     const RegKernel kernel = reg_kernel(p.rows_per_lane);
     if (kernel == nullptr) return invalid_argument("gdn_backward: not planned (" + shape_of(p) + ")");
     if (cudaError_t e = allow_reg_smem(p.rows_per_lane); e != cudaSuccess)

@@ -16,6 +16,10 @@
 //               dout and gates staged in shared memory.
 //             shared (KILN_CUDA_GDN_BACKWARD=shared, the previous kernel, kept for timing): a
 //               thread per column, state and dS in shared memory, 3 barriers a token.
+//           Or, KILN_CUDA_GDN_BACKWARD=chunked, the chunked (WY) form in place of the walk
+//           (gdn_chunked_backward.h): chunk records and states from the two-pass forward, a
+//           reverse scan over the chunks for dS, then every chunk's gradients at once, as
+//           products; dq, dk, dg, dbeta per value head (one group).
 //   finish  per (token, key head): the partials of the value heads (and column groups) sharing
 //           the key head summed, through the l2 norms to the raw q, k; da, db from dg, dbeta.
 #pragma once
@@ -27,6 +31,8 @@
 #include "core/status.h"
 
 namespace kiln::cuda {
+
+enum class GdnBackwardKernel : uint8_t { kRegisters, kShared, kChunked };
 
 struct GdnBackwardParams {
   int64_t rows = 0, tokens = 0, k_heads = 0, v_heads = 0, dk = 0, dv = 0;
@@ -47,13 +53,15 @@ struct GdnBackwardParams {
   float* db = nullptr; int64_t db_stride = 0;                               // [tokens, v_heads]
   const int32_t* cu_seqlens = nullptr;                                      // [rows + 1], on the device
 
-  // Which state kernel: the register-tile one (a column's state split over 8 lanes, 32 columns a
-  // block) or, false, the shared-memory one (a thread per column; KILN_CUDA_GDN_BACKWARD=shared).
-  bool registers = true;
+  // Which state kernel (KILN_CUDA_GDN_BACKWARD names it): the register-tile walk (a column's
+  // state split over 8 lanes, 32 columns a block), the shared-memory walk (a thread per column),
+  // or the chunked form (gdn_chunked_backward.h; dk 64 or 128: other dk take the registers).
+  GdnBackwardKernel kernel = GdnBackwardKernel::kRegisters;
 
   // The plan (gdn_backward_plan): value columns per block, how many groups of them per head, and
   // the state kernel's grid (blocks loop over the (row, head, group) items; the scratch is per block);
-  // for the register kernel, the state rows a lane holds (8 of them cover dk, padded).
+  // for the register kernel, the state rows a lane holds (8 of them cover dk, padded). The chunked
+  // form: one group of all dv columns, no state blocks.
   int64_t cols = 0, groups = 0, state_blocks = 0, rows_per_lane = 0;
   float* scratch = nullptr;  // gdn_backward_scratch_floats(*this) floats
 };

@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "backend/cuda/kernels/gated_delta_rule.h"
+#include "backend/cuda/kernels/gdn_chunk_record.h"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/reduce.cuh"
 
@@ -347,15 +348,19 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GatedDeltaRule
 }
 
 // ---- The two-pass form (dk <= 128): everything that does not depend on the state is solved for
-// all chunks at once, leaving a scan of plain products over the chunks in order.
+// all chunks at once (a record per chunk: gdn_chunk_record.h), leaving a scan of plain products
+// over the chunks in order.
 
-// A chunk's record in the scratch, per (row, chunk, value head), in floats:
-//   Qn [kC][dk], Kn [kC][dk]   normalised q and k
-//   Wk [kC][dk]                (I + A)^-1 (beta exp(G) K)
-//   U  [kC][dv]                (I + A)^-1 (beta V)
-//   Mq [kC][kC], G [kC]
-__host__ __device__ constexpr int64_t record_floats(int64_t dk, int64_t dv) {
-  return 3 * kC * dk + kC * dv + kC * kC + kC;
+static_assert(kC == kGdnChunk, "the record's chunk");
+
+__host__ __device__ constexpr int64_t record_floats(int64_t dk, int64_t dv) { return GdnChunkRecord{dk, dv}.floats(); }
+
+// The slot of a row's state: its own index when every row starts from zero (p.zero_state), else
+// p.state_slots[row]; -1 for a row to skip.
+__device__ __forceinline__ int64_t state_slot(const GatedDeltaRuleParams& p, int row) {
+  if (p.zero_state) return row;
+  const int64_t slot = p.state_slots[row];
+  return slot < 0 || slot >= p.slots ? -1 : slot;
 }
 
 template <int DK>
@@ -380,8 +385,7 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_prep_kernel(GatedDeltaRule
   float* G = smem + L::kG;
   float* beta = smem + L::kBeta;
   const int h = blockIdx.x, c = blockIdx.y, row = blockIdx.z;
-  const int64_t slot = p.state_slots[row];
-  if (slot < 0 || slot >= p.slots) return;
+  if (state_slot(p, row) < 0) return;
   const int64_t t0 = p.cu_seqlens[row], t1 = p.cu_seqlens[row + 1], c0 = t0 + static_cast<int64_t>(c) * kC;
   if (c0 >= t1) return;
   const int n = t1 - c0 < kC ? static_cast<int>(t1 - c0) : kC;
@@ -461,22 +465,23 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
   float* W = smem + L::kW;
   float* G = smem + L::kG;
   const int h = blockIdx.x, row = blockIdx.z;
-  const int64_t slot = p.state_slots[row];
-  if (slot < 0 || slot >= p.slots) return;
+  const int64_t slot = state_slot(p, row);
+  if (slot < 0) return;
   const int64_t dv = p.dv, j0 = static_cast<int64_t>(blockIdx.y) * kBV;
   const int bv = dv - j0 < kBV ? static_cast<int>(dv - j0) : kBV;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
-  float* S_glob = p.state + (slot * p.v_heads + h) * DK * dv + j0;
+  float* S_glob = p.zero_state ? nullptr : p.state + (slot * p.v_heads + h) * DK * dv + j0;
   for (int e = tid; e < DK * kBV; e += kThreads) {
     const int d = e / kBV, j = e % kBV;
-    S[e] = j < bv ? S_glob[d * dv + j] : 0.f;
+    S[e] = j < bv && S_glob != nullptr ? S_glob[d * dv + j] : 0.f;
   }
   const int64_t t0 = p.cu_seqlens[row], t1 = p.cu_seqlens[row + 1];
   for (int c = 0; t0 + static_cast<int64_t>(c) * kC < t1; ++c) {
     const int64_t c0 = t0 + static_cast<int64_t>(c) * kC;
     const int n = t1 - c0 < kC ? static_cast<int>(t1 - c0) : kC;
-    const float* rec = p.scratch + ((row * p.max_chunks + c) * p.v_heads + h) * record_floats(DK, dv);
+    const int64_t item = (row * p.max_chunks + c) * p.v_heads + h;
+    const float* rec = p.scratch + item * record_floats(DK, dv);
     const float* rQ = rec;
     const float* rK = rQ + kC * DK;
     const float* rWk = rK + kC * DK;
@@ -484,6 +489,13 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
     const float* rM = rU + kC * dv;
     const float* rG = rM + kC * kC;
     __syncthreads();  // the previous chunk is done with every buffer
+    if (p.chunk_states != nullptr) {  // the state entering the chunk, for a backward
+      float* kept = p.chunk_states + item * DK * dv + j0;
+      for (int e = tid; e < DK * kBV; e += kThreads) {
+        const int d = e / kBV, j = e % kBV;
+        if (j < bv) kept[d * dv + j] = S[e];
+      }
+    }
     for (int e = tid; e < kC * (DK / 4); e += kThreads) {
       const int t = e / (DK / 4), d = 4 * (e % (DK / 4));
       __pipeline_memcpy_async(Qs + t * KP + d, rQ + t * DK + d, 16);
@@ -525,11 +537,12 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
         const int t = warp * 8 + a;
         W[t * kWP + lane] -= ws[a];
         o[a] = expf(G[t]) * qs[a];
+        if (p.chunk_w != nullptr && lane < bv) p.chunk_w[(item * kC + t) * dv + j0 + lane] = W[t * kWP + lane];
       }
     }
     __syncthreads();
     // out = exp(G) Qn S0 + Mq W.
-    {
+    if (p.out != nullptr) {
       const int last = warp * 8 + 7 < n - 1 ? warp * 8 + 7 : n - 1;
       for (int i = 0; i <= last; ++i) {
         const float w = W[i * kWP + lane];
@@ -580,6 +593,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
       for (int m = 0; m < PD; ++m) S[(d0 + m) * kBV + lane] = acc[m];
     }
   }
+  if (S_glob == nullptr) return;
   __syncthreads();
   for (int e = tid; e < DK * kBV; e += kThreads) {
     const int d = e / kBV, j = e % kBV;

@@ -1,0 +1,29 @@
+// The record the two-pass chunked form of the gated delta rule keeps per (row, chunk of 64
+// tokens, value head) in its scratch: written by gdn_chunked.cu's first pass, read by its scan and
+// by the chunked backward (gdn_chunked_backward.cu). Floats, in this order:
+//   Qn [64][dk], Kn [64][dk]  the normalised q (times 1/sqrt(dk)) and k; zero rows past the row's end
+//   Wk [64][dk]               (I + A)^-1 (beta exp(G) K)
+//   U  [64][dv]               (I + A)^-1 (beta V)
+//   Mq [64][64]               exp(G_t - G_i) (q_t . k_i), i <= t; zero above the diagonal
+//   G  [64]                   the cumulative sum of g inside the chunk (flat past the row's end)
+// with A[t, i] = beta_t exp(G_t - G_i) (k_t . k_i), i < t.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::cuda {
+
+constexpr int kGdnChunk = 64;
+
+struct GdnChunkRecord {
+  int64_t dk, dv;
+  __host__ __device__ constexpr int64_t q() const { return 0; }
+  __host__ __device__ constexpr int64_t k() const { return kGdnChunk * dk; }
+  __host__ __device__ constexpr int64_t wk() const { return 2 * kGdnChunk * dk; }
+  __host__ __device__ constexpr int64_t u() const { return 3 * kGdnChunk * dk; }
+  __host__ __device__ constexpr int64_t mq() const { return u() + kGdnChunk * dv; }
+  __host__ __device__ constexpr int64_t g() const { return mq() + kGdnChunk * kGdnChunk; }
+  __host__ __device__ constexpr int64_t floats() const { return g() + kGdnChunk; }
+};
+
+}  // namespace kiln::cuda

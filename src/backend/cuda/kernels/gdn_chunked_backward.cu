@@ -1,0 +1,634 @@
+// The chunked backward of the gated delta rule (gdn_chunked_backward.h): the two-pass forward
+// keeps its records, the state entering each chunk and W; a reverse scan carries dS over the
+// chunks (per row, value head and 32 state columns, as the forward scan); then one block per
+// (row, chunk, value head) computes that chunk's gradients as block-wide products in shared
+// memory, f32 throughout.
+#include <cuda_pipeline.h>
+
+#include <algorithm>
+#include <string>
+
+#include "backend/cuda/kernels/gated_delta_rule.h"
+#include "backend/cuda/kernels/gdn_chunk_record.h"
+#include "backend/cuda/kernels/gdn_chunked_backward.h"
+#include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/reduce.cuh"
+
+namespace kiln::cuda {
+
+namespace {
+
+constexpr int kC = kGdnChunk;
+constexpr int kBV = 32;  // state columns a scan block owns; columns of a gradient-pass tile
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kWP = kBV + 1;  // row stride of a [rows][32] tile: a column read across lanes hits distinct banks
+constexpr int kAL = kC + 1;   // row stride of a [64][64] matrix, likewise
+
+// Where the scratch's parts start (floats); `items` = rows x chunks x value heads.
+struct Parts {
+  int64_t records, states, w, dstates, dw, total;
+};
+
+__host__ __device__ inline int64_t max_chunks_of(const GdnBackwardParams& p) { return (p.max_len + kC - 1) / kC; }
+
+__host__ __device__ inline Parts parts_of(const GdnBackwardParams& p) {
+  const int64_t items = p.rows * max_chunks_of(p) * p.v_heads;
+  Parts s{};
+  s.records = 0;
+  s.states = s.records + items * GdnChunkRecord{p.dk, p.dv}.floats();
+  s.w = s.states + items * p.dk * p.dv;
+  s.dstates = s.w + items * kC * p.dv;
+  s.dw = s.dstates + items * p.dk * p.dv;
+  s.total = s.dw + items * kC * p.dv;
+  return s;
+}
+
+// ---- The reverse scan over the chunks: dS (the gradient of the state leaving the chunk in
+// hand) per block of 32 columns; for each chunk, dSn is kept, dW = D (Kn dSn) + Mq^T dout is
+// written, and dS becomes exp(G_L) dSn + Qn^T (gamma dout) - Wk^T dW.
+
+template <int DK>
+struct ScanLayout {
+  static constexpr int kKP = DK + 4;          // float4 rows
+  static constexpr int kdS = 0;               // [DK][kBV]
+  static constexpr int kK = kdS + DK * kBV;   // [kC][kKP]
+  static constexpr int kQ = kK + kC * kKP;    // [kC][kKP]
+  static constexpr int kWk = kQ + kC * kKP;   // [kC][kKP]
+  static constexpr int kM = kWk + kC * kKP;   // [kC][kC]
+  static constexpr int kO = kM + kC * kC;     // [kC][kWP]: dout, then gamma dout
+  static constexpr int kdW = kO + kC * kWP;   // [kC][kWP]
+  static constexpr int kG = kdW + kC * kWP;   // [kC]
+  static constexpr int kFloats = kG + kC;
+};
+
+// Grid: (v_heads, ceil(dv / 32), rows).
+template <int DK>
+__global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBackwardParams p, float* scratch) {
+  using L = ScanLayout<DK>;
+  constexpr int KP = L::kKP;
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  float* dS = smem + L::kdS;
+  float* Ks = smem + L::kK;
+  float* Qs = smem + L::kQ;
+  float* Wks = smem + L::kWk;
+  float* Mq = smem + L::kM;
+  float* O = smem + L::kO;
+  float* dW = smem + L::kdW;
+  float* G = smem + L::kG;
+  const int h = blockIdx.x, row = blockIdx.z;
+  const int64_t dv = p.dv, j0 = static_cast<int64_t>(blockIdx.y) * kBV;
+  const int bv = dv - j0 < kBV ? static_cast<int>(dv - j0) : kBV;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const Parts parts = parts_of(p);
+  const GdnChunkRecord R{DK, dv};
+  const int64_t max_chunks = max_chunks_of(p);
+
+  for (int e = tid; e < DK * kBV; e += kThreads) dS[e] = 0.f;
+  const int64_t t0 = p.cu_seqlens[row], t1 = p.cu_seqlens[row + 1];
+  const int chunks = static_cast<int>((t1 - t0 + kC - 1) / kC);
+  for (int c = chunks - 1; c >= 0; --c) {
+    const int64_t c0 = t0 + static_cast<int64_t>(c) * kC;
+    const int n = t1 - c0 < kC ? static_cast<int>(t1 - c0) : kC;
+    const int64_t item = (row * max_chunks + c) * p.v_heads + h;
+    const float* rec = scratch + parts.records + item * R.floats();
+    __syncthreads();  // the previous chunk is done with every buffer
+    float* kept = scratch + parts.dstates + item * DK * dv + j0;
+    for (int e = tid; e < DK * kBV; e += kThreads) {
+      const int d = e / kBV, j = e % kBV;
+      if (j < bv) kept[d * dv + j] = dS[e];
+    }
+    for (int e = tid; e < kC * (DK / 4); e += kThreads) {
+      const int t = e / (DK / 4), d = 4 * (e % (DK / 4));
+      __pipeline_memcpy_async(Ks + t * KP + d, rec + R.k() + t * DK + d, 16);
+      __pipeline_memcpy_async(Qs + t * KP + d, rec + R.q() + t * DK + d, 16);
+      __pipeline_memcpy_async(Wks + t * KP + d, rec + R.wk() + t * DK + d, 16);
+    }
+    for (int e = tid; e < kC * kC / 4; e += kThreads) __pipeline_memcpy_async(Mq + 4 * e, rec + R.mq() + 4 * e, 16);
+    for (int e = tid; e < kC * kBV; e += kThreads) {
+      const int t = e / kBV, j = e % kBV;
+      O[t * kWP + j] = t < n && j < bv ? p.dout[(c0 + t) * p.dout_token_stride + h * p.dout_head_stride + j0 + j] : 0.f;
+    }
+    if (tid < kC) G[tid] = rec[R.g() + tid];
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    __syncthreads();
+
+    // dW: thread (column lane, rows warp*8 .. warp*8+7). Mq is zero above the diagonal, so the
+    // sum over s >= t may start at the warp's first row.
+    const float glast = G[kC - 1];
+    {
+      float kd[8], md[8];
+#pragma unroll
+      for (int a = 0; a < 8; ++a) kd[a] = md[a] = 0.f;
+#pragma unroll 2
+      for (int d = 0; d < DK; d += 4) {
+        const float s0 = dS[d * kBV + lane], s1 = dS[(d + 1) * kBV + lane], s2 = dS[(d + 2) * kBV + lane],
+                    s3 = dS[(d + 3) * kBV + lane];
+#pragma unroll
+        for (int a = 0; a < 8; ++a) {
+          const float4 k4 = *reinterpret_cast<const float4*>(Ks + (warp * 8 + a) * KP + d);
+          kd[a] += k4.x * s0 + k4.y * s1 + k4.z * s2 + k4.w * s3;
+        }
+      }
+      for (int s = warp * 8; s < kC; ++s) {
+        const float o = O[s * kWP + lane];
+#pragma unroll
+        for (int a = 0; a < 8; ++a) md[a] += Mq[s * kC + warp * 8 + a] * o;
+      }
+      float* dw_glob = scratch + parts.dw + item * kC * dv + j0;
+#pragma unroll
+      for (int a = 0; a < 8; ++a) {
+        const int t = warp * 8 + a;
+        const float w = expf(glast - G[t]) * kd[a] + md[a];
+        dW[t * kWP + lane] = w;
+        if (lane < bv) dw_glob[t * dv + lane] = w;
+      }
+    }
+    __syncthreads();
+    for (int e = tid; e < kC * kBV; e += kThreads) {
+      const int t = e / kBV, j = e % kBV;
+      O[t * kWP + j] *= expf(G[t]);
+    }
+    __syncthreads();
+    // dS = exp(G_L) dSn + Qn^T (gamma dout) - Wk^T dW: thread (column lane, rows warp*PD ..).
+    {
+      constexpr int PD = DK / kWarps;
+      static_assert(PD % 4 == 0, "float4 rows");
+      const int d0 = warp * PD;
+      const float el = expf(glast);
+      float acc[PD];
+#pragma unroll
+      for (int m = 0; m < PD; ++m) acc[m] = el * dS[(d0 + m) * kBV + lane];
+      for (int t = 0; t < n; ++t) {
+        const float og = O[t * kWP + lane], w = dW[t * kWP + lane];
+#pragma unroll
+        for (int m = 0; m < PD; m += 4) {
+          const float4 q4 = *reinterpret_cast<const float4*>(Qs + t * KP + d0 + m);
+          const float4 w4 = *reinterpret_cast<const float4*>(Wks + t * KP + d0 + m);
+          acc[m] += q4.x * og - w4.x * w;
+          acc[m + 1] += q4.y * og - w4.y * w;
+          acc[m + 2] += q4.z * og - w4.z * w;
+          acc[m + 3] += q4.w * og - w4.w * w;
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < PD; ++m) dS[(d0 + m) * kBV + lane] = acc[m];
+    }
+  }
+}
+
+// ---- The gradient pass: one block per (row, chunk, value head), all dv columns.
+
+// acc[a][m] += sum_{k < K} A(r_a, k) B(k, c_m) over the block: thread (ty, tx) = (tid / 16,
+// tid % 16) owns rows r_a = ty + 16 a and columns c_m = tx + 16 m.
+template <int K, int RA, int CB, typename FA, typename FB>
+__device__ __forceinline__ void block_product(float (&acc)[RA][CB], FA fa, FB fb) {
+  const int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
+#pragma unroll 4
+  for (int k = 0; k < K; ++k) {
+    float ra[RA], cb[CB];
+#pragma unroll
+    for (int a = 0; a < RA; ++a) ra[a] = fa(ty + 16 * a, k);
+#pragma unroll
+    for (int m = 0; m < CB; ++m) cb[m] = fb(k, tx + 16 * m);
+#pragma unroll
+    for (int a = 0; a < RA; ++a)
+#pragma unroll
+      for (int m = 0; m < CB; ++m) acc[a][m] += ra[a] * cb[m];
+  }
+}
+
+// The sum over the 16 threads of a row (tx = lane % 16, one half-warp).
+__device__ __forceinline__ float row_sum(float v) {
+  for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <int DK>
+struct GradLayout {
+  static constexpr int LD = DK + 1;           // rows of Q, K, Wk, Xw: a column read across lanes hits distinct banks
+  static constexpr int kQ = 0;                // [kC][LD]
+  static constexpr int kK = kQ + kC * LD;     // [kC][LD]
+  static constexpr int kWk = kK + kC * LD;    // [kC][LD]
+  static constexpr int kAe = kWk + kC * LD;   // [kC][kAL]: exp(G_t - G_i) k_t . k_i for i < t, else 0
+  static constexpr int kE = kAe + kC * kAL;   // [kC][kAL]: dMq, E, then A, then F
+  static constexpr int kT = kE + kC * kAL;    // tiles: S0, dSn [DK][kWP], W, dW, dout [kC][kWP];
+                                              // then Xw [kC][LD] and dXu, U, V [kC][kWP] after it
+  static constexpr int kTileFloats = std::max(2 * DK * kWP + 3 * kC * kWP, kC * LD + 3 * kC * kWP);
+  static constexpr int kVec = kT + kTileFloats;  // G, beta, gamma, D, dG, dbeta [kC]; 32 for a block sum
+  static constexpr int kFloats = kVec + 6 * kC + 32;
+};
+
+// Grid: (v_heads, max chunks, rows).
+template <int DK>
+__global__ void __launch_bounds__(kThreads, 1)
+    gdn_chunk_bwd_grad_kernel(GdnBackwardParams p, GdnChunkedBackwardBuffers b) {
+  using L = GradLayout<DK>;
+  constexpr int LD = L::LD, CB = DK / 16;
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  float* Qs = smem + L::kQ;
+  float* Ks = smem + L::kK;
+  float* Wks = smem + L::kWk;
+  float* Ae = smem + L::kAe;
+  float* Es = smem + L::kE;
+  float* Tl = smem + L::kT;
+  float* G = smem + L::kVec;
+  float* beta = G + kC;
+  float* gam = beta + kC;
+  float* D = gam + kC;
+  float* dG = D + kC;
+  float* dB = dG + kC;
+  float* red = dB + kC;
+
+  const int h = blockIdx.x, c = blockIdx.y, row = blockIdx.z;
+  const int64_t t0 = p.cu_seqlens[row], t1 = p.cu_seqlens[row + 1], c0 = t0 + static_cast<int64_t>(c) * kC;
+  if (c0 >= t1) return;  // the whole block
+  const int n = t1 - c0 < kC ? static_cast<int>(t1 - c0) : kC;
+  const int64_t dv = p.dv, H = p.v_heads;
+  const int64_t item = (row * max_chunks_of(p) + c) * H + h;
+  const Parts parts = parts_of(p);
+  const GdnChunkRecord R{DK, dv};
+  const float* rec = b.scratch + parts.records + item * R.floats();
+  const float* S0g = b.scratch + parts.states + item * DK * dv;
+  const float* Wg = b.scratch + parts.w + item * kC * dv;
+  const float* dSg = b.scratch + parts.dstates + item * DK * dv;
+  float* dWg = b.scratch + parts.dw + item * kC * dv;  // dW; then dXu in place
+  const int tid = threadIdx.x, ty = tid >> 4, tx = tid & 15;
+
+  // 0. Q, K, Wk and the gates; Ae.
+  for (int e = tid; e < kC * DK; e += kThreads) {
+    const int t = e / DK, d = e % DK;
+    Qs[t * LD + d] = rec[R.q() + e];
+    Ks[t * LD + d] = rec[R.k() + e];
+    Wks[t * LD + d] = rec[R.wk() + e];
+  }
+  if (tid < kC) {
+    const int t = tid;
+    G[t] = rec[R.g() + t];
+    beta[t] = t < n ? b.beta[(c0 + t) * H + h] : 0.f;
+    dG[t] = 0.f;
+    dB[t] = 0.f;
+  }
+  __syncthreads();
+  if (tid < kC) {
+    gam[tid] = expf(G[tid]);
+    D[tid] = expf(G[kC - 1] - G[tid]);
+  }
+  {
+    float acc[4][4] = {};
+    block_product<DK>(acc, [&](int r, int k) { return Ks[r * LD + k]; }, [&](int k, int i) { return Ks[i * LD + k]; });
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int t = ty + 16 * a, i = tx + 16 * m;
+        Ae[t * kAL + i] = i < t ? expf(G[t] - G[i]) * acc[a][m] : 0.f;
+      }
+  }
+
+  // 1. Over tiles of 32 value columns: aq = dout S0^T, ak = W dSn^T, ay = dW S0^T (each [kC][DK]),
+  //    am = dout W^T ([kC][kC]), sdot = <dSn, S0>.
+  float aq[4][CB] = {}, ak[4][CB] = {}, ay[4][CB] = {}, am[4][4] = {};
+  float sdot = 0.f;
+  {
+    float* S0t = Tl;
+    float* dSt = S0t + DK * kWP;
+    float* Wt = dSt + DK * kWP;
+    float* dWt = Wt + kC * kWP;
+    float* Ot = dWt + kC * kWP;
+    for (int64_t j0 = 0; j0 < dv; j0 += kBV) {
+      const int bv = dv - j0 < kBV ? static_cast<int>(dv - j0) : kBV;
+      __syncthreads();  // the previous tile is consumed
+      for (int e = tid; e < DK * kBV; e += kThreads) {
+        const int d = e / kBV, j = e % kBV;
+        const bool in = j < bv;
+        S0t[d * kWP + j] = in ? S0g[d * dv + j0 + j] : 0.f;
+        dSt[d * kWP + j] = in ? dSg[d * dv + j0 + j] : 0.f;
+      }
+      for (int e = tid; e < kC * kBV; e += kThreads) {
+        const int t = e / kBV, j = e % kBV;
+        const bool in = j < bv;
+        Wt[t * kWP + j] = in ? Wg[t * dv + j0 + j] : 0.f;
+        dWt[t * kWP + j] = in ? dWg[t * dv + j0 + j] : 0.f;
+        Ot[t * kWP + j] =
+            in && t < n ? p.dout[(c0 + t) * p.dout_token_stride + h * p.dout_head_stride + j0 + j] : 0.f;
+      }
+      __syncthreads();
+      block_product<kBV>(aq, [&](int r, int k) { return Ot[r * kWP + k]; }, [&](int k, int d) { return S0t[d * kWP + k]; });
+      block_product<kBV>(ak, [&](int r, int k) { return Wt[r * kWP + k]; }, [&](int k, int d) { return dSt[d * kWP + k]; });
+      block_product<kBV>(ay, [&](int r, int k) { return dWt[r * kWP + k]; }, [&](int k, int d) { return S0t[d * kWP + k]; });
+      block_product<kBV>(am, [&](int r, int k) { return Ot[r * kWP + k]; }, [&](int k, int i) { return Wt[i * kWP + k]; });
+      for (int e = tid; e < DK * kBV; e += kThreads) {
+        const int idx = (e / kBV) * kWP + e % kBV;
+        sdot += S0t[idx] * dSt[idx];
+      }
+    }
+  }
+  sdot = block_sum(sdot, red);  // its barriers also end the tiles' use
+
+  // dG from out (gamma_t Q_t . (dout S0^T)_t) and from S_next (D_t dD_t, dD_t = K_t . (W dSn^T)_t,
+  // moved from position t to the last; exp(G_L) <dSn, S0> at the last); then ak = D (W dSn^T).
+  {
+    float last = 0.f;
+#pragma unroll
+    for (int a = 0; a < 4; ++a) {
+      const int t = ty + 16 * a;
+      float rq = 0.f, rk = 0.f;
+#pragma unroll
+      for (int m = 0; m < CB; ++m) {
+        const int d = tx + 16 * m;
+        rq += Qs[t * LD + d] * aq[a][m];
+        rk += Ks[t * LD + d] * ak[a][m];
+      }
+      rq = row_sum(rq);
+      rk = row_sum(rk);
+      if (tx == 0) atomicAdd(&dG[t], gam[t] * rq - D[t] * rk);
+      last += D[t] * rk;
+#pragma unroll
+      for (int m = 0; m < CB; ++m) ak[a][m] *= D[t];
+    }
+    if (tx == 0) atomicAdd(&dG[kC - 1], last);
+    if (tid == 0) atomicAdd(&dG[kC - 1], gam[kC - 1] * sdot);
+  }
+  float* Xw = Tl;  // [kC][LD]: -dW S0^T, then T^T of it
+#pragma unroll
+  for (int a = 0; a < 4; ++a)
+#pragma unroll
+    for (int m = 0; m < CB; ++m) Xw[(ty + 16 * a) * LD + tx + 16 * m] = -ay[a][m];
+#pragma unroll
+  for (int a = 0; a < 4; ++a)
+#pragma unroll
+    for (int m = 0; m < 4; ++m) Es[(ty + 16 * a) * kAL + tx + 16 * m] = am[a][m];
+  __syncthreads();
+
+  // 2. P = dMq Mq: dG_t += sum_{i <= t} P[t, i] - sum_{s >= t} P[s, t]; then E in place, and
+  //    aq += E K, ak += E^T Q.
+  if (tid < kC) {
+    const int t = tid;
+    const float* M = rec + R.mq();
+    float acc = 0.f;
+    for (int i = 0; i < kC; ++i) {
+      if (i <= t) acc += Es[t * kAL + i] * M[t * kC + i];
+      if (i >= t) acc -= Es[i * kAL + t] * M[i * kC + t];
+    }
+    atomicAdd(&dG[t], acc);
+  }
+  __syncthreads();
+  for (int e = tid; e < kC * kC; e += kThreads) {
+    const int t = e / kC, i = e % kC;
+    Es[t * kAL + i] = i <= t ? Es[t * kAL + i] * expf(G[t] - G[i]) : 0.f;
+  }
+  __syncthreads();
+  block_product<kC>(aq, [&](int r, int k) { return Es[r * kAL + k]; }, [&](int k, int d) { return Ks[k * LD + d]; });
+  block_product<kC>(ak, [&](int r, int k) { return Es[k * kAL + r]; }, [&](int k, int d) { return Qs[k * LD + d]; });
+  // dq is complete and dk's first terms are: both go out now, freeing their registers for the
+  // back substitution (step 4 adds the rest of dk to what is stored).
+  auto store_rows = [&](float* base, const float (&v)[4][CB], bool add) {
+#pragma unroll
+    for (int a = 0; a < 4; ++a) {
+      const int t = ty + 16 * a;
+      if (t >= n) continue;
+      float* o = base + ((c0 + t) * H + h) * DK;
+#pragma unroll
+      for (int m = 0; m < CB; ++m) o[tx + 16 * m] = add ? o[tx + 16 * m] + v[a][m] : v[a][m];
+    }
+  };
+  store_rows(b.dqp, aq, false);
+  store_rows(b.dkp, ak, false);
+  __syncthreads();
+
+  // 3. A = beta_t Ae into Es; then X = T^T Y by back substitution, a thread per column of
+  //    [dW | -dW S0^T] (x_t -= sum_{s > t} A[s, t] x_s from the last row up): dXu over dW in the
+  //    scratch, dv = beta dXu out, dXw in place in Xw.
+  for (int e = tid; e < kC * kC; e += kThreads) {
+    const int t = e / kC, i = e % kC;
+    Es[t * kAL + i] = beta[t] * Ae[t * kAL + i];
+  }
+  __syncthreads();
+  for (int64_t col = tid; col < dv + DK; col += kThreads) {
+    float x[kC];
+    if (col < dv) {
+#pragma unroll
+      for (int t = 0; t < kC; ++t) x[t] = dWg[t * dv + col];
+    } else {
+#pragma unroll
+      for (int t = 0; t < kC; ++t) x[t] = Xw[t * LD + (col - dv)];
+    }
+#pragma unroll
+    for (int t = kC - 2; t >= 0; --t) {
+      float v = x[t];
+#pragma unroll
+      for (int s = t + 1; s < kC; ++s) v -= Es[s * kAL + t] * x[s];
+      x[t] = v;
+    }
+    if (col < dv) {
+      float* dvo = p.dv_out + c0 * p.dv_token_stride + h * p.dv_head_stride + col;
+#pragma unroll
+      for (int t = 0; t < kC; ++t) {
+        dWg[t * dv + col] = x[t];
+        if (t < n) dvo[t * p.dv_token_stride] = beta[t] * x[t];
+      }
+    } else {
+#pragma unroll
+      for (int t = 0; t < kC; ++t) Xw[t * LD + (col - dv)] = x[t];
+    }
+  }
+  __syncthreads();
+
+  // 4. dA = -(dXu U^T + dXw Wk^T) below the diagonal (dbeta gathers V_t . dXu_t on the way);
+  //    F = dA beta_t exp(G_t - G_i) into Es; the rest of dk: F K + F^T K + beta gamma dXw.
+  float ad[4][4] = {};
+  {
+    float* dXut = Tl + kC * LD;
+    float* Ut = dXut + kC * kWP;
+    float* Vt = Ut + kC * kWP;
+    for (int64_t j0 = 0; j0 < dv; j0 += kBV) {
+      const int bv = dv - j0 < kBV ? static_cast<int>(dv - j0) : kBV;
+      __syncthreads();  // the previous tile is consumed
+      for (int e = tid; e < kC * kBV; e += kThreads) {
+        const int t = e / kBV, j = e % kBV;
+        const bool in = j < bv;
+        dXut[t * kWP + j] = in ? dWg[t * dv + j0 + j] : 0.f;
+        Ut[t * kWP + j] = in ? rec[R.u() + t * dv + j0 + j] : 0.f;
+        Vt[t * kWP + j] = in && t < n ? p.v[(c0 + t) * p.v_token_stride + h * p.v_head_stride + j0 + j] : 0.f;
+      }
+      __syncthreads();
+      block_product<kBV>(ad, [&](int r, int k) { return dXut[r * kWP + k]; }, [&](int k, int i) { return Ut[i * kWP + k]; });
+      if (tid < kC) {
+        float s = 0.f;
+        for (int j = 0; j < kBV; ++j) s += Vt[tid * kWP + j] * dXut[tid * kWP + j];
+        dB[tid] += s;
+      }
+    }
+  }
+  block_product<DK>(ad, [&](int r, int k) { return Xw[r * LD + k]; }, [&](int k, int i) { return Wks[i * LD + k]; });
+  __syncthreads();  // dB's plain updates above are done before the atomics below
+  {
+    float cg[4] = {};
+#pragma unroll
+    for (int a = 0; a < 4; ++a) {
+      const int t = ty + 16 * a;
+      float rb = 0.f, rg = 0.f;
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int i = tx + 16 * m;
+        float f = 0.f;
+        if (i < t) {
+          const float dA = -ad[a][m];
+          rb += dA * Ae[t * kAL + i];
+          const float qa = dA * Es[t * kAL + i];  // dA A
+          rg += qa;
+          cg[m] += qa;
+          f = dA * beta[t] * expf(G[t] - G[i]);
+        }
+        Es[t * kAL + i] = f;  // each element read and written by its own thread
+      }
+      rb = row_sum(rb);
+      rg = row_sum(rg);
+      if (tx == 0) {
+        atomicAdd(&dB[t], rb);
+        atomicAdd(&dG[t], rg);
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < 4; ++m) atomicAdd(&dG[tx + 16 * m], -cg[m]);
+  }
+  __syncthreads();
+  float ak2[4][CB] = {};
+  block_product<kC>(ak2, [&](int r, int k) { return Es[r * kAL + k]; }, [&](int k, int d) { return Ks[k * LD + d]; });
+  block_product<kC>(ak2, [&](int r, int k) { return Es[k * kAL + r]; }, [&](int k, int d) { return Ks[k * LD + d]; });
+#pragma unroll
+  for (int a = 0; a < 4; ++a) {
+    const int t = ty + 16 * a;
+    float rk = 0.f;
+#pragma unroll
+    for (int m = 0; m < CB; ++m) {
+      const int d = tx + 16 * m;
+      const float xw = Xw[t * LD + d];
+      ak2[a][m] += beta[t] * gam[t] * xw;
+      rk += Ks[t * LD + d] * xw;
+    }
+    rk = row_sum(rk);
+    if (tx == 0) {
+      atomicAdd(&dB[t], gam[t] * rk);
+      atomicAdd(&dG[t], beta[t] * gam[t] * rk);
+    }
+  }
+  __syncthreads();
+
+  // 5. dg = the reverse cumulative sum of dG inside the chunk; dg, dbeta and the rest of dk out.
+  if (tid == 0) {
+    float run = 0.f;
+    for (int t = kC - 1; t >= 0; --t) {
+      run += dG[t];
+      dG[t] = run;
+    }
+  }
+  __syncthreads();
+  if (tid < n) {
+    const int64_t o = (c0 + tid) * H + h;
+    b.dgp[o] = dG[tid];
+    b.dbp[o] = dB[tid];
+  }
+  store_rows(b.dkp, ak2, true);
+}
+
+template <int DK>
+size_t smem_bytes() {
+  return std::max(ScanLayout<DK>::kFloats, GradLayout<DK>::kFloats) * sizeof(float);
+}
+
+std::string shape_of(const GdnBackwardParams& p) {
+  return "rows=" + std::to_string(p.rows) + " tokens=" + std::to_string(p.tokens) + " k_heads=" +
+         std::to_string(p.k_heads) + " v_heads=" + std::to_string(p.v_heads) + " dk=" + std::to_string(p.dk) +
+         " dv=" + std::to_string(p.dv) + " max_len=" + std::to_string(p.max_len) + " chunked";
+}
+
+template <int DK>
+Status launch(const GdnBackwardParams& p, const GdnChunkedBackwardBuffers& b, cudaStream_t stream) {
+  const size_t scan_smem = ScanLayout<DK>::kFloats * sizeof(float), grad_smem = GradLayout<DK>::kFloats * sizeof(float);
+  static const cudaError_t attr = [&] {
+    cudaError_t e = cudaFuncSetAttribute(gdn_chunk_bwd_scan_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(scan_smem));
+    if (e != cudaSuccess) return e;
+    return cudaFuncSetAttribute(gdn_chunk_bwd_grad_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(grad_smem));
+  }();
+  if (attr != cudaSuccess)
+    return internal_error(std::string("gdn_chunk_bwd kernels: raising the shared-memory limit: ") + cudaGetErrorString(attr));
+  const Parts parts = parts_of(p);
+  const int64_t max_chunks = max_chunks_of(p);
+
+  // The forward's records, the state entering each chunk, and W.
+  GatedDeltaRuleParams f;
+  f.rows = p.rows;
+  f.tokens = p.tokens;
+  f.k_heads = p.k_heads;
+  f.v_heads = p.v_heads;
+  f.dk = p.dk;
+  f.dv = p.dv;
+  f.q = p.q;
+  f.q_token_stride = p.q_token_stride;
+  f.q_head_stride = p.q_head_stride;
+  f.k = p.k;
+  f.k_token_stride = p.k_token_stride;
+  f.k_head_stride = p.k_head_stride;
+  f.v = p.v;
+  f.v_token_stride = p.v_token_stride;
+  f.v_head_stride = p.v_head_stride;
+  f.a = p.a;
+  f.a_stride = p.a_stride;
+  f.b = p.b;
+  f.b_stride = p.b_stride;
+  f.a_log = p.a_log;
+  f.dt_bias = p.dt_bias;
+  f.cu_seqlens = p.cu_seqlens;
+  f.zero_state = true;
+  f.scratch = b.scratch + parts.records;
+  f.max_chunks = max_chunks;
+  f.chunk_states = b.scratch + parts.states;
+  f.chunk_w = b.scratch + parts.w;
+  KILN_RETURN_IF_ERROR(gated_delta_rule_chunked(f, stream));
+
+  auto shape = [&] { return shape_of(p); };
+  const dim3 scan_grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>((p.dv + kBV - 1) / kBV),
+                       static_cast<unsigned>(p.rows));
+  gdn_chunk_bwd_scan_kernel<DK><<<scan_grid, kThreads, scan_smem, stream>>>(p, b.scratch);
+  KILN_RETURN_IF_ERROR(launch_status("gdn_chunk_bwd_scan_kernel", shape, stream));
+  const dim3 grad_grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>(max_chunks),
+                       static_cast<unsigned>(p.rows));
+  gdn_chunk_bwd_grad_kernel<DK><<<grad_grid, kThreads, grad_smem, stream>>>(p, b);
+  return launch_status("gdn_chunk_bwd_grad_kernel", shape, stream);
+}
+
+}  // namespace
+
+bool gdn_chunked_backward_takes(int64_t dk) { return dk == 64 || dk == 128; }
+
+size_t gdn_chunked_backward_floats(const GdnBackwardParams& p) {
+  return gdn_chunked_backward_takes(p.dk) ? static_cast<size_t>(parts_of(p).total) : 0;
+}
+
+size_t gdn_chunked_backward_smem_bytes(int64_t dk) {
+  switch (dk) {
+    case 64: return smem_bytes<64>();
+    case 128: return smem_bytes<128>();
+    default: return 0;
+  }
+}
+
+Status gdn_chunked_backward(const GdnBackwardParams& p, const GdnChunkedBackwardBuffers& b, cudaStream_t stream) {
+  if (p.rows == 0 || p.tokens == 0) return {};
+  if (p.rows > 65535 || p.v_heads > 65535 || max_chunks_of(p) > 65535 || p.dv > 65535 * int64_t{kBV})
+    return invalid_argument("gdn_chunk_bwd kernels: too many rows, heads, chunks or columns (" + shape_of(p) + ")");
+  switch (p.dk) {
+    case 64: return launch<64>(p, b, stream);
+    case 128: return launch<128>(p, b, stream);
+    default: return invalid_argument("gdn_chunk_bwd kernels: dk must be 64 or 128 (" + shape_of(p) + ")");
+  }
+}
+
+}  // namespace kiln::cuda
