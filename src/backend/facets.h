@@ -27,6 +27,10 @@ class StorageFacet {
   virtual Result<Tensor> empty(Shape shape, DType dtype) { return allocate(std::move(shape), dtype); }
   // A device tensor holding `host`'s contents. May alias `host` where the device is the host.
   virtual Result<Tensor> upload(const Tensor& host) = 0;
+  // One block of `bytes` for the model's weights, which load_weights fills through views at
+  // 256-byte aligned offsets (copy_from_host); null where the backend keeps no arena and each
+  // weight is its own upload (the CPU's alias the mapped checkpoint).
+  virtual Result<std::shared_ptr<Storage>> weight_arena(size_t bytes) { return std::shared_ptr<Storage>(); }
   virtual Status copy_from_host(const Tensor& host_src, const Tensor& dst) = 0;
   virtual Status copy_to_host(const Tensor& src, const Tensor& host_dst) = 0;
   virtual Status zero(const Tensor& dst) = 0;  // a contiguous tensor

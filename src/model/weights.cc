@@ -54,6 +54,18 @@ bool ignorable(const std::string& name) {
 
 }  // namespace
 
+std::vector<const Tensor*> ModelWeights::tensors() const {
+  std::vector<const Tensor*> v = {&embed, &final_norm};
+  if (!tied) v.push_back(&lm_head);
+  for (const LayerWeights& l : layers)
+    for (const Tensor* t : {&l.input_norm, &l.post_norm, &l.gate_proj, &l.up_proj, &l.down_proj, &l.attn.q_proj,
+                            &l.attn.k_proj, &l.attn.v_proj, &l.attn.o_proj, &l.attn.q_norm, &l.attn.k_norm,
+                            &l.gdn.in_proj_qkv, &l.gdn.in_proj_z, &l.gdn.in_proj_a, &l.gdn.in_proj_b, &l.gdn.conv,
+                            &l.gdn.a_log, &l.gdn.dt_bias, &l.gdn.norm, &l.gdn.out_proj})
+      if (t->defined()) v.push_back(t);
+  return v;
+}
+
 Result<ModelWeights> load_weights(const ModelConfig& c, const Checkpoint& ckpt, StorageFacet& storage) {
   std::string prefix = "model.";
   for (const auto& [name, e] : ckpt.tensors())
@@ -81,19 +93,38 @@ Result<ModelWeights> load_weights(const ModelConfig& c, const Checkpoint& ckpt, 
     if (!by_full_name.count(name) && !ignorable(name))
       return invalid_argument("unexpected tensor '" + name + "' in " + e.file + " (not part of the Qwen3.5 text model)");
 
-  // 2. Load: projections stay in their checkpoint dtype; small parameters become f32.
+  // 2. Load: projections stay in their checkpoint dtype; small parameters become f32. Where the
+  //    backend keeps a weight arena, one block holds them all, each at a 256-byte boundary.
   ModelWeights w;
+  auto placed_bytes = [](const Tensor& src, const TensorSpec& spec) {
+    const size_t bytes = spec.keep_f32 ? static_cast<size_t>(src.numel()) * sizeof(float) : src.nbytes();
+    return (bytes + 255) / 256 * 256;
+  };
+  size_t total = 0;
+  for (const auto& [full, spec] : by_full_name) total += placed_bytes(ckpt.find(full)->tensor, *spec);
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Storage> arena, storage.weight_arena(total));
+  if (arena) w.arena_bytes = total;
+  size_t offset = 0;
+  auto place = [&](const Tensor& host, size_t bytes) -> Result<Tensor> {
+    if (!arena) return storage.upload(host);
+    if (offset + bytes > arena->bytes())
+      return internal_error("weight arena of " + std::to_string(arena->bytes()) + " bytes is full at " + host.describe());
+    Tensor dst(arena, host.dtype(), host.shape(), offset);
+    offset += bytes;
+    KILN_RETURN_IF_ERROR(storage.copy_from_host(host, dst));
+    return dst;
+  };
   auto get = [&](const std::string& name) -> Result<Tensor> {
     const std::string full = name == "lm_head.weight" ? name : prefix + name;
     const TensorSpec* spec = by_full_name.at(full);
     const Tensor& src = ckpt.find(full)->tensor;
     if (!spec->keep_f32) {
       w.matmul_bytes += name == "embed_tokens.weight" ? 0 : src.nbytes();
-      return storage.upload(src);
+      return place(src, placed_bytes(src, *spec));
     }
     Tensor f = Tensor::empty(src.shape(), DType::kF32);
     to_f32(src.dtype(), src.raw(), f.data<float>(), static_cast<size_t>(src.numel()));
-    return storage.upload(f);
+    return place(f, placed_bytes(src, *spec));
   };
 #define KILN_LOAD(dst, name) KILN_ASSIGN_OR_RETURN(dst, get(name))
   KILN_LOAD(w.embed, "embed_tokens.weight");

@@ -68,9 +68,13 @@ struct ModelWeights {
   bool tied = false;
   std::vector<LayerWeights> layers;
   uint64_t matmul_bytes = 0;  // bytes of every projection a decode step reads, LM head included
+  uint64_t arena_bytes = 0;   // the backend's weight arena holding every tensor above (0: none)
+
+  std::vector<const Tensor*> tensors() const;  // every tensor above once (a tied head is the embedding)
 };
 
-// Validates every tensor (presence, shape, dtype; no unknown extras) before loading any.
+// Validates every tensor (presence, shape, dtype; no unknown extras) before loading any, then
+// loads them into the backend's weight arena (StorageFacet::weight_arena), where it has one.
 Result<ModelWeights> load_weights(const ModelConfig& c, const Checkpoint& ckpt, StorageFacet& storage);
 
 }  // namespace kiln

@@ -140,6 +140,9 @@ class Stack final : public ServingStack {
                  static_cast<double>(ec.kv_blocks * ModelState::block_bytes_for(mc, model_->kv_dtype())) / (1 << 20),
                  std::string(dtype_name(model_->kv_dtype())).c_str(),
                  static_cast<long long>(ctx_.max_context), static_cast<long long>(cfg.server.max_decode_batch));
+    if (const uint64_t arena = model_->weights().arena_bytes; arena > 0)
+      std::fprintf(stderr, "kiln: weights in one block of %s memory, %.2f GiB\n", ctx_.backend.c_str(),
+                   static_cast<double>(arena) / (1 << 30));
     return listen();
   }
 

@@ -2,6 +2,7 @@
 // and accepts sharded checkpoints.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -166,6 +167,84 @@ TEST_F(Loader, ShardedCheckpointLoadsAndMatches) {
   index["weight_map"]["model.norm.weight"] = norm_in_a ? "model-00002-of-00002.safetensors" : "model-00001-of-00002.safetensors";
   write("model.safetensors.index.json", index.dump());
   expect_error(Checkpoint::open(dir_).status(), ErrorCode::kFormatError, {"'model.norm.weight'"});
+}
+
+// The CPU's storage with a weight arena of host memory, as a device backend keeps one.
+class ArenaStorage final : public StorageFacet {
+ public:
+  explicit ArenaStorage(StorageFacet& inner) : inner_(inner) {}
+  Result<Tensor> allocate(Shape shape, DType dtype) override { return inner_.allocate(shape, dtype); }
+  Result<Tensor> upload(const Tensor& host) override {
+    ++uploads;
+    return inner_.upload(host);
+  }
+  Result<std::shared_ptr<Storage>> weight_arena(size_t bytes) override {
+    arena = allocate_host(bytes);
+    return arena;
+  }
+  Status copy_from_host(const Tensor& src, const Tensor& dst) override { return inner_.copy_from_host(src, dst); }
+  Status copy_to_host(const Tensor& src, const Tensor& dst) override { return inner_.copy_to_host(src, dst); }
+  Status zero(const Tensor& dst) override { return inner_.zero(dst); }
+  Status copy(const Tensor& src, const Tensor& dst) override { return inner_.copy(src, dst); }
+  Status synchronize() override { return inner_.synchronize(); }
+  std::shared_ptr<Storage> arena;
+  int uploads = 0;
+
+ private:
+  StorageFacet& inner_;
+};
+
+// Where the backend keeps a weight arena, every weight lands in it (no upload of its own), at
+// 256-byte aligned offsets that do not overlap, filling exactly the block asked for, and holds
+// the bytes a plain load gives; the tied LM head is the embedding's view.
+TEST_F(Loader, WeightsFillTheBackendsArenaAlignedAndWhole) {
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    ModelConfig c = preset_config("tiny").value();
+    c.tie_word_embeddings = tied;
+    InitOptions o;
+    o.dtype = DType::kBF16;  // projections stay bf16, small parameters become f32: two sizes placed
+    o.quiet = true;
+    fs::remove_all(dir_);
+    ASSERT_TRUE(write_random_checkpoint(c, dir_, o).ok());
+    const ModelConfig config = ModelConfig::load(dir_).value();
+    const Checkpoint ckpt = Checkpoint::open(dir_).value();
+    auto be = create_backend("cpu").value();
+    const ModelWeights plain = load_weights(config, ckpt, be->storage()).value();
+    EXPECT_EQ(plain.arena_bytes, 0u);
+    ArenaStorage arena_storage(be->storage());
+    auto placed = load_weights(config, ckpt, arena_storage);
+    ASSERT_TRUE(placed.ok()) << placed.status().to_string();
+    EXPECT_EQ(arena_storage.uploads, 0);
+    ASSERT_TRUE(arena_storage.arena);
+    EXPECT_EQ(placed->arena_bytes, arena_storage.arena->bytes());
+    EXPECT_EQ(placed->tied, tied);
+    if (tied) {
+      EXPECT_EQ(placed->lm_head.raw(), placed->embed.raw());
+    }
+    const std::vector<const Tensor*> got = placed->tensors(), want = plain.tensors();
+    ASSERT_EQ(got.size(), want.size());
+    std::vector<std::pair<size_t, size_t>> spans;  // [offset, end) in the arena
+    const char* base = static_cast<const char*>(arena_storage.arena->data());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i]->storage(), arena_storage.arena) << got[i]->describe();
+      const size_t at = static_cast<size_t>(static_cast<const char*>(got[i]->raw()) - base);
+      EXPECT_EQ(at % 256, 0u) << got[i]->describe();
+      ASSERT_EQ(got[i]->dtype(), want[i]->dtype());
+      ASSERT_EQ(got[i]->shape(), want[i]->shape());
+      EXPECT_EQ(std::memcmp(got[i]->raw(), want[i]->raw(), want[i]->nbytes()), 0) << got[i]->describe();
+      spans.push_back({at, at + got[i]->nbytes()});
+    }
+    std::sort(spans.begin(), spans.end());
+    size_t aligned = 0;
+    for (size_t i = 0; i < spans.size(); ++i) {
+      if (i + 1 < spans.size()) {
+        EXPECT_LE(spans[i].second, spans[i + 1].first) << "tensors " << i << " and " << i + 1 << " overlap";
+      }
+      aligned += (spans[i].second - spans[i].first + 255) / 256 * 256;
+    }
+    EXPECT_EQ(aligned, placed->arena_bytes);
+  }
 }
 
 TEST(ModelInit, SameSeedSameBytesOtherSeedDiffers) {

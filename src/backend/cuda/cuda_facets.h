@@ -41,6 +41,7 @@ class Storage final : public StorageFacet {
   Result<Tensor> allocate(Shape shape, DType dtype) override;
   Result<Tensor> empty(Shape shape, DType dtype) override { return ctx_->empty(std::move(shape), dtype); }
   Result<Tensor> upload(const Tensor& host) override;
+  Result<std::shared_ptr<kiln::Storage>> weight_arena(size_t bytes) override;
   Status copy_from_host(const Tensor& host_src, const Tensor& dst) override;
   Status copy_to_host(const Tensor& src, const Tensor& host_dst) override;
   Status copy(const Tensor& src, const Tensor& dst) override;

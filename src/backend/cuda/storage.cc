@@ -1,4 +1,5 @@
 // Device memory (from the context's caching pool) and host transfers, ordered on the stream.
+#include <algorithm>
 #include <cstring>
 
 #include "backend/cuda/cuda_facets.h"
@@ -43,6 +44,13 @@ Result<Tensor> Storage::upload(const Tensor& host) {
                                                    ctx_->stream),
                                    "upload " + host.describe()));
   return t;
+}
+
+// One pool block (a cudaMalloc of its own at this size), freed back to the pool when the model's
+// last weight view goes.
+Result<std::shared_ptr<kiln::Storage>> Storage::weight_arena(size_t bytes) {
+  KILN_ASSIGN_OR_RETURN(Tensor block, ctx_->empty({static_cast<int64_t>(std::max<size_t>(bytes, 1))}, DType::kU8));
+  return block.storage();
 }
 
 Status Storage::copy_from_host(const Tensor& s, const Tensor& d) {

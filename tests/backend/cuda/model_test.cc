@@ -90,6 +90,27 @@ TEST(CudaModel, PrefillAndDecodeMatchTransformers) {
 }
 
 // Greedy decoding from the same prompt: the CUDA backend picks the CPU backend's tokens.
+// Issue 5, "one arena for weights": every weight of a loaded model views one device block, which
+// holds exactly their 256-byte aligned sizes (tests/model/loader_test.cc checks the placement).
+TEST(CudaModel, WeightsLiveInOneDeviceArena) {
+  KILN_CUDA_OR_SKIP(be);
+  for (const char* name : kConfigs) {
+    SCOPED_TRACE(name);
+    auto model = load(fixture_dir(name), *be);
+    ASSERT_TRUE(model);
+    const ModelWeights& w = model->weights();
+    const std::shared_ptr<Storage>& block = w.embed.storage();
+    EXPECT_EQ(block->device().kind, DeviceKind::kCuda);
+    EXPECT_EQ(w.arena_bytes, block->bytes());
+    size_t aligned = 0;
+    for (const Tensor* t : w.tensors()) {
+      EXPECT_EQ(t->storage(), block) << t->describe();
+      aligned += (t->nbytes() + 255) / 256 * 256;
+    }
+    EXPECT_EQ(aligned, w.arena_bytes);
+  }
+}
+
 TEST(CudaModel, GreedyTokensEqualTheCpuBackend) {
   KILN_CUDA_OR_SKIP(be);
   auto cpu = std::move(create_backend("cpu").value());
