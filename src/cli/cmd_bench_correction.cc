@@ -192,11 +192,7 @@ Status run(const CorrectionBenchOpts& o) {
               {"target_seconds", kTargetSeconds},
               {"meets_target", typical < kTargetSeconds}};
   if (stack) stack->stop();
-  const std::string text = doc.dump(2) + "\n";
-  std::fputs(text.c_str(), stdout);
-  std::fflush(stdout);
-  if (!o.out.empty()) KILN_RETURN_IF_ERROR(write_out_file(o.out, text));
-  return {};
+  return emit_document(doc, o.out);
 }
 
 }  // namespace

@@ -175,10 +175,7 @@ Status run(const ServeBenchOpts& o) {
   }
   if (stack) stack->stop();
 
-  const std::string text = doc.dump(2) + "\n";
-  std::fputs(text.c_str(), stdout);
-  std::fflush(stdout);
-  if (!o.out.empty()) KILN_RETURN_IF_ERROR(write_out_file(o.out, text));
+  KILN_RETURN_IF_ERROR(emit_document(doc, o.out));
   if (case_result_path != nullptr) {
     const nlohmann::json config = {{"backend", o.backend}, {"dtype", dtype}, {"prompt_set", prompts.name}};
     KILN_RETURN_IF_ERROR(loadgen::write_case_result(

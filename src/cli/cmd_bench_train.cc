@@ -193,10 +193,7 @@ Status run(const TrainBenchOpts& o) {
         {"details", j}};
     KILN_RETURN_IF_ERROR(loadgen::write_case_result(path, doc));
   }
-  const std::string text = j.dump(2);
-  std::printf("%s\n", text.c_str());
-  if (!o.out.empty()) KILN_RETURN_IF_ERROR(write_out_file(o.out, text + "\n"));
-  return {};
+  return emit_document(j, o.out);
 }
 
 }  // namespace

@@ -1,15 +1,20 @@
 #include "cli/out_file.h"
 
+#include <cstdio>
 #include <fstream>
 
 namespace kiln::cli {
 
-Status write_out_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return io_error("--out " + path + " cannot be written");
+Status emit_document(const nlohmann::json& doc, const std::string& out_path) {
+  const std::string text = doc.dump(2) + "\n";
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+  if (out_path.empty()) return {};
+  std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
+  if (!out) return io_error("--out " + out_path + " cannot be written");
   out << text;
   out.close();
-  if (!out) return io_error("--out " + path + " could not be written completely");
+  if (!out) return io_error("--out " + out_path + " could not be written completely");
   return {};
 }
 

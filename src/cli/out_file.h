@@ -1,13 +1,16 @@
-// `--out FILE` of the bench commands: the JSON document they print, also written to a file.
+// The JSON document a bench command prints on stdout, also written to the file of its --out.
 #pragma once
 
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
 namespace kiln::cli {
 
-// Writes `text` to `path` (replacing it); the error names the flag and the path.
-Status write_out_file(const std::string& path, const std::string& text);
+// Prints `doc` (indented, one trailing newline) and, when `out_path` is not empty, writes the same
+// text there (replacing the file); the error names the flag and the path.
+Status emit_document(const nlohmann::json& doc, const std::string& out_path);
 
 }  // namespace kiln::cli

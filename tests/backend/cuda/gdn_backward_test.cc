@@ -138,6 +138,10 @@ Result<Grads> run_cuda(Backend& be, const Case& c, const Problem& p) {
 // chunked form (=chunked: dk 64 and 128 here, the other cases fall back to the register walk) are
 // checked by the same cases in SharedKernelMatchesTheCpuFacet and ChunkedFormMatchesTheCpuFacet.
 void expect_matches_cpu(Backend& be, const char* kernel) {
+  struct Variant {  // KILN_CUDA_GDN_BACKWARD=kernel, unset again however the test ends
+    explicit Variant(const char* k) { setenv("KILN_CUDA_GDN_BACKWARD", k, 1); }
+    ~Variant() { unsetenv("KILN_CUDA_GDN_BACKWARD"); }
+  } variant(kernel);
   auto cpu = create_backend("cpu").value();
   const Case cases[] = {
       {"4B one row", 16, 32, 128, 128, {200}, 64},
@@ -185,20 +189,12 @@ TEST(CudaGdnBackward, MatchesTheCpuFacet) {
 // The shared-memory state kernel, kept behind KILN_CUDA_GDN_BACKWARD=shared (read per call).
 TEST(CudaGdnBackward, SharedKernelMatchesTheCpuFacet) {
   KILN_CUDA_OR_SKIP(be);
-  struct SharedKernel {  // unset again however the test ends, for the tests after it
-    SharedKernel() { setenv("KILN_CUDA_GDN_BACKWARD", "shared", 1); }
-    ~SharedKernel() { unsetenv("KILN_CUDA_GDN_BACKWARD"); }
-  } shared;
   expect_matches_cpu(*be, "shared");
 }
 
 // The chunked (WY) form, behind KILN_CUDA_GDN_BACKWARD=chunked (read per call).
 TEST(CudaGdnBackward, ChunkedFormMatchesTheCpuFacet) {
   KILN_CUDA_OR_SKIP(be);
-  struct ChunkedForm {  // unset again however the test ends, for the tests after it
-    ChunkedForm() { setenv("KILN_CUDA_GDN_BACKWARD", "chunked", 1); }
-    ~ChunkedForm() { unsetenv("KILN_CUDA_GDN_BACKWARD"); }
-  } chunked;
   expect_matches_cpu(*be, "chunked");
 }
 
