@@ -330,7 +330,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   sdot = block_sum(sdot, red);  // its barriers also end the tiles' use
 
   // dG from out (gamma_t Q_t . (dout S0^T)_t) and from S_next (D_t dD_t, dD_t = K_t . (W dSn^T)_t,
-  // moved from position t to the last; exp(G_L) <dSn, S0> at the last); then ak = D (W dSn^T).
+  // moved from position t to the last; exp(G_L) <dSn, S0> at the last); then aq = gamma (dout
+  // S0^T) and ak = D (W dSn^T).
   {
     float last = 0.f;
 #pragma unroll
@@ -348,7 +349,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (tx == 0) atomicAdd(&dG[t], gam[t] * rq - D[t] * rk);
       last += D[t] * rk;
 #pragma unroll
-      for (int m = 0; m < CB; ++m) ak[a][m] *= D[t];
+      for (int m = 0; m < CB; ++m) {
+        aq[a][m] *= gam[t];  // dq's first term, gamma (dout S0^T)
+        ak[a][m] *= D[t];    // dk's first term, D (W dSn^T)
+      }
     }
     if (tx == 0) atomicAdd(&dG[kC - 1], last);
     if (tid == 0) atomicAdd(&dG[kC - 1], gam[kC - 1] * sdot);
