@@ -170,7 +170,8 @@ Status run(const TrainBenchOpts& o) {
                  {"synchronizations_per_step", static_cast<double>(st->synchronizations - syncs_before) /
                                                    static_cast<double>(r.step_seconds.size())},
                  {"host_wait_seconds", wait},
-                 {"host_wait_fraction_of_steps", wait / std::max(1e-9, sum_steps)}};
+                 {"host_wait_fraction_of_steps", wait / std::max(1e-9, sum_steps)},
+                 {"gdn_backward", st->gdn_backward}};
   }
 #endif
   if (const char* path = std::getenv("KILN_QUALIFICATION_CASE_RESULT"); path != nullptr) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_facets.h"
+#include "backend/cuda/kernels/gdn_backward.h"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/paged_attention.h"
 #include "backend/cuda/training.h"
@@ -146,6 +147,7 @@ Result<CudaBackendStats> cuda_backend_stats(Backend& backend) {
   s.graph_replays = be->replay_impl().replays();
   s.synchronizations = be->context().synchronizations.load();
   s.host_wait_seconds = static_cast<double>(be->context().host_wait_ns.load()) * 1e-9;
+  s.gdn_backward = cuda::gdn_backward_kernel_name(cuda::gdn_backward_kernel_from_env());
   cuda::PoolStats p = be->context().pool->stats();
   s.pool_hits = p.hits;
   s.pool_misses = p.misses;

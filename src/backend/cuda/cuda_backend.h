@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "backend/backend.h"
 
@@ -30,6 +31,8 @@ struct CudaBackendStats {
   // Host waits on the device (Context::synchronize): how many, and the time spent blocked in them.
   uint64_t synchronizations = 0;
   double host_wait_seconds = 0;
+  // The GDN backward's form asked for (KILN_CUDA_GDN_BACKWARD): registers, shared or chunked.
+  std::string gdn_backward;
 };
 // Fails when `backend` is not a CUDA backend.
 Result<CudaBackendStats> cuda_backend_stats(Backend& backend);

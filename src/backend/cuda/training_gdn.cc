@@ -4,8 +4,6 @@
 // stay on the device; the layout's host-side max_q_len sizes the scratch (make_batch_layout sets
 // it to the longest row).
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "backend/cuda/kernels/gdn_backward.h"
@@ -72,13 +70,7 @@ Status Training::gdn_backward(const GdnBackwardArgs& a) {
   p.db = a.db.data<float>();
   p.db_stride = a.db.stride(0);
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
-  // KILN_CUDA_GDN_BACKWARD=shared runs the previous (shared-memory) state kernel, =chunked the
-  // chunked form (dk 64 or 128), for timing them against the register walk; read per call so
-  // that one process can time each.
-  const char* variant = std::getenv("KILN_CUDA_GDN_BACKWARD");
-  p.kernel = variant != nullptr && std::strcmp(variant, "shared") == 0    ? GdnBackwardKernel::kShared
-             : variant != nullptr && std::strcmp(variant, "chunked") == 0 ? GdnBackwardKernel::kChunked
-                                                                          : GdnBackwardKernel::kRegisters;
+  p.kernel = gdn_backward_kernel_from_env();  // the register walk unless KILN_CUDA_GDN_BACKWARD names another
   KILN_RETURN_IF_ERROR(
       gdn_backward_plan(p, ctx_->props.multiProcessorCount, ctx_->props.sharedMemPerBlockOptin).with_context(req));
   // Back to the pool on return: stream order makes its reuse by the next call safe.
@@ -86,9 +78,8 @@ Status Training::gdn_backward(const GdnBackwardArgs& a) {
                         ctx_->empty({static_cast<int64_t>(gdn_backward_scratch_floats(p))}, DType::kF32));
   p.scratch = scratch.data<float>();
   ProfileScope prof(ctx_->profiler.get(), [&] {
-    return std::string("train gdn_backward ") +
-           (p.kernel == GdnBackwardKernel::kChunked ? "chunked" : p.kernel == GdnBackwardKernel::kShared ? "shared" : "registers") +
-           " tokens=" + std::to_string(p.tokens) + " groups=" + std::to_string(p.groups);
+    return std::string("train gdn_backward ") + gdn_backward_kernel_name(p.kernel) + " tokens=" +
+           std::to_string(p.tokens) + " groups=" + std::to_string(p.groups);
   });
   return cuda::gdn_backward(p, ctx_->stream).with_context(req);
 }

@@ -133,9 +133,9 @@ Result<Grads> run_cuda(Backend& be, const Case& c, const Problem& p) {
 // value heads, dk 16, dv 32: 2 state rows a lane); dv not a multiple of 32 with three value heads
 // per key head (idle columns in the last group; dk 48 pads a lane's rows to 8); dk 256 (every lane
 // of the finish kernel's registers, 32 rows a lane and over 48 KB of shared memory in the register
-// kernel); chunks longer than any row; and dk 64 with dv 100 (the chunked form's second instance,
-// a last tile of 4 columns). The shared-memory kernel (KILN_CUDA_GDN_BACKWARD=shared) and the
-// chunked form (=chunked: dk 64 and 128 here, the other cases fall back to the register walk) are
+// kernel); chunks longer than any row; and dk 64 with dv 100 (a last tile of 4 columns in the
+// chunked form). The shared-memory kernel (KILN_CUDA_GDN_BACKWARD=shared) and the
+// chunked form (=chunked: dk 16, 32, 64 and 128; dk 48 and 256 fall back to the register walk) are
 // checked by the same cases in SharedKernelMatchesTheCpuFacet and ChunkedFormMatchesTheCpuFacet.
 void expect_matches_cpu(Backend& be, const char* kernel) {
   struct Variant {  // KILN_CUDA_GDN_BACKWARD=kernel, unset again however the test ends

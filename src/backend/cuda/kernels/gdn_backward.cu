@@ -7,6 +7,8 @@
 //   dS' = dS - k w^T;  dg = e^g sum(dS' * P);  dS_{t-1} = e^g dS'
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -685,12 +687,26 @@ std::string shape_of(const GdnBackwardParams& p) {
          std::to_string(p.k_heads) + " v_heads=" + std::to_string(p.v_heads) + " dk=" + std::to_string(p.dk) +
          " dv=" + std::to_string(p.dv) + " chunk=" + std::to_string(p.chunk) + " cols=" + std::to_string(p.cols) +
          " groups=" + std::to_string(p.groups) + " blocks=" + std::to_string(p.state_blocks) +
-         (p.kernel == GdnBackwardKernel::kRegisters ? " rows_per_lane=" + std::to_string(p.rows_per_lane)
-          : p.kernel == GdnBackwardKernel::kShared  ? std::string(" shared")
-                                                    : std::string(" chunked"));
+         " " + gdn_backward_kernel_name(p.kernel) +
+         (p.kernel == GdnBackwardKernel::kRegisters ? " rows_per_lane=" + std::to_string(p.rows_per_lane) : "");
 }
 
 }  // namespace
+
+GdnBackwardKernel gdn_backward_kernel_from_env() {
+  const char* v = std::getenv("KILN_CUDA_GDN_BACKWARD");
+  if (v != nullptr && std::strcmp(v, "shared") == 0) return GdnBackwardKernel::kShared;
+  if (v != nullptr && std::strcmp(v, "chunked") == 0) return GdnBackwardKernel::kChunked;
+  return GdnBackwardKernel::kRegisters;
+}
+
+const char* gdn_backward_kernel_name(GdnBackwardKernel k) {
+  switch (k) {
+    case GdnBackwardKernel::kShared: return "shared";
+    case GdnBackwardKernel::kChunked: return "chunked";
+    default: return "registers";
+  }
+}
 
 size_t gdn_backward_smem_bytes(int64_t dk, int64_t cols) {
   return static_cast<size_t>(2 * dk * (cols | 1) + 3 * cols + 3 * kStateWarps) * sizeof(float);
@@ -700,7 +716,7 @@ Status gdn_backward_plan(GdnBackwardParams& p, int sm_count, size_t smem_optin) 
   if (p.dk < 1 || p.dk > kGdnBackwardMaxDk || p.dv < 1 || p.k_heads < 1 || p.v_heads % p.k_heads != 0 ||
       p.rows < 1 || p.chunk < 1 || p.max_len < 1)
     return invalid_argument("gdn_backward_plan: unsupported sizes (" + shape_of(p) + ")");
-  // The chunked form takes dk 64 and 128 (and rows of at most 65,535 chunks); other sizes walk
+  // The chunked form takes dk 16, 32, 64 and 128 (and rows of at most 65,535 chunks); other sizes walk
   // the tokens in registers.
   if (p.kernel == GdnBackwardKernel::kChunked &&
       (!gdn_chunked_backward_takes(p.dk) || (p.max_len + 63) / 64 > 65535 || p.rows > 65535))

@@ -55,7 +55,7 @@ struct GdnBackwardParams {
 
   // Which state kernel (KILN_CUDA_GDN_BACKWARD names it): the register-tile walk (a column's
   // state split over 8 lanes, 32 columns a block), the shared-memory walk (a thread per column),
-  // or the chunked form (gdn_chunked_backward.h; dk 64 or 128: other dk take the registers).
+  // or the chunked form (gdn_chunked_backward.h; dk 16, 32, 64 or 128, as the two-pass forward: other dk take the registers).
   GdnBackwardKernel kernel = GdnBackwardKernel::kRegisters;
 
   // The plan (gdn_backward_plan): value columns per block, how many groups of them per head, and
@@ -65,6 +65,11 @@ struct GdnBackwardParams {
   int64_t cols = 0, groups = 0, state_blocks = 0, rows_per_lane = 0;
   float* scratch = nullptr;  // gdn_backward_scratch_floats(*this) floats
 };
+
+// The form KILN_CUDA_GDN_BACKWARD names ("shared", "chunked"; anything else or unset: registers),
+// read at each call so that one process can time each; and its name.
+GdnBackwardKernel gdn_backward_kernel_from_env();
+const char* gdn_backward_kernel_name(GdnBackwardKernel k);
 
 // The largest dk the kernels take (the finish kernel's per-lane registers).
 constexpr int64_t kGdnBackwardMaxDk = 256;

@@ -155,7 +155,6 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
     // dS = exp(G_L) dSn + Qn^T (gamma dout) - Wk^T dW: thread (column lane, rows warp*PD ..).
     {
       constexpr int PD = DK / kWarps;
-      static_assert(PD % 4 == 0, "float4 rows");
       const int d0 = warp * PD;
       const float el = expf(glast);
       float acc[PD];
@@ -163,14 +162,19 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
       for (int m = 0; m < PD; ++m) acc[m] = el * dS[(d0 + m) * kBV + lane];
       for (int t = 0; t < n; ++t) {
         const float og = O[t * kWP + lane], w = dW[t * kWP + lane];
+        if constexpr (PD % 4 == 0) {
 #pragma unroll
-        for (int m = 0; m < PD; m += 4) {
-          const float4 q4 = *reinterpret_cast<const float4*>(Qs + t * KP + d0 + m);
-          const float4 w4 = *reinterpret_cast<const float4*>(Wks + t * KP + d0 + m);
-          acc[m] += q4.x * og - w4.x * w;
-          acc[m + 1] += q4.y * og - w4.y * w;
-          acc[m + 2] += q4.z * og - w4.z * w;
-          acc[m + 3] += q4.w * og - w4.w * w;
+          for (int m = 0; m < PD; m += 4) {
+            const float4 q4 = *reinterpret_cast<const float4*>(Qs + t * KP + d0 + m);
+            const float4 w4 = *reinterpret_cast<const float4*>(Wks + t * KP + d0 + m);
+            acc[m] += q4.x * og - w4.x * w;
+            acc[m + 1] += q4.y * og - w4.y * w;
+            acc[m + 2] += q4.z * og - w4.z * w;
+            acc[m + 3] += q4.w * og - w4.w * w;
+          }
+        } else {
+#pragma unroll
+          for (int m = 0; m < PD; ++m) acc[m] += Qs[t * KP + d0 + m] * og - Wks[t * KP + d0 + m] * w;
         }
       }
 #pragma unroll
@@ -610,7 +614,7 @@ Status launch(const GdnBackwardParams& p, const GdnChunkedBackwardBuffers& b, cu
 
 }  // namespace
 
-bool gdn_chunked_backward_takes(int64_t dk) { return dk == 64 || dk == 128; }
+bool gdn_chunked_backward_takes(int64_t dk) { return dk == 16 || dk == 32 || dk == 64 || dk == 128; }
 
 size_t gdn_chunked_backward_floats(const GdnBackwardParams& p) {
   return gdn_chunked_backward_takes(p.dk) ? static_cast<size_t>(parts_of(p).total) : 0;
@@ -618,6 +622,8 @@ size_t gdn_chunked_backward_floats(const GdnBackwardParams& p) {
 
 size_t gdn_chunked_backward_smem_bytes(int64_t dk) {
   switch (dk) {
+    case 16: return smem_bytes<16>();
+    case 32: return smem_bytes<32>();
     case 64: return smem_bytes<64>();
     case 128: return smem_bytes<128>();
     default: return 0;
@@ -629,9 +635,11 @@ Status gdn_chunked_backward(const GdnBackwardParams& p, const GdnChunkedBackward
   if (p.rows > 65535 || p.v_heads > 65535 || max_chunks_of(p) > 65535 || p.dv > 65535 * int64_t{kBV})
     return invalid_argument("gdn_chunk_bwd kernels: too many rows, heads, chunks or columns (" + shape_of(p) + ")");
   switch (p.dk) {
+    case 16: return launch<16>(p, b, stream);
+    case 32: return launch<32>(p, b, stream);
     case 64: return launch<64>(p, b, stream);
     case 128: return launch<128>(p, b, stream);
-    default: return invalid_argument("gdn_chunk_bwd kernels: dk must be 64 or 128 (" + shape_of(p) + ")");
+    default: return invalid_argument("gdn_chunk_bwd kernels: dk must be 16, 32, 64 or 128 (" + shape_of(p) + ")");
   }
 }
 
