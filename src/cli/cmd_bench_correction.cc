@@ -163,10 +163,33 @@ Status run(const CorrectionBenchOpts& o) {
   KILN_ASSIGN_OR_RETURN(json health, client.call("GET", "/health"));
   if (!health["model"].is_string()) return format_error("bench correction: GET " + url + "/health names no model");
   const std::string model_id = health["model"].get<std::string>();
+  // Each correction's auto_load makes its adapter the server's default: a server that already
+  // serves a default adapter, or has one of --name, would have it replaced, so it is refused.
+  KILN_ASSIGN_OR_RETURN(json adapters, client.call("GET", "/v1/adapters"));
+  if (adapters["default_adapter"].is_string())
+    return failed_precondition("bench correction: " + url + " serves adapter '" +
+                               adapters["default_adapter"].get<std::string>() +
+                               "' by default, which each correction's auto_load would replace; use a server without "
+                               "a default adapter");
+  for (const json& a : adapters.value("data", json::array()))
+    if (a.value("name", "") == o.name)
+      return failed_precondition("bench correction: adapter '" + o.name + "' is already loaded on " + url +
+                                 "; choose another --name");
+  // However the bench ends, a server given by --url is left without its adapter (unloaded, its
+  // files removed).
+  struct Cleanup {
+    ServerClient& client;
+    const std::string& name;
+    bool armed = false;
+    ~Cleanup() {
+      if (armed) (void)client.call("DELETE", "/v1/adapters/" + name);
+    }
+  } remove_adapter{client, o.name};
 
   json runs = json::array();
   std::vector<double> warm;
   for (int64_t i = 0; i < o.repeats; ++i) {
+    remove_adapter.armed = !o.url.empty();  // from the first job on it may exist (in-process: the temporary directory goes)
     KILN_ASSIGN_OR_RETURN(json r, one_correction(client, o, model_id, i));
     std::fprintf(stderr, "bench correction: %lld/%lld: %.3f s end to end (train %.3f, publish %.3f, load %.3f), %s tokens\n",
                  static_cast<long long>(i + 1), static_cast<long long>(o.repeats), r["end_to_end_seconds"].get<double>(),
@@ -203,7 +226,7 @@ void add_bench_correction_command(CLI::App& bench) {
                     "next request uses it (JSON; issue 6's target is under 1 s at ~512 tokens)");
   auto o = std::make_shared<CorrectionBenchOpts>();
   cmd->add_option("--url", o->url, "Drive this running server (http://HOST:PORT) instead of starting one in-process; "
-                                   "its adapter directory gets the adapter --name");
+                                   "refused where it serves a default adapter; the adapter --name is removed at the end");
   cmd->add_option("--tokens", o->tokens, "About this many tokens in the conversation")->capture_default_str();
   cmd->add_option("--repeats", o->repeats, "Corrections, one after another; the median leaves out the first")->capture_default_str();
   cmd->add_option("--lora-rank", o->rank, "LoRA rank (every target module)")->capture_default_str();

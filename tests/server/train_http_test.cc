@@ -457,7 +457,8 @@ int run_kiln(const std::string& args, std::string& out, const std::string& redir
 // `kiln bench correction` against a running server: each correction is a job that completes,
 // publishes the next revision of its adapter and swaps it in, and the request after it is answered
 // by that revision (the bench checks it and fails otherwise); the job's phases lie inside the
-// end-to-end time it reports.
+// end-to-end time it reports; the server is left without the bench's adapter, and one that serves
+// a default adapter is refused.
 TEST(TrainHttp, BenchCorrectionTimesEachCorrectionUpToItsSwap) {
   Server s;
   ASSERT_TRUE(s.stack);
@@ -486,12 +487,19 @@ TEST(TrainHttp, BenchCorrectionTimesEachCorrectionUpToItsSwap) {
   const double median = doc["median_end_to_end_seconds"].get<double>();
   EXPECT_DOUBLE_EQ(median, 0.5 * (warm[0] + warm[1]));
   EXPECT_EQ(doc["meets_target"], median < 1.0);
+  // The server is left as it was: no adapter loaded, none on disk, no default.
   const json adapters = s.get("/v1/adapters");
-  EXPECT_EQ(adapters["default_adapter"], "fix");
-  ASSERT_EQ(adapters["data"].size(), 1u);
-  EXPECT_EQ(adapters["data"][0]["revision"], 3);
+  EXPECT_TRUE(adapters["default_adapter"].is_null()) << adapters.dump();
+  EXPECT_TRUE(adapters["data"].empty()) << adapters.dump();
+  EXPECT_FALSE(fs::exists(s.config.model.adapter_dir + "/fix"));
   EXPECT_NE(run_kiln("bench correction" + url + " --tokens 8", out, "2>&1"), 0);
   EXPECT_NE(out.find("--tokens must be at least 32, got 8"), std::string::npos) << out;
+  // A server with a default adapter would have it replaced: refused, naming it, before any job.
+  write_random_adapter(s.config.model.adapter_dir + "/mine", 2, 5);
+  s.post("/v1/adapters/load", {{"name", "mine"}, {"default", true}});
+  EXPECT_NE(run_kiln("bench correction" + url + " --tokens 64", out, "2>&1"), 0);
+  EXPECT_NE(out.find("serves adapter 'mine' by default"), std::string::npos) << out;
+  EXPECT_EQ(s.get("/v1/train/queue")["data"].size(), 3u) << "no job beyond the bench's three";
 }
 
 // `kiln train sft --file` and `kiln adapters ...` against a running server, through the binary.
