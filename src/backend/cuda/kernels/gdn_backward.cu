@@ -691,6 +691,36 @@ std::string shape_of(const GdnBackwardParams& p) {
          (p.kernel == GdnBackwardKernel::kRegisters ? " rows_per_lane=" + std::to_string(p.rows_per_lane) : "");
 }
 
+// The middle stage, between prep and finish: the state kernel the plan chose, or the chunked form.
+Status state_stage(const GdnBackwardParams& p, const Scratch& s, cudaStream_t stream) {
+  auto shape = [&] { return shape_of(p); };
+  if (p.kernel == GdnBackwardKernel::kChunked) {
+    GdnChunkedBackwardBuffers b;
+    b.scratch = s.state;
+    b.beta = s.beta;
+    b.dqp = s.dqp;
+    b.dkp = s.dkp;
+    b.dgp = s.dgp;
+    b.dbp = s.dbp;
+    return gdn_chunked_backward(p, b, stream);
+  }
+  if (p.kernel == GdnBackwardKernel::kRegisters) {
+    const RegKernel kernel = reg_kernel(p.rows_per_lane);
+    if (kernel == nullptr) return invalid_argument("gdn_backward: not planned (" + shape_of(p) + ")");
+    if (cudaError_t e = allow_reg_smem(p.rows_per_lane); e != cudaSuccess)
+      return internal_error(std::string("gdn_backward_reg_kernel: raising the shared-memory limit: ") +
+                            cudaGetErrorString(e));
+    kernel<<<static_cast<unsigned>(p.state_blocks), kRegThreads, reg_smem_bytes(p.rows_per_lane), stream>>>(p, s);
+    return launch_status("gdn_backward_reg_kernel", shape, stream);
+  }
+  if (cudaError_t e = raise_smem_limit(); e != cudaSuccess)
+    return internal_error(std::string("gdn_backward_state_kernel: raising the shared-memory limit: ") +
+                          cudaGetErrorString(e));
+  gdn_backward_state_kernel<<<static_cast<unsigned>(p.state_blocks), kStateThreads,
+                              gdn_backward_smem_bytes(p.dk, p.cols), stream>>>(p, s);
+  return launch_status("gdn_backward_state_kernel", shape, stream);
+}
+
 }  // namespace
 
 GdnBackwardKernel gdn_backward_kernel_from_env() {
@@ -796,35 +826,7 @@ Status gdn_backward(const GdnBackwardParams& p, cudaStream_t stream) {
   const unsigned pair_blocks = grid_blocks(p.tokens * p.k_heads, kPairWarps, 0x7fffffff);
   gdn_backward_prep_kernel<<<pair_blocks, kPairWarps * 32, 0, stream>>>(p, s);
   KILN_RETURN_IF_ERROR(launch_status("gdn_backward_prep_kernel", shape, stream));
-  if (chunked) {
-    GdnChunkedBackwardBuffers b;
-    b.scratch = s.state;
-    b.beta = s.beta;
-    b.dqp = s.dqp;
-    b.dkp = s.dkp;
-    b.dgp = s.dgp;
-    b.dbp = s.dbp;
-    KILN_RETURN_IF_ERROR(gdn_chunked_backward(p, b, stream));
-    gdn_backward_finish_kernel<<<pair_blocks, kPairWarps * 32, 0, stream>>>(p, s);
-    return launch_status("gdn_backward_finish_kernel", shape, stream);
-  }
-  if (p.kernel == GdnBackwardKernel::kRegisters) {
-    const RegKernel kernel = reg_kernel(p.rows_per_lane);
-    if (kernel == nullptr) return invalid_argument("gdn_backward: not planned (" + shape_of(p) + ")");
-    if (cudaError_t e = allow_reg_smem(p.rows_per_lane); e != cudaSuccess)
-      return internal_error(std::string("gdn_backward_reg_kernel: raising the shared-memory limit: ") +
-                            cudaGetErrorString(e));
-    kernel<<<static_cast<unsigned>(p.state_blocks), kRegThreads, reg_smem_bytes(p.rows_per_lane), stream>>>(p, s);
-    KILN_RETURN_IF_ERROR(launch_status("gdn_backward_reg_kernel", shape, stream));
-    gdn_backward_finish_kernel<<<pair_blocks, kPairWarps * 32, 0, stream>>>(p, s);
-    return launch_status("gdn_backward_finish_kernel", shape, stream);
-  }
-  if (cudaError_t e = raise_smem_limit(); e != cudaSuccess)
-    return internal_error(std::string("gdn_backward_state_kernel: raising the shared-memory limit: ") +
-                          cudaGetErrorString(e));
-  gdn_backward_state_kernel<<<static_cast<unsigned>(p.state_blocks), kStateThreads,
-                              gdn_backward_smem_bytes(p.dk, p.cols), stream>>>(p, s);
-  KILN_RETURN_IF_ERROR(launch_status("gdn_backward_state_kernel", shape, stream));
+  KILN_RETURN_IF_ERROR(state_stage(p, s, stream));
   gdn_backward_finish_kernel<<<pair_blocks, kPairWarps * 32, 0, stream>>>(p, s);
   return launch_status("gdn_backward_finish_kernel", shape, stream);
 }

@@ -353,8 +353,6 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GatedDeltaRule
 
 static_assert(kC == kGdnChunk, "the record's chunk");
 
-__host__ __device__ constexpr int64_t record_floats(int64_t dk, int64_t dv) { return GdnChunkRecord{dk, dv}.floats(); }
-
 // The slot of a row's state: its own index when every row starts from zero (p.zero_state), else
 // p.state_slots[row]; -1 for a row to skip.
 __device__ __forceinline__ int64_t state_slot(const GatedDeltaRuleParams& p, int row) {
@@ -391,13 +389,14 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_prep_kernel(GatedDeltaRule
   const int n = t1 - c0 < kC ? static_cast<int>(t1 - c0) : kC;
   const int64_t kh = h / (p.v_heads / p.k_heads), dv = p.dv;
   const int tid = threadIdx.x;
-  float* rec = p.scratch + ((row * p.max_chunks + c) * p.v_heads + h) * record_floats(DK, dv);
-  float* rQ = rec;
-  float* rK = rQ + kC * DK;
-  float* rWk = rK + kC * DK;
-  float* rU = rWk + kC * DK;
-  float* rM = rU + kC * dv;
-  float* rG = rM + kC * kC;
+  const GdnChunkRecord R{DK, dv};
+  float* rec = p.scratch + ((row * p.max_chunks + c) * p.v_heads + h) * R.floats();
+  float* rQ = rec + R.q();
+  float* rK = rec + R.k();
+  float* rWk = rec + R.wk();
+  float* rU = rec + R.u();
+  float* rM = rec + R.mq();
+  float* rG = rec + R.g();
 
   load_chunk_qk<DK>(p, c0, n, h, kh, qk_rows_aligned(p), Qs, Ks, G, beta);
   for (int e = tid; e < kC * (DK / 4); e += kThreads) {
@@ -481,13 +480,14 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
     const int64_t c0 = t0 + static_cast<int64_t>(c) * kC;
     const int n = t1 - c0 < kC ? static_cast<int>(t1 - c0) : kC;
     const int64_t item = (row * p.max_chunks + c) * p.v_heads + h;
-    const float* rec = p.scratch + item * record_floats(DK, dv);
-    const float* rQ = rec;
-    const float* rK = rQ + kC * DK;
-    const float* rWk = rK + kC * DK;
-    const float* rU = rWk + kC * DK;
-    const float* rM = rU + kC * dv;
-    const float* rG = rM + kC * kC;
+    const GdnChunkRecord R{DK, dv};
+    const float* rec = p.scratch + item * R.floats();
+    const float* rQ = rec + R.q();
+    const float* rK = rec + R.k();
+    const float* rWk = rec + R.wk();
+    const float* rU = rec + R.u();
+    const float* rM = rec + R.mq();
+    const float* rG = rec + R.g();
     __syncthreads();  // the previous chunk is done with every buffer
     if (p.chunk_states != nullptr) {  // the state entering the chunk, for a backward
       float* kept = p.chunk_states + item * DK * dv + j0;
@@ -653,7 +653,7 @@ size_t gated_delta_rule_chunked_smem_bytes(int64_t dk) {
 size_t gated_delta_rule_two_pass_scratch_floats(int64_t rows, int64_t max_chunks, int64_t v_heads, int64_t dk,
                                                 int64_t dv) {
   if (dk != 16 && dk != 32 && dk != 64 && dk != 128) return 0;
-  return static_cast<size_t>(rows * max_chunks * v_heads * record_floats(dk, dv));
+  return static_cast<size_t>(rows * max_chunks * v_heads * GdnChunkRecord{dk, dv}.floats());
 }
 
 size_t gated_delta_rule_two_pass_smem_bytes(int64_t dk) {

@@ -44,6 +44,16 @@ __host__ __device__ inline Parts parts_of(const GdnBackwardParams& p) {
   return s;
 }
 
+// A tile of `rows` x 32 columns (row stride kWP) from a row-major matrix at src whose rows are
+// `ld` floats apart; rows from `valid` on and columns from `cols` on read as zero. Every thread of
+// the block takes part.
+__device__ __forceinline__ void load_tile(float* dst, const float* src, int64_t ld, int rows, int valid, int cols) {
+  for (int e = threadIdx.x; e < rows * kBV; e += kThreads) {
+    const int r = e / kBV, j = e % kBV;
+    dst[r * kWP + j] = r < valid && j < cols ? src[r * ld + j] : 0.f;
+  }
+}
+
 // ---- The reverse scan over the chunks: dS (the gradient of the state leaving the chunk in
 // hand) per block of 32 columns; for each chunk, dSn is kept, dW = D (Kn dSn) + Mq^T dout is
 // written, and dS becomes exp(G_L) dSn + Qn^T (gamma dout) - Wk^T dW.
@@ -106,10 +116,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
       __pipeline_memcpy_async(Wks + t * KP + d, rec + R.wk() + t * DK + d, 16);
     }
     for (int e = tid; e < kC * kC / 4; e += kThreads) __pipeline_memcpy_async(Mq + 4 * e, rec + R.mq() + 4 * e, 16);
-    for (int e = tid; e < kC * kBV; e += kThreads) {
-      const int t = e / kBV, j = e % kBV;
-      O[t * kWP + j] = t < n && j < bv ? p.dout[(c0 + t) * p.dout_token_stride + h * p.dout_head_stride + j0 + j] : 0.f;
-    }
+    load_tile(O, p.dout + c0 * p.dout_token_stride + h * p.dout_head_stride + j0, p.dout_token_stride, kC, n, bv);
     if (tid < kC) G[tid] = rec[R.g() + tid];
     __pipeline_commit();
     __pipeline_wait_prior(0);
@@ -306,20 +313,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int64_t j0 = 0; j0 < dv; j0 += kBV) {
       const int bv = dv - j0 < kBV ? static_cast<int>(dv - j0) : kBV;
       __syncthreads();  // the previous tile is consumed
-      for (int e = tid; e < DK * kBV; e += kThreads) {
-        const int d = e / kBV, j = e % kBV;
-        const bool in = j < bv;
-        S0t[d * kWP + j] = in ? S0g[d * dv + j0 + j] : 0.f;
-        dSt[d * kWP + j] = in ? dSg[d * dv + j0 + j] : 0.f;
-      }
-      for (int e = tid; e < kC * kBV; e += kThreads) {
-        const int t = e / kBV, j = e % kBV;
-        const bool in = j < bv;
-        Wt[t * kWP + j] = in ? Wg[t * dv + j0 + j] : 0.f;
-        dWt[t * kWP + j] = in ? dWg[t * dv + j0 + j] : 0.f;
-        Ot[t * kWP + j] =
-            in && t < n ? p.dout[(c0 + t) * p.dout_token_stride + h * p.dout_head_stride + j0 + j] : 0.f;
-      }
+      load_tile(S0t, S0g + j0, dv, DK, DK, bv);
+      load_tile(dSt, dSg + j0, dv, DK, DK, bv);
+      load_tile(Wt, Wg + j0, dv, kC, kC, bv);
+      load_tile(dWt, dWg + j0, dv, kC, kC, bv);
+      load_tile(Ot, p.dout + c0 * p.dout_token_stride + h * p.dout_head_stride + j0, p.dout_token_stride, kC, n, bv);
       __syncthreads();
       block_product<kBV>(aq, [&](int r, int k) { return Ot[r * kWP + k]; }, [&](int k, int d) { return S0t[d * kWP + k]; });
       block_product<kBV>(ak, [&](int r, int k) { return Wt[r * kWP + k]; }, [&](int k, int d) { return dSt[d * kWP + k]; });
@@ -456,13 +454,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int64_t j0 = 0; j0 < dv; j0 += kBV) {
       const int bv = dv - j0 < kBV ? static_cast<int>(dv - j0) : kBV;
       __syncthreads();  // the previous tile is consumed
-      for (int e = tid; e < kC * kBV; e += kThreads) {
-        const int t = e / kBV, j = e % kBV;
-        const bool in = j < bv;
-        dXut[t * kWP + j] = in ? dWg[t * dv + j0 + j] : 0.f;
-        Ut[t * kWP + j] = in ? rec[R.u() + t * dv + j0 + j] : 0.f;
-        Vt[t * kWP + j] = in && t < n ? p.v[(c0 + t) * p.v_token_stride + h * p.v_head_stride + j0 + j] : 0.f;
-      }
+      load_tile(dXut, dWg + j0, dv, kC, kC, bv);
+      load_tile(Ut, rec + R.u() + j0, dv, kC, kC, bv);
+      load_tile(Vt, p.v + c0 * p.v_token_stride + h * p.v_head_stride + j0, p.v_token_stride, kC, n, bv);
       __syncthreads();
       block_product<kBV>(ad, [&](int r, int k) { return dXut[r * kWP + k]; }, [&](int k, int i) { return Ut[i * kWP + k]; });
       if (tid < kC) {
