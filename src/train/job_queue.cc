@@ -36,7 +36,7 @@ const char* job_state_name(JobState s) {
 }
 
 nlohmann::json JobInfo::to_json() const {
-  auto time_or_null = [](double t) { return t > 0 ? nlohmann::json(t) : nlohmann::json(nullptr); };
+  auto positive_or_null = [](double t) { return t > 0 ? nlohmann::json(t) : nlohmann::json(nullptr); };
   nlohmann::json j = {{"job_id", id},
                       {"job_type", type},
                       {"state", job_state_name(state)},
@@ -46,19 +46,18 @@ nlohmann::json JobInfo::to_json() const {
                       {"loss", losses.empty() ? nlohmann::json(nullptr) : nlohmann::json(losses.back())},
                       {"loss_curve", losses},
                       {"tokens_per_second", tokens_per_second},
-                      {"created_at", time_or_null(created_at)},
-                      {"started_at", time_or_null(started_at)},
-                      {"finished_at", time_or_null(finished_at)},
+                      {"created_at", positive_or_null(created_at)},
+                      {"started_at", positive_or_null(started_at)},
+                      {"finished_at", positive_or_null(finished_at)},
                       {"error", error.empty() ? nlohmann::json(nullptr) : nlohmann::json(error)}};
   const double end = finished_at > 0 ? finished_at : unix_now();
   j["timings"] = {{"queued_seconds", (started_at > 0 ? started_at : end) - created_at},
                   {"running_seconds", started_at > 0 ? end - started_at : 0.0}};
   // A completed job's phases; null where the phase did not run (or the job did not complete).
-  auto phase = [](double s) { return s > 0 ? nlohmann::json(s) : nlohmann::json(nullptr); };
-  j["timings"]["train_seconds"] = phase(outcome.train_seconds);
-  j["timings"]["publish_seconds"] = phase(outcome.publish_seconds);
-  j["timings"]["post_eval_seconds"] = phase(outcome.post_eval_seconds);
-  j["timings"]["load_seconds"] = phase(outcome.load_seconds);
+  j["timings"]["train_seconds"] = positive_or_null(outcome.train_seconds);
+  j["timings"]["publish_seconds"] = positive_or_null(outcome.publish_seconds);
+  j["timings"]["post_eval_seconds"] = positive_or_null(outcome.post_eval_seconds);
+  j["timings"]["load_seconds"] = positive_or_null(outcome.load_seconds);
   j["trained_tokens"] = outcome.trained_tokens > 0 ? nlohmann::json(outcome.trained_tokens) : nlohmann::json(nullptr);
   j["adapter_name"] = outcome.adapter_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(outcome.adapter_name);
   j["adapter_path"] = outcome.adapter_path.empty() ? nlohmann::json(nullptr) : nlohmann::json(outcome.adapter_path);
