@@ -183,6 +183,10 @@ struct GdnArgs {
   Tensor state;        // [slots, v_heads, dk, dv] f32
   Tensor out;          // [tokens, v_heads, dv]
   const BatchLayout* layout = nullptr;
+  // Optional, for a training backward of these inputs (every row from a zero state): where the
+  // backend may leave what its TrainingFacet::gdn_backward reuses (GdnBackwardArgs::kept) instead
+  // of running the forward again. A backend that keeps nothing leaves it undefined.
+  Tensor* kept = nullptr;
 };
 GdnRequest describe(const GdnArgs& a);
 

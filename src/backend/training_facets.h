@@ -109,6 +109,7 @@ struct GdnBackwardArgs {
   Tensor dout;             // [tokens, v_heads, dv]
   Tensor dq, dk, dv, da, db;  // shaped as q, k, v, a, b
   const BatchLayout* layout = nullptr;
+  Tensor kept;  // optional: what GdnFacet::delta_rule left in GdnArgs::kept for these inputs and layout
 };
 TrainRequest describe(const GdnBackwardArgs& a);
 

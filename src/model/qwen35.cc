@@ -186,6 +186,7 @@ Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchL
     g.state = state.recurrent(layer);
     g.out = ws.core;
     g.layout = &bl;
+    if (ws.trace != nullptr) g.kept = &ws.trace->gdn_kept;
     KILN_RETURN_IF_ERROR(backend_.gdn().delta_rule(g));
     Tensor core_rows = ws.core.reshape({T * Hv, dv});
     Tensor z_rows = ws.z.reshape({T * Hv, dv});

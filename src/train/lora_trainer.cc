@@ -296,6 +296,7 @@ Status TrainerImpl::gdn_backward(Pass& p, int64_t layer, const LayerTrace& tr, c
   g.da = da;
   g.db = db;
   g.layout = &p.layout;
+  g.kept = tr.gdn_kept;  // the traced forward ran from zeroed slots (run_layer)
   KILN_RETURN_IF_ERROR(train().gdn_backward(g));
   KILN_ASSIGN_OR_RETURN(Tensor dmixed, alloc({T, C}));
   KILN_RETURN_IF_ERROR(train().conv_backward({tr.mixed, W.conv, dconv, dmixed, &p.layout}));

@@ -31,7 +31,7 @@ struct CudaBackendStats {
   // Host waits on the device (Context::synchronize): how many, and the time spent blocked in them.
   uint64_t synchronizations = 0;
   double host_wait_seconds = 0;
-  // The GDN backward's form asked for (KILN_CUDA_GDN_BACKWARD): registers, shared or chunked.
+  // The GDN backward's form asked for (KILN_CUDA_GDN_BACKWARD): chunked (the default) or registers.
   std::string gdn_backward;
 };
 // Fails when `backend` is not a CUDA backend.

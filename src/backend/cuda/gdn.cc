@@ -3,6 +3,7 @@
 // (kernels/gated_delta_rule.cu), and the fused decode step (kernels/gdn_decode.cu).
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/gated_delta_rule.h"
+#include "backend/cuda/kernels/gdn_chunk_record.h"
 #include "backend/cuda/kernels/gdn_decode.h"
 #include "backend/cuda/tuning.h"
 
@@ -80,12 +81,21 @@ Status Gdn::delta_rule(const GdnArgs& a) {
   const bool two_pass = chunked && tuning().gdn_two_pass && two_pass_smem > 0 &&
                         two_pass_smem <= ctx_->props.sharedMemPerBlockOptin;
   Tensor scratch;  // back to the pool on return: stream order makes its reuse safe
+  if (a.kept != nullptr) *a.kept = Tensor();
   if (two_pass) {
     const int64_t max_len = a.layout->max_q_len > 0 ? a.layout->max_q_len : r.tokens;
     p.max_chunks = (max_len + 63) / 64;
-    const size_t floats = gated_delta_rule_two_pass_scratch_floats(r.rows, p.max_chunks, r.v_heads, r.dk, r.dv);
-    KILN_ASSIGN_OR_RETURN(scratch, ctx_->empty({static_cast<int64_t>(floats)}, DType::kF32));
-    p.scratch = scratch.data<float>();
+    if (a.kept != nullptr) {  // the records, with the chunk states and W, for the backward
+      const GdnForwardKept k = gdn_forward_kept(r.rows, p.max_chunks, r.v_heads, r.dk, r.dv);
+      KILN_ASSIGN_OR_RETURN(*a.kept, ctx_->empty({k.total}, DType::kF32));
+      p.scratch = a.kept->data<float>() + k.records;
+      p.chunk_states = a.kept->data<float>() + k.states;
+      p.chunk_w = a.kept->data<float>() + k.w;
+    } else {
+      const size_t floats = gated_delta_rule_two_pass_scratch_floats(r.rows, p.max_chunks, r.v_heads, r.dk, r.dv);
+      KILN_ASSIGN_OR_RETURN(scratch, ctx_->empty({static_cast<int64_t>(floats)}, DType::kF32));
+      p.scratch = scratch.data<float>();
+    }
   }
   ProfileScope prof(ctx_->profiler.get(), [&] {
     return std::string(two_pass ? "gdn chunked two-pass " : chunked ? "gdn chunked " : "gdn recurrent ") +

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/cuda/kernels/gdn_backward.h"
+#include "backend/cuda/kernels/gdn_chunk_record.h"
 #include "backend/cuda/training.h"
 #include "backend/training_checks.h"
 
@@ -70,9 +71,17 @@ Status Training::gdn_backward(const GdnBackwardArgs& a) {
   p.db = a.db.data<float>();
   p.db_stride = a.db.stride(0);
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
-  p.kernel = gdn_backward_kernel_from_env();  // the register walk unless KILN_CUDA_GDN_BACKWARD names another
+  p.kernel = gdn_backward_kernel_from_env();  // the chunked form unless KILN_CUDA_GDN_BACKWARD=registers
   KILN_RETURN_IF_ERROR(
       gdn_backward_plan(p, ctx_->props.multiProcessorCount, ctx_->props.sharedMemPerBlockOptin).with_context(req));
+  if (a.kept.defined() && p.kernel == GdnBackwardKernel::kChunked) {  // the walk recomputes its own states
+    const int64_t want = gdn_forward_kept(p.rows, (p.max_len + kGdnChunk - 1) / kGdnChunk, p.v_heads, p.dk, p.dv).total;
+    if (a.kept.dtype() != DType::kF32 || a.kept.numel() != want || !a.kept.is_contiguous())
+      return invalid_argument(req + ": kept holds " + std::to_string(a.kept.numel()) + " " + std::string(dtype_name(a.kept.dtype())) +
+                              " elements; the forward of these rows keeps " + std::to_string(want) +
+                              " contiguous f32 (was it run on another layout?)");
+    p.kept = a.kept.data<float>();
+  }
   // Back to the pool on return: stream order makes its reuse by the next call safe.
   KILN_ASSIGN_OR_RETURN(Tensor scratch,
                         ctx_->empty({static_cast<int64_t>(gdn_backward_scratch_floats(p))}, DType::kF32));

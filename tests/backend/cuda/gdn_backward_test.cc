@@ -134,9 +134,9 @@ Result<Grads> run_cuda(Backend& be, const Case& c, const Problem& p) {
 // per key head (idle columns in the last group; dk 48 pads a lane's rows to 8); dk 256 (every lane
 // of the finish kernel's registers, 32 rows a lane and over 48 KB of shared memory in the register
 // kernel); chunks longer than any row; and dk 64 with dv 100 (a last tile of 4 columns in the
-// chunked form). The shared-memory kernel (KILN_CUDA_GDN_BACKWARD=shared) and the
-// chunked form (=chunked: dk 16, 32, 64 and 128; dk 48 and 256 fall back to the register walk) are
-// checked by the same cases in SharedKernelMatchesTheCpuFacet and ChunkedFormMatchesTheCpuFacet.
+// chunked form). The register walk (KILN_CUDA_GDN_BACKWARD=registers) and the chunked form (the
+// default: dk 16, 32, 64 and 128; dk 48 and 256 fall back to the register walk) are each checked
+// by every case.
 void expect_matches_cpu(Backend& be, const char* kernel) {
   struct Variant {  // KILN_CUDA_GDN_BACKWARD=kernel, unset again however the test ends
     explicit Variant(const char* k) { setenv("KILN_CUDA_GDN_BACKWARD", k, 1); }
@@ -181,21 +181,66 @@ void expect_matches_cpu(Backend& be, const char* kernel) {
   }
 }
 
-TEST(CudaGdnBackward, MatchesTheCpuFacet) {
+// The register walk, behind KILN_CUDA_GDN_BACKWARD=registers (read per call).
+TEST(CudaGdnBackward, RegisterWalkMatchesTheCpuFacet) {
   KILN_CUDA_OR_SKIP(be);
   expect_matches_cpu(*be, "registers");
 }
 
-// The shared-memory state kernel, kept behind KILN_CUDA_GDN_BACKWARD=shared (read per call).
-TEST(CudaGdnBackward, SharedKernelMatchesTheCpuFacet) {
-  KILN_CUDA_OR_SKIP(be);
-  expect_matches_cpu(*be, "shared");
-}
-
-// The chunked (WY) form, behind KILN_CUDA_GDN_BACKWARD=chunked (read per call).
+// The chunked (WY) form, the default (KILN_CUDA_GDN_BACKWARD=chunked names it too).
 TEST(CudaGdnBackward, ChunkedFormMatchesTheCpuFacet) {
   KILN_CUDA_OR_SKIP(be);
   expect_matches_cpu(*be, "chunked");
+}
+
+// The chunked form on what the forward kept (GdnArgs::kept, as the trainer's traced forward
+// leaves it) gives the gradients it gives when it runs that forward itself: the same records,
+// chunk states and W (up to the order of the gradient pass's shared-memory atomics into dg and
+// dbeta, hence 1e-6 rather than bit equality); and a kept buffer of another size is refused,
+// naming it.
+TEST(CudaGdnBackward, ReusesWhatTheForwardKept) {
+  KILN_CUDA_OR_SKIP(be);
+  for (const Case& c : {Case{"4B three rows", 16, 32, 128, 128, {1, 65, 64}, 64},
+                        Case{"dk 64, dv 100", 2, 4, 64, 100, {130, 1, 64, 70}, 64}}) {
+    SCOPED_TRACE(c.name);
+    Problem p = make_problem(c, 77);
+    HostBatchLayout h;  // a state slot per row: the forward writes each row's final state
+    for (size_t i = 0; i < c.lens.size(); ++i)
+      h.add_row(0, c.lens[i], std::vector<int32_t>((c.lens[i] + 63) / 64, 0), static_cast<int32_t>(i));
+    p.layout = h;
+    auto recomputed = run_cuda(*be, c, p);
+    ASSERT_TRUE(recomputed.ok()) << recomputed.status().to_string();
+
+    BatchLayout layout = make_batch_layout(p.layout, be->storage()).value();
+    Tensor qkv = to_device(*be, p.qkv), ab = to_device(*be, p.ab), a_log = to_device(*be, p.a_log);
+    Tensor dt_bias = to_device(*be, p.dt_bias), dout = to_device(*be, p.dout);
+    Tensor dqkv = to_device(*be, filled({p.T, p.C}, NAN)), dab = to_device(*be, filled({p.T, 2 * c.hv}, NAN));
+    GdnBackwardArgs g = args_over(c, p, qkv, ab, a_log, dt_bias, dout, dqkv, dab, &layout);
+    GdnArgs f;
+    f.chunk = 64;
+    f.q = g.q, f.k = g.k, f.v = g.v, f.a = g.a, f.b = g.b, f.a_log = a_log, f.dt_bias = dt_bias;
+    const int64_t rows = static_cast<int64_t>(c.lens.size());
+    f.state = to_device(*be, filled({rows, c.hv, c.dk, c.dv}, 0.f));
+    f.out = to_device(*be, filled({p.T, c.hv, c.dv}, 0.f));
+    f.layout = &layout;
+    Tensor kept;
+    f.kept = &kept;
+    Status s = be->gdn().delta_rule(f);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    ASSERT_TRUE(kept.defined()) << "the two-pass forward kept nothing for the backward";
+    g.kept = kept;
+    s = be->training().gdn_backward(g);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    const double eq = rel_error(to_host(*be, dqkv), recomputed->dqkv), eab = rel_error(to_host(*be, dab), recomputed->dab);
+    EXPECT_LE(eq, 1e-6);
+    EXPECT_LE(eab, 1e-6);
+    std::printf("gdn_backward on the kept forward, %s: dq|dk|dv rel err %.3g, da|db %.3g\n", c.name, eq, eab);
+
+    g.kept = kept.as_strided({kept.numel() - 4}, {1});
+    s = be->training().gdn_backward(g);
+    EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+    EXPECT_NE(s.message().find("kept holds"), std::string::npos) << s.to_string();
+  }
 }
 
 // A dk the kernels do not take is declined before any work, naming the reason; a gradient of the

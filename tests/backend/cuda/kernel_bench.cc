@@ -216,7 +216,7 @@ void bench_gdn(Backend& be) {
 }
 
 // Training's GDN backward on a 4B layer: 4 rows of 1024 tokens (kiln bench train's shape), the
-// register state kernel against the shared-memory one (KILN_CUDA_GDN_BACKWARD=shared).
+// register walk against the chunked form (KILN_CUDA_GDN_BACKWARD=registers / chunked).
 void bench_gdn_backward(Backend& be) {
   const int64_t hk = 16, hv = 32, dk = 128, dv = 128, C = 2 * hk * dk + hv * dv, R = 4, N = 1024, T = R * N;
   HostBatchLayout h = one_row_per_sequence(std::vector<int64_t>(R, 0), std::vector<int64_t>(R, N));
@@ -242,15 +242,15 @@ void bench_gdn_backward(Backend& be) {
   g.da = dab.as_strided({T, hv}, {2 * hv, 1});
   g.db = dab.as_strided({T, hv}, {2 * hv, 1}, hv);
   g.layout = &l;
-  const char* variants[] = {"shared", "registers", "chunked"};
-  double us[3];
-  for (int v = 0; v < 3; ++v) {
+  const char* variants[] = {"registers", "chunked"};
+  double us[2];
+  for (int v = 0; v < 2; ++v) {
     setenv("KILN_CUDA_GDN_BACKWARD", variants[v], 1);
     us[v] = time_us(be, [&] { return be.training().gdn_backward(g); });
   }
   unsetenv("KILN_CUDA_GDN_BACKWARD");
-  std::printf("gdn   backward rows=%lld x %lld tokens (4B layer)  registers %9.1f us  shared %9.1f us  chunked %9.1f us\n",
-              (long long)R, (long long)N, us[1], us[0], us[2]);
+  std::printf("gdn   backward rows=%lld x %lld tokens (4B layer)  registers %9.1f us  chunked %9.1f us\n",
+              (long long)R, (long long)N, us[0], us[1]);
 }
 
 void bench_conv(Backend& be) {

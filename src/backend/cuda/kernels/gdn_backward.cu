@@ -21,8 +21,6 @@ namespace kiln::cuda {
 
 namespace {
 
-constexpr int kStateThreads = 128;
-constexpr int kStateWarps = kStateThreads / 32;
 constexpr int kPairWarps = 4;  // (token, key head) pairs per block of the prep and finish kernels
 constexpr int kPerLane = kGdnBackwardMaxDk / 32;
 // The register kernel: 8 lanes per value column (each holding rows slice, slice + 8, ... of the
@@ -55,14 +53,11 @@ ScratchLayout scratch_layout(const GdnBackwardParams& p) {
     s.total = s.state + static_cast<int64_t>(gdn_chunked_backward_floats(p));
     return s;
   }
-  if (p.kernel == GdnBackwardKernel::kRegisters) {
-    // Chunk boundaries, one chunk's sub-chunk boundaries and one sub-chunk's per-token states, each
-    // a state of kRegThreads x rows_per_lane floats (lane-major, so every access is coalesced).
-    const int64_t state = kRegThreads * p.rows_per_lane;
-    s.per_block = (s.max_chunks + (p.chunk + kSubChunk - 1) / kSubChunk + kSubChunk) * state;
-  } else {
-    s.per_block = (s.max_chunks + p.chunk) * p.dk * p.cols;
-  }
+  // The register walk: chunk boundaries, one chunk's sub-chunk boundaries and one sub-chunk's
+  // per-token states, each a state of kRegThreads x rows_per_lane floats (lane-major, so every
+  // access is coalesced).
+  const int64_t state = kRegThreads * p.rows_per_lane;
+  s.per_block = (s.max_chunks + (p.chunk + kSubChunk - 1) / kSubChunk + kSubChunk) * state;
   s.total = s.state + p.state_blocks * s.per_block;
   return s;
 }
@@ -115,178 +110,6 @@ __global__ void __launch_bounds__(kPairWarps * 32) gdn_backward_prep_kernel(GdnB
     const float g = -expf(p.a_log[h]) * (x > 20.f ? x : log1pf(expf(x)));  // as the forward's softplus
     s.decay[t * p.v_heads + h] = expf(g);
     s.beta[t * p.v_heads + h] = sigmoidf(p.b[t * p.b_stride + h]);
-  }
-}
-
-// One token of the recurrence on column jj of S (row stride ld): r = v - e^g S^T k, u = beta r,
-// S = e^g S + k u. Only the calling thread touches the column.
-__device__ __forceinline__ void step_column(float* S, int ld, int jj, const float* k, int dk, float eg, float beta,
-                                            float vj) {
-  float acc = 0.f;
-  for (int i = 0; i < dk; ++i) acc += S[i * ld + jj] * k[i];
-  const float u = beta * (vj - eg * acc);
-  for (int i = 0; i < dk; ++i) S[i * ld + jj] = eg * S[i * ld + jj] + k[i] * u;
-}
-
-// Blocks loop over the (row, value head, column group) items; the scratch is the block's own.
-// A thread owns the columns jj = tid, tid + kStateThreads, ... of the group (their state, dS and
-// all per-column work), so the column phases need no barrier; the row phase (sums over the
-// columns, thread per state row i) sits between barriers. Shared memory: P, dS [dk][ld] with an
-// odd ld so that both a column (consecutive jj) and a row (consecutive i) walk distinct banks.
-__global__ void __launch_bounds__(kStateThreads) gdn_backward_state_kernel(GdnBackwardParams p, Scratch s) {
-  extern __shared__ float smem[];
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int dk = static_cast<int>(p.dk), cols = static_cast<int>(p.cols), ld = cols | 1;
-  const int64_t C = p.chunk, Hk = p.k_heads, Hv = p.v_heads, G = p.groups;
-  float* P = smem;              // [dk][ld]: the state entering the token (the running state going forward)
-  float* dS = P + dk * ld;      // [dk][ld]: the gradient of the state after the token
-  float* o_s = dS + dk * ld;    // [cols]: dout
-  float* u_s = o_s + cols;      // [cols]: u
-  float* w_s = u_s + cols;      // [cols]: w
-  float* red = w_s + cols;      // [3][kStateWarps]: per-warp dbeta, u . do, dg
-  const int64_t max_chunks = (p.max_len + C - 1) / C;
-  float* bounds = s.state + static_cast<int64_t>(blockIdx.x) * s.per_block;  // [max_chunks][dk][cols]
-  float* states = bounds + max_chunks * dk * cols;                           // [C][dk][cols]
-  const int64_t ratio = Hv / Hk, items = p.rows * Hv * G;
-
-  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
-    const int64_t grp = item % G, h = (item / G) % Hv, row = item / (G * Hv);
-    const int64_t t0 = p.cu_seqlens[row], n = p.cu_seqlens[row + 1] - t0;
-    const int j0 = static_cast<int>(grp * cols), nc = min(cols, static_cast<int>(p.dv) - j0);
-    if (n <= 0) continue;  // block-uniform, as is every branch on the item
-    if (n > p.max_len) {
-      // The layout's max_q_len understates this row: its states would overrun the scratch, so its
-      // gradients are NaN (loud downstream) rather than computed.
-      for (int64_t tok = t0; tok < t0 + n && tok < p.tokens; ++tok) {
-        const int64_t part = (tok * Hv + h) * G + grp;
-        for (int jj = tid; jj < nc; jj += kStateThreads)
-          p.dv_out[tok * p.dv_token_stride + h * p.dv_head_stride + j0 + jj] = NAN;
-        for (int i = tid; i < dk; i += kStateThreads) s.dqp[part * dk + i] = s.dkp[part * dk + i] = NAN;
-        if (tid == 0) s.dgp[part] = s.dbp[part] = NAN;
-      }
-      continue;
-    }
-    const int64_t kh = h / ratio, chunks = (n + C - 1) / C;
-    __syncthreads();  // the previous item's row phase no longer reads P, dS
-
-    // Forward from the zero state, keeping the state entering each chunk (the last chunk's
-    // states are recomputed below anyway).
-    for (int jj = tid; jj < nc; jj += kStateThreads)
-      for (int i = 0; i < dk; ++i) P[i * ld + jj] = 0.f;
-    for (int64_t t = 0; t < n; ++t) {
-      if (t % C == 0) {
-        float* bnd = bounds + (t / C) * dk * cols;
-        for (int jj = tid; jj < nc; jj += kStateThreads)
-          for (int i = 0; i < dk; ++i) bnd[i * cols + jj] = P[i * ld + jj];
-      }
-      if (t / C == chunks - 1) break;
-      const int64_t tok = t0 + t;
-      const float* kt = s.kn + (tok * Hk + kh) * dk;
-      const float eg = s.decay[tok * Hv + h], beta = s.beta[tok * Hv + h];
-      const float* vt = p.v + tok * p.v_token_stride + h * p.v_head_stride + j0;
-      for (int jj = tid; jj < nc; jj += kStateThreads) step_column(P, ld, jj, kt, dk, eg, beta, vt[jj]);
-    }
-
-    for (int jj = tid; jj < nc; jj += kStateThreads)
-      for (int i = 0; i < dk; ++i) dS[i * ld + jj] = 0.f;
-    for (int64_t c = chunks - 1; c >= 0; --c) {
-      const int64_t tc = c * C, L = n - tc < C ? n - tc : C;
-      // states[l] = the state entering token tc + l, from the boundary.
-      const float* bnd = bounds + c * dk * cols;
-      for (int jj = tid; jj < nc; jj += kStateThreads) {
-        for (int i = 0; i < dk; ++i) P[i * ld + jj] = bnd[i * cols + jj];
-        for (int64_t l = 0; l < L; ++l) {
-          float* st = states + l * dk * cols;
-          for (int i = 0; i < dk; ++i) st[i * cols + jj] = P[i * ld + jj];
-          if (l + 1 == L) break;
-          const int64_t tok = t0 + tc + l;
-          const float* vt = p.v + tok * p.v_token_stride + h * p.v_head_stride + j0;
-          step_column(P, ld, jj, s.kn + (tok * Hk + kh) * dk, dk, s.decay[tok * Hv + h], s.beta[tok * Hv + h], vt[jj]);
-        }
-      }
-      for (int64_t l = L - 1; l >= 0; --l) {
-        const int64_t tok = t0 + tc + l, part = (tok * Hv + h) * G + grp;
-        const float* st = states + l * dk * cols;
-        const float* qt = s.qn + (tok * Hk + kh) * dk;
-        const float* kt = s.kn + (tok * Hk + kh) * dk;
-        const float eg = s.decay[tok * Hv + h], beta = s.beta[tok * Hv + h];
-        const float* vt = p.v + tok * p.v_token_stride + h * p.v_head_stride + j0;
-        const float* ot = p.dout + tok * p.dout_token_stride + h * p.dout_head_stride + j0;
-        float* dvt = p.dv_out + tok * p.dv_token_stride + h * p.dv_head_stride + j0;
-
-        // Column phase 1: P from the recomputed states; r, u; dS += q do^T; du, w (= dv).
-        float db_part = 0.f, udo_part = 0.f;
-        for (int jj = tid; jj < nc; jj += kStateThreads) {
-          float acc = 0.f;
-          for (int i = 0; i < dk; ++i) {
-            const float pv = st[i * cols + jj];
-            P[i * ld + jj] = pv;
-            acc += pv * kt[i];
-          }
-          const float r = vt[jj] - eg * acc, u = beta * r, oj = ot[jj];
-          float du = 0.f;
-          for (int i = 0; i < dk; ++i) {
-            const float d = dS[i * ld + jj] + qt[i] * oj;
-            dS[i * ld + jj] = d;
-            du += d * kt[i];
-          }
-          const float wj = beta * du;
-          o_s[jj] = oj;
-          u_s[jj] = u;
-          w_s[jj] = wj;
-          dvt[jj] = wj;
-          db_part += du * r;
-          udo_part += u * oj;
-        }
-        db_part = warp_sum(db_part);
-        udo_part = warp_sum(udo_part);
-        if (lane == 0) {
-          red[warp] = db_part;
-          red[kStateWarps + warp] = udo_part;
-        }
-        __syncthreads();
-
-        // Row phase: dk = dS u - e^g P w, dq = e^g P do + k (u . do), over this group's columns.
-        float udo = 0.f;
-        for (int w = 0; w < kStateWarps; ++w) udo += red[kStateWarps + w];
-        for (int i = tid; i < dk; i += kStateThreads) {
-          float su = 0.f, po = 0.f, pw = 0.f;
-          for (int jj = 0; jj < nc; ++jj) {
-            const float d = dS[i * ld + jj], pv = P[i * ld + jj];
-            su += d * u_s[jj];
-            po += pv * o_s[jj];
-            pw += pv * w_s[jj];
-          }
-          s.dkp[part * dk + i] = su - eg * pw;
-          s.dqp[part * dk + i] = eg * po + kt[i] * udo;
-        }
-        if (tid == 0) {
-          float db = 0.f;
-          for (int w = 0; w < kStateWarps; ++w) db += red[w];
-          s.dbp[part] = db;
-        }
-        __syncthreads();
-
-        // Column phase 2: dS' = dS - k w^T, dg = e^g sum(dS' * P), dS = e^g dS'.
-        float g_part = 0.f;
-        for (int jj = tid; jj < nc; jj += kStateThreads) {
-          const float wj = w_s[jj];
-          for (int i = 0; i < dk; ++i) {
-            const float d = dS[i * ld + jj] - kt[i] * wj;
-            g_part += d * P[i * ld + jj];
-            dS[i * ld + jj] = eg * d;
-          }
-        }
-        g_part = warp_sum(g_part);
-        if (lane == 0) red[2 * kStateWarps + warp] = g_part;
-        __syncthreads();
-        if (tid == 0) {
-          float g = 0.f;
-          for (int w = 0; w < kStateWarps; ++w) g += red[2 * kStateWarps + w];
-          s.dgp[part] = eg * g;
-        }
-      }
-    }
   }
 }
 
@@ -442,7 +265,7 @@ __global__ void __launch_bounds__(kRegThreads, R <= 16 ? 2 : 1) gdn_backward_reg
     const int j0 = static_cast<int>(grp * kRegCols), nc = min(kRegCols, static_cast<int>(p.dv) - j0);
     if (n <= 0) continue;  // block-uniform, as is every branch on the item
     if (n > p.max_len) {
-      // As the shared-memory kernel: NaN gradients rather than states past the scratch.
+      // NaN gradients rather than states past the scratch.
       for (int64_t tok = t0; tok < t0 + n && tok < p.tokens; ++tok) {
         const int64_t part = (tok * Hv + h) * G + grp;
         if (slice == 0 && col < nc) p.dv_out[tok * p.dv_token_stride + h * p.dv_head_stride + j0 + col] = NAN;
@@ -636,20 +459,6 @@ __global__ void __launch_bounds__(kPairWarps * 32) gdn_backward_finish_kernel(Gd
   }
 }
 
-// Raises the state kernel's dynamic shared-memory limit to what the device allows, once.
-cudaError_t raise_smem_limit() {
-  static std::once_flag once;
-  static cudaError_t err = cudaSuccess;
-  std::call_once(once, [] {
-    int dev = 0, optin = 0;
-    err = cudaGetDevice(&dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (err == cudaSuccess)
-      err = cudaFuncSetAttribute(gdn_backward_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
-  });
-  return err;
-}
-
 // The register kernel's instance for `rows_per_lane` (2, 4, 8, 16 or 32), and its shared memory.
 using RegKernel = void (*)(GdnBackwardParams, Scratch);
 RegKernel reg_kernel(int64_t rows_per_lane) {
@@ -704,42 +513,25 @@ Status state_stage(const GdnBackwardParams& p, const Scratch& s, cudaStream_t st
     b.dbp = s.dbp;
     return gdn_chunked_backward(p, b, stream);
   }
-  if (p.kernel == GdnBackwardKernel::kRegisters) {
-    const RegKernel kernel = reg_kernel(p.rows_per_lane);
-    if (kernel == nullptr) return invalid_argument("gdn_backward: not planned (" + shape_of(p) + ")");
-    if (cudaError_t e = allow_reg_smem(p.rows_per_lane); e != cudaSuccess)
-      return internal_error(std::string("gdn_backward_reg_kernel: raising the shared-memory limit: ") +
-                            cudaGetErrorString(e));
-    kernel<<<static_cast<unsigned>(p.state_blocks), kRegThreads, reg_smem_bytes(p.rows_per_lane), stream>>>(p, s);
-    return launch_status("gdn_backward_reg_kernel", shape, stream);
-  }
-  if (cudaError_t e = raise_smem_limit(); e != cudaSuccess)
-    return internal_error(std::string("gdn_backward_state_kernel: raising the shared-memory limit: ") +
+  const RegKernel kernel = reg_kernel(p.rows_per_lane);
+  if (kernel == nullptr) return invalid_argument("gdn_backward: not planned (" + shape_of(p) + ")");
+  if (cudaError_t e = allow_reg_smem(p.rows_per_lane); e != cudaSuccess)
+    return internal_error(std::string("gdn_backward_reg_kernel: raising the shared-memory limit: ") +
                           cudaGetErrorString(e));
-  gdn_backward_state_kernel<<<static_cast<unsigned>(p.state_blocks), kStateThreads,
-                              gdn_backward_smem_bytes(p.dk, p.cols), stream>>>(p, s);
-  return launch_status("gdn_backward_state_kernel", shape, stream);
+  kernel<<<static_cast<unsigned>(p.state_blocks), kRegThreads, reg_smem_bytes(p.rows_per_lane), stream>>>(p, s);
+  return launch_status("gdn_backward_reg_kernel", shape, stream);
 }
 
 }  // namespace
 
 GdnBackwardKernel gdn_backward_kernel_from_env() {
   const char* v = std::getenv("KILN_CUDA_GDN_BACKWARD");
-  if (v != nullptr && std::strcmp(v, "shared") == 0) return GdnBackwardKernel::kShared;
-  if (v != nullptr && std::strcmp(v, "chunked") == 0) return GdnBackwardKernel::kChunked;
-  return GdnBackwardKernel::kRegisters;
+  if (v != nullptr && std::strcmp(v, "registers") == 0) return GdnBackwardKernel::kRegisters;
+  return GdnBackwardKernel::kChunked;
 }
 
 const char* gdn_backward_kernel_name(GdnBackwardKernel k) {
-  switch (k) {
-    case GdnBackwardKernel::kShared: return "shared";
-    case GdnBackwardKernel::kChunked: return "chunked";
-    default: return "registers";
-  }
-}
-
-size_t gdn_backward_smem_bytes(int64_t dk, int64_t cols) {
-  return static_cast<size_t>(2 * dk * (cols | 1) + 3 * cols + 3 * kStateWarps) * sizeof(float);
+  return k == GdnBackwardKernel::kChunked ? "chunked" : "registers";
 }
 
 Status gdn_backward_plan(GdnBackwardParams& p, int sm_count, size_t smem_optin) {
@@ -762,51 +554,24 @@ Status gdn_backward_plan(GdnBackwardParams& p, int sm_count, size_t smem_optin) 
     p.rows_per_lane = 0;
     return {};
   }
-  if (p.kernel == GdnBackwardKernel::kRegisters) {
-    // Eight lanes cover dk at the smallest power-of-two rows a lane that reaches it.
-    p.rows_per_lane = 2;
-    while (8 * p.rows_per_lane < p.dk) p.rows_per_lane *= 2;
-    p.cols = kRegCols;
-    p.groups = (p.dv + kRegCols - 1) / kRegCols;
-    if (reg_smem_bytes(p.rows_per_lane) > smem_optin)
-      return invalid_argument("gdn_backward_plan: " + std::to_string(reg_smem_bytes(p.rows_per_lane)) +
-                              " bytes of shared memory per block exceed the device's " + std::to_string(smem_optin) +
-                              " (" + shape_of(p) + ")");
-    if (cudaError_t e = allow_reg_smem(p.rows_per_lane); e != cudaSuccess)
-      return internal_error(std::string("gdn_backward_reg_kernel: raising the shared-memory limit: ") +
-                            cudaGetErrorString(e));
-    int per_sm = 0;
-    if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reg_kernel(p.rows_per_lane), kRegThreads,
-                                                                      reg_smem_bytes(p.rows_per_lane));
-        e != cudaSuccess || per_sm < 1)
-      return internal_error("gdn_backward_reg_kernel: no block fits a multiprocessor (" + shape_of(p) + "): " +
-                            cudaGetErrorString(e));
-    const int64_t items = p.rows * p.v_heads * p.groups;
-    p.state_blocks = std::min<int64_t>(items, static_cast<int64_t>(per_sm) * std::max(sm_count, 1));
-    return {};
-  }
-  // Column groups multiply the blocks when rows x heads alone would leave multiprocessors idle;
-  // a group keeps at least 32 columns (a warp's worth for the column phases).
-  const int64_t heads = p.rows * p.v_heads, target = 2 * static_cast<int64_t>(std::max(sm_count, 1));
-  const int64_t groups = std::clamp<int64_t>((target + heads - 1) / heads, 1, std::max<int64_t>(1, p.dv / 32));
-  int64_t cols = std::min(p.dv, ((p.dv + groups - 1) / groups + 31) / 32 * 32);
-  while (gdn_backward_smem_bytes(p.dk, cols) > smem_optin && cols > 32) cols = std::max<int64_t>(32, cols / 2);
-  if (gdn_backward_smem_bytes(p.dk, cols) > smem_optin)
-    return invalid_argument("gdn_backward_plan: " + std::to_string(gdn_backward_smem_bytes(p.dk, cols)) +
+  // The register walk: eight lanes cover dk at the smallest power-of-two rows a lane that reaches it.
+  p.rows_per_lane = 2;
+  while (8 * p.rows_per_lane < p.dk) p.rows_per_lane *= 2;
+  p.cols = kRegCols;
+  p.groups = (p.dv + kRegCols - 1) / kRegCols;
+  if (reg_smem_bytes(p.rows_per_lane) > smem_optin)
+    return invalid_argument("gdn_backward_plan: " + std::to_string(reg_smem_bytes(p.rows_per_lane)) +
                             " bytes of shared memory per block exceed the device's " + std::to_string(smem_optin) +
                             " (" + shape_of(p) + ")");
-  p.cols = cols;
-  p.groups = (p.dv + cols - 1) / cols;
-  if (cudaError_t e = raise_smem_limit(); e != cudaSuccess)
-    return internal_error(std::string("gdn_backward_state_kernel: raising the shared-memory limit: ") +
+  if (cudaError_t e = allow_reg_smem(p.rows_per_lane); e != cudaSuccess)
+    return internal_error(std::string("gdn_backward_reg_kernel: raising the shared-memory limit: ") +
                           cudaGetErrorString(e));
   int per_sm = 0;
-  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &per_sm, gdn_backward_state_kernel, kStateThreads, gdn_backward_smem_bytes(p.dk, cols));
+  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reg_kernel(p.rows_per_lane), kRegThreads,
+                                                                    reg_smem_bytes(p.rows_per_lane));
       e != cudaSuccess || per_sm < 1)
-    return internal_error("gdn_backward_state_kernel: no block fits a multiprocessor (" + shape_of(p) + "): " +
+    return internal_error("gdn_backward_reg_kernel: no block fits a multiprocessor (" + shape_of(p) + "): " +
                           cudaGetErrorString(e));
-  // Blocks past what the device holds at once would only add scratch: the resident ones loop.
   const int64_t items = p.rows * p.v_heads * p.groups;
   p.state_blocks = std::min<int64_t>(items, static_cast<int64_t>(per_sm) * std::max(sm_count, 1));
   return {};

@@ -7,19 +7,17 @@
 //           gradient dS. A forward pass keeps the state at chunk boundaries; the chunks are then
 //           taken in reverse, their per-token states recomputed from the boundary and walked
 //           backwards carrying dS. dv comes out whole; dq, dk (of the normalised q, k) and dg,
-//           dbeta come out as partial sums over the block's columns. Two kernels do this:
-//             registers (the default): 32 columns a block of 256 threads, 8 lanes a column each
-//               holding dk/8 rows of the column's state and dS in registers (sums over dk: 3
-//               shuffles; sums over the columns: shuffles within the warp, then shared memory, one
-//               barrier a token); a chunk is recomputed 8 tokens at a time (sub-chunk boundaries,
-//               then the 8 per-token states, lane-major in the scratch), the 8 tokens' k, q, v,
-//               dout and gates staged in shared memory.
-//             shared (KILN_CUDA_GDN_BACKWARD=shared, the previous kernel, kept for timing): a
-//               thread per column, state and dS in shared memory, 3 barriers a token.
-//           Or, KILN_CUDA_GDN_BACKWARD=chunked, the chunked (WY) form in place of the walk
-//           (gdn_chunked_backward.h): chunk records and states from the two-pass forward, a
-//           reverse scan over the chunks for dS, then every chunk's gradients at once, as
-//           products; dq, dk, dg, dbeta per value head (one group).
+//           dbeta come out as partial sums over the block's columns. Two forms do this:
+//             chunked (the default): the chunked (WY) form in place of the walk
+//               (gdn_chunked_backward.h; dk 16, 32, 64 or 128): chunk records and states from the
+//               two-pass forward, a reverse scan over the chunks for dS, then every chunk's
+//               gradients at once, as products; dq, dk, dg, dbeta per value head (one group).
+//             registers (KILN_CUDA_GDN_BACKWARD=registers, and any other dk): 32 columns a block
+//               of 256 threads, 8 lanes a column each holding dk/8 rows of the column's state and
+//               dS in registers (sums over dk: 3 shuffles; sums over the columns: shuffles within
+//               the warp, then shared memory, one barrier a token); a chunk is recomputed 8 tokens
+//               at a time (sub-chunk boundaries, then the 8 per-token states, lane-major in the
+//               scratch), the 8 tokens' k, q, v, dout and gates staged in shared memory.
 //   finish  per (token, key head): the partials of the value heads (and column groups) sharing
 //           the key head summed, through the l2 norms to the raw q, k; da, db from dg, dbeta.
 #pragma once
@@ -32,7 +30,7 @@
 
 namespace kiln::cuda {
 
-enum class GdnBackwardKernel : uint8_t { kRegisters, kShared, kChunked };
+enum class GdnBackwardKernel : uint8_t { kRegisters, kChunked };
 
 struct GdnBackwardParams {
   int64_t rows = 0, tokens = 0, k_heads = 0, v_heads = 0, dk = 0, dv = 0;
@@ -53,10 +51,14 @@ struct GdnBackwardParams {
   float* db = nullptr; int64_t db_stride = 0;                               // [tokens, v_heads]
   const int32_t* cu_seqlens = nullptr;                                      // [rows + 1], on the device
 
-  // Which state kernel (KILN_CUDA_GDN_BACKWARD names it): the register-tile walk (a column's
-  // state split over 8 lanes, 32 columns a block), the shared-memory walk (a thread per column),
-  // or the chunked form (gdn_chunked_backward.h; dk 16, 32, 64 or 128, as the two-pass forward: other dk take the registers).
-  GdnBackwardKernel kernel = GdnBackwardKernel::kRegisters;
+  // Which form: the chunked one (gdn_chunked_backward.h; dk 16, 32, 64 or 128, as the two-pass
+  // forward: the plan gives other dk the walk) or the register-tile walk (a column's state split
+  // over 8 lanes, 32 columns a block).
+  GdnBackwardKernel kernel = GdnBackwardKernel::kChunked;
+  // The chunked form: what the two-pass forward kept of these inputs from a zero state
+  // (gdn_forward_kept(rows, ceil(max_len / 64), v_heads, dk, dv) floats, gdn_chunk_record.h), or
+  // null to recompute it. The walk ignores it.
+  const float* kept = nullptr;
 
   // The plan (gdn_backward_plan): value columns per block, how many groups of them per head, and
   // the state kernel's grid (blocks loop over the (row, head, group) items; the scratch is per block);
@@ -66,20 +68,17 @@ struct GdnBackwardParams {
   float* scratch = nullptr;  // gdn_backward_scratch_floats(*this) floats
 };
 
-// The form KILN_CUDA_GDN_BACKWARD names ("shared", "chunked"; anything else or unset: registers),
-// read at each call so that one process can time each; and its name.
+// The form KILN_CUDA_GDN_BACKWARD names ("registers"; anything else or unset: chunked), read at
+// each call so that one process can time each; and its name.
 GdnBackwardKernel gdn_backward_kernel_from_env();
 const char* gdn_backward_kernel_name(GdnBackwardKernel k);
 
 // The largest dk the kernels take (the finish kernel's per-lane registers).
 constexpr int64_t kGdnBackwardMaxDk = 256;
 
-// Shared memory of the state kernel for dk and `cols` value columns per block.
-size_t gdn_backward_smem_bytes(int64_t dk, int64_t cols);
-
-// Fills cols, groups, state_blocks: enough (row, head, group) blocks to fill `sm_count`
-// multiprocessors, no more resident blocks than the device holds at once. Fails where one block
-// with even 32 columns (or all of dv, if fewer) exceeds `smem_optin` bytes of shared memory.
+// Fills cols, groups, state_blocks (the walk: blocks to fill `sm_count` multiprocessors, no more
+// resident blocks than the device holds at once). Fails where one block exceeds `smem_optin`
+// bytes of shared memory.
 Status gdn_backward_plan(GdnBackwardParams& p, int sm_count, size_t smem_optin);
 
 // Scratch floats for a planned call: normalised q, k; decays and betas; the partial dq, dk, dg,

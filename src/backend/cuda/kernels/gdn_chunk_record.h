@@ -9,6 +9,8 @@
 // with A[t, i] = beta_t exp(G_t - G_i) (k_t . k_i), i < t.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
 
 namespace kiln::cuda {
@@ -25,5 +27,19 @@ struct GdnChunkRecord {
   __host__ __device__ constexpr int64_t g() const { return mq() + kGdnChunk * kGdnChunk; }
   __host__ __device__ constexpr int64_t floats() const { return g() + kGdnChunk; }
 };
+
+// What the two-pass forward keeps for a backward (its records, chunk_states and chunk_w), as one
+// block of floats: the records, then the state entering each chunk [item][dk][dv], then W = U -
+// Wk S0 [item][64][dv]; item = (row * max_chunks + chunk) * v_heads + value head.
+struct GdnForwardKept {
+  int64_t records, states, w, total;
+};
+
+__host__ __device__ constexpr GdnForwardKept gdn_forward_kept(int64_t rows, int64_t max_chunks, int64_t v_heads,
+                                                              int64_t dk, int64_t dv) {
+  const int64_t items = rows * max_chunks * v_heads;
+  const int64_t states = items * GdnChunkRecord{dk, dv}.floats(), w = states + items * dk * dv;
+  return {0, states, w, w + items * kGdnChunk * dv};
+}
 
 }  // namespace kiln::cuda

@@ -25,23 +25,23 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kWP = kBV + 1;  // row stride of a [rows][32] tile: a column read across lanes hits distinct banks
 constexpr int kAL = kC + 1;   // row stride of a [64][64] matrix, likewise
 
-// Where the scratch's parts start (floats); `items` = rows x chunks x value heads.
-struct Parts {
-  int64_t records, states, w, dstates, dw, total;
-};
-
 __host__ __device__ inline int64_t max_chunks_of(const GdnBackwardParams& p) { return (p.max_len + kC - 1) / kC; }
 
-__host__ __device__ inline Parts parts_of(const GdnBackwardParams& p) {
+__host__ __device__ inline GdnForwardKept kept_of(const GdnBackwardParams& p) {
+  return gdn_forward_kept(p.rows, max_chunks_of(p), p.v_heads, p.dk, p.dv);
+}
+
+// The forward's records, chunk states and W (p.kept, or recomputed into the scratch), and the
+// scan's dSn [item][dk][dv] and dW [item][64][dv] (in the scratch); item as in gdn_forward_kept.
+struct Chunks {
+  const float *rec, *states, *w;
+  float *dstates, *dw;
+};
+
+// The scratch: the forward's part (unless p.kept has it), then dSn, then dW.
+int64_t scratch_floats(const GdnBackwardParams& p) {
   const int64_t items = p.rows * max_chunks_of(p) * p.v_heads;
-  Parts s{};
-  s.records = 0;
-  s.states = s.records + items * GdnChunkRecord{p.dk, p.dv}.floats();
-  s.w = s.states + items * p.dk * p.dv;
-  s.dstates = s.w + items * kC * p.dv;
-  s.dw = s.dstates + items * p.dk * p.dv;
-  s.total = s.dw + items * kC * p.dv;
-  return s;
+  return (p.kept != nullptr ? 0 : kept_of(p).total) + items * (p.dk + kC) * p.dv;
 }
 
 // A tile of `rows` x 32 columns (row stride kWP) from a row-major matrix at src whose rows are
@@ -74,7 +74,7 @@ struct ScanLayout {
 
 // Grid: (v_heads, ceil(dv / 32), rows).
 template <int DK>
-__global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBackwardParams p, float* scratch) {
+__global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBackwardParams p, Chunks ch) {
   using L = ScanLayout<DK>;
   constexpr int KP = L::kKP;
   extern __shared__ float4 smem4[];
@@ -91,7 +91,6 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
   const int64_t dv = p.dv, j0 = static_cast<int64_t>(blockIdx.y) * kBV;
   const int bv = dv - j0 < kBV ? static_cast<int>(dv - j0) : kBV;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const Parts parts = parts_of(p);
   const GdnChunkRecord R{DK, dv};
   const int64_t max_chunks = max_chunks_of(p);
 
@@ -102,9 +101,9 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
     const int64_t c0 = t0 + static_cast<int64_t>(c) * kC;
     const int n = t1 - c0 < kC ? static_cast<int>(t1 - c0) : kC;
     const int64_t item = (row * max_chunks + c) * p.v_heads + h;
-    const float* rec = scratch + parts.records + item * R.floats();
+    const float* rec = ch.rec + item * R.floats();
     __syncthreads();  // the previous chunk is done with every buffer
-    float* kept = scratch + parts.dstates + item * DK * dv + j0;
+    float* kept = ch.dstates + item * DK * dv + j0;
     for (int e = tid; e < DK * kBV; e += kThreads) {
       const int d = e / kBV, j = e % kBV;
       if (j < bv) kept[d * dv + j] = dS[e];
@@ -144,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
 #pragma unroll
         for (int a = 0; a < 8; ++a) md[a] += Mq[s * kC + warp * 8 + a] * o;
       }
-      float* dw_glob = scratch + parts.dw + item * kC * dv + j0;
+      float* dw_glob = ch.dw + item * kC * dv + j0;
 #pragma unroll
       for (int a = 0; a < 8; ++a) {
         const int t = warp * 8 + a;
@@ -235,7 +234,7 @@ struct GradLayout {
 // Grid: (v_heads, max chunks, rows).
 template <int DK>
 __global__ void __launch_bounds__(kThreads, 1)
-    gdn_chunk_bwd_grad_kernel(GdnBackwardParams p, GdnChunkedBackwardBuffers b) {
+    gdn_chunk_bwd_grad_kernel(GdnBackwardParams p, GdnChunkedBackwardBuffers b, Chunks ch) {
   using L = GradLayout<DK>;
   constexpr int LD = L::LD, CB = DK / 16;
   extern __shared__ float4 smem4[];
@@ -260,13 +259,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int n = t1 - c0 < kC ? static_cast<int>(t1 - c0) : kC;
   const int64_t dv = p.dv, H = p.v_heads;
   const int64_t item = (row * max_chunks_of(p) + c) * H + h;
-  const Parts parts = parts_of(p);
   const GdnChunkRecord R{DK, dv};
-  const float* rec = b.scratch + parts.records + item * R.floats();
-  const float* S0g = b.scratch + parts.states + item * DK * dv;
-  const float* Wg = b.scratch + parts.w + item * kC * dv;
-  const float* dSg = b.scratch + parts.dstates + item * DK * dv;
-  float* dWg = b.scratch + parts.dw + item * kC * dv;  // dW; then dXu in place
+  const float* rec = ch.rec + item * R.floats();
+  const float* S0g = ch.states + item * DK * dv;
+  const float* Wg = ch.w + item * kC * dv;
+  const float* dSg = ch.dstates + item * DK * dv;
+  float* dWg = ch.dw + item * kC * dv;  // dW; then dXu in place
   const int tid = threadIdx.x, ty = tid >> 4, tx = tid & 15;
 
   // 0. Q, K, Wk and the gates; Ae.
@@ -561,48 +559,53 @@ Status launch(const GdnBackwardParams& p, const GdnChunkedBackwardBuffers& b, cu
   }();
   if (attr != cudaSuccess)
     return internal_error(std::string("gdn_chunk_bwd kernels: raising the shared-memory limit: ") + cudaGetErrorString(attr));
-  const Parts parts = parts_of(p);
   const int64_t max_chunks = max_chunks_of(p);
+  const GdnForwardKept kept = kept_of(p);
+  const int64_t items = p.rows * max_chunks * p.v_heads;
+  const float* fwd = p.kept != nullptr ? p.kept : b.scratch;
+  float* own = p.kept != nullptr ? b.scratch : b.scratch + kept.total;
+  const Chunks ch{fwd + kept.records, fwd + kept.states, fwd + kept.w, own, own + items * p.dk * p.dv};
 
-  // The forward's records, the state entering each chunk, and W.
-  GatedDeltaRuleParams f;
-  f.rows = p.rows;
-  f.tokens = p.tokens;
-  f.k_heads = p.k_heads;
-  f.v_heads = p.v_heads;
-  f.dk = p.dk;
-  f.dv = p.dv;
-  f.q = p.q;
-  f.q_token_stride = p.q_token_stride;
-  f.q_head_stride = p.q_head_stride;
-  f.k = p.k;
-  f.k_token_stride = p.k_token_stride;
-  f.k_head_stride = p.k_head_stride;
-  f.v = p.v;
-  f.v_token_stride = p.v_token_stride;
-  f.v_head_stride = p.v_head_stride;
-  f.a = p.a;
-  f.a_stride = p.a_stride;
-  f.b = p.b;
-  f.b_stride = p.b_stride;
-  f.a_log = p.a_log;
-  f.dt_bias = p.dt_bias;
-  f.cu_seqlens = p.cu_seqlens;
-  f.zero_state = true;
-  f.scratch = b.scratch + parts.records;
-  f.max_chunks = max_chunks;
-  f.chunk_states = b.scratch + parts.states;
-  f.chunk_w = b.scratch + parts.w;
-  KILN_RETURN_IF_ERROR(gated_delta_rule_chunked(f, stream));
+  if (p.kept == nullptr) {  // the forward's records, the state entering each chunk, and W
+    GatedDeltaRuleParams f;
+    f.rows = p.rows;
+    f.tokens = p.tokens;
+    f.k_heads = p.k_heads;
+    f.v_heads = p.v_heads;
+    f.dk = p.dk;
+    f.dv = p.dv;
+    f.q = p.q;
+    f.q_token_stride = p.q_token_stride;
+    f.q_head_stride = p.q_head_stride;
+    f.k = p.k;
+    f.k_token_stride = p.k_token_stride;
+    f.k_head_stride = p.k_head_stride;
+    f.v = p.v;
+    f.v_token_stride = p.v_token_stride;
+    f.v_head_stride = p.v_head_stride;
+    f.a = p.a;
+    f.a_stride = p.a_stride;
+    f.b = p.b;
+    f.b_stride = p.b_stride;
+    f.a_log = p.a_log;
+    f.dt_bias = p.dt_bias;
+    f.cu_seqlens = p.cu_seqlens;
+    f.zero_state = true;
+    f.scratch = b.scratch + kept.records;
+    f.max_chunks = max_chunks;
+    f.chunk_states = b.scratch + kept.states;
+    f.chunk_w = b.scratch + kept.w;
+    KILN_RETURN_IF_ERROR(gated_delta_rule_chunked(f, stream));
+  }
 
   auto shape = [&] { return shape_of(p); };
   const dim3 scan_grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>((p.dv + kBV - 1) / kBV),
                        static_cast<unsigned>(p.rows));
-  gdn_chunk_bwd_scan_kernel<DK><<<scan_grid, kThreads, scan_smem, stream>>>(p, b.scratch);
+  gdn_chunk_bwd_scan_kernel<DK><<<scan_grid, kThreads, scan_smem, stream>>>(p, ch);
   KILN_RETURN_IF_ERROR(launch_status("gdn_chunk_bwd_scan_kernel", shape, stream));
   const dim3 grad_grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>(max_chunks),
                        static_cast<unsigned>(p.rows));
-  gdn_chunk_bwd_grad_kernel<DK><<<grad_grid, kThreads, grad_smem, stream>>>(p, b);
+  gdn_chunk_bwd_grad_kernel<DK><<<grad_grid, kThreads, grad_smem, stream>>>(p, b, ch);
   return launch_status("gdn_chunk_bwd_grad_kernel", shape, stream);
 }
 
@@ -611,7 +614,7 @@ Status launch(const GdnBackwardParams& p, const GdnChunkedBackwardBuffers& b, cu
 bool gdn_chunked_backward_takes(int64_t dk) { return dk == 16 || dk == 32 || dk == 64 || dk == 128; }
 
 size_t gdn_chunked_backward_floats(const GdnBackwardParams& p) {
-  return gdn_chunked_backward_takes(p.dk) ? static_cast<size_t>(parts_of(p).total) : 0;
+  return gdn_chunked_backward_takes(p.dk) ? static_cast<size_t>(scratch_floats(p)) : 0;
 }
 
 size_t gdn_chunked_backward_smem_bytes(int64_t dk) {

@@ -47,14 +47,15 @@ struct GdnChunkedBackwardBuffers {
   float *dgp = nullptr, *dbp = nullptr;  // [tokens, v_heads]
 };
 
-// Floats of the records, chunk states and W of the forward, and dSn and dW of the scan, for
-// p.rows rows of at most p.max_len tokens.
+// Floats of the records, chunk states and W of the forward (unless p.kept holds them), and dSn
+// and dW of the scan, for p.rows rows of at most p.max_len tokens.
 size_t gdn_chunked_backward_floats(const GdnBackwardParams& p);
 
 // Largest shared memory a block of its kernels takes (the plan checks the device holds it).
 size_t gdn_chunked_backward_smem_bytes(int64_t dk);
 
-// The forward's records and states, the scan, the gradient pass; dv is written into p.dv_out.
+// The forward's records and states (unless p.kept holds them), the scan, the gradient pass; dv
+// is written into p.dv_out.
 Status gdn_chunked_backward(const GdnBackwardParams& p, const GdnChunkedBackwardBuffers& b, cudaStream_t stream);
 
 }  // namespace kiln::cuda
