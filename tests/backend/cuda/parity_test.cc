@@ -304,7 +304,9 @@ TEST(CudaParity, RmsNorm) {
   auto ref = cpu();
   struct Case {
     int64_t rows, width, row_stride;
-  } cases[] = {{5, 64, 64}, {3, 2560, 2560}, {7 * 16, 256, 512}, {9, 128, 130}, {1, 2560, 2560}};
+  } cases[] = {{5, 64, 64},     {3, 2560, 2560}, {7 * 16, 256, 512}, {9, 128, 130}, {1, 2560, 2560},
+               // more than 64 rows narrower than 256 columns: a warp a row (a partial last block)
+               {203, 128, 128}, {75, 100, 103}};
   uint32_t seed = 100;
   for (const auto& c : cases)
     for (NormKind kind : {NormKind::kOnePlus, NormKind::kPlain, NormKind::kGated})

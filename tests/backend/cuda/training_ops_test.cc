@@ -146,6 +146,7 @@ TEST(CudaTrainingOps, NormBackward) {
       {"gated (GDN out, 4B dv 128)", NormKind::kGated, 96, 128, false, false, false},
       {"gated in place, strided", NormKind::kGated, 4, 130, true, true, false},
       {"gated accumulate", NormKind::kGated, 3, 33, false, false, true},
+      {"(1 + w), 75 rows of 200 in place, strided", NormKind::kOnePlus, 75, 200, true, true, true},
   };
   uint32_t seed = 100;
   for (const auto& c : cases) {

@@ -44,6 +44,53 @@ __global__ void norm_backward_kernel(NormBackwardParams p) {
   }
 }
 
+// Rows narrower than 256 columns (the GDN gated norm's rows of dv), which the kernel above runs
+// as one block of 64 threads a row: a warp a row, kNarrowRows rows a block, lane l doing the work
+// of that block's threads l and l + 32 in the same order and adding their warp sums as block_sum
+// does, so the arithmetic is the same. A warp writes only its own row, and only the columns each
+// lane has read, so dx may alias dout here too.
+constexpr int kNarrowRows = 8;
+
+__global__ void __launch_bounds__(kNarrowRows * 32) norm_backward_narrow_kernel(NormBackwardParams p) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kNarrowRows + (threadIdx.x >> 5);
+  if (row >= p.rows) return;
+  const float* x = p.x + row * p.x_stride;
+  const float* dy = p.dout + row * p.dout_stride;
+  const float* z = p.kind == RmsKind::kGated ? p.gate + row * p.gate_stride : nullptr;
+  float ss[2], gn[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float s2 = 0.f, g2 = 0.f;
+    for (int64_t j = lane + 32 * h; j < p.width; j += 64) {
+      const float v = x[j];
+      float w = p.kind == RmsKind::kOnePlus ? 1.f + p.weight[j] : p.weight[j];
+      if (z) w *= z[j] * sigmoidf(z[j]);
+      s2 += v * v;
+      g2 += dy[j] * w * v;
+    }
+    ss[h] = warp_sum(s2);
+    gn[h] = warp_sum(g2);
+  }
+  const float inv = 1.f / sqrtf((ss[0] + ss[1]) / static_cast<float>(p.width) + p.eps);
+  const float mean = (gn[0] + gn[1]) * inv / static_cast<float>(p.width);
+  float* dx = p.dx + row * p.dx_stride;
+  float* dz = z ? p.dgate + row * p.dgate_stride : nullptr;
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+    for (int64_t j = lane + 32 * h; j < p.width; j += 64) {
+      const float v = x[j], d = dy[j], wj = p.weight[j];
+      float w = p.kind == RmsKind::kOnePlus ? 1.f + wj : wj;
+      if (z) {
+        const float zj = z[j], s = sigmoidf(zj);
+        w *= zj * s;
+        dz[j] = d * wj * v * inv * s * (1.f + zj * (1.f - s));
+      }
+      const float g = inv * (d * w - v * inv * mean);
+      dx[j] = p.accumulate ? dx[j] + g : g;
+    }
+}
+
 __device__ __forceinline__ void silu_mul_backward_one(float aj, float bj, float d, float& da, float& db) {
   const float sg = sigmoidf(aj);
   db = d * aj * sg;
@@ -109,7 +156,12 @@ Status norm_backward(const NormBackwardParams& p, cudaStream_t stream) {
   auto shape = [&] { return rows_shape(p.rows, p.width) + " kind=" + std::to_string(static_cast<int>(p.kind)); };
   if (p.rows == 0 || p.width == 0) return {};
   if (p.rows > 0x7fffffff) return invalid_argument("norm_backward_kernel: too many rows (" + shape() + ")");
-  const int threads = p.width >= 1024 ? 256 : (p.width >= 256 ? 128 : 64);
+  if (p.width < 256) {  // the 64-thread rows, a warp each
+    norm_backward_narrow_kernel<<<static_cast<unsigned>((p.rows + kNarrowRows - 1) / kNarrowRows), kNarrowRows * 32, 0,
+                                  stream>>>(p);
+    return launch_status("norm_backward_narrow_kernel", shape, stream);
+  }
+  const int threads = p.width >= 1024 ? 256 : 128;
   norm_backward_kernel<<<static_cast<unsigned>(p.rows), threads, 0, stream>>>(p);
   return launch_status("norm_backward_kernel", shape, stream);
 }
