@@ -476,19 +476,39 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
     S[e] = j < bv && S_glob != nullptr ? S_glob[d * dv + j] : 0.f;
   }
   const int64_t t0 = p.cu_seqlens[row], t1 = p.cu_seqlens[row + 1];
-  for (int c = 0; t0 + static_cast<int64_t>(c) * kC < t1; ++c) {
+  const GdnChunkRecord R{DK, dv};
+  auto record = [&](int c) { return p.scratch + ((row * p.max_chunks + c) * p.v_heads + h) * R.floats(); };
+  auto exists = [&](int c) { return t0 + static_cast<int64_t>(c) * kC < t1; };
+  // The record loads run ahead of the arithmetic in cp.async groups, each into a buffer as soon as
+  // its last reader of the previous chunk is done: Qn and Wk after the W / exp(G) Qn S0 step, Mq
+  // after the output, U, G and Kn at the top of the chunk (Kn waited for only before the state
+  // update). A group is committed even when empty (no next chunk), so every wait counts alike.
+  auto load_qwk = [&](int c) {
+    if (exists(c)) {
+      const float* rec = record(c);
+      for (int e = tid; e < kC * (DK / 4); e += kThreads) {
+        const int t = e / (DK / 4), d = 4 * (e % (DK / 4));
+        __pipeline_memcpy_async(Qs + t * KP + d, rec + R.q() + t * DK + d, 16);
+        __pipeline_memcpy_async(Wks + t * KP + d, rec + R.wk() + t * DK + d, 16);
+      }
+    }
+    __pipeline_commit();
+  };
+  auto load_m = [&](int c) {
+    if (exists(c))
+      for (int e = tid; e < kC * kC / 4; e += kThreads) __pipeline_memcpy_async(Mq + 4 * e, record(c) + R.mq() + 4 * e, 16);
+    __pipeline_commit();
+  };
+  load_qwk(0);
+  load_m(0);
+  for (int c = 0; exists(c); ++c) {
     const int64_t c0 = t0 + static_cast<int64_t>(c) * kC;
     const int n = t1 - c0 < kC ? static_cast<int>(t1 - c0) : kC;
     const int64_t item = (row * p.max_chunks + c) * p.v_heads + h;
-    const GdnChunkRecord R{DK, dv};
-    const float* rec = p.scratch + item * R.floats();
-    const float* rQ = rec + R.q();
-    const float* rK = rec + R.k();
-    const float* rWk = rec + R.wk();
+    const float* rec = record(c);
     const float* rU = rec + R.u();
-    const float* rM = rec + R.mq();
     const float* rG = rec + R.g();
-    __syncthreads();  // the previous chunk is done with every buffer
+    __syncthreads();  // the previous chunk is done with W, G and Kn
     if (p.chunk_states != nullptr) {  // the state entering the chunk, for a backward
       float* kept = p.chunk_states + item * DK * dv + j0;
       for (int e = tid; e < DK * kBV; e += kThreads) {
@@ -496,13 +516,6 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
         if (j < bv) kept[d * dv + j] = S[e];
       }
     }
-    for (int e = tid; e < kC * (DK / 4); e += kThreads) {
-      const int t = e / (DK / 4), d = 4 * (e % (DK / 4));
-      __pipeline_memcpy_async(Qs + t * KP + d, rQ + t * DK + d, 16);
-      __pipeline_memcpy_async(Ks + t * KP + d, rK + t * DK + d, 16);
-      __pipeline_memcpy_async(Wks + t * KP + d, rWk + t * DK + d, 16);
-    }
-    for (int e = tid; e < kC * kC / 4; e += kThreads) __pipeline_memcpy_async(Mq + 4 * e, rM + 4 * e, 16);
     for (int e = tid; e < kC * kBV; e += kThreads) {
       const int t = e / kBV, j = e % kBV;
       if (j < bv) __pipeline_memcpy_async(W + t * kWP + j, rU + t * dv + j0 + j, 4);
@@ -510,7 +523,12 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
     }
     if (tid < kC) G[tid] = rG[tid];
     __pipeline_commit();
-    __pipeline_wait_prior(0);
+    for (int e = tid; e < kC * (DK / 4); e += kThreads) {
+      const int t = e / (DK / 4), d = 4 * (e % (DK / 4));
+      __pipeline_memcpy_async(Ks + t * KP + d, rec + R.k() + t * DK + d, 16);
+    }
+    __pipeline_commit();
+    __pipeline_wait_prior(1);  // all but Kn
     __syncthreads();
 
     // W = U - Wk S0 and exp(G) Qn S0: thread (column lane, rows warp*8 .. warp*8+7).
@@ -541,6 +559,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
       }
     }
     __syncthreads();
+    load_qwk(c + 1);  // Qn and Wk are done with
     // out = exp(G) Qn S0 + Mq W.
     if (p.out != nullptr) {
       const int last = warp * 8 + 7 < n - 1 ? warp * 8 + 7 : n - 1;
@@ -558,12 +577,14 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
       }
     }
     __syncthreads();
+    load_m(c + 1);  // Mq is done with
     // S = exp(G_last) S0 + Kn^T (exp(G_last - G) W).
     const float glast = G[kC - 1];
     for (int e = tid; e < kC * kBV; e += kThreads) {
       const int t = e / kBV, j = e % kBV;
       W[t * kWP + j] *= expf(glast - G[t]);
     }
+    __pipeline_wait_prior(2);  // Kn (the next chunk's Qn, Wk and Mq may still be in flight)
     __syncthreads();
     {
       constexpr int PD = DK / kWarps;

@@ -97,12 +97,29 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
   for (int e = tid; e < DK * kBV; e += kThreads) dS[e] = 0.f;
   const int64_t t0 = p.cu_seqlens[row], t1 = p.cu_seqlens[row + 1];
   const int chunks = static_cast<int>((t1 - t0 + kC - 1) / kC);
+  auto record = [&](int c) { return ch.rec + ((row * max_chunks + c) * p.v_heads + h) * R.floats(); };
+  // As the forward scan: the record loads run ahead in cp.async groups, each into its buffer once
+  // the buffer's last reader of the previous chunk (the next one up) is done: Kn and Mq after dW,
+  // Qn and Wk at the top of the chunk (waited for only before the dS update). A group is
+  // committed even when empty, so every wait counts alike.
+  auto load_km = [&](int c) {
+    if (c >= 0) {
+      const float* rec = record(c);
+      for (int e = tid; e < kC * (DK / 4); e += kThreads) {
+        const int t = e / (DK / 4), d = 4 * (e % (DK / 4));
+        __pipeline_memcpy_async(Ks + t * KP + d, rec + R.k() + t * DK + d, 16);
+      }
+      for (int e = tid; e < kC * kC / 4; e += kThreads) __pipeline_memcpy_async(Mq + 4 * e, rec + R.mq() + 4 * e, 16);
+    }
+    __pipeline_commit();
+  };
+  load_km(chunks - 1);
   for (int c = chunks - 1; c >= 0; --c) {
     const int64_t c0 = t0 + static_cast<int64_t>(c) * kC;
     const int n = t1 - c0 < kC ? static_cast<int>(t1 - c0) : kC;
     const int64_t item = (row * max_chunks + c) * p.v_heads + h;
-    const float* rec = ch.rec + item * R.floats();
-    __syncthreads();  // the previous chunk is done with every buffer
+    const float* rec = record(c);
+    __syncthreads();  // the previous chunk is done with dS, Qn, Wk, dout and G
     float* kept = ch.dstates + item * DK * dv + j0;
     for (int e = tid; e < DK * kBV; e += kThreads) {
       const int d = e / kBV, j = e % kBV;
@@ -110,15 +127,13 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
     }
     for (int e = tid; e < kC * (DK / 4); e += kThreads) {
       const int t = e / (DK / 4), d = 4 * (e % (DK / 4));
-      __pipeline_memcpy_async(Ks + t * KP + d, rec + R.k() + t * DK + d, 16);
       __pipeline_memcpy_async(Qs + t * KP + d, rec + R.q() + t * DK + d, 16);
       __pipeline_memcpy_async(Wks + t * KP + d, rec + R.wk() + t * DK + d, 16);
     }
-    for (int e = tid; e < kC * kC / 4; e += kThreads) __pipeline_memcpy_async(Mq + 4 * e, rec + R.mq() + 4 * e, 16);
+    __pipeline_commit();
     load_tile(O, p.dout + c0 * p.dout_token_stride + h * p.dout_head_stride + j0, p.dout_token_stride, kC, n, bv);
     if (tid < kC) G[tid] = rec[R.g() + tid];
-    __pipeline_commit();
-    __pipeline_wait_prior(0);
+    __pipeline_wait_prior(1);  // Kn and Mq; Qn and Wk may still be in flight
     __syncthreads();
 
     // dW: thread (column lane, rows warp*8 .. warp*8+7). Mq is zero above the diagonal, so the
@@ -153,10 +168,12 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
       }
     }
     __syncthreads();
+    load_km(c - 1);  // Kn and Mq are done with
     for (int e = tid; e < kC * kBV; e += kThreads) {
       const int t = e / kBV, j = e % kBV;
       O[t * kWP + j] *= expf(G[t]);
     }
+    __pipeline_wait_prior(1);  // Qn and Wk (the next chunk's Kn and Mq may still be in flight)
     __syncthreads();
     // dS = exp(G_L) dSn + Qn^T (gamma dout) - Wk^T dW: thread (column lane, rows warp*PD ..).
     {
