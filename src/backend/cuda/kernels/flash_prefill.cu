@@ -5,6 +5,7 @@
 // Shared rows are padded by 8 bf16 (16 bytes): consecutive rows then start 4 banks apart, so
 // the 8 rows a fragment load touches fall in distinct banks (and ldmatrix stays 16-byte aligned).
 #include <cuda_bf16.h>
+#include <cuda_pipeline.h>
 
 #include "backend/cuda/kernels/flash_prefill.h"
 #include "backend/cuda/kernels/kv_elem.cuh"
@@ -55,13 +56,11 @@ template <int D, typename KV>
 __global__ void __launch_bounds__(kThreads, 2) flash_prefill_kernel(FlashPrefillParams p) {
   constexpr int S = D + 8;  // shared row stride in bf16
   constexpr int kDimSlices = D / 8, kDimSteps = D / 16, kKeySlices = kTileKeys / 8, kQuads = D / 4;
-  constexpr int kStageIters = kTileKeys * kQuads / kThreads;
-  static_assert(kTileKeys * kQuads % kThreads == 0, "the staging loop covers the tile exactly");
   extern __shared__ float4 smem4[];
   __nv_bfloat16* Qs = reinterpret_cast<__nv_bfloat16*>(smem4);  // [kQueryRows][S]
   __nv_bfloat16* Ks = Qs + kQueryRows * S;                       // [kTileKeys][S]
   __nv_bfloat16* Vs = Ks + kTileKeys * S;                        // [kTileKeys][S]
-  __shared__ int64_t key_off_s[kTileKeys];  // each key's K/V offset in the cache; -1: masked
+  __shared__ int64_t key_off_s[2][kTileKeys];  // each key's K/V offset in the cache (-1: masked), two tiles
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c4 = lane & 3;
   const int64_t row = blockIdx.y, h = blockIdx.z, kvh = h / (p.q_heads / p.kv_heads);
@@ -97,108 +96,137 @@ __global__ void __launch_bounds__(kThreads, 2) flash_prefill_kernel(FlashPrefill
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // m in units of log2, l per thread (columns 2c..)
   const float scale_log2 = p.scale * kLog2e;
 
-  for (int64_t k0 = 0; k0 <= block_last; k0 += kTileKeys) {
-    __syncthreads();  // every warp is done with the previous tile (the first time: Q is staged)
-    if (tid < kTileKeys) {  // the block-table lookup once a key
-      const int64_t j = k0 + tid;
+  // The tiles' K and V go to shared memory as bf16 (masked keys as zeros) one tile ahead of the
+  // arithmetic: K(t + 1) once every warp is done with K(t) (after S = Q K^T), V(t + 1) once every
+  // warp is done with V(t) (after O += P V); a bf16 cache copies asynchronously (cp.async, one
+  // group a stage), an f32 or e4m3 one is widened here. The block-table lookup once a key, for
+  // the tile before its K is staged.
+  const int64_t tiles = block_last / kTileKeys + 1;
+  auto lookup = [&](int64_t t) {
+    if (tid < kTileKeys) {
+      const int64_t j = t * kTileKeys + tid;
       const int64_t slot = j <= block_last ? keys.slot(j) : -1;
-      key_off_s[tid] = slot >= 0 ? (slot * p.kv_heads + kvh) * D : -1;
+      key_off_s[t & 1][tid] = slot >= 0 ? (slot * p.kv_heads + kvh) * D : -1;
     }
-    __syncthreads();
+  };
+  auto stage = [&](const void* cache, __nv_bfloat16* dst, int64_t t) {
+    if (t < tiles) {
+      const int64_t* off = key_off_s[t & 1];
+      if constexpr (std::is_same_v<KV, __nv_bfloat16>) {
+        for (int e = tid; e < kTileKeys * (D / 8); e += kThreads) {
+          const int jj = e / (D / 8), d = 8 * (e % (D / 8));
+          const int64_t at = off[jj];
+          const KV* src = static_cast<const KV*>(cache) + (at >= 0 ? at + d : 0);
+          __pipeline_memcpy_async(dst + jj * S + d, src, 16, at >= 0 ? 0 : 16);  // masked: 16 zero bytes
+        }
+      } else {  // f32 rounded to bf16; e4m3 widened (exactly: bf16 holds every e4m3 value)
 #pragma unroll 4
-    for (int i = 0; i < kStageIters; ++i) {
-      const int e = tid + i * kThreads, jj = e / kQuads, d = 4 * (e % kQuads);
-      const int64_t off = key_off_s[jj];
-      uint2 kb = make_uint2(0, 0), vb = kb;  // four bf16 dims of K and V
-      if (off >= 0) {
-        const KV* kp = static_cast<const KV*>(p.k_cache) + off + d;
-        const KV* vp = static_cast<const KV*>(p.v_cache) + off + d;
-        if constexpr (std::is_same_v<KV, __nv_bfloat16>) {  // already bf16
-          kb = __ldg(reinterpret_cast<const uint2*>(kp));
-          vb = __ldg(reinterpret_cast<const uint2*>(vp));
-        } else {  // f32 rounded to bf16; e4m3 widened (exactly: bf16 holds every e4m3 value)
-          float kx[4], vx[4];
-          load_kv<4>(kp, kx);
-          load_kv<4>(vp, vx);
-          kb = make_uint2(pack_bf16(kx[0], kx[1]), pack_bf16(kx[2], kx[3]));
-          vb = make_uint2(pack_bf16(vx[0], vx[1]), pack_bf16(vx[2], vx[3]));
+        for (int e = tid; e < kTileKeys * kQuads; e += kThreads) {
+          const int jj = e / kQuads, d = 4 * (e % kQuads);
+          const int64_t at = off[jj];
+          uint2 b = make_uint2(0, 0);
+          if (at >= 0) {
+            float x[4];
+            load_kv<4>(static_cast<const KV*>(cache) + at + d, x);
+            b = make_uint2(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]));
+          }
+          *reinterpret_cast<uint2*>(dst + jj * S + d) = b;
         }
       }
-      *reinterpret_cast<uint2*>(Ks + jj * S + d) = kb;
-      *reinterpret_cast<uint2*>(Vs + jj * S + d) = vb;
     }
+    __pipeline_commit();  // even when empty: every wait below counts alike
+  };
+  lookup(0);
+  __syncthreads();  // the offsets (and Q) are in
+  stage(p.k_cache, Ks, 0);
+  stage(p.v_cache, Vs, 0);
+
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t k0 = t * kTileKeys;
+    const int64_t* koff = key_off_s[t & 1];
+    const bool active = k0 <= warp_last;  // warp-uniform: otherwise every key of the tile is masked for this warp
+    __pipeline_wait_prior(1);  // K(t); V(t) may still be in flight
     __syncthreads();
-    if (k0 > warp_last) continue;  // warp-uniform: every key of the tile is masked for this warp
-
-    // S = Q K^T for the warp's 16 rows and the tile's 64 keys.
     float s[kKeySlices][4];
+    if (active) {
+      // S = Q K^T for the warp's 16 rows and the tile's 64 keys.
 #pragma unroll
-    for (int n = 0; n < kKeySlices; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+      for (int n = 0; n < kKeySlices; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
 #pragma unroll
-    for (int kk = 0; kk < kDimSteps; ++kk) {
-      const __nv_bfloat16* qa = Qs + (r0 + g) * S + kk * 16 + 2 * c4;
-      const uint32_t a[4] = {ld32(qa), ld32(qa + 8 * S), ld32(qa + 8), ld32(qa + 8 * S + 8)};
+      for (int kk = 0; kk < kDimSteps; ++kk) {
+        const __nv_bfloat16* qa = Qs + (r0 + g) * S + kk * 16 + 2 * c4;
+        const uint32_t a[4] = {ld32(qa), ld32(qa + 8 * S), ld32(qa + 8), ld32(qa + 8 * S + 8)};
 #pragma unroll
-      for (int n = 0; n < kKeySlices; ++n) {
-        const __nv_bfloat16* kb = Ks + (n * 8 + g) * S + kk * 16 + 2 * c4;
-        mma_bf16(s[n], a, ld32(kb), ld32(kb + 8));
+        for (int n = 0; n < kKeySlices; ++n) {
+          const __nv_bfloat16* kb = Ks + (n * 8 + g) * S + kk * 16 + 2 * c4;
+          mma_bf16(s[n], a, ld32(kb), ld32(kb + 8));
+        }
       }
     }
-
-    // Causal and invalid-block masks, then the online softmax of rows g (hr 0) and g + 8 (hr 1).
-    const int64_t rel0 = lim0 - k0, rel1 = lim1 - k0;  // the last visible key of each row, in the tile
-    float mx[2] = {m[0], m[1]};
+    if (t + 1 < tiles) lookup(t + 1);
+    __syncthreads();  // every warp is done with K(t); the next tile's offsets are in
+    stage(p.k_cache, Ks, t + 1);
+    if (active) {
+      // Causal and invalid-block masks, then the online softmax of rows g (hr 0) and g + 8 (hr 1).
+      const int64_t rel0 = lim0 - k0, rel1 = lim1 - k0;  // the last visible key of each row, in the tile
+      float mx[2] = {m[0], m[1]};
 #pragma unroll
-    for (int n = 0; n < kKeySlices; ++n)
+      for (int n = 0; n < kKeySlices; ++n)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int jj = n * 8 + 2 * c4 + (c & 1), hr = c >> 1;
-        const bool ok = key_off_s[jj] >= 0 && jj <= (hr ? rel1 : rel0);
-        s[n][c] = ok ? s[n][c] * scale_log2 : -INFINITY;
-        mx[hr] = fmaxf(mx[hr], s[n][c]);
-      }
-    float base[2], corr[2], lsum[2] = {0.f, 0.f};
+        for (int c = 0; c < 4; ++c) {
+          const int jj = n * 8 + 2 * c4 + (c & 1), hr = c >> 1;
+          const bool ok = koff[jj] >= 0 && jj <= (hr ? rel1 : rel0);
+          s[n][c] = ok ? s[n][c] * scale_log2 : -INFINITY;
+          mx[hr] = fmaxf(mx[hr], s[n][c]);
+        }
+      float base[2], corr[2], lsum[2] = {0.f, 0.f};
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
-      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
-      base[hr] = mx[hr] == -INFINITY ? 0.f : mx[hr];  // no visible key yet: every p is 0
-      corr[hr] = exp2f(m[hr] - base[hr]);              // 0 while m = -inf
-      m[hr] = mx[hr];
-    }
-#pragma unroll
-    for (int n = 0; n < kKeySlices; ++n)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int hr = c >> 1;
-        s[n][c] = exp2f(s[n][c] - base[hr]);
-        lsum[hr] += s[n][c];
+      for (int hr = 0; hr < 2; ++hr) {
+        mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+        mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+        base[hr] = mx[hr] == -INFINITY ? 0.f : mx[hr];  // no visible key yet: every p is 0
+        corr[hr] = exp2f(m[hr] - base[hr]);              // 0 while m = -inf
+        m[hr] = mx[hr];
       }
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) l[hr] = l[hr] * corr[hr] + lsum[hr];
+      for (int n = 0; n < kKeySlices; ++n)
 #pragma unroll
-    for (int i = 0; i < kDimSlices; ++i) {
-      o[i][0] *= corr[0];
-      o[i][1] *= corr[0];
-      o[i][2] *= corr[1];
-      o[i][3] *= corr[1];
-    }
-
-    // O += P V, P rounded to bf16; V's B operand comes transposed out of its row-major tile.
+        for (int c = 0; c < 4; ++c) {
+          const int hr = c >> 1;
+          s[n][c] = exp2f(s[n][c] - base[hr]);
+          lsum[hr] += s[n][c];
+        }
 #pragma unroll
-    for (int kc = 0; kc < kTileKeys / 16; ++kc) {
-      const uint32_t a[4] = {pack_bf16(s[2 * kc][0], s[2 * kc][1]), pack_bf16(s[2 * kc][2], s[2 * kc][3]),
-                             pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]),
-                             pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3])};
-      const __nv_bfloat16* vrow = Vs + (kc * 16 + (lane & 15)) * S + (lane >> 4) * 8;
+      for (int hr = 0; hr < 2; ++hr) l[hr] = l[hr] * corr[hr] + lsum[hr];
 #pragma unroll
-      for (int i = 0; i < kDimSlices; i += 2) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, vrow + i * 8);
-        mma_bf16(o[i], a, b[0], b[1]);
-        mma_bf16(o[i + 1], a, b[2], b[3]);
+      for (int i = 0; i < kDimSlices; ++i) {
+        o[i][0] *= corr[0];
+        o[i][1] *= corr[0];
+        o[i][2] *= corr[1];
+        o[i][3] *= corr[1];
       }
     }
+    __pipeline_wait_prior(1);  // V(t); K(t + 1) may still be in flight
+    __syncthreads();
+    if (active) {
+      // O += P V, P rounded to bf16; V's B operand comes transposed out of its row-major tile.
+#pragma unroll
+      for (int kc = 0; kc < kTileKeys / 16; ++kc) {
+        const uint32_t a[4] = {pack_bf16(s[2 * kc][0], s[2 * kc][1]), pack_bf16(s[2 * kc][2], s[2 * kc][3]),
+                               pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]),
+                               pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+        const __nv_bfloat16* vrow = Vs + (kc * 16 + (lane & 15)) * S + (lane >> 4) * 8;
+#pragma unroll
+        for (int i = 0; i < kDimSlices; i += 2) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, vrow + i * 8);
+          mma_bf16(o[i], a, b[0], b[1]);
+          mma_bf16(o[i + 1], a, b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with V(t)
+    stage(p.v_cache, Vs, t + 1);
   }
   if (warp_last < 0) return;
 
