@@ -435,18 +435,40 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_prep_kernel(GatedDeltaRule
   }
 }
 
+constexpr int kSP = kBV + 8;  // the scan's S row stride: a tf32 B fragment (rows q, q + 4; column g) hits 32 banks
+
 template <int DK>
 struct ScanLayout {
   static constexpr int kKP = DK + 4;
-  static constexpr int kS = 0;                   // [DK][kBV]
-  static constexpr int kQ = kS + DK * kBV;       // [kC][kKP]
+  static constexpr int kS = 0;                   // [DK][kSP]
+  static constexpr int kQ = kS + DK * kSP;       // [kC][kKP]
   static constexpr int kK = kQ + kC * kKP;       // [kC][kKP]
   static constexpr int kWk = kK + kC * kKP;      // [kC][kKP]
   static constexpr int kM = kWk + kC * kKP;      // [kC][kC]
   static constexpr int kW = kM + kC * kC;        // [kC][kWP]
-  static constexpr int kG = kW + kC * kWP;       // [kC]
+  static constexpr int kO = kW + kC * kWP;       // [kC][kWP]: exp(G) Qn S0
+  static constexpr int kG = kO + kC * kWP;       // [kC]
   static constexpr int kFloats = kG + kC;
 };
+
+// x = hi + lo with hi = tf32(x) and lo = tf32(x - hi): 3xTF32 products (lo hi + hi lo + hi hi,
+// the small ones first) keep f32-level accuracy on tensor cores.
+__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
+  const float rest = x - __uint_as_float(hi);
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(rest));
+}
+
+// c += a b for a 16x8 tf32 A (row-major), an 8x8 tf32 B (column-major) and a 16x8 f32 C. With
+// g = lane / 4, q = lane % 4: a = (g, q), (g + 8, q), (g, q + 4), (g + 8, q + 4); b = (q, g),
+// (q + 4, g); c = (g, 2q), (g, 2q + 1), (g + 8, 2q), (g + 8, 2q + 1).
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
 
 // Pass 2. Grid: (v_heads, ceil(dv / 32), rows); per chunk, in order:
 //   W = U - Wk S0;  out = exp(G) Qn S0 + Mq W;  S = exp(G_last) S0 + Kn^T (exp(G_last - G) W).
@@ -462,6 +484,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
   float* Wks = smem + L::kWk;
   float* Mq = smem + L::kM;
   float* W = smem + L::kW;
+  float* Os = smem + L::kO;
   float* G = smem + L::kG;
   const int h = blockIdx.x, row = blockIdx.z;
   const int64_t slot = state_slot(p, row);
@@ -473,7 +496,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
   float* S_glob = p.zero_state ? nullptr : p.state + (slot * p.v_heads + h) * DK * dv + j0;
   for (int e = tid; e < DK * kBV; e += kThreads) {
     const int d = e / kBV, j = e % kBV;
-    S[e] = j < bv && S_glob != nullptr ? S_glob[d * dv + j] : 0.f;
+    S[d * kSP + j] = j < bv && S_glob != nullptr ? S_glob[d * dv + j] : 0.f;
   }
   const int64_t t0 = p.cu_seqlens[row], t1 = p.cu_seqlens[row + 1];
   const GdnChunkRecord R{DK, dv};
@@ -513,7 +536,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
       float* kept = p.chunk_states + item * DK * dv + j0;
       for (int e = tid; e < DK * kBV; e += kThreads) {
         const int d = e / kBV, j = e % kBV;
-        if (j < bv) kept[d * dv + j] = S[e];
+        if (j < bv) kept[d * dv + j] = S[d * kSP + j];
       }
     }
     for (int e = tid; e < kC * kBV; e += kThreads) {
@@ -531,37 +554,52 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
     __pipeline_wait_prior(1);  // all but Kn
     __syncthreads();
 
-    // W = U - Wk S0 and exp(G) Qn S0: thread (column lane, rows warp*8 .. warp*8+7).
-    float o[8];
+    // W = U - Wk S0 (warps 0-3) and exp(G) Qn S0 (warps 4-7, into Os): rows 16 (warp % 4) .. + 15
+    // of all 32 columns a warp, as mma.sync tf32 products in 3xTF32.
     {
-      float ws[8], qs[8];
+      const int r0 = 16 * (warp & 3), g = lane >> 2, q = lane & 3;
+      const float* A = warp < 4 ? Wks : Qs;
+      float acc[4][4];
 #pragma unroll
-      for (int a = 0; a < 8; ++a) ws[a] = qs[a] = 0.f;
-#pragma unroll 2
-      for (int d = 0; d < DK; d += 4) {
-        const float s0 = S[d * kBV + lane], s1 = S[(d + 1) * kBV + lane], s2 = S[(d + 2) * kBV + lane],
-                    s3 = S[(d + 3) * kBV + lane];
+      for (int nt = 0; nt < 4; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+#pragma unroll 4
+      for (int k0 = 0; k0 < DK; k0 += 8) {
+        uint32_t ah[4], al[4];
+        split_tf32(A[(r0 + g) * KP + k0 + q], ah[0], al[0]);
+        split_tf32(A[(r0 + g + 8) * KP + k0 + q], ah[1], al[1]);
+        split_tf32(A[(r0 + g) * KP + k0 + q + 4], ah[2], al[2]);
+        split_tf32(A[(r0 + g + 8) * KP + k0 + q + 4], ah[3], al[3]);
 #pragma unroll
-        for (int a = 0; a < 8; ++a) {
-          const int t = warp * 8 + a;
-          const float4 w4 = *reinterpret_cast<const float4*>(Wks + t * KP + d);
-          const float4 q4 = *reinterpret_cast<const float4*>(Qs + t * KP + d);
-          ws[a] += w4.x * s0 + w4.y * s1 + w4.z * s2 + w4.w * s3;
-          qs[a] += q4.x * s0 + q4.y * s1 + q4.z * s2 + q4.w * s3;
+        for (int nt = 0; nt < 4; ++nt) {
+          uint32_t bh[2], bl[2];
+          split_tf32(S[(k0 + q) * kSP + nt * 8 + g], bh[0], bl[0]);
+          split_tf32(S[(k0 + q + 4) * kSP + nt * 8 + g], bh[1], bl[1]);
+          mma_tf32(acc[nt], al, bh);
+          mma_tf32(acc[nt], ah, bl);
+          mma_tf32(acc[nt], ah, bh);
         }
       }
 #pragma unroll
-      for (int a = 0; a < 8; ++a) {
-        const int t = warp * 8 + a;
-        W[t * kWP + lane] -= ws[a];
-        o[a] = expf(G[t]) * qs[a];
-        if (p.chunk_w != nullptr && lane < bv) p.chunk_w[(item * kC + t) * dv + j0 + lane] = W[t * kWP + lane];
-      }
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int t = r0 + g + 8 * (e >> 1), j = nt * 8 + 2 * q + (e & 1);
+          if (warp < 4) {
+            const float w = W[t * kWP + j] - acc[nt][e];
+            W[t * kWP + j] = w;
+            if (p.chunk_w != nullptr && j < bv) p.chunk_w[(item * kC + t) * dv + j0 + j] = w;
+          } else {
+            Os[t * kWP + j] = expf(G[t]) * acc[nt][e];
+          }
+        }
     }
     __syncthreads();
     load_qwk(c + 1);  // Qn and Wk are done with
-    // out = exp(G) Qn S0 + Mq W.
+    // out = exp(G) Qn S0 + Mq W: thread (column lane, rows warp*8 .. warp*8+7).
     if (p.out != nullptr) {
+      float o[8];
+#pragma unroll
+      for (int a = 0; a < 8; ++a) o[a] = Os[(warp * 8 + a) * kWP + lane];
       const int last = warp * 8 + 7 < n - 1 ? warp * 8 + 7 : n - 1;
       for (int i = 0; i <= last; ++i) {
         const float w = W[i * kWP + lane];
@@ -592,7 +630,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
       const float el = expf(glast);
       float acc[PD];
 #pragma unroll
-      for (int m = 0; m < PD; ++m) acc[m] = el * S[(d0 + m) * kBV + lane];
+      for (int m = 0; m < PD; ++m) acc[m] = el * S[(d0 + m) * kSP + lane];
       for (int t = 0; t < n; ++t) {
         const float w = W[t * kWP + lane];
         const float* kr = Ks + t * KP + d0;
@@ -611,14 +649,14 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
         }
       }
 #pragma unroll
-      for (int m = 0; m < PD; ++m) S[(d0 + m) * kBV + lane] = acc[m];
+      for (int m = 0; m < PD; ++m) S[(d0 + m) * kSP + lane] = acc[m];
     }
   }
   if (S_glob == nullptr) return;
   __syncthreads();
   for (int e = tid; e < DK * kBV; e += kThreads) {
     const int d = e / kBV, j = e % kBV;
-    if (j < bv) S_glob[d * dv + j] = S[e];
+    if (j < bv) S_glob[d * dv + j] = S[d * kSP + j];
   }
 }
 
