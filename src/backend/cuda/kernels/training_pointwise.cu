@@ -8,30 +8,20 @@ namespace {
 
 __device__ __forceinline__ float sigmoidf(float x) { return 1.f / (1.f + expf(-x)); }
 
-// One block per row. Pass 1 reads x, dout (and gate) for the two row sums; pass 2 re-reads the
-// same columns with the same threads and writes them. The block_sum between the passes is a
-// barrier, and in pass 2 a thread writes only the columns it has just read, so dx may alias dout.
-__global__ void norm_backward_kernel(NormBackwardParams p) {
-  __shared__ float scratch[32];
-  const int64_t row = blockIdx.x;
-  const float* x = p.x + row * p.x_stride;
-  const float* dy = p.dout + row * p.dout_stride;
-  const float* z = p.kind == RmsKind::kGated ? p.gate + row * p.gate_stride : nullptr;
-  float ss = 0.f, gn = 0.f;  // sum x^2; sum g * x (times inv below: sum g * n)
-  for (int64_t j = threadIdx.x; j < p.width; j += blockDim.x) {
+// One row's backward at column j, for both kernels below. Pass 1: x^2 into ss and g x into gn
+// (g = dout * w, w the effective weight); pass 2: dgate (gated) and dx.
+struct NormRow {
+  const NormBackwardParams& p;
+  const float *x, *dy, *z;  // z: the gate row, or null
+  float *dx, *dz;
+  __device__ __forceinline__ void sums(int64_t j, float& ss, float& gn) const {
     const float v = x[j];
     float w = p.kind == RmsKind::kOnePlus ? 1.f + p.weight[j] : p.weight[j];
     if (z) w *= z[j] * sigmoidf(z[j]);
     ss += v * v;
     gn += dy[j] * w * v;
   }
-  ss = block_sum(ss, scratch);
-  gn = block_sum(gn, scratch);
-  const float inv = 1.f / sqrtf(ss / static_cast<float>(p.width) + p.eps);
-  const float mean = gn * inv / static_cast<float>(p.width);
-  float* dx = p.dx + row * p.dx_stride;
-  float* dz = z ? p.dgate + row * p.dgate_stride : nullptr;
-  for (int64_t j = threadIdx.x; j < p.width; j += blockDim.x) {
+  __device__ __forceinline__ void write(int64_t j, float inv, float mean) const {
     const float v = x[j], d = dy[j], wj = p.weight[j];
     float w = p.kind == RmsKind::kOnePlus ? 1.f + wj : wj;
     if (z) {
@@ -42,6 +32,27 @@ __global__ void norm_backward_kernel(NormBackwardParams p) {
     const float g = inv * (d * w - v * inv * mean);
     dx[j] = p.accumulate ? dx[j] + g : g;
   }
+};
+
+__device__ __forceinline__ NormRow norm_row(const NormBackwardParams& p, int64_t row) {
+  const float* z = p.kind == RmsKind::kGated ? p.gate + row * p.gate_stride : nullptr;
+  return {p, p.x + row * p.x_stride, p.dout + row * p.dout_stride, z, p.dx + row * p.dx_stride,
+          z ? p.dgate + row * p.dgate_stride : nullptr};
+}
+
+// One block per row. Pass 1 reads x, dout (and gate) for the two row sums; pass 2 re-reads the
+// same columns with the same threads and writes them. The block_sum between the passes is a
+// barrier, and in pass 2 a thread writes only the columns it has just read, so dx may alias dout.
+__global__ void norm_backward_kernel(NormBackwardParams p) {
+  __shared__ float scratch[32];
+  const NormRow r = norm_row(p, blockIdx.x);
+  float ss = 0.f, gn = 0.f;  // sum x^2; sum g * x (times inv below: sum g * n)
+  for (int64_t j = threadIdx.x; j < p.width; j += blockDim.x) r.sums(j, ss, gn);
+  ss = block_sum(ss, scratch);
+  gn = block_sum(gn, scratch);
+  const float inv = 1.f / sqrtf(ss / static_cast<float>(p.width) + p.eps);
+  const float mean = gn * inv / static_cast<float>(p.width);
+  for (int64_t j = threadIdx.x; j < p.width; j += blockDim.x) r.write(j, inv, mean);
 }
 
 // Rows narrower than 256 columns (the GDN gated norm's rows of dv), which the kernel above runs
@@ -55,40 +66,20 @@ __global__ void __launch_bounds__(kNarrowRows * 32) norm_backward_narrow_kernel(
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kNarrowRows + (threadIdx.x >> 5);
   if (row >= p.rows) return;
-  const float* x = p.x + row * p.x_stride;
-  const float* dy = p.dout + row * p.dout_stride;
-  const float* z = p.kind == RmsKind::kGated ? p.gate + row * p.gate_stride : nullptr;
+  const NormRow r = norm_row(p, row);
   float ss[2], gn[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float s2 = 0.f, g2 = 0.f;
-    for (int64_t j = lane + 32 * h; j < p.width; j += 64) {
-      const float v = x[j];
-      float w = p.kind == RmsKind::kOnePlus ? 1.f + p.weight[j] : p.weight[j];
-      if (z) w *= z[j] * sigmoidf(z[j]);
-      s2 += v * v;
-      g2 += dy[j] * w * v;
-    }
+    for (int64_t j = lane + 32 * h; j < p.width; j += 64) r.sums(j, s2, g2);
     ss[h] = warp_sum(s2);
     gn[h] = warp_sum(g2);
   }
   const float inv = 1.f / sqrtf((ss[0] + ss[1]) / static_cast<float>(p.width) + p.eps);
   const float mean = (gn[0] + gn[1]) * inv / static_cast<float>(p.width);
-  float* dx = p.dx + row * p.dx_stride;
-  float* dz = z ? p.dgate + row * p.dgate_stride : nullptr;
 #pragma unroll
   for (int h = 0; h < 2; ++h)
-    for (int64_t j = lane + 32 * h; j < p.width; j += 64) {
-      const float v = x[j], d = dy[j], wj = p.weight[j];
-      float w = p.kind == RmsKind::kOnePlus ? 1.f + wj : wj;
-      if (z) {
-        const float zj = z[j], s = sigmoidf(zj);
-        w *= zj * s;
-        dz[j] = d * wj * v * inv * s * (1.f + zj * (1.f - s));
-      }
-      const float g = inv * (d * w - v * inv * mean);
-      dx[j] = p.accumulate ? dx[j] + g : g;
-    }
+    for (int64_t j = lane + 32 * h; j < p.width; j += 64) r.write(j, inv, mean);
 }
 
 __device__ __forceinline__ void silu_mul_backward_one(float aj, float bj, float d, float& da, float& db) {
