@@ -7,7 +7,7 @@
 #include <string>
 
 #include "backend/cuda/kernels/gdn_backward.h"
-#include "backend/cuda/kernels/gdn_chunk_record.h"
+#include "backend/cuda/kernels/gdn_chunked_backward.h"
 #include "backend/cuda/training.h"
 #include "backend/training_checks.h"
 
@@ -75,7 +75,7 @@ Status Training::gdn_backward(const GdnBackwardArgs& a) {
   KILN_RETURN_IF_ERROR(
       gdn_backward_plan(p, ctx_->props.multiProcessorCount, ctx_->props.sharedMemPerBlockOptin).with_context(req));
   if (a.kept.defined() && p.kernel == GdnBackwardKernel::kChunked) {  // the walk recomputes its own states
-    const int64_t want = gdn_forward_kept(p.rows, (p.max_len + kGdnChunk - 1) / kGdnChunk, p.v_heads, p.dk, p.dv).total;
+    const auto want = static_cast<int64_t>(gdn_chunked_backward_kept_floats(p));
     if (a.kept.dtype() != DType::kF32 || a.kept.numel() != want || !a.kept.is_contiguous())
       return invalid_argument(req + ": kept holds " + std::to_string(a.kept.numel()) + " " + std::string(dtype_name(a.kept.dtype())) +
                               " elements; the forward of these rows keeps " + std::to_string(want) +

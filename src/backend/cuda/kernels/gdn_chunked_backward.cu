@@ -634,6 +634,8 @@ size_t gdn_chunked_backward_floats(const GdnBackwardParams& p) {
   return gdn_chunked_backward_takes(p.dk) ? static_cast<size_t>(scratch_floats(p)) : 0;
 }
 
+size_t gdn_chunked_backward_kept_floats(const GdnBackwardParams& p) { return static_cast<size_t>(kept_of(p).total); }
+
 size_t gdn_chunked_backward_smem_bytes(int64_t dk) {
   switch (dk) {
     case 16: return smem_bytes<16>();

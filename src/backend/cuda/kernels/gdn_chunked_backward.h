@@ -51,6 +51,10 @@ struct GdnChunkedBackwardBuffers {
 // and dW of the scan, for p.rows rows of at most p.max_len tokens.
 size_t gdn_chunked_backward_floats(const GdnBackwardParams& p);
 
+// Floats of what the two-pass forward keeps for these rows (gdn_forward_kept), the size p.kept
+// must have.
+size_t gdn_chunked_backward_kept_floats(const GdnBackwardParams& p);
+
 // Largest shared memory a block of its kernels takes (the plan checks the device holds it).
 size_t gdn_chunked_backward_smem_bytes(int64_t dk);
 
