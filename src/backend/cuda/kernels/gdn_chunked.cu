@@ -14,6 +14,7 @@
 #include "backend/cuda/kernels/gated_delta_rule.h"
 #include "backend/cuda/kernels/gdn_chunk_record.h"
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/mma_tf32.cuh"
 #include "backend/cuda/kernels/reduce.cuh"
 
 namespace kiln::cuda {
@@ -39,10 +40,6 @@ struct ChunkLayout {
   static constexpr int kBeta = kG + kC;              // [kC]
   static constexpr int kFloats = kBeta + kC;
 };
-
-__device__ __forceinline__ float dot4(const float4& a, const float4& b) {
-  return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
-}
 
 // Asynchronous 16-byte copies need 16-byte aligned q and k rows (v goes 4 bytes at a time).
 __device__ __forceinline__ bool qk_rows_aligned(const GatedDeltaRuleParams& p) {
@@ -140,48 +137,29 @@ __device__ void load_chunk_qk(const GatedDeltaRuleParams& p, int64_t c0, int n, 
   __syncthreads();
 }
 
-// A[t, i] = beta_t exp(G_t - G_i) (k_t . k_i) for i < t into A (row stride kC, shared memory),
+// A[t, i] = beta_t exp(G_t - G_i) (k_t . k_i) for i < t into A (row stride `ap`, shared memory),
 // Mq[t, i] = exp(G_t - G_i) (q_t . k_i) for i <= t into Mq (row stride kC, shared or global);
-// zeros elsewhere. Thread (ty, tx) takes rows ty + 16a and columns tx + 16b.
+// zeros elsewhere. 3xTF32 products on tensor cores: warp w takes rows 16 (w % 4) .. + 15 and
+// columns 32 (w / 4) .. + 31 (a tile wholly above the diagonal is only zeros).
 template <int DK>
-__device__ void chunk_products(const float* Qs, const float* Ks, const float* G, const float* beta, float* A,
+__device__ void chunk_products(const float* Qs, const float* Ks, const float* G, const float* beta, float* A, int ap,
                                float* Mq) {
-  constexpr int KP = DK + 4;
-  const int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
-  float kk[4][4], qk[4][4];
-#pragma unroll
-  for (int a = 0; a < 4; ++a)
-#pragma unroll
-    for (int b = 0; b < 4; ++b) kk[a][b] = qk[a][b] = 0.f;
-#pragma unroll 4
-  for (int d = 0; d < DK; d += 4) {
-    float4 kr[4], qr[4], kc[4];
-#pragma unroll
-    for (int a = 0; a < 4; ++a) {
-      kr[a] = *reinterpret_cast<const float4*>(Ks + (ty + 16 * a) * KP + d);
-      qr[a] = *reinterpret_cast<const float4*>(Qs + (ty + 16 * a) * KP + d);
-      kc[a] = *reinterpret_cast<const float4*>(Ks + (tx + 16 * a) * KP + d);
-    }
-#pragma unroll
-    for (int a = 0; a < 4; ++a)
-#pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        kk[a][b] += dot4(kr[a], kc[b]);
-        qk[a][b] += dot4(qr[a], kc[b]);
-      }
+  constexpr int KP = DK + 4;  // 4 mod 32: the row-major fragments of Qs and Ks hit 32 banks
+  const int warp = threadIdx.x >> 5, r0 = 16 * (warp & 3), n0 = 32 * (warp >> 2);
+  float kk[4][4] = {}, qk[4][4] = {};
+  if (n0 <= r0 + 15) {
+    auto k_col = [&](int d, int i) { return Ks[(n0 + i) * KP + d]; };
+    warp_mma3(kk, 0, DK, [&](int r, int d) { return Ks[(r0 + r) * KP + d]; }, k_col);
+    warp_mma3(qk, 0, DK, [&](int r, int d) { return Qs[(r0 + r) * KP + d]; }, k_col);
   }
-#pragma unroll
-  for (int a = 0; a < 4; ++a) {
-    const int t = ty + 16 * a;
-    const float Gt = G[t], bt = beta[t];
-#pragma unroll
-    for (int b = 0; b < 4; ++b) {
-      const int i = tx + 16 * b;
-      const float decay = i <= t ? expf(Gt - G[i]) : 0.f;  // gaps G_t - G_i <= 0 only
-      A[t * kC + i] = i < t ? bt * decay * kk[a][b] : 0.f;
-      Mq[t * kC + i] = decay * qk[a][b];
-    }
-  }
+  warp_tile_each(kk, [&](int r, int c, float v) {
+    const int t = r0 + r, i = n0 + c;
+    A[t * ap + i] = i < t ? beta[t] * expf(G[t] - G[i]) * v : 0.f;  // gaps G_t - G_i <= 0 only
+  });
+  warp_tile_each(qk, [&](int r, int c, float v) {
+    const int t = r0 + r, i = n0 + c;
+    Mq[t * kC + i] = i <= t ? expf(G[t] - G[i]) * v : 0.f;
+  });
 }
 
 // Grid: (v_heads, ceil(dv / 32), rows).
@@ -234,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GatedDeltaRule
     load_chunk_qk<DK>(p, c0, n, h, kh, vec, Qs, Ks, G, beta);
 
     // 2. A and Mq.
-    chunk_products<DK>(Qs, Ks, G, beta, A, Mq);
+    chunk_products<DK>(Qs, Ks, G, beta, A, kC, Mq);
 
     // 3. K S0 and Q S0: thread (column j = lane, rows warp*8 .. warp*8+7); the right-hand side
     //    beta (v - exp(G) K S0) replaces v in W, exp(G) Q S0 starts the output.
@@ -361,16 +339,27 @@ __device__ __forceinline__ int64_t state_slot(const GatedDeltaRuleParams& p, int
   return slot < 0 || slot >= p.slots ? -1 : slot;
 }
 
+constexpr int kPanel = 128;       // columns of U | Wk solved together by the first pass
+constexpr int kXP = kPanel + 8;   // their row stride: a B fragment (8 mod 32)
+constexpr int kAP = kC + 4;       // A's row stride there: a row-major A fragment (4 mod 32)
+constexpr int kTP = 16 + 4;       // rows of the inverted 16 x 16 diagonal blocks of I + A, likewise
+
 template <int DK>
 struct PrepLayout {
   static constexpr int kKP = DK + 4;
-  static constexpr int kK = 0, kQ = kK + kC * kKP, kA = kQ + kC * kKP, kG = kA + kC * kC, kBeta = kG + kC;
+  static constexpr int kK = 0;                                     // [kC][kKP]
+  static constexpr int kQ = kK + kC * kKP;                         // [kC][kKP]; then X [kC][kXP]
+  static constexpr int kA = kQ + std::max(kC * kKP, kC * kXP);     // [kC][kAP]
+  static constexpr int kT = kA + kC * kAP;                         // [kC / 16][16][kTP]
+  static constexpr int kG = kT + kC * kTP, kBeta = kG + kC;
   static constexpr int kFloats = kBeta + kC;
 };
 
 // Pass 1. Grid: (v_heads, max chunks of a row, rows). W = U - Wk S0 follows from
-// W = (I + A)^-1 beta (v - exp(G) K S0); each thread solves one column of U or Wk by forward
-// substitution with the column in registers (no synchronisation inside the solve).
+// W = (I + A)^-1 beta (v - exp(G) K S0): U = (I + A)^-1 beta V and Wk = (I + A)^-1 beta exp(G) K,
+// solved by blocks of 16 rows, X_b = T_b (R_b - A[b, <b] X_<b) with T_b the inverse of I + A's
+// diagonal block b, over panels of 128 columns. Each warp owns 16 columns of a panel, so the
+// solve needs no block barrier; its products run on tensor cores in 3xTF32.
 template <int DK>
 __global__ void __launch_bounds__(kThreads) gdn_chunk_prep_kernel(GatedDeltaRuleParams p) {
   using L = PrepLayout<DK>;
@@ -379,7 +368,9 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_prep_kernel(GatedDeltaRule
   float* smem = reinterpret_cast<float*>(smem4);
   float* Ks = smem + L::kK;
   float* Qs = smem + L::kQ;
+  float* X = smem + L::kQ;  // once the products have read Qs
   float* A = smem + L::kA;
+  float* T = smem + L::kT;
   float* G = smem + L::kG;
   float* beta = smem + L::kBeta;
   const int h = blockIdx.x, c = blockIdx.y, row = blockIdx.z;
@@ -388,7 +379,7 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_prep_kernel(GatedDeltaRule
   if (c0 >= t1) return;
   const int n = t1 - c0 < kC ? static_cast<int>(t1 - c0) : kC;
   const int64_t kh = h / (p.v_heads / p.k_heads), dv = p.dv;
-  const int tid = threadIdx.x;
+  const int tid = threadIdx.x, warp = tid >> 5;
   const GdnChunkRecord R{DK, dv};
   float* rec = p.scratch + ((row * p.max_chunks + c) * p.v_heads + h) * R.floats();
   float* rQ = rec + R.q();
@@ -405,77 +396,92 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_prep_kernel(GatedDeltaRule
     reinterpret_cast<float4*>(rK + t * DK)[d / 4] = *reinterpret_cast<const float4*>(Ks + t * KP + d);
   }
   if (tid < kC) rG[tid] = G[tid];
-  chunk_products<DK>(Qs, Ks, G, beta, A, rM);
+  chunk_products<DK>(Qs, Ks, G, beta, A, kAP, rM);
   __syncthreads();
-  for (int64_t col = tid; col < dv + DK; col += kThreads) {
-    float x[kC];
-    if (col < dv) {
-      const float* vg = p.v + c0 * p.v_token_stride + h * p.v_head_stride + col;
+  // T_b = (I + A_bb)^-1 by forward substitution, a thread per column of each diagonal block.
+  if (tid < kC) {
+    const int b = tid / 16, j = tid % 16;
+    const float* Ab = A + 16 * b * kAP + 16 * b;
+    float y[16];
 #pragma unroll
-      for (int t = 0; t < kC; ++t) x[t] = t < n ? beta[t] * vg[t * p.v_token_stride] : 0.f;
-    } else {
-      const int d = static_cast<int>(col - dv);
+    for (int r = 0; r < 16; ++r) {
+      float v = r == j ? 1.f : 0.f;
 #pragma unroll
-      for (int t = 0; t < kC; ++t) x[t] = beta[t] * expf(G[t]) * Ks[t * KP + d];
+      for (int i = 0; i < r; ++i) v -= Ab[r * kAP + i] * y[i];
+      y[r] = v;
     }
 #pragma unroll
-    for (int t = 1; t < kC; ++t) {
-      float v = x[t];
-#pragma unroll
-      for (int i = 0; i < t; ++i) v -= A[t * kC + i] * x[i];
-      x[t] = v;
+    for (int r = 0; r < 16; ++r) T[(16 * b + r) * kTP + j] = y[r];
+  }
+  for (int64_t p0 = 0; p0 < dv + DK; p0 += kPanel) {
+    __syncthreads();  // T is in, Qs is read; the previous panel is out
+    // The right-hand sides: beta v for U's columns, beta exp(G) k for Wk's (zero past the end).
+    for (int e = tid; e < kC * kPanel; e += kThreads) {
+      const int t = e / kPanel, cc = e % kPanel;
+      const int64_t col = p0 + cc;
+      float x = 0.f;
+      if (col < dv) {
+        if (t < n) x = beta[t] * p.v[(c0 + t) * p.v_token_stride + h * p.v_head_stride + col];
+      } else if (col < dv + DK) {
+        x = beta[t] * expf(G[t]) * Ks[t * KP + (col - dv)];
+      }
+      X[t * kXP + cc] = x;
     }
-    if (col < dv) {
-#pragma unroll
-      for (int t = 0; t < kC; ++t) rU[t * dv + col] = x[t];
-    } else {
-#pragma unroll
-      for (int t = 0; t < kC; ++t) rWk[t * DK + (col - dv)] = x[t];
+    __syncthreads();
+    const int n0 = 16 * warp;  // the warp's columns of the panel
+    static_assert(kPanel == 16 * kWarps, "a warp owns 16 columns of a panel");
+    for (int r0 = 0; r0 < kC; r0 += 16) {
+      float acc[2][4];
+      warp_tile_each(acc, [&](int r, int j, float& v) { v = X[(r0 + r) * kXP + n0 + j]; });
+      warp_mma3(acc, 0, r0, [&](int r, int i) { return -A[(r0 + r) * kAP + i]; },
+                [&](int i, int j) { return X[i * kXP + n0 + j]; });
+      warp_tile_each(acc, [&](int r, int j, float v) { X[(r0 + r) * kXP + n0 + j] = v; });
+      __syncwarp();
+      float sol[2][4] = {};
+      warp_mma3(sol, 0, 16, [&](int r, int i) { return T[(r0 + r) * kTP + i]; },
+                [&](int i, int j) { return X[(r0 + i) * kXP + n0 + j]; });
+      __syncwarp();
+      warp_tile_each(sol, [&](int r, int j, float v) { X[(r0 + r) * kXP + n0 + j] = v; });
+      __syncwarp();
+    }
+    __syncthreads();
+    for (int e = tid; e < kC * kPanel; e += kThreads) {
+      const int t = e / kPanel, cc = e % kPanel;
+      const int64_t col = p0 + cc;
+      if (col < dv) rU[t * dv + col] = X[t * kXP + cc];
+      else if (col < dv + DK) rWk[t * DK + (col - dv)] = X[t * kXP + cc];
     }
   }
 }
 
-constexpr int kSP = kBV + 8;  // the scan's S row stride: a tf32 B fragment (rows q, q + 4; column g) hits 32 banks
+// The scan's strides (floats), chosen so that the tf32 fragments it reads hit 32 distinct banks:
+// a row-major A fragment (rows g, columns q) needs a row stride of 4 mod 32, a transposed one
+// (rows q, columns g) and a B fragment (rows q, columns g) 8 mod 32.
+constexpr int kSP = kBV + 8;  // S, W and exp(G) Qn S0 rows: [.][kSP]
+constexpr int kMP = kC + 4;   // Mq rows, read as a row-major A
 
 template <int DK>
 struct ScanLayout {
-  static constexpr int kKP = DK + 4;
+  static constexpr int kKP = DK + 4;             // Qn, Wk rows: row-major A
+  static constexpr int kKT = DK + 8;             // Kn rows: transposed A
   static constexpr int kS = 0;                   // [DK][kSP]
   static constexpr int kQ = kS + DK * kSP;       // [kC][kKP]
-  static constexpr int kK = kQ + kC * kKP;       // [kC][kKP]
-  static constexpr int kWk = kK + kC * kKP;      // [kC][kKP]
-  static constexpr int kM = kWk + kC * kKP;      // [kC][kC]
-  static constexpr int kW = kM + kC * kC;        // [kC][kWP]
-  static constexpr int kO = kW + kC * kWP;       // [kC][kWP]: exp(G) Qn S0
-  static constexpr int kG = kO + kC * kWP;       // [kC]
+  static constexpr int kK = kQ + kC * kKP;       // [kC][kKT]
+  static constexpr int kWk = kK + kC * kKT;      // [kC][kKP]
+  static constexpr int kM = kWk + kC * kKP;      // [kC][kMP]
+  static constexpr int kW = kM + kC * kMP;       // [kC][kSP]
+  static constexpr int kO = kW + kC * kSP;       // [kC][kSP]: exp(G) Qn S0
+  static constexpr int kG = kO + kC * kSP;       // [kC]
   static constexpr int kFloats = kG + kC;
 };
 
-// x = hi + lo with hi = tf32(x) and lo = tf32(x - hi): 3xTF32 products (lo hi + hi lo + hi hi,
-// the small ones first) keep f32-level accuracy on tensor cores.
-__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
-  const float rest = x - __uint_as_float(hi);
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(rest));
-}
-
-// c += a b for a 16x8 tf32 A (row-major), an 8x8 tf32 B (column-major) and a 16x8 f32 C. With
-// g = lane / 4, q = lane % 4: a = (g, q), (g + 8, q), (g, q + 4), (g + 8, q + 4); b = (q, g),
-// (q + 4, g); c = (g, 2q), (g, 2q + 1), (g + 8, 2q), (g + 8, 2q + 1).
-__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
 // Pass 2. Grid: (v_heads, ceil(dv / 32), rows); per chunk, in order:
-//   W = U - Wk S0;  out = exp(G) Qn S0 + Mq W;  S = exp(G_last) S0 + Kn^T (exp(G_last - G) W).
+//   W = U - Wk S0;  out = exp(G) Qn S0 + Mq W;  S = exp(G_last) S0 + Kn^T (exp(G_last - G) W),
+// each a warp-tiled 3xTF32 product on tensor cores (mma_tf32.cuh).
 template <int DK>
 __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaRuleParams p) {
   using L = ScanLayout<DK>;
-  constexpr int KP = L::kKP;
+  constexpr int KP = L::kKP, KT = L::kKT;
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   float* S = smem + L::kS;
@@ -491,7 +497,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
   if (slot < 0) return;
   const int64_t dv = p.dv, j0 = static_cast<int64_t>(blockIdx.y) * kBV;
   const int bv = dv - j0 < kBV ? static_cast<int>(dv - j0) : kBV;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x, warp = tid >> 5;
 
   float* S_glob = p.zero_state ? nullptr : p.state + (slot * p.v_heads + h) * DK * dv + j0;
   for (int e = tid; e < DK * kBV; e += kThreads) {
@@ -506,20 +512,21 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
   // its last reader of the previous chunk is done: Qn and Wk after the W / exp(G) Qn S0 step, Mq
   // after the output, U, G and Kn at the top of the chunk (Kn waited for only before the state
   // update). A group is committed even when empty (no next chunk), so every wait counts alike.
+  auto load_rows = [&](float* dst, int stride, const float* src, int cols) {  // kC rows of `cols` floats
+    for (int e = tid; e < kC * (cols / 4); e += kThreads) {
+      const int t = e / (cols / 4), d = 4 * (e % (cols / 4));
+      __pipeline_memcpy_async(dst + t * stride + d, src + t * cols + d, 16);
+    }
+  };
   auto load_qwk = [&](int c) {
     if (exists(c)) {
-      const float* rec = record(c);
-      for (int e = tid; e < kC * (DK / 4); e += kThreads) {
-        const int t = e / (DK / 4), d = 4 * (e % (DK / 4));
-        __pipeline_memcpy_async(Qs + t * KP + d, rec + R.q() + t * DK + d, 16);
-        __pipeline_memcpy_async(Wks + t * KP + d, rec + R.wk() + t * DK + d, 16);
-      }
+      load_rows(Qs, KP, record(c) + R.q(), DK);
+      load_rows(Wks, KP, record(c) + R.wk(), DK);
     }
     __pipeline_commit();
   };
   auto load_m = [&](int c) {
-    if (exists(c))
-      for (int e = tid; e < kC * kC / 4; e += kThreads) __pipeline_memcpy_async(Mq + 4 * e, record(c) + R.mq() + 4 * e, 16);
+    if (exists(c)) load_rows(Mq, kMP, record(c) + R.mq(), kC);
     __pipeline_commit();
   };
   load_qwk(0);
@@ -527,6 +534,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
   for (int c = 0; exists(c); ++c) {
     const int64_t c0 = t0 + static_cast<int64_t>(c) * kC;
     const int n = t1 - c0 < kC ? static_cast<int>(t1 - c0) : kC;
+    const int n8 = (n + 7) & ~7;  // rows from n on are zero in every record
     const int64_t item = (row * p.max_chunks + c) * p.v_heads + h;
     const float* rec = record(c);
     const float* rU = rec + R.u();
@@ -541,115 +549,71 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
     }
     for (int e = tid; e < kC * kBV; e += kThreads) {
       const int t = e / kBV, j = e % kBV;
-      if (j < bv) __pipeline_memcpy_async(W + t * kWP + j, rU + t * dv + j0 + j, 4);
-      else W[t * kWP + j] = 0.f;
+      if (j < bv) __pipeline_memcpy_async(W + t * kSP + j, rU + t * dv + j0 + j, 4);
+      else W[t * kSP + j] = 0.f;
     }
     if (tid < kC) G[tid] = rG[tid];
     __pipeline_commit();
-    for (int e = tid; e < kC * (DK / 4); e += kThreads) {
-      const int t = e / (DK / 4), d = 4 * (e % (DK / 4));
-      __pipeline_memcpy_async(Ks + t * KP + d, rec + R.k() + t * DK + d, 16);
-    }
+    load_rows(Ks, KT, rec + R.k(), DK);
     __pipeline_commit();
     __pipeline_wait_prior(1);  // all but Kn
     __syncthreads();
 
-    // W = U - Wk S0 (warps 0-3) and exp(G) Qn S0 (warps 4-7, into Os): rows 16 (warp % 4) .. + 15
-    // of all 32 columns a warp, as mma.sync tf32 products in 3xTF32.
-    {
-      const int r0 = 16 * (warp & 3), g = lane >> 2, q = lane & 3;
+    // W = U - Wk S0 (warps 0-3) and exp(G) Qn S0 (warps 4-7, into Os, when there is an output):
+    // rows 16 (warp % 4) .. + 15 of all 32 columns a warp.
+    if (warp < 4 || p.out != nullptr) {
+      const int r0 = 16 * (warp & 3);
       const float* A = warp < 4 ? Wks : Qs;
-      float acc[4][4];
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-#pragma unroll 4
-      for (int k0 = 0; k0 < DK; k0 += 8) {
-        uint32_t ah[4], al[4];
-        split_tf32(A[(r0 + g) * KP + k0 + q], ah[0], al[0]);
-        split_tf32(A[(r0 + g + 8) * KP + k0 + q], ah[1], al[1]);
-        split_tf32(A[(r0 + g) * KP + k0 + q + 4], ah[2], al[2]);
-        split_tf32(A[(r0 + g + 8) * KP + k0 + q + 4], ah[3], al[3]);
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          uint32_t bh[2], bl[2];
-          split_tf32(S[(k0 + q) * kSP + nt * 8 + g], bh[0], bl[0]);
-          split_tf32(S[(k0 + q + 4) * kSP + nt * 8 + g], bh[1], bl[1]);
-          mma_tf32(acc[nt], al, bh);
-          mma_tf32(acc[nt], ah, bl);
-          mma_tf32(acc[nt], ah, bh);
+      float acc[4][4] = {};
+      warp_mma3(acc, 0, DK, [&](int r, int k) { return A[(r0 + r) * KP + k]; },
+                [&](int k, int j) { return S[k * kSP + j]; });
+      warp_tile_each(acc, [&](int r, int j, float v) {
+        const int t = r0 + r;
+        if (warp < 4) {
+          const float w = W[t * kSP + j] - v;
+          W[t * kSP + j] = w;
+          if (p.chunk_w != nullptr && j < bv) p.chunk_w[(item * kC + t) * dv + j0 + j] = w;
+        } else {
+          Os[t * kSP + j] = expf(G[t]) * v;
         }
-      }
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int t = r0 + g + 8 * (e >> 1), j = nt * 8 + 2 * q + (e & 1);
-          if (warp < 4) {
-            const float w = W[t * kWP + j] - acc[nt][e];
-            W[t * kWP + j] = w;
-            if (p.chunk_w != nullptr && j < bv) p.chunk_w[(item * kC + t) * dv + j0 + j] = w;
-          } else {
-            Os[t * kWP + j] = expf(G[t]) * acc[nt][e];
-          }
-        }
+      });
     }
     __syncthreads();
     load_qwk(c + 1);  // Qn and Wk are done with
-    // out = exp(G) Qn S0 + Mq W: thread (column lane, rows warp*8 .. warp*8+7).
+    // out = exp(G) Qn S0 + Mq W: rows 16 (warp / 2) .. + 15, columns 16 (warp % 2) .. + 15 a warp;
+    // Mq is zero above the diagonal, so the sum stops at the tile's last row.
     if (p.out != nullptr) {
-      float o[8];
-#pragma unroll
-      for (int a = 0; a < 8; ++a) o[a] = Os[(warp * 8 + a) * kWP + lane];
-      const int last = warp * 8 + 7 < n - 1 ? warp * 8 + 7 : n - 1;
-      for (int i = 0; i <= last; ++i) {
-        const float w = W[i * kWP + lane];
-#pragma unroll
-        for (int a = 0; a < 8; ++a) o[a] += Mq[(warp * 8 + a) * kC + i] * w;
-      }
-      if (lane < bv) {
-#pragma unroll
-        for (int a = 0; a < 8; ++a) {
-          const int t = warp * 8 + a;
-          if (t < n) p.out[(c0 + t) * p.out_token_stride + h * p.out_head_stride + j0 + lane] = o[a];
-        }
-      }
+      const int r0 = 16 * (warp >> 1), n0 = 16 * (warp & 1);
+      float acc[2][4];
+      warp_tile_each(acc, [&](int r, int j, float& v) { v = Os[(r0 + r) * kSP + n0 + j]; });
+      warp_mma3(acc, 0, r0 + 16 < n8 ? r0 + 16 : n8, [&](int r, int i) { return Mq[(r0 + r) * kMP + i]; },
+                [&](int i, int j) { return W[i * kSP + n0 + j]; });
+      warp_tile_each(acc, [&](int r, int j, float v) {
+        const int t = r0 + r;
+        if (t < n && n0 + j < bv) p.out[(c0 + t) * p.out_token_stride + h * p.out_head_stride + j0 + n0 + j] = v;
+      });
     }
     __syncthreads();
     load_m(c + 1);  // Mq is done with
-    // S = exp(G_last) S0 + Kn^T (exp(G_last - G) W).
+    // S = exp(G_last) S0 + Kn^T (exp(G_last - G) W): 16 state rows and 8 NT columns a warp.
     const float glast = G[kC - 1];
     for (int e = tid; e < kC * kBV; e += kThreads) {
       const int t = e / kBV, j = e % kBV;
-      W[t * kWP + j] *= expf(glast - G[t]);
+      W[t * kSP + j] *= expf(glast - G[t]);
     }
     __pipeline_wait_prior(2);  // Kn (the next chunk's Qn, Wk and Mq may still be in flight)
     __syncthreads();
     {
-      constexpr int PD = DK / kWarps;
-      const int d0 = warp * PD;
-      const float el = expf(glast);
-      float acc[PD];
-#pragma unroll
-      for (int m = 0; m < PD; ++m) acc[m] = el * S[(d0 + m) * kSP + lane];
-      for (int t = 0; t < n; ++t) {
-        const float w = W[t * kWP + lane];
-        const float* kr = Ks + t * KP + d0;
-        if constexpr (PD % 4 == 0) {
-#pragma unroll
-          for (int m = 0; m < PD; m += 4) {
-            const float4 k4 = *reinterpret_cast<const float4*>(kr + m);
-            acc[m] += k4.x * w;
-            acc[m + 1] += k4.y * w;
-            acc[m + 2] += k4.z * w;
-            acc[m + 3] += k4.w * w;
-          }
-        } else {
-#pragma unroll
-          for (int m = 0; m < PD; ++m) acc[m] += kr[m] * w;
-        }
+      constexpr int NT = DK >= 32 ? DK / 32 : 1;  // 4 * DK / 16 tiles over 8 warps
+      const int tile = warp * NT, d0 = 16 * (tile / 4), n0 = 8 * (tile % 4);
+      if (d0 < DK) {
+        const float el = expf(glast);
+        float acc[NT][4];
+        warp_tile_each(acc, [&](int r, int j, float& v) { v = el * S[(d0 + r) * kSP + n0 + j]; });
+        warp_mma3(acc, 0, n8, [&](int r, int t) { return Ks[t * KT + d0 + r]; },
+                  [&](int t, int j) { return W[t * kSP + n0 + j]; });
+        warp_tile_each(acc, [&](int r, int j, float v) { S[(d0 + r) * kSP + n0 + j] = v; });
       }
-#pragma unroll
-      for (int m = 0; m < PD; ++m) S[(d0 + m) * kSP + lane] = acc[m];
     }
   }
   if (S_glob == nullptr) return;

@@ -12,6 +12,7 @@
 #include "backend/cuda/kernels/gdn_chunk_record.h"
 #include "backend/cuda/kernels/gdn_chunked_backward.h"
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/mma_tf32.cuh"
 #include "backend/cuda/kernels/reduce.cuh"
 
 namespace kiln::cuda {
@@ -21,7 +22,6 @@ namespace {
 constexpr int kC = kGdnChunk;
 constexpr int kBV = 32;  // state columns a scan block owns; columns of a gradient-pass tile
 constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
 constexpr int kWP = kBV + 1;  // row stride of a [rows][32] tile: a column read across lanes hits distinct banks
 constexpr int kAL = kC + 1;   // row stride of a [64][64] matrix, likewise
 
@@ -44,31 +44,38 @@ int64_t scratch_floats(const GdnBackwardParams& p) {
   return (p.kept != nullptr ? 0 : kept_of(p).total) + items * (p.dk + kC) * p.dv;
 }
 
-// A tile of `rows` x 32 columns (row stride kWP) from a row-major matrix at src whose rows are
-// `ld` floats apart; rows from `valid` on and columns from `cols` on read as zero. Every thread of
-// the block takes part.
-__device__ __forceinline__ void load_tile(float* dst, const float* src, int64_t ld, int rows, int valid, int cols) {
+// A tile of `rows` x 32 columns (row stride `stride`) from a row-major matrix at src whose rows
+// are `ld` floats apart; rows from `valid` on and columns from `cols` on read as zero. Every
+// thread of the block takes part.
+__device__ __forceinline__ void load_tile(float* dst, const float* src, int64_t ld, int rows, int valid, int cols,
+                                          int stride = kWP) {
   for (int e = threadIdx.x; e < rows * kBV; e += kThreads) {
     const int r = e / kBV, j = e % kBV;
-    dst[r * kWP + j] = r < valid && j < cols ? src[r * ld + j] : 0.f;
+    dst[r * stride + j] = r < valid && j < cols ? src[r * ld + j] : 0.f;
   }
 }
 
 // ---- The reverse scan over the chunks: dS (the gradient of the state leaving the chunk in
 // hand) per block of 32 columns; for each chunk, dSn is kept, dW = D (Kn dSn) + Mq^T dout is
-// written, and dS becomes exp(G_L) dSn + Qn^T (gamma dout) - Wk^T dW.
+// written, and dS becomes exp(G_L) dSn + Qn^T (gamma dout) - Wk^T dW, each a warp-tiled 3xTF32
+// product on tensor cores (mma_tf32.cuh). Strides as in the forward scan: 4 mod 32 for a row-major
+// A fragment (Kn), 8 mod 32 for a transposed one (Qn, Wk, Mq) and for a B fragment.
+
+constexpr int kSP = kBV + 8;  // dS, dout, dW rows
+constexpr int kMT = kC + 8;   // Mq rows, read transposed
 
 template <int DK>
 struct ScanLayout {
-  static constexpr int kKP = DK + 4;          // float4 rows
-  static constexpr int kdS = 0;               // [DK][kBV]
-  static constexpr int kK = kdS + DK * kBV;   // [kC][kKP]
-  static constexpr int kQ = kK + kC * kKP;    // [kC][kKP]
-  static constexpr int kWk = kQ + kC * kKP;   // [kC][kKP]
-  static constexpr int kM = kWk + kC * kKP;   // [kC][kC]
-  static constexpr int kO = kM + kC * kC;     // [kC][kWP]: dout, then gamma dout
-  static constexpr int kdW = kO + kC * kWP;   // [kC][kWP]
-  static constexpr int kG = kdW + kC * kWP;   // [kC]
+  static constexpr int kKP = DK + 4;          // Kn rows
+  static constexpr int kKT = DK + 8;          // Qn, Wk rows
+  static constexpr int kdS = 0;               // [DK][kSP]
+  static constexpr int kK = kdS + DK * kSP;   // [kC][kKP]
+  static constexpr int kQ = kK + kC * kKP;    // [kC][kKT]
+  static constexpr int kWk = kQ + kC * kKT;   // [kC][kKT]
+  static constexpr int kM = kWk + kC * kKT;   // [kC][kMT]
+  static constexpr int kO = kM + kC * kMT;    // [kC][kSP]: dout, then gamma dout
+  static constexpr int kdW = kO + kC * kSP;   // [kC][kSP]
+  static constexpr int kG = kdW + kC * kSP;   // [kC]
   static constexpr int kFloats = kG + kC;
 };
 
@@ -76,7 +83,7 @@ struct ScanLayout {
 template <int DK>
 __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBackwardParams p, Chunks ch) {
   using L = ScanLayout<DK>;
-  constexpr int KP = L::kKP;
+  constexpr int KP = L::kKP, KT = L::kKT;
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   float* dS = smem + L::kdS;
@@ -90,26 +97,28 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
   const int h = blockIdx.x, row = blockIdx.z;
   const int64_t dv = p.dv, j0 = static_cast<int64_t>(blockIdx.y) * kBV;
   const int bv = dv - j0 < kBV ? static_cast<int>(dv - j0) : kBV;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x, warp = tid >> 5;
   const GdnChunkRecord R{DK, dv};
   const int64_t max_chunks = max_chunks_of(p);
 
-  for (int e = tid; e < DK * kBV; e += kThreads) dS[e] = 0.f;
+  for (int e = tid; e < DK * kSP; e += kThreads) dS[e] = 0.f;
   const int64_t t0 = p.cu_seqlens[row], t1 = p.cu_seqlens[row + 1];
   const int chunks = static_cast<int>((t1 - t0 + kC - 1) / kC);
   auto record = [&](int c) { return ch.rec + ((row * max_chunks + c) * p.v_heads + h) * R.floats(); };
+  auto load_rows = [&](float* dst, int stride, const float* src, int cols) {  // kC rows of `cols` floats
+    for (int e = tid; e < kC * (cols / 4); e += kThreads) {
+      const int t = e / (cols / 4), d = 4 * (e % (cols / 4));
+      __pipeline_memcpy_async(dst + t * stride + d, src + t * cols + d, 16);
+    }
+  };
   // As the forward scan: the record loads run ahead in cp.async groups, each into its buffer once
   // the buffer's last reader of the previous chunk (the next one up) is done: Kn and Mq after dW,
   // Qn and Wk at the top of the chunk (waited for only before the dS update). A group is
   // committed even when empty, so every wait counts alike.
   auto load_km = [&](int c) {
     if (c >= 0) {
-      const float* rec = record(c);
-      for (int e = tid; e < kC * (DK / 4); e += kThreads) {
-        const int t = e / (DK / 4), d = 4 * (e % (DK / 4));
-        __pipeline_memcpy_async(Ks + t * KP + d, rec + R.k() + t * DK + d, 16);
-      }
-      for (int e = tid; e < kC * kC / 4; e += kThreads) __pipeline_memcpy_async(Mq + 4 * e, rec + R.mq() + 4 * e, 16);
+      load_rows(Ks, KP, record(c) + R.k(), DK);
+      load_rows(Mq, kMT, record(c) + R.mq(), kC);
     }
     __pipeline_commit();
   };
@@ -117,91 +126,64 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
   for (int c = chunks - 1; c >= 0; --c) {
     const int64_t c0 = t0 + static_cast<int64_t>(c) * kC;
     const int n = t1 - c0 < kC ? static_cast<int>(t1 - c0) : kC;
+    const int n8 = (n + 7) & ~7;  // rows from n on are zero in every record and in dout's tile
     const int64_t item = (row * max_chunks + c) * p.v_heads + h;
     const float* rec = record(c);
     __syncthreads();  // the previous chunk is done with dS, Qn, Wk, dout and G
     float* kept = ch.dstates + item * DK * dv + j0;
     for (int e = tid; e < DK * kBV; e += kThreads) {
       const int d = e / kBV, j = e % kBV;
-      if (j < bv) kept[d * dv + j] = dS[e];
+      if (j < bv) kept[d * dv + j] = dS[d * kSP + j];
     }
-    for (int e = tid; e < kC * (DK / 4); e += kThreads) {
-      const int t = e / (DK / 4), d = 4 * (e % (DK / 4));
-      __pipeline_memcpy_async(Qs + t * KP + d, rec + R.q() + t * DK + d, 16);
-      __pipeline_memcpy_async(Wks + t * KP + d, rec + R.wk() + t * DK + d, 16);
-    }
+    load_rows(Qs, KT, rec + R.q(), DK);
+    load_rows(Wks, KT, rec + R.wk(), DK);
     __pipeline_commit();
-    load_tile(O, p.dout + c0 * p.dout_token_stride + h * p.dout_head_stride + j0, p.dout_token_stride, kC, n, bv);
+    load_tile(O, p.dout + c0 * p.dout_token_stride + h * p.dout_head_stride + j0, p.dout_token_stride, kC, n, bv,
+              kSP);
     if (tid < kC) G[tid] = rec[R.g() + tid];
     __pipeline_wait_prior(1);  // Kn and Mq; Qn and Wk may still be in flight
     __syncthreads();
 
-    // dW: thread (column lane, rows warp*8 .. warp*8+7). Mq is zero above the diagonal, so the
-    // sum over s >= t may start at the warp's first row.
+    // dW: rows 16 (warp / 2) .. + 15, columns 16 (warp % 2) .. + 15 a warp. Mq is zero above the
+    // diagonal, so the sum over s >= t starts at the tile's first row.
     const float glast = G[kC - 1];
     {
-      float kd[8], md[8];
-#pragma unroll
-      for (int a = 0; a < 8; ++a) kd[a] = md[a] = 0.f;
-#pragma unroll 2
-      for (int d = 0; d < DK; d += 4) {
-        const float s0 = dS[d * kBV + lane], s1 = dS[(d + 1) * kBV + lane], s2 = dS[(d + 2) * kBV + lane],
-                    s3 = dS[(d + 3) * kBV + lane];
-#pragma unroll
-        for (int a = 0; a < 8; ++a) {
-          const float4 k4 = *reinterpret_cast<const float4*>(Ks + (warp * 8 + a) * KP + d);
-          kd[a] += k4.x * s0 + k4.y * s1 + k4.z * s2 + k4.w * s3;
-        }
-      }
-      for (int s = warp * 8; s < kC; ++s) {
-        const float o = O[s * kWP + lane];
-#pragma unroll
-        for (int a = 0; a < 8; ++a) md[a] += Mq[s * kC + warp * 8 + a] * o;
-      }
+      const int r0 = 16 * (warp >> 1), n0 = 16 * (warp & 1);
+      float acc[2][4] = {};
+      warp_mma3(acc, 0, DK, [&](int r, int d) { return Ks[(r0 + r) * KP + d]; },
+                [&](int d, int j) { return dS[d * kSP + n0 + j]; });
+      warp_tile_each(acc, [&](int r, int, float& v) { v *= expf(glast - G[r0 + r]); });
+      warp_mma3(acc, r0, n8, [&](int r, int s) { return Mq[s * kMT + r0 + r]; },
+                [&](int s, int j) { return O[s * kSP + n0 + j]; });
       float* dw_glob = ch.dw + item * kC * dv + j0;
-#pragma unroll
-      for (int a = 0; a < 8; ++a) {
-        const int t = warp * 8 + a;
-        const float w = expf(glast - G[t]) * kd[a] + md[a];
-        dW[t * kWP + lane] = w;
-        if (lane < bv) dw_glob[t * dv + lane] = w;
-      }
+      warp_tile_each(acc, [&](int r, int j, float v) {
+        const int t = r0 + r;
+        dW[t * kSP + n0 + j] = v;
+        if (n0 + j < bv) dw_glob[t * dv + n0 + j] = v;
+      });
     }
     __syncthreads();
     load_km(c - 1);  // Kn and Mq are done with
     for (int e = tid; e < kC * kBV; e += kThreads) {
       const int t = e / kBV, j = e % kBV;
-      O[t * kWP + j] *= expf(G[t]);
+      O[t * kSP + j] *= expf(G[t]);
     }
     __pipeline_wait_prior(1);  // Qn and Wk (the next chunk's Kn and Mq may still be in flight)
     __syncthreads();
-    // dS = exp(G_L) dSn + Qn^T (gamma dout) - Wk^T dW: thread (column lane, rows warp*PD ..).
+    // dS = exp(G_L) dSn + Qn^T (gamma dout) - Wk^T dW: 16 state rows and 8 NT columns a warp.
     {
-      constexpr int PD = DK / kWarps;
-      const int d0 = warp * PD;
-      const float el = expf(glast);
-      float acc[PD];
-#pragma unroll
-      for (int m = 0; m < PD; ++m) acc[m] = el * dS[(d0 + m) * kBV + lane];
-      for (int t = 0; t < n; ++t) {
-        const float og = O[t * kWP + lane], w = dW[t * kWP + lane];
-        if constexpr (PD % 4 == 0) {
-#pragma unroll
-          for (int m = 0; m < PD; m += 4) {
-            const float4 q4 = *reinterpret_cast<const float4*>(Qs + t * KP + d0 + m);
-            const float4 w4 = *reinterpret_cast<const float4*>(Wks + t * KP + d0 + m);
-            acc[m] += q4.x * og - w4.x * w;
-            acc[m + 1] += q4.y * og - w4.y * w;
-            acc[m + 2] += q4.z * og - w4.z * w;
-            acc[m + 3] += q4.w * og - w4.w * w;
-          }
-        } else {
-#pragma unroll
-          for (int m = 0; m < PD; ++m) acc[m] += Qs[t * KP + d0 + m] * og - Wks[t * KP + d0 + m] * w;
-        }
+      constexpr int NT = DK >= 32 ? DK / 32 : 1;  // 4 * DK / 16 tiles over 8 warps
+      const int tile = warp * NT, d0 = 16 * (tile / 4), n0 = 8 * (tile % 4);
+      if (d0 < DK) {
+        const float el = expf(glast);
+        float acc[NT][4];
+        warp_tile_each(acc, [&](int r, int j, float& v) { v = el * dS[(d0 + r) * kSP + n0 + j]; });
+        warp_mma3(acc, 0, n8, [&](int r, int t) { return Qs[t * KT + d0 + r]; },
+                  [&](int t, int j) { return O[t * kSP + n0 + j]; });
+        warp_mma3(acc, 0, n8, [&](int r, int t) { return Wks[t * KT + d0 + r]; },
+                  [&](int t, int j) { return -dW[t * kSP + n0 + j]; });
+        warp_tile_each(acc, [&](int r, int j, float v) { dS[(d0 + r) * kSP + n0 + j] = v; });
       }
-#pragma unroll
-      for (int m = 0; m < PD; ++m) dS[(d0 + m) * kBV + lane] = acc[m];
     }
   }
 }

@@ -1,0 +1,64 @@
+// Warp-level f32 products on tensor cores in 3xTF32: each operand is split into a tf32 high part
+// and a tf32 remainder, and lo*hi + hi*lo + hi*hi (the small products first) keeps f32-level
+// accuracy. Fragments are those of mma.sync m16n8k8 (row.col): with g = lane / 4 and q = lane %
+// 4, a thread holds A (g, q), (g + 8, q), (g, q + 4), (g + 8, q + 4); B (q, g), (q + 4, g); and
+// C (g, 2q), (g, 2q + 1), (g + 8, 2q), (g + 8, 2q + 1) of each 16x8 tile.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::cuda {
+
+// x = hi + lo with hi = tf32(x) and lo = tf32(x - hi).
+__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
+  const float rest = x - __uint_as_float(hi);
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(rest));
+}
+
+// c += a b for a 16x8 tf32 A, an 8x8 tf32 B and a 16x8 f32 C.
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// acc[nt] += sum over k in [k_begin, k_end) of a(r, k) b(k, 8 nt + n), for the warp's 16 x 8NT
+// tile, in steps of 8 (k_end - k_begin a multiple of 8): a(r, k) reads A at tile row r (0..15),
+// b(k, n) reads B at tile column n (0..8NT-1); both read any layout (transposed or not).
+template <int NT, typename FA, typename FB>
+__device__ __forceinline__ void warp_mma3(float (&acc)[NT][4], int k_begin, int k_end, FA a, FB b) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+#pragma unroll 4
+  for (int k0 = k_begin; k0 < k_end; k0 += 8) {
+    uint32_t ah[4], al[4];
+    split_tf32(a(g, k0 + q), ah[0], al[0]);
+    split_tf32(a(g + 8, k0 + q), ah[1], al[1]);
+    split_tf32(a(g, k0 + q + 4), ah[2], al[2]);
+    split_tf32(a(g + 8, k0 + q + 4), ah[3], al[3]);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      uint32_t bh[2], bl[2];
+      split_tf32(b(k0 + q, nt * 8 + g), bh[0], bl[0]);
+      split_tf32(b(k0 + q + 4, nt * 8 + g), bh[1], bl[1]);
+      mma_tf32(acc[nt], al, bh);
+      mma_tf32(acc[nt], ah, bl);
+      mma_tf32(acc[nt], ah, bh);
+    }
+  }
+}
+
+// f(r, n, v) for every accumulator of the warp's tile: tile row r (0..15), tile column n
+// (0..8NT-1), v the accumulator (a reference).
+template <int NT, typename F>
+__device__ __forceinline__ void warp_tile_each(float (&acc)[NT][4], F f) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) f(g + 8 * (e >> 1), nt * 8 + 2 * q + (e & 1), acc[nt][e]);
+}
+
+}  // namespace kiln::cuda
