@@ -471,7 +471,9 @@ struct ScanLayout {
   static constexpr int kM = kWk + kC * kKP;      // [kC][kMP]
   static constexpr int kW = kM + kC * kMP;       // [kC][kSP]
   static constexpr int kO = kW + kC * kSP;       // [kC][kSP]: exp(G) Qn S0
-  static constexpr int kG = kO + kC * kSP;       // [kC]
+  static constexpr int kSh = kO + kC * kSP;      // [DK][kSP] x 2: S split into tf32 halves
+  static constexpr int kWh = kSh + 2 * DK * kSP; // [kC][kSP] x 2: W, then exp(G_last - G) W, likewise
+  static constexpr int kG = kWh + 2 * kC * kSP;  // [kC]
   static constexpr int kFloats = kG + kC;
 };
 
@@ -491,6 +493,10 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
   float* Mq = smem + L::kM;
   float* W = smem + L::kW;
   float* Os = smem + L::kO;
+  uint32_t* Sh = reinterpret_cast<uint32_t*>(smem + L::kSh);
+  uint32_t* Sl = Sh + DK * kSP;
+  uint32_t* Wh = reinterpret_cast<uint32_t*>(smem + L::kWh);
+  uint32_t* Wl = Wh + kC * kSP;
   float* G = smem + L::kG;
   const int h = blockIdx.x, row = blockIdx.z;
   const int64_t slot = state_slot(p, row);
@@ -502,7 +508,9 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
   float* S_glob = p.zero_state ? nullptr : p.state + (slot * p.v_heads + h) * DK * dv + j0;
   for (int e = tid; e < DK * kBV; e += kThreads) {
     const int d = e / kBV, j = e % kBV;
-    S[d * kSP + j] = j < bv && S_glob != nullptr ? S_glob[d * dv + j] : 0.f;
+    const float x = j < bv && S_glob != nullptr ? S_glob[d * dv + j] : 0.f;
+    S[d * kSP + j] = x;
+    store_split(x, Sh, Sl, d * kSP + j);
   }
   const int64_t t0 = p.cu_seqlens[row], t1 = p.cu_seqlens[row + 1];
   const GdnChunkRecord R{DK, dv};
@@ -566,12 +574,13 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
       const float* A = warp < 4 ? Wks : Qs;
       float acc[4][4] = {};
       warp_mma3(acc, 0, DK, [&](int r, int k) { return A[(r0 + r) * KP + k]; },
-                [&](int k, int j) { return S[k * kSP + j]; });
+                [&](int k, int j) { return Tf32Pair{Sh[k * kSP + j], Sl[k * kSP + j]}; });
       warp_tile_each(acc, [&](int r, int j, float v) {
         const int t = r0 + r;
         if (warp < 4) {
           const float w = W[t * kSP + j] - v;
           W[t * kSP + j] = w;
+          store_split(w, Wh, Wl, t * kSP + j);
           if (p.chunk_w != nullptr && j < bv) p.chunk_w[(item * kC + t) * dv + j0 + j] = w;
         } else {
           Os[t * kSP + j] = expf(G[t]) * v;
@@ -587,7 +596,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
       float acc[2][4];
       warp_tile_each(acc, [&](int r, int j, float& v) { v = Os[(r0 + r) * kSP + n0 + j]; });
       warp_mma3(acc, 0, r0 + 16 < n8 ? r0 + 16 : n8, [&](int r, int i) { return Mq[(r0 + r) * kMP + i]; },
-                [&](int i, int j) { return W[i * kSP + n0 + j]; });
+                [&](int i, int j) { return Tf32Pair{Wh[i * kSP + n0 + j], Wl[i * kSP + n0 + j]}; });
       warp_tile_each(acc, [&](int r, int j, float v) {
         const int t = r0 + r;
         if (t < n && n0 + j < bv) p.out[(c0 + t) * p.out_token_stride + h * p.out_head_stride + j0 + n0 + j] = v;
@@ -599,7 +608,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
     const float glast = G[kC - 1];
     for (int e = tid; e < kC * kBV; e += kThreads) {
       const int t = e / kBV, j = e % kBV;
-      W[t * kSP + j] *= expf(glast - G[t]);
+      store_split(W[t * kSP + j] * expf(glast - G[t]), Wh, Wl, t * kSP + j);
     }
     __pipeline_wait_prior(2);  // Kn (the next chunk's Qn, Wk and Mq may still be in flight)
     __syncthreads();
@@ -611,8 +620,11 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
         float acc[NT][4];
         warp_tile_each(acc, [&](int r, int j, float& v) { v = el * S[(d0 + r) * kSP + n0 + j]; });
         warp_mma3(acc, 0, n8, [&](int r, int t) { return Ks[t * KT + d0 + r]; },
-                  [&](int t, int j) { return W[t * kSP + n0 + j]; });
-        warp_tile_each(acc, [&](int r, int j, float v) { S[(d0 + r) * kSP + n0 + j] = v; });
+                  [&](int t, int j) { return Tf32Pair{Wh[t * kSP + n0 + j], Wl[t * kSP + n0 + j]}; });
+        warp_tile_each(acc, [&](int r, int j, float v) {
+          S[(d0 + r) * kSP + n0 + j] = v;
+          store_split(v, Sh, Sl, (d0 + r) * kSP + n0 + j);
+        });
       }
     }
   }

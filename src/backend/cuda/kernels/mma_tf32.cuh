@@ -16,6 +16,22 @@ __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) 
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(rest));
 }
 
+// An operand split ahead (into shared memory, once for every warp that reads it): split_tf32
+// passes its halves through, so warp_mma3's accessors may return either a float or this.
+struct Tf32Pair {
+  uint32_t hi, lo;
+};
+
+__device__ __forceinline__ void split_tf32(Tf32Pair x, uint32_t& hi, uint32_t& lo) {
+  hi = x.hi;
+  lo = x.lo;
+}
+
+// Stores x's split into hi[at] and lo[at].
+__device__ __forceinline__ void store_split(float x, uint32_t* hi, uint32_t* lo, int at) {
+  split_tf32(x, hi[at], lo[at]);
+}
+
 // c += a b for a 16x8 tf32 A, an 8x8 tf32 B and a 16x8 f32 C.
 __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm volatile(
@@ -27,7 +43,8 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
 
 // acc[nt] += sum over k in [k_begin, k_end) of a(r, k) b(k, 8 nt + n), for the warp's 16 x 8NT
 // tile, in steps of 8 (k_end - k_begin a multiple of 8): a(r, k) reads A at tile row r (0..15),
-// b(k, n) reads B at tile column n (0..8NT-1); both read any layout (transposed or not).
+// b(k, n) reads B at tile column n (0..8NT-1); both read any layout (transposed or not) and
+// return a float or a Tf32Pair.
 template <int NT, typename FA, typename FB>
 __device__ __forceinline__ void warp_mma3(float (&acc)[NT][4], int k_begin, int k_end, FA a, FB b) {
   const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
