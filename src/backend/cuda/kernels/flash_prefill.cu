@@ -16,7 +16,9 @@ namespace kiln::cuda {
 
 namespace {
 
-constexpr int kQueryRows = 64, kTileKeys = 64, kWarps = 4, kThreads = 32 * kWarps;
+// 8 warps of 16 query rows share each staged K/V tile (4 warps, 2 blocks an SM, ran the 4,096-token
+// prefill as fast and staged twice the tiles: 1.6x slower with an f32 cache, docs/cuda.md).
+constexpr int kQueryRows = 128, kTileKeys = 64, kWarps = 8, kThreads = 32 * kWarps;
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int D>
@@ -51,9 +53,9 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_b
 }
 
 // Grid: (ceil(max_q_len / 64), rows, q_heads), the query tiles in reverse so that the blocks
-// that see the most keys start first. 4 warps, a warp per 16 query rows.
+// that see the most keys start first. 8 warps, a warp per 16 query rows.
 template <int D, typename KV>
-__global__ void __launch_bounds__(kThreads, 2) flash_prefill_kernel(FlashPrefillParams p) {
+__global__ void __launch_bounds__(kThreads, 1) flash_prefill_kernel(FlashPrefillParams p) {
   constexpr int S = D + 8;  // shared row stride in bf16
   constexpr int kDimSlices = D / 8, kDimSteps = D / 16, kKeySlices = kTileKeys / 8, kQuads = D / 4;
   extern __shared__ float4 smem4[];

@@ -1,5 +1,5 @@
 // Causal GQA flash attention for prefill rows on tensor cores, over the paged f32 K/V cache, with
-// the output gate (out *= sigmoid(gate)) fused. A block takes 64 consecutive query tokens of one
+// the output gate (out *= sigmoid(gate)) fused. A block takes 128 consecutive query tokens of one
 // row and one query head (a warp per 16 of them); tiles of 64 keys of K and V are converted to
 // bf16 as they are staged in shared memory, S = Q K^T and O += P V run as bf16 mma.sync with f32
 // accumulation, and the softmax is online in f32 (P rounded to bf16 for its product with V). So
