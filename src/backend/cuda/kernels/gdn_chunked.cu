@@ -415,17 +415,25 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_prep_kernel(GatedDeltaRule
   }
   for (int64_t p0 = 0; p0 < dv + DK; p0 += kPanel) {
     __syncthreads();  // T is in, Qs is read; the previous panel is out
-    // The right-hand sides: beta v for U's columns, beta exp(G) k for Wk's (zero past the end).
-    for (int e = tid; e < kC * kPanel; e += kThreads) {
-      const int t = e / kPanel, cc = e % kPanel;
-      const int64_t col = p0 + cc;
-      float x = 0.f;
-      if (col < dv) {
-        if (t < n) x = beta[t] * p.v[(c0 + t) * p.v_token_stride + h * p.v_head_stride + col];
-      } else if (col < dv + DK) {
-        x = beta[t] * expf(G[t]) * Ks[t * KP + (col - dv)];
+    // The right-hand sides: beta v for U's columns, beta exp(G) k for Wk's (zero past the end),
+    // four adjacent columns a thread.
+    for (int e = tid; e < kC * kPanel / 4; e += kThreads) {
+      const int t = e / (kPanel / 4), cc = 4 * (e % (kPanel / 4));
+      const float* vt = p.v + (c0 + t) * p.v_token_stride + h * p.v_head_stride;
+      const float bt = beta[t], bg = bt * expf(G[t]);
+      float4 x4;
+      float* x = &x4.x;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t col = p0 + cc + i;
+        x[i] = 0.f;
+        if (col < dv) {
+          if (t < n) x[i] = bt * vt[col];
+        } else if (col < dv + DK) {
+          x[i] = bg * Ks[t * KP + (col - dv)];
+        }
       }
-      X[t * kXP + cc] = x;
+      *reinterpret_cast<float4*>(X + t * kXP + cc) = x4;
     }
     __syncthreads();
     const int n0 = 16 * warp;  // the warp's columns of the panel
@@ -445,11 +453,16 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_prep_kernel(GatedDeltaRule
       __syncwarp();
     }
     __syncthreads();
-    for (int e = tid; e < kC * kPanel; e += kThreads) {
-      const int t = e / kPanel, cc = e % kPanel;
-      const int64_t col = p0 + cc;
-      if (col < dv) rU[t * dv + col] = X[t * kXP + cc];
-      else if (col < dv + DK) rWk[t * DK + (col - dv)] = X[t * kXP + cc];
+    for (int e = tid; e < kC * kPanel / 4; e += kThreads) {
+      const int t = e / (kPanel / 4), cc = 4 * (e % (kPanel / 4));
+      const float4 x4 = *reinterpret_cast<const float4*>(X + t * kXP + cc);
+      const float* x = &x4.x;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t col = p0 + cc + i;
+        if (col < dv) rU[t * dv + col] = x[i];
+        else if (col < dv + DK) rWk[t * DK + (col - dv)] = x[i];
+      }
     }
   }
 }

@@ -59,7 +59,8 @@ __device__ __forceinline__ void load_tile(float* dst, const float* src, int64_t 
 // hand) per block of 32 columns; for each chunk, dSn is kept, dW = D (Kn dSn) + Mq^T dout is
 // written, and dS becomes exp(G_L) dSn + Qn^T (gamma dout) - Wk^T dW, each a warp-tiled 3xTF32
 // product on tensor cores (mma_tf32.cuh). Strides as in the forward scan: 4 mod 32 for a row-major
-// A fragment (Kn), 8 mod 32 for a transposed one (Qn, Wk, Mq) and for a B fragment.
+// A fragment (Kn), 8 mod 32 for a transposed one (Qn, Wk, Mq) and for a B fragment. dS and -dW,
+// B operands of every warp, are split into tf32 halves once, where they are written.
 
 constexpr int kSP = kBV + 8;  // dS, dout, dW rows
 constexpr int kMT = kC + 8;   // Mq rows, read transposed
@@ -74,8 +75,9 @@ struct ScanLayout {
   static constexpr int kWk = kQ + kC * kKT;   // [kC][kKT]
   static constexpr int kM = kWk + kC * kKT;   // [kC][kMT]
   static constexpr int kO = kM + kC * kMT;    // [kC][kSP]: dout, then gamma dout
-  static constexpr int kdW = kO + kC * kSP;   // [kC][kSP]
-  static constexpr int kG = kdW + kC * kSP;   // [kC]
+  static constexpr int kdSh = kO + kC * kSP;        // [DK][kSP] x 2: dS split into tf32 halves
+  static constexpr int kdWh = kdSh + 2 * DK * kSP;  // [kC][kSP] x 2: -dW, likewise
+  static constexpr int kG = kdWh + 2 * kC * kSP;    // [kC]
   static constexpr int kFloats = kG + kC;
 };
 
@@ -92,7 +94,10 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
   float* Wks = smem + L::kWk;
   float* Mq = smem + L::kM;
   float* O = smem + L::kO;
-  float* dW = smem + L::kdW;
+  uint32_t* dSh = reinterpret_cast<uint32_t*>(smem + L::kdSh);
+  uint32_t* dSl = dSh + DK * kSP;
+  uint32_t* dWh = reinterpret_cast<uint32_t*>(smem + L::kdWh);
+  uint32_t* dWl = dWh + kC * kSP;
   float* G = smem + L::kG;
   const int h = blockIdx.x, row = blockIdx.z;
   const int64_t dv = p.dv, j0 = static_cast<int64_t>(blockIdx.y) * kBV;
@@ -101,7 +106,10 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
   const GdnChunkRecord R{DK, dv};
   const int64_t max_chunks = max_chunks_of(p);
 
-  for (int e = tid; e < DK * kSP; e += kThreads) dS[e] = 0.f;
+  for (int e = tid; e < DK * kSP; e += kThreads) {
+    dS[e] = 0.f;
+    dSh[e] = dSl[e] = 0u;
+  }
   const int64_t t0 = p.cu_seqlens[row], t1 = p.cu_seqlens[row + 1];
   const int chunks = static_cast<int>((t1 - t0 + kC - 1) / kC);
   auto record = [&](int c) { return ch.rec + ((row * max_chunks + c) * p.v_heads + h) * R.floats(); };
@@ -151,14 +159,14 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
       const int r0 = 16 * (warp >> 1), n0 = 16 * (warp & 1);
       float acc[2][4] = {};
       warp_mma3(acc, 0, DK, [&](int r, int d) { return Ks[(r0 + r) * KP + d]; },
-                [&](int d, int j) { return dS[d * kSP + n0 + j]; });
+                [&](int d, int j) { return Tf32Pair{dSh[d * kSP + n0 + j], dSl[d * kSP + n0 + j]}; });
       warp_tile_each(acc, [&](int r, int, float& v) { v *= expf(glast - G[r0 + r]); });
       warp_mma3(acc, r0, n8, [&](int r, int s) { return Mq[s * kMT + r0 + r]; },
                 [&](int s, int j) { return O[s * kSP + n0 + j]; });
       float* dw_glob = ch.dw + item * kC * dv + j0;
       warp_tile_each(acc, [&](int r, int j, float v) {
         const int t = r0 + r;
-        dW[t * kSP + n0 + j] = v;
+        store_split(-v, dWh, dWl, t * kSP + n0 + j);
         if (n0 + j < bv) dw_glob[t * dv + n0 + j] = v;
       });
     }
@@ -181,8 +189,11 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
         warp_mma3(acc, 0, n8, [&](int r, int t) { return Qs[t * KT + d0 + r]; },
                   [&](int t, int j) { return O[t * kSP + n0 + j]; });
         warp_mma3(acc, 0, n8, [&](int r, int t) { return Wks[t * KT + d0 + r]; },
-                  [&](int t, int j) { return -dW[t * kSP + n0 + j]; });
-        warp_tile_each(acc, [&](int r, int j, float v) { dS[(d0 + r) * kSP + n0 + j] = v; });
+                  [&](int t, int j) { return Tf32Pair{dWh[t * kSP + n0 + j], dWl[t * kSP + n0 + j]}; });
+        warp_tile_each(acc, [&](int r, int j, float v) {
+          dS[(d0 + r) * kSP + n0 + j] = v;
+          store_split(v, dSh, dSl, (d0 + r) * kSP + n0 + j);
+        });
       }
     }
   }
