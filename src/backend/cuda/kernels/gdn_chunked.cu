@@ -617,7 +617,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
     }
     __syncthreads();
     load_m(c + 1);  // Mq is done with
-    // S = exp(G_last) S0 + Kn^T (exp(G_last - G) W): 16 state rows and 8 NT columns a warp.
+    // S = exp(G_last) S0 + Kn^T (exp(G_last - G) W).
     const float glast = G[kC - 1];
     for (int e = tid; e < kC * kBV; e += kThreads) {
       const int t = e / kBV, j = e % kBV;
@@ -625,21 +625,10 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
     }
     __pipeline_wait_prior(2);  // Kn (the next chunk's Qn, Wk and Mq may still be in flight)
     __syncthreads();
-    {
-      constexpr int NT = DK >= 32 ? DK / 32 : 1;  // 4 * DK / 16 tiles over 8 warps
-      const int tile = warp * NT, d0 = 16 * (tile / 4), n0 = 8 * (tile % 4);
-      if (d0 < DK) {
-        const float el = expf(glast);
-        float acc[NT][4];
-        warp_tile_each(acc, [&](int r, int j, float& v) { v = el * S[(d0 + r) * kSP + n0 + j]; });
-        warp_mma3(acc, 0, n8, [&](int r, int t) { return Ks[t * KT + d0 + r]; },
-                  [&](int t, int j) { return Tf32Pair{Wh[t * kSP + n0 + j], Wl[t * kSP + n0 + j]}; });
-        warp_tile_each(acc, [&](int r, int j, float v) {
-          S[(d0 + r) * kSP + n0 + j] = v;
-          store_split(v, Sh, Sl, (d0 + r) * kSP + n0 + j);
-        });
-      }
-    }
+    block_update_32<DK, kSP>(S, Sh, Sl, expf(glast), [&](auto& acc, int d0, int n0) {
+      warp_mma3(acc, 0, n8, [&](int r, int t) { return Ks[t * KT + d0 + r]; },
+                [&](int t, int j) { return Tf32Pair{Wh[t * kSP + n0 + j], Wl[t * kSP + n0 + j]}; });
+    });
   }
   if (S_glob == nullptr) return;
   __syncthreads();

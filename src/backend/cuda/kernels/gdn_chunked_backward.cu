@@ -178,24 +178,13 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
     }
     __pipeline_wait_prior(1);  // Qn and Wk (the next chunk's Kn and Mq may still be in flight)
     __syncthreads();
-    // dS = exp(G_L) dSn + Qn^T (gamma dout) - Wk^T dW: 16 state rows and 8 NT columns a warp.
-    {
-      constexpr int NT = DK >= 32 ? DK / 32 : 1;  // 4 * DK / 16 tiles over 8 warps
-      const int tile = warp * NT, d0 = 16 * (tile / 4), n0 = 8 * (tile % 4);
-      if (d0 < DK) {
-        const float el = expf(glast);
-        float acc[NT][4];
-        warp_tile_each(acc, [&](int r, int j, float& v) { v = el * dS[(d0 + r) * kSP + n0 + j]; });
-        warp_mma3(acc, 0, n8, [&](int r, int t) { return Qs[t * KT + d0 + r]; },
-                  [&](int t, int j) { return O[t * kSP + n0 + j]; });
-        warp_mma3(acc, 0, n8, [&](int r, int t) { return Wks[t * KT + d0 + r]; },
-                  [&](int t, int j) { return Tf32Pair{dWh[t * kSP + n0 + j], dWl[t * kSP + n0 + j]}; });
-        warp_tile_each(acc, [&](int r, int j, float v) {
-          dS[(d0 + r) * kSP + n0 + j] = v;
-          store_split(v, dSh, dSl, (d0 + r) * kSP + n0 + j);
-        });
-      }
-    }
+    // dS = exp(G_L) dSn + Qn^T (gamma dout) - Wk^T dW.
+    block_update_32<DK, kSP>(dS, dSh, dSl, expf(glast), [&](auto& acc, int d0, int n0) {
+      warp_mma3(acc, 0, n8, [&](int r, int t) { return Qs[t * KT + d0 + r]; },
+                [&](int t, int j) { return O[t * kSP + n0 + j]; });
+      warp_mma3(acc, 0, n8, [&](int r, int t) { return Wks[t * KT + d0 + r]; },
+                [&](int t, int j) { return Tf32Pair{dWh[t * kSP + n0 + j], dWl[t * kSP + n0 + j]}; });
+    });
   }
 }
 

@@ -78,4 +78,21 @@ __device__ __forceinline__ void warp_tile_each(float (&acc)[NT][4], F f) {
     for (int e = 0; e < 4; ++e) f(g + 8 * (e >> 1), nt * 8 + 2 * q + (e & 1), acc[nt][e]);
 }
 
+// The 8 warps of a block update a [ROWS][32] f32 matrix X (row stride STRIDE) in place, 16 rows
+// and 8 NT columns a warp: X = scale X + the products that products(acc, r0, n0) adds into the
+// warp's tile (rows r0.., columns n0..), keeping X's tf32 split (Xh, Xl) current.
+template <int ROWS, int STRIDE, typename F>
+__device__ __forceinline__ void block_update_32(float* X, uint32_t* Xh, uint32_t* Xl, float scale, F products) {
+  constexpr int NT = ROWS >= 32 ? ROWS / 32 : 1;  // 4 * ROWS / 16 tiles over 8 warps
+  const int tile = (threadIdx.x >> 5) * NT, r0 = 16 * (tile / 4), n0 = 8 * (tile % 4);
+  if (r0 >= ROWS) return;
+  float acc[NT][4];
+  warp_tile_each(acc, [&](int r, int j, float& v) { v = scale * X[(r0 + r) * STRIDE + n0 + j]; });
+  products(acc, r0, n0);
+  warp_tile_each(acc, [&](int r, int j, float v) {
+    X[(r0 + r) * STRIDE + n0 + j] = v;
+    store_split(v, Xh, Xl, (r0 + r) * STRIDE + n0 + j);
+  });
+}
+
 }  // namespace kiln::cuda
