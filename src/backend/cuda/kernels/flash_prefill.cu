@@ -52,7 +52,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_b
                : "memory");
 }
 
-// Grid: (ceil(max_q_len / 64), rows, q_heads), the query tiles in reverse so that the blocks
+// Grid: (ceil(max_q_len / 128), rows, q_heads), the query tiles in reverse so that the blocks
 // that see the most keys start first. 8 warps, a warp per 16 query rows.
 template <int D, typename KV>
 __global__ void __launch_bounds__(kThreads, 1) flash_prefill_kernel(FlashPrefillParams p) {
