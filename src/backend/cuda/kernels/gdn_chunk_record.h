@@ -13,6 +13,10 @@
 
 #include <cstdint>
 
+#ifdef __CUDACC__
+#include <cuda_pipeline.h>
+#endif
+
 namespace kiln::cuda {
 
 constexpr int kGdnChunk = 64;
@@ -41,5 +45,18 @@ __host__ __device__ constexpr GdnForwardKept gdn_forward_kept(int64_t rows, int6
   const int64_t states = items * GdnChunkRecord{dk, dv}.floats(), w = states + items * dk * dv;
   return {0, states, w, w + items * kGdnChunk * dv};
 }
+
+#ifdef __CUDACC__
+// The scans' loads of a record matrix: its kGdnChunk rows of `cols` floats (a multiple of 4) into
+// shared memory rows `stride` floats apart (a multiple of 4), 16 bytes a cp.async, the caller
+// committing the group. Every thread of the block (THREADS of them) takes part.
+template <int THREADS>
+__device__ __forceinline__ void load_record_rows(float* dst, int stride, const float* src, int cols) {
+  for (int e = threadIdx.x; e < kGdnChunk * (cols / 4); e += THREADS) {
+    const int t = e / (cols / 4), d = 4 * (e % (cols / 4));
+    __pipeline_memcpy_async(dst + t * stride + d, src + t * cols + d, 16);
+  }
+}
+#endif
 
 }  // namespace kiln::cuda

@@ -533,21 +533,15 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
   // its last reader of the previous chunk is done: Qn and Wk after the W / exp(G) Qn S0 step, Mq
   // after the output, U, G and Kn at the top of the chunk (Kn waited for only before the state
   // update). A group is committed even when empty (no next chunk), so every wait counts alike.
-  auto load_rows = [&](float* dst, int stride, const float* src, int cols) {  // kC rows of `cols` floats
-    for (int e = tid; e < kC * (cols / 4); e += kThreads) {
-      const int t = e / (cols / 4), d = 4 * (e % (cols / 4));
-      __pipeline_memcpy_async(dst + t * stride + d, src + t * cols + d, 16);
-    }
-  };
   auto load_qwk = [&](int c) {
     if (exists(c)) {
-      load_rows(Qs, KP, record(c) + R.q(), DK);
-      load_rows(Wks, KP, record(c) + R.wk(), DK);
+      load_record_rows<kThreads>(Qs, KP, record(c) + R.q(), DK);
+      load_record_rows<kThreads>(Wks, KP, record(c) + R.wk(), DK);
     }
     __pipeline_commit();
   };
   auto load_m = [&](int c) {
-    if (exists(c)) load_rows(Mq, kMP, record(c) + R.mq(), kC);
+    if (exists(c)) load_record_rows<kThreads>(Mq, kMP, record(c) + R.mq(), kC);
     __pipeline_commit();
   };
   load_qwk(0);
@@ -575,7 +569,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
     }
     if (tid < kC) G[tid] = rG[tid];
     __pipeline_commit();
-    load_rows(Ks, KT, rec + R.k(), DK);
+    load_record_rows<kThreads>(Ks, KT, rec + R.k(), DK);
     __pipeline_commit();
     __pipeline_wait_prior(1);  // all but Kn
     __syncthreads();

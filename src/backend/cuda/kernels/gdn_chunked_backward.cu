@@ -113,20 +113,14 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
   const int64_t t0 = p.cu_seqlens[row], t1 = p.cu_seqlens[row + 1];
   const int chunks = static_cast<int>((t1 - t0 + kC - 1) / kC);
   auto record = [&](int c) { return ch.rec + ((row * max_chunks + c) * p.v_heads + h) * R.floats(); };
-  auto load_rows = [&](float* dst, int stride, const float* src, int cols) {  // kC rows of `cols` floats
-    for (int e = tid; e < kC * (cols / 4); e += kThreads) {
-      const int t = e / (cols / 4), d = 4 * (e % (cols / 4));
-      __pipeline_memcpy_async(dst + t * stride + d, src + t * cols + d, 16);
-    }
-  };
   // As the forward scan: the record loads run ahead in cp.async groups, each into its buffer once
   // the buffer's last reader of the previous chunk (the next one up) is done: Kn and Mq after dW,
   // Qn and Wk at the top of the chunk (waited for only before the dS update). A group is
   // committed even when empty, so every wait counts alike.
   auto load_km = [&](int c) {
     if (c >= 0) {
-      load_rows(Ks, KP, record(c) + R.k(), DK);
-      load_rows(Mq, kMT, record(c) + R.mq(), kC);
+      load_record_rows<kThreads>(Ks, KP, record(c) + R.k(), DK);
+      load_record_rows<kThreads>(Mq, kMT, record(c) + R.mq(), kC);
     }
     __pipeline_commit();
   };
@@ -143,8 +137,8 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
       const int d = e / kBV, j = e % kBV;
       if (j < bv) kept[d * dv + j] = dS[d * kSP + j];
     }
-    load_rows(Qs, KT, rec + R.q(), DK);
-    load_rows(Wks, KT, rec + R.wk(), DK);
+    load_record_rows<kThreads>(Qs, KT, rec + R.q(), DK);
+    load_record_rows<kThreads>(Wks, KT, rec + R.wk(), DK);
     __pipeline_commit();
     load_tile(O, p.dout + c0 * p.dout_token_stride + h * p.dout_head_stride + j0, p.dout_token_stride, kC, n, bv,
               kSP);
