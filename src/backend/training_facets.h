@@ -84,6 +84,10 @@ struct AttentionBackwardArgs {
   Tensor dq, dk, dv, dgate;  // shaped as q, k, v, gate
   const BatchLayout* layout = nullptr;
   float scale = 1.f;
+  // kBF16: the products may run at reduced precision (CUDA: TF32 tensor cores, f32 accumulation),
+  // as the forward's AttentionArgs::compute allows bf16 ones; a backend may still compute in f32.
+  // kF32: every product in f32.
+  DType compute = DType::kF32;
 };
 TrainRequest describe(const AttentionBackwardArgs& a);
 

@@ -232,6 +232,8 @@ Status TrainerImpl::attention_backward(Pass& p, int64_t layer, const LayerTrace&
   }
   ab.layout = &p.layout;
   ab.scale = 1.f / std::sqrt(static_cast<float>(D));
+  // As in the forward: a bf16 checkpoint's attention products may run at reduced precision.
+  if (W.q_proj.dtype() == DType::kBF16) ab.compute = DType::kBF16;
   KILN_RETURN_IF_ERROR(train().attention_backward(ab));
   KILN_RETURN_IF_ERROR(train().rope_backward({ab.dq, ab.dk, p.layout.positions, c.rotary_dim(), float(c.rope_theta)}));
   // The q/k norms, in place on the gradients (the norm backward reads each element before writing it).

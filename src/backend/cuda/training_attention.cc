@@ -8,7 +8,10 @@
 //   dP = dO V^T, dS = P (dP - Di) scale, dQ = dS K, dK += dS^T Q, dV += P^T dO.
 // A kv head's group of query heads is one block of rows, so dK and dV sum over the group inside
 // the GEMM. Everything is f32 with f32 accumulation (CUBLAS_COMPUTE_32F, no TF32), so the result
-// matches the CPU to f32 rounding (the tests hold it to 2e-5 relative).
+// matches the CPU to f32 rounding (the tests hold it to 2e-5 relative); a request that allows bf16
+// products (AttentionBackwardArgs::compute, a bf16 checkpoint's) runs the GEMMs on TF32 tensor
+// cores instead (CUBLAS_COMPUTE_32F_FAST_TF32: operands rounded to a 10-bit mantissa, f32
+// accumulation), the row-wise steps unchanged.
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -50,13 +53,14 @@ struct Operand {
 
 // Row-major C[m, n] = alpha op(A) op(B) + beta C over `batch` matrices. cuBLAS is column-major and
 // a row-major matrix is its column-major transpose, so it is asked for C^T = op(B)^T op(A)^T.
-Status batched_gemm(cublasHandle_t h, int64_t m, int64_t n, int64_t k, float alpha, Operand a, Operand b, float beta,
-            float* c, int64_t ldc, int64_t c_stride, int64_t batch, const std::string& req) {
+Status batched_gemm(cublasHandle_t h, cublasComputeType_t compute, int64_t m, int64_t n, int64_t k, float alpha,
+                    Operand a, Operand b, float beta, float* c, int64_t ldc, int64_t c_stride, int64_t batch,
+                    const std::string& req) {
   const cublasStatus_t s = cublasGemmStridedBatchedEx(
       h, b.trans ? CUBLAS_OP_T : CUBLAS_OP_N, a.trans ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
       static_cast<int>(m), static_cast<int>(k), &alpha, b.data, CUDA_R_32F, static_cast<int>(b.ld), b.batch_stride,
       a.data, CUDA_R_32F, static_cast<int>(a.ld), a.batch_stride, &beta, c, CUDA_R_32F, static_cast<int>(ldc),
-      c_stride, static_cast<int>(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      c_stride, static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT);
   if (s == CUBLAS_STATUS_SUCCESS) return {};  // the message is built only for an error
   return blas_status(s, req + ": cuBLAS GEMM [" + std::to_string(m) + ", " + std::to_string(n) + ", " +
                             std::to_string(k) + "] x " + std::to_string(batch));
@@ -83,7 +87,9 @@ Status Training::attention_backward(const AttentionBackwardArgs& a) {
   const int64_t group = a.q.dim(1) / Hkv;
   cudaStream_t st = ctx_->stream;
   if (!a.layout->cu_seqlens.is_contiguous()) return invalid_argument(req + ": cu_seqlens must be contiguous");
-  ProfileScope prof(ctx_->profiler.get(), [&] { return "attention_backward tokens=" + std::to_string(T); });
+  ProfileScope prof(ctx_->profiler.get(), [&] {
+    return "attention_backward tokens=" + std::to_string(T) + (a.compute == DType::kBF16 ? " (tf32)" : "");
+  });
 
   // The row offsets on the host: the chunking and the GEMM shapes follow them. The layout's host
   // copy where it has one; otherwise read back, which waits for every kernel queued before it
@@ -109,6 +115,7 @@ Status Training::attention_backward(const AttentionBackwardArgs& a) {
   }
   if (chunk_rows == 0) return {};  // every row empty: no gradient to write
   KILN_ASSIGN_OR_RETURN(cublasHandle_t h, ctx_->blas());
+  const cublasComputeType_t compute = a.compute == DType::kBF16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 
   // Scratch, pool-cached and ordered on the stream like every kernel here.
   auto scratch = [&](int64_t n) { return ctx_->empty(Shape{n}, DType::kF32); };
@@ -163,17 +170,17 @@ Status Training::attention_backward(const AttentionBackwardArgs& a) {
           const Operand k_t{ks + off, D, kv_stride, true}, v_t{vs + off, D, kv_stride, true};
           const Operand p_op{c.p, keys, s_stride, false}, ds_op{c.ds, keys, s_stride, false};
           const Operand p_tr{c.p, keys, s_stride, true}, ds_tr{c.ds, keys, s_stride, true};
-          KILN_RETURN_IF_ERROR(batched_gemm(h, M, keys, D, a.scale, q_op, k_t, 0.f, c.p, keys, s_stride, hb, req));
+          KILN_RETURN_IF_ERROR(batched_gemm(h, compute, M, keys, D, a.scale, q_op, k_t, 0.f, c.p, keys, s_stride, hb, req));
           KILN_RETURN_IF_ERROR(attention_causal_softmax(c, st));
-          KILN_RETURN_IF_ERROR(batched_gemm(h, M, D, keys, 1.f, p_op, v_op, 0.f, os, D, r_stride, hb, req));
+          KILN_RETURN_IF_ERROR(batched_gemm(h, compute, M, D, keys, 1.f, p_op, v_op, 0.f, os, D, r_stride, hb, req));
           KILN_RETURN_IF_ERROR(attention_output_grad(c, st));
-          KILN_RETURN_IF_ERROR(batched_gemm(h, M, keys, D, 1.f, do_op, v_t, 0.f, c.ds, keys, s_stride, hb, req));
+          KILN_RETURN_IF_ERROR(batched_gemm(h, compute, M, keys, D, 1.f, do_op, v_t, 0.f, c.ds, keys, s_stride, hb, req));
           KILN_RETURN_IF_ERROR(attention_score_grad(c, st));
           // dQ lands in the O scratch (O is spent), then goes to its heads of dq.
-          KILN_RETURN_IF_ERROR(batched_gemm(h, M, D, keys, 1.f, ds_op, k_op, 0.f, os, D, r_stride, hb, req));
+          KILN_RETURN_IF_ERROR(batched_gemm(h, compute, M, D, keys, 1.f, ds_op, k_op, 0.f, os, D, r_stride, hb, req));
           KILN_RETURN_IF_ERROR(attention_scatter(os, c.map, c.rows, D, heads(a.dq), st));
-          KILN_RETURN_IF_ERROR(batched_gemm(h, keys, D, M, 1.f, ds_tr, q_op, 1.f, dks + off, D, kv_stride, hb, req));
-          KILN_RETURN_IF_ERROR(batched_gemm(h, keys, D, M, 1.f, p_tr, do_op, 1.f, dvs + off, D, kv_stride, hb, req));
+          KILN_RETURN_IF_ERROR(batched_gemm(h, compute, keys, D, M, 1.f, ds_tr, q_op, 1.f, dks + off, D, kv_stride, hb, req));
+          KILN_RETURN_IF_ERROR(batched_gemm(h, compute, keys, D, M, 1.f, p_tr, do_op, 1.f, dvs + off, D, kv_stride, hb, req));
         }
       }
     }

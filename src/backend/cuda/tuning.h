@@ -18,6 +18,8 @@
 //   KILN_CUDA_GDN_SPLIT_MIN_ROWS=<n> fewest rows (one token each) for which the fused decode step
 //                               runs as the split kernels (a block per value head); 0 or unset:
 //                               the measured default; a huge value keeps the one-kernel form
+//   KILN_CUDA_GDN_DECODE_STAGED=0 the split decode's state kernel holds the state in registers
+//                               instead of staging it in shared memory (gdn_decode.h)
 //   KILN_CUDA_CONV_SEQUENTIAL=1 the conv runs one thread per channel over all of a row's tokens
 //   KILN_CUDA_ATTN_DECODE_BLOCKS_PER_SM=<n> decode attention splits the keys until about n blocks
 //                               an SM run (at least 64 keys a split)
@@ -28,6 +30,9 @@
 //                               stays on the f32 kernels instead of the tensor-core flash kernel
 //   KILN_CUDA_NORM_VEC4=0       RMSNorm keeps the strided loop for every row (rms_norm.cu)
 //   KILN_CUDA_GRAPHS=0          the engine runs every decode step eagerly (no CUDA graph replay)
+//   KILN_CUDA_THIN_GEMM=0       f32 products with a side of at most 64 (LoRA ranks) stay on
+//                               cuBLAS instead of the thin kernels (kernels/thin_gemm.h)
+//   KILN_CUDA_THIN_GEMM_MIN_ROWS=<m> fewest rows of the wide operand for the thin kernels
 //   KILN_CUDA_LORA_KERNEL=0     LoRA deltas of short segments run the matmul sequence instead of
 //                               the shrink/expand kernels (kernels/lora.h)
 //   KILN_CUDA_PDL=0             decode-path kernels launch plainly, without programmatic
@@ -55,6 +60,7 @@ struct Tuning {
   bool gdn_two_pass = true;
   bool gdn_fused_decode = true;
   long long gdn_split_min_rows = 1;
+  bool gdn_decode_staged = true;  // the split decode's state staged in shared memory (gdn_decode.h)
   bool conv_token_parallel = true;
   bool attention_split = true;  // the split-key GQA kernel where its shape allows
   int attention_decode_blocks_per_sm = 4;
@@ -63,6 +69,8 @@ struct Tuning {
   long long flash_prefill_min_q_len = 64;  // ... when the longest query row has at least this many tokens
   bool graphs = true;        // decode steps recorded as CUDA graphs and replayed (replay.cc)
   bool lora_kernel = true;   // short LoRA segments through kernels/lora.h (linear_lora.cc)
+  bool thin_gemm = true;     // f32 products with a rank-sized side through kernels/thin_gemm.h
+  long long thin_gemm_min_rows = 256;  // ... when the wide operand has at least this many rows
   bool norm_vec4 = true;     // RMSNorm rows of <= 4096 aligned floats: one float4 a thread (rms_norm.cu)
   bool pdl = true;           // decode-path kernels with programmatic dependent launch (kernels/pdl.cuh)
   bool kv_bf16 = true;       // a bf16 K/V cache offered (capabilities().attention.kv_dtypes)
@@ -92,6 +100,7 @@ inline Tuning tuning_from_env() {
   t.gdn_fused_decode = flag("KILN_CUDA_GDN_FUSED", true);
   if (const char* n = std::getenv("KILN_CUDA_GDN_SPLIT_MIN_ROWS"); n != nullptr && std::atoll(n) > 0)
     t.gdn_split_min_rows = std::atoll(n);
+  t.gdn_decode_staged = flag("KILN_CUDA_GDN_DECODE_STAGED", true);
   t.conv_token_parallel = !flag("KILN_CUDA_CONV_SEQUENTIAL", false);
   if (const char* n = std::getenv("KILN_CUDA_ATTN_DECODE_BLOCKS_PER_SM"); n != nullptr && std::atoi(n) > 0)
     t.attention_decode_blocks_per_sm = std::atoi(n);
@@ -102,6 +111,9 @@ inline Tuning tuning_from_env() {
   t.graphs = flag("KILN_CUDA_GRAPHS", true);
   t.norm_vec4 = flag("KILN_CUDA_NORM_VEC4", true);
   t.lora_kernel = flag("KILN_CUDA_LORA_KERNEL", true);
+  t.thin_gemm = flag("KILN_CUDA_THIN_GEMM", true);
+  if (const char* m = std::getenv("KILN_CUDA_THIN_GEMM_MIN_ROWS"); m != nullptr && m[0] != '\0')
+    t.thin_gemm_min_rows = std::atoll(m);
   t.pdl = flag("KILN_CUDA_PDL", true);
   t.kv_bf16 = flag("KILN_CUDA_KV_BF16", true);
   return t;

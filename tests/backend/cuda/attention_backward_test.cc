@@ -8,9 +8,13 @@
 // whole output buffers (what the op must not touch stays as it was).
 // Tolerances, as max|cuda - cpu| / max|cpu|: 2e-5 where both sides sum at most a few hundred f32
 // terms per output, in different orders (cuBLAS blocks its sums, the CPU runs them in sequence);
-// 1e-4 for the chunked rows, whose sums run over up to 8200 keys or queries.
+// 1e-4 for the chunked rows, whose sums run over up to 8200 keys or queries. A request that
+// allows bf16 products (compute = bf16) runs its GEMMs on TF32 tensor cores: each operand rounded
+// to 11 significant bits (unit roundoff 2^-11 = 4.9e-4), through the chain S, P, dP, dS, dQ/dK;
+// 5e-3 holds that, and the error must exceed the f32 bound (the TF32 path ran).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <string>
@@ -29,6 +33,7 @@ using testing::to_host;
 
 constexpr double kF32Tol = 2e-5;
 constexpr double kLongTol = 1e-4;
+constexpr double kTf32Tol = 5e-3;
 
 std::unique_ptr<Backend> cpu() { return std::move(create_backend("cpu").value()); }
 
@@ -75,7 +80,7 @@ struct Case {
 // Runs one case on both backends and compares every gradient. host_offsets false: the device
 // layout carries no host copy of its row offsets, so the op reads them back from the device.
 void check_case(Backend& be, Backend& ref, const Case& c, bool gated, double tol, uint32_t seed,
-                bool host_offsets = true) {
+                bool host_offsets = true, DType compute = DType::kF32, double* worst = nullptr) {
   SCOPED_TRACE(::testing::Message() << c.name << (gated ? " gated" : " ungated")
                                     << (host_offsets ? "" : ", offsets read back"));
   const int64_t T = std::accumulate(c.rows.begin(), c.rows.end(), int64_t{0});
@@ -104,6 +109,7 @@ void check_case(Backend& be, Backend& ref, const Case& c, bool gated, double tol
   AttentionBackwardArgs ha{q.host, k.host, v.host, gate.host, dout.host, dq.host, dk.host, dv.host, dgate.host,
                            &cl, scale};
   AttentionBackwardArgs da{q.dev, k.dev, v.dev, gate.dev, dout.dev, dq.dev, dk.dev, dv.dev, dgate.dev, &dl, scale};
+  da.compute = compute;
   const Status rs = ref.training().attention_backward(ha);
   ASSERT_TRUE(rs.ok()) << rs.to_string();
   const Status ds = be.training().attention_backward(da);
@@ -129,8 +135,11 @@ void check_case(Backend& be, Backend& ref, const Case& c, bool gated, double tol
     EXPECT_LT(rel_error(got(dqg_got, dgate), packed(dgate.host)), tol) << "dgate";
   }
   // The whole buffers: dk's padding columns keep their random values on both sides.
-  EXPECT_LT(err(dqg_got, dqg.host_base), tol) << "the dq/dgate buffer";
-  EXPECT_LT(err(dkb_got, dkb.host_base), tol) << "the dk buffer";
+  const double e_q = err(dqg_got, dqg.host_base), e_k = err(dkb_got, dkb.host_base);
+  const double e_v = rel_error(dv_got, dv.host_base);
+  EXPECT_LT(e_q, tol) << "the dq/dgate buffer";
+  EXPECT_LT(e_k, tol) << "the dk buffer";
+  if (worst != nullptr) *worst = std::max({e_q, e_k, e_v});
 }
 
 TEST(CudaAttentionBackward, MatchesCpu) {
@@ -152,6 +161,24 @@ TEST(CudaAttentionBackward, MatchesCpu) {
       seed += 10;
     }
   check_case(*be, *ref, cases[2], true, kF32Tol, seed, /*host_offsets=*/false);
+}
+
+// compute = bf16 (a bf16 checkpoint's training): the GEMMs on TF32 tensor cores.
+TEST(CudaAttentionBackward, Tf32WhereBf16ProductsAreAllowed) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = cpu();
+  const Case cases[] = {
+      {"4B, ragged rows of 7, 64 and 300", {7, 64, 300}, 16, 4, 256},
+      {"ratio 2", {17, 9, 40}, 4, 2, 32},
+  };
+  uint32_t seed = 300;
+  for (const Case& c : cases) {
+    double worst = 0;
+    check_case(*be, *ref, c, true, kTf32Tol, seed, true, DType::kBF16, &worst);
+    EXPECT_GT(worst, kF32Tol) << c.name << ": no TF32 rounding to be seen";
+    std::printf("attention backward, TF32 products: %s: max rel err %.3g\n", c.name, worst);
+    seed += 10;
+  }
 }
 
 // The op bounds each score buffer at 2^26 floats (training_attention.cc's kScoreBudget) and

@@ -4,7 +4,7 @@
 // effective bandwidth where the kernel is memory-bound. Weights rotate over enough copies to
 // exceed the L2 cache, as in a decode step. "default" is what the facet runs with every switch
 // on (the GEMV kernel where gemv_beats_cublaslt says so). Usage:
-// cuda_kernel_bench [gemv|gemm|gdn|gdn_backward|conv|attention]...
+// cuda_kernel_bench [gemv|gemm|gdn|gdn_backward|conv|attention|thin]...
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -191,6 +191,9 @@ void bench_gdn(Backend& be) {
     Tensor out = be.storage().allocate({R, hv, dv}, DType::kF32).value();
     GdnDecodeArgs d{mixed, cw, cst, z, a, b, a_log, dtb, state, nw, out, hk, dk, 1e-6f, &l};
     const double fused = time_us(be, [&] { return be.gdn().fused_decode(d); });
+    cuda::tuning().gdn_decode_staged = false;  // the state kernel with the state in registers
+    const double in_registers = time_us(be, [&] { return be.gdn().fused_decode(d); });
+    cuda::tuning().gdn_decode_staged = true;
     GdnArgs g;
     g.form = GdnForm::kRecurrent;
     g.q = conv.as_strided({R, hk, dk}, {C, dk, 1});
@@ -210,8 +213,9 @@ void bench_gdn(Backend& be) {
                                  out.reshape({R * hv, dv}), 1e-6f});
     });
     const double state_bytes = 2.0 * R * hv * dk * dv * 4;
-    std::printf("gdn   decode rows=%-3lld (4B layer)  fused %8.2f us (%5.0f GB/s of state)  conv+recurrent+norm %8.2f us\n",
-                (long long)R, fused, state_bytes / fused * 1e-3, separate);
+    std::printf("gdn   decode rows=%-3lld (4B layer)  fused %8.2f us (%5.0f GB/s of state)  state in registers %8.2f us"
+                "  conv+recurrent+norm %8.2f us\n",
+                (long long)R, fused, state_bytes / fused * 1e-3, in_registers, separate);
   }
 }
 
@@ -310,7 +314,43 @@ void bench_attention(Backend& be) {
       const double flops = 4.0 * hq * D * (double(T) * (T + 1) / 2);  // causal QK^T and PV
       std::printf("attn  %-24s flash %9.1f us (%5.1f TFLOPS)  (%.1fx the split kernel)\n", c.what, flash,
                   flops / flash * 1e-6, us[1] / flash);
+      // A bf16 checkpoint's cache (staged by cp.async, as in the model's prefill).
+      a.k_cache = filled(be, {blocks, 64, hkv, D}, DType::kBF16);
+      a.v_cache = filled(be, {blocks, 64, hkv, D}, DType::kBF16, 1.f, 2);
+      const double flash16 = time_us(be, [&] { return be.attention().attend(a); });
+      std::printf("attn  %-24s flash, bf16 K/V %9.1f us (%5.1f TFLOPS)\n", c.what, flash16, flops / flash16 * 1e-6);
     }
+  }
+}
+
+// The LoRA factor products of a 4B training step (4,096 tokens, rank 16) through the training
+// facet's gemm: cuBLAS against the thin kernels (kernels/thin_gemm.h). GB/s: of the wide operand.
+void bench_thin(Backend& be) {
+  const int64_t T = 4096, r = 16;
+  struct Case {
+    const char* what;
+    int64_t m, n, k;
+    bool trans_a, trans_b;
+  } cases[] = {{"u = x A^T k=2560", T, r, 2560, false, true},        {"u = x A^T k=9216", T, r, 9216, false, true},
+               {"gb = dY B k=9216", T, r, 9216, false, false},       {"gb = dY B k=2560", T, r, 2560, false, false},
+               {"dB = dY^T u out=9216", 9216, r, T, true, false},    {"dB = dY^T u out=2560", 2560, r, T, true, false},
+               {"dA = gb^T x in=2560", r, 2560, T, true, false},     {"dA = gb^T x in=9216", r, 9216, T, true, false},
+               // The expansions stay on cuBLAS (k = r): GB/s of out, read and written.
+               {"out += u B^T out=9216", T, 9216, r, false, true},   {"dX += gb A in=2560", T, 2560, r, false, false}};
+  for (const auto& c : cases) {
+    Tensor a = filled(be, c.trans_a ? Shape{c.k, c.m} : Shape{c.m, c.k}, DType::kF32);
+    Tensor b = filled(be, c.trans_b ? Shape{c.n, c.k} : Shape{c.k, c.n}, DType::kF32, 1.f, 2);
+    Tensor out = be.storage().allocate({c.m, c.n}, DType::kF32).value();
+    GemmArgs g{a, b, out, c.trans_a, c.trans_b, 1.f, true};
+    double us[2];
+    for (int v = 0; v < 2; ++v) {
+      cuda::tuning().thin_gemm = v == 1;
+      us[v] = time_us(be, [&] { return be.training().gemm(g); });
+    }
+    cuda::tuning().thin_gemm = true;
+    const double wide = c.k == r ? 8.0 * out.numel() : 4.0 * std::max(a.numel(), b.numel());
+    std::printf("thin  %-22s cuBLAS %8.1f us  thin %8.1f us (%5.0f GB/s)  (%.1fx)\n", c.what, us[0], us[1],
+                wide / us[1] * 1e-3, us[0] / us[1]);
   }
 }
 
@@ -333,6 +373,7 @@ int main(int argc, char** argv) {
     else if (w == "gdn_backward") kiln::bench_gdn_backward(*be.value());
     else if (w == "conv") kiln::bench_conv(*be.value());
     else if (w == "attention") kiln::bench_attention(*be.value());
+    else if (w == "thin") kiln::bench_thin(*be.value());
     else std::printf("unknown benchmark '%s'\n", w.c_str());
     std::fflush(stdout);
   }

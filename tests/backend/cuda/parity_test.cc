@@ -703,11 +703,13 @@ TEST(CudaParity, GdnFusedDecodeEqualsConvDeltaRuleAndGatedNorm) {
       {"ratio 1 kernel 3", {{0}, {1}}, 2, 2, 64, 64, 3},
       {"several tokens a row", {{0, 7}, {3, 2}}, 2, 4, 16, 16, 4},
   };
-  for (bool split : {false, true}) {
+  for (int form : {0, 1, 2}) {  // one kernel; split, state staged in shared memory; split, state in registers
+  const bool split = form > 0;
   tune->gdn_split_min_rows = split ? 1 : (1LL << 62);
+  tune->gdn_decode_staged = form == 1;
   uint32_t seed = 650;
   for (const auto& c : cases) {
-    SCOPED_TRACE(std::string(c.name) + (split ? " (split)" : " (one kernel)"));
+    SCOPED_TRACE(std::string(c.name) + (form == 0 ? " (one kernel)" : form == 1 ? " (split, staged)" : " (split)"));
     const int64_t T = total_tokens(c.rows), R = static_cast<int64_t>(c.rows.n.size());
     const int64_t C = 2 * c.hk * c.dk + c.hv * c.dv;
     HostBatchLayout hl = make_layout(c.rows, blocks_needed(c.rows) + 1, seed++);
@@ -758,7 +760,7 @@ TEST(CudaParity, GdnFusedDecodeEqualsConvDeltaRuleAndGatedNorm) {
     EXPECT_LE(es, kF32Tol);
     EXPECT_EQ(ec, 0.0);  // the conv state is the inputs, moved
     std::printf("gdn fused decode %s (%s): out rel err %.3g, state %.3g, conv state %.3g\n", c.name,
-                split && T == R ? "split" : "one kernel", eo, es, ec);
+                split && T == R ? (form == 1 ? "split, staged" : "split") : "one kernel", eo, es, ec);
   }
   }
 }

@@ -18,20 +18,19 @@ namespace {
 
 // 8 warps of 16 query rows share each staged K/V tile (4 warps, 2 blocks an SM, ran the 4,096-token
 // prefill as fast and staged twice the tiles: 1.6x slower with an f32 cache, docs/cuda.md).
+// K and V are double-buffered (Q, then K and V of two tiles: 198 KB at head_dim 256).
 constexpr int kQueryRows = 128, kTileKeys = 64, kWarps = 8, kThreads = 32 * kWarps;
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int D>
 constexpr size_t smem_bytes() {
-  return static_cast<size_t>(kQueryRows + 2 * kTileKeys) * (D + 8) * sizeof(__nv_bfloat16);
+  return static_cast<size_t>(kQueryRows + 4 * kTileKeys) * (D + 8) * sizeof(__nv_bfloat16);
 }
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // lo in the low half: the lower column
   return *reinterpret_cast<const uint32_t*>(&v);
 }
-
-__device__ __forceinline__ uint32_t ld32(const __nv_bfloat16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
 // c += a b for a 16x16 bf16 A (row-major), a 16x8 bf16 B (column-major) and a 16x8 f32 C.
 __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -42,14 +41,18 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Four 8x8 bf16 matrices, transposed: lanes 8i..8i+7 give the row addresses of matrix i, and
-// each thread receives, of every matrix, rows 2c and 2c + 1 of column g.
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_bfloat16* row) {
+// Four 8x8 bf16 matrices: lanes 8i..8i+7 give the row addresses of matrix i, and each thread
+// receives, of every matrix, row g, columns 2c and 2c + 1 (an A or B fragment register); with
+// kTrans, rows 2c and 2c + 1 of column g.
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* row) {
   const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
+  if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
 }
 
 // Grid: (ceil(max_q_len / 128), rows, q_heads), the query tiles in reverse so that the blocks
@@ -60,9 +63,13 @@ __global__ void __launch_bounds__(kThreads, 1) flash_prefill_kernel(FlashPrefill
   constexpr int kDimSlices = D / 8, kDimSteps = D / 16, kKeySlices = kTileKeys / 8, kQuads = D / 4;
   extern __shared__ float4 smem4[];
   __nv_bfloat16* Qs = reinterpret_cast<__nv_bfloat16*>(smem4);  // [kQueryRows][S]
-  __nv_bfloat16* Ks = Qs + kQueryRows * S;                       // [kTileKeys][S]
-  __nv_bfloat16* Vs = Ks + kTileKeys * S;                        // [kTileKeys][S]
-  __shared__ int64_t key_off_s[2][kTileKeys];  // each key's K/V offset in the cache (-1: masked), two tiles
+  __nv_bfloat16* Kbuf = Qs + kQueryRows * S;                     // [2][kTileKeys][S]: tile t in buffer t % 2
+  __nv_bfloat16* Vbuf = Kbuf + 2 * kTileKeys * S;                // [2][kTileKeys][S]
+  // Per tile, in slot t % 3 (three tiles are live: the one computed, the one staged, the one
+  // looked up): each key's K/V offset in the cache (-1: masked), and whether any key of each
+  // half of the tile is masked.
+  __shared__ int64_t key_off_s[3][kTileKeys];
+  __shared__ int tile_holes_s[3][2];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c4 = lane & 3;
   const int64_t row = blockIdx.y, h = blockIdx.z, kvh = h / (p.q_heads / p.kv_heads);
@@ -99,21 +106,24 @@ __global__ void __launch_bounds__(kThreads, 1) flash_prefill_kernel(FlashPrefill
   const float scale_log2 = p.scale * kLog2e;
 
   // The tiles' K and V go to shared memory as bf16 (masked keys as zeros) one tile ahead of the
-  // arithmetic: K(t + 1) once every warp is done with K(t) (after S = Q K^T), V(t + 1) once every
-  // warp is done with V(t) (after O += P V); a bf16 cache copies asynchronously (cp.async, one
-  // group a stage), an f32 or e4m3 one is widened here. The block-table lookup once a key, for
-  // the tile before its K is staged.
+  // arithmetic, into the other buffer: at the top of tile t one barrier says that tile t has
+  // landed and that every warp is done with tile t - 1, whose buffers then take tile t + 1. So a
+  // tile costs one barrier, and the warps drift apart inside it (one's softmax under another's
+  // products). A bf16 cache copies asynchronously (cp.async, one group a tile), an f32 or e4m3
+  // one is widened here. The block-table lookup runs two tiles ahead (once a key).
   const int64_t tiles = block_last / kTileKeys + 1;
   auto lookup = [&](int64_t t) {
-    if (tid < kTileKeys) {
+    if (tid < kTileKeys && t < tiles) {  // warps 0 and 1, whole
       const int64_t j = t * kTileKeys + tid;
       const int64_t slot = j <= block_last ? keys.slot(j) : -1;
-      key_off_s[t & 1][tid] = slot >= 0 ? (slot * p.kv_heads + kvh) * D : -1;
+      key_off_s[t % 3][tid] = slot >= 0 ? (slot * p.kv_heads + kvh) * D : -1;
+      const unsigned holes = __ballot_sync(0xffffffffu, slot < 0);
+      if (lane == 0) tile_holes_s[t % 3][warp] = holes != 0u;
     }
   };
   auto stage = [&](const void* cache, __nv_bfloat16* dst, int64_t t) {
     if (t < tiles) {
-      const int64_t* off = key_off_s[t & 1];
+      const int64_t* off = key_off_s[t % 3];
       if constexpr (std::is_same_v<KV, __nv_bfloat16>) {
         for (int e = tid; e < kTileKeys * (D / 8); e += kThreads) {
           const int jj = e / (D / 8), d = 8 * (e % (D / 8));
@@ -136,51 +146,74 @@ __global__ void __launch_bounds__(kThreads, 1) flash_prefill_kernel(FlashPrefill
         }
       }
     }
-    __pipeline_commit();  // even when empty: every wait below counts alike
   };
   lookup(0);
+  lookup(1);
   __syncthreads();  // the offsets (and Q) are in
-  stage(p.k_cache, Ks, 0);
-  stage(p.v_cache, Vs, 0);
+  stage(p.k_cache, Kbuf, 0);
+  stage(p.v_cache, Vbuf, 0);
+  __pipeline_commit();
 
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t k0 = t * kTileKeys;
-    const int64_t* koff = key_off_s[t & 1];
+    const int64_t* koff = key_off_s[t % 3];
     const bool active = k0 <= warp_last;  // warp-uniform: otherwise every key of the tile is masked for this warp
-    __pipeline_wait_prior(1);  // K(t); V(t) may still be in flight
-    __syncthreads();
+    __pipeline_wait_prior(0);  // this thread's copies of tile t
+    __syncthreads();           // everyone's; and tile t - 1 is consumed
+    lookup(t + 2);             // into tile t - 1's slot
+    const int nb = static_cast<int>((t + 1) & 1);
+    stage(p.k_cache, Kbuf + nb * kTileKeys * S, t + 1);
+    stage(p.v_cache, Vbuf + nb * kTileKeys * S, t + 1);
+    __pipeline_commit();
+    const __nv_bfloat16* Ks = Kbuf + (t & 1) * kTileKeys * S;
+    const __nv_bfloat16* Vs = Vbuf + (t & 1) * kTileKeys * S;
     float s[kKeySlices][4];
     if (active) {
       // S = Q K^T for the warp's 16 rows and the tile's 64 keys.
 #pragma unroll
       for (int n = 0; n < kKeySlices; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+      // ldmatrix: Q's A fragment (rows r0 + 0..15, columns kk*16 + 0..15) and K's B fragments
+      // of two 8-key slices at once (keys 16np + 0..15, the same columns).
+      const __nv_bfloat16* qa = Qs + (r0 + (lane & 7) + ((lane >> 3) & 1) * 8) * S + (lane >> 4) * 8;
+      const __nv_bfloat16* kb = Ks + ((lane & 7) + (lane >> 4) * 8) * S + ((lane >> 3) & 1) * 8;
 #pragma unroll
       for (int kk = 0; kk < kDimSteps; ++kk) {
-        const __nv_bfloat16* qa = Qs + (r0 + g) * S + kk * 16 + 2 * c4;
-        const uint32_t a[4] = {ld32(qa), ld32(qa + 8 * S), ld32(qa + 8), ld32(qa + 8 * S + 8)};
+        uint32_t a[4];
+        ldmatrix_x4<false>(a, qa + kk * 16);
 #pragma unroll
-        for (int n = 0; n < kKeySlices; ++n) {
-          const __nv_bfloat16* kb = Ks + (n * 8 + g) * S + kk * 16 + 2 * c4;
-          mma_bf16(s[n], a, ld32(kb), ld32(kb + 8));
+        for (int np = 0; np < kKeySlices / 2; ++np) {
+          uint32_t b[4];
+          ldmatrix_x4<false>(b, kb + np * 16 * S + kk * 16);
+          mma_bf16(s[2 * np], a, b[0], b[1]);
+          mma_bf16(s[2 * np + 1], a, b[2], b[3]);
         }
       }
     }
-    if (t + 1 < tiles) lookup(t + 1);
-    __syncthreads();  // every warp is done with K(t); the next tile's offsets are in
-    stage(p.k_cache, Ks, t + 1);
     if (active) {
       // Causal and invalid-block masks, then the online softmax of rows g (hr 0) and g + 8 (hr 1).
+      // A tile wholly before the warp's first query, with no masked key, needs no mask (warp-uniform).
       const int64_t rel0 = lim0 - k0, rel1 = lim1 - k0;  // the last visible key of each row, in the tile
+      const bool masks = k0 + kTileKeys - 1 > lim0 - g || tile_holes_s[t % 3][0] || tile_holes_s[t % 3][1];
       float mx[2] = {m[0], m[1]};
+      if (masks) {
 #pragma unroll
-      for (int n = 0; n < kKeySlices; ++n)
+        for (int n = 0; n < kKeySlices; ++n)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int jj = n * 8 + 2 * c4 + (c & 1), hr = c >> 1;
-          const bool ok = koff[jj] >= 0 && jj <= (hr ? rel1 : rel0);
-          s[n][c] = ok ? s[n][c] * scale_log2 : -INFINITY;
-          mx[hr] = fmaxf(mx[hr], s[n][c]);
-        }
+          for (int c = 0; c < 4; ++c) {
+            const int jj = n * 8 + 2 * c4 + (c & 1), hr = c >> 1;
+            const bool ok = koff[jj] >= 0 && jj <= (hr ? rel1 : rel0);
+            s[n][c] = ok ? s[n][c] * scale_log2 : -INFINITY;
+            mx[hr] = fmaxf(mx[hr], s[n][c]);
+          }
+      } else {
+#pragma unroll
+        for (int n = 0; n < kKeySlices; ++n)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            s[n][c] *= scale_log2;
+            mx[c >> 1] = fmaxf(mx[c >> 1], s[n][c]);
+          }
+      }
       float base[2], corr[2], lsum[2] = {0.f, 0.f};
 #pragma unroll
       for (int hr = 0; hr < 2; ++hr) {
@@ -200,16 +233,17 @@ __global__ void __launch_bounds__(kThreads, 1) flash_prefill_kernel(FlashPrefill
         }
 #pragma unroll
       for (int hr = 0; hr < 2; ++hr) l[hr] = l[hr] * corr[hr] + lsum[hr];
+      // Once the running maxima settle, corr is 1 for the whole warp and the rescale is skipped.
+      if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
 #pragma unroll
-      for (int i = 0; i < kDimSlices; ++i) {
-        o[i][0] *= corr[0];
-        o[i][1] *= corr[0];
-        o[i][2] *= corr[1];
-        o[i][3] *= corr[1];
+        for (int i = 0; i < kDimSlices; ++i) {
+          o[i][0] *= corr[0];
+          o[i][1] *= corr[0];
+          o[i][2] *= corr[1];
+          o[i][3] *= corr[1];
+        }
       }
     }
-    __pipeline_wait_prior(1);  // V(t); K(t + 1) may still be in flight
-    __syncthreads();
     if (active) {
       // O += P V, P rounded to bf16; V's B operand comes transposed out of its row-major tile.
 #pragma unroll
@@ -221,14 +255,12 @@ __global__ void __launch_bounds__(kThreads, 1) flash_prefill_kernel(FlashPrefill
 #pragma unroll
         for (int i = 0; i < kDimSlices; i += 2) {
           uint32_t b[4];
-          ldmatrix_x4_trans(b, vrow + i * 8);
+          ldmatrix_x4<true>(b, vrow + i * 8);
           mma_bf16(o[i], a, b[0], b[1]);
           mma_bf16(o[i + 1], a, b[2], b[3]);
         }
       }
     }
-    __syncthreads();  // every warp is done with V(t)
-    stage(p.v_cache, Vs, t + 1);
   }
   if (warp_last < 0) return;
 

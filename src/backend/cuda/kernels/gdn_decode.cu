@@ -184,10 +184,13 @@ constexpr int kStateParts = 4;  // threads per state column, each holding dk / 4
 // coalesced: a warp reads 32 adjacent columns of one state row); the column's two dot products
 // are summed over the parts through shared memory in a fixed order. The v channels' conv update
 // (this block owns them), the gates and the gated RMSNorm run here too.
-template <int RPT>
-__global__ void __launch_bounds__(512, 2) gdn_decode_state_kernel(GdnDecodeParams p, const float* qk) {
+// kStaged: the head's state is copied into shared memory instead (cp.async, 16 bytes a copy, no
+// register held across the loads), and each pass reads it there: three blocks fit an SM instead
+// of two. The same arithmetic in the same order, so the same bits.
+template <int RPT, bool kStaged>
+__global__ void __launch_bounds__(512, kStaged ? 3 : 2) gdn_decode_state_kernel(GdnDecodeParams p, const float* qk) {
   pdl_begin();
-  extern __shared__ float smem[];
+  extern __shared__ float4 smem4[];
   const int h = blockIdx.x, row = blockIdx.y;
   const int64_t slot = p.state_slots[row];
   if (slot < 0 || slot >= p.slots || slot >= p.conv_slots) return;
@@ -196,7 +199,8 @@ __global__ void __launch_bounds__(512, 2) gdn_decode_state_kernel(GdnDecodeParam
   const int dk = static_cast<int>(p.dk), dv = static_cast<int>(p.dv);
   const int kh = h / static_cast<int>(p.v_heads / p.k_heads);
   const int tid = threadIdx.x, part = tid / dv, j = tid - part * dv;
-  float* q_s = smem;                      // [dk]
+  float* S_s = reinterpret_cast<float*>(smem4);  // kStaged: [dk][dv], the head's state
+  float* q_s = S_s + (kStaged ? dk * dv : 0);     // [dk]
   float* k_s = q_s + dk;                  // [dk]
   float* v_s = k_s + dk;                  // [dv]
   float* red = v_s + dv;                  // [kStateParts][dv]
@@ -205,10 +209,16 @@ __global__ void __launch_bounds__(512, 2) gdn_decode_state_kernel(GdnDecodeParam
   const int64_t t = p.cu_seqlens[row];
 
   // The state loads first: in flight while the conv and the gates run.
-  float* S_glob = p.state + (slot * p.v_heads + h) * p.dk * p.dv + part * RPT * dv + j;
+  float* S_head = p.state + (slot * p.v_heads + h) * p.dk * p.dv;
+  float* S_glob = S_head + part * RPT * dv + j;
   float s[RPT];
+  if constexpr (kStaged) {
+    for (int e = tid; e < dk * dv / 4; e += blockDim.x) __pipeline_memcpy_async(S_s + 4 * e, S_head + 4 * e, 16);
+    __pipeline_commit();
+  } else {
 #pragma unroll
-  for (int r = 0; r < RPT; ++r) s[r] = S_glob[r * dv];
+    for (int r = 0; r < RPT; ++r) s[r] = S_glob[r * dv];
+  }
 
   const float* qk_row = qk + (static_cast<int64_t>(row) * p.k_heads + kh) * 2 * dk;
   for (int e = tid; e < 2 * dk; e += blockDim.x) q_s[e] = qk_row[e];  // q then k, adjacent
@@ -234,14 +244,17 @@ __global__ void __launch_bounds__(512, 2) gdn_decode_state_kernel(GdnDecodeParam
     gates[0] = expf(-expf(p.a_log[h]) * softplus);
     gates[1] = 1.f / (1.f + expf(-p.b[t * p.b_stride + h]));
   }
+  if constexpr (kStaged) __pipeline_wait_prior(0);
   __syncthreads();
   const float decay = gates[0], beta = gates[1];
   const int base = part * RPT;
+  const float* S_col = S_s + base * dv + j;  // kStaged: this thread's rows of its column
   float u = 0.f;
 #pragma unroll
   for (int r = 0; r < RPT; ++r) {
-    s[r] *= decay;
-    u += s[r] * k_s[base + r];
+    if constexpr (kStaged) s[0] = S_col[r * dv] * decay;
+    else s[r] *= decay;
+    u += s[kStaged ? 0 : r] * k_s[base + r];
   }
   red[tid] = u;  // = red[part * dv + j]
   __syncthreads();
@@ -252,9 +265,11 @@ __global__ void __launch_bounds__(512, 2) gdn_decode_state_kernel(GdnDecodeParam
   float acc = 0.f;
 #pragma unroll
   for (int r = 0; r < RPT; ++r) {
-    s[r] += k_s[base + r] * u;
-    acc += s[r] * q_s[base + r];
-    S_glob[r * dv] = s[r];
+    const int i = kStaged ? 0 : r;
+    if constexpr (kStaged) s[0] = S_col[r * dv] * decay;
+    s[i] += k_s[base + r] * u;
+    acc += s[i] * q_s[base + r];
+    S_glob[r * dv] = s[i];
   }
   __syncthreads();  // every thread has read red
   red[tid] = acc;
@@ -276,7 +291,27 @@ bool gdn_decode_split_applies(int64_t dk, int64_t dv) {
   return (dk == 16 || dk == 32 || dk == 64 || dk == 128) && dv >= 8 && dv % 8 == 0 && kStateParts * dv <= 512;
 }
 
-Status gdn_decode_split(const GdnDecodeParams& p, float* qk, cudaStream_t stream) {
+template <int RPT, bool kStaged>
+void launch_state(const GdnDecodeParams& p, float* qk, dim3 grid, int threads, size_t smem, cudaStream_t stream) {
+  if constexpr (kStaged) {
+    static const cudaError_t attr = cudaFuncSetAttribute(gdn_decode_state_kernel<RPT, true>,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    (void)attr;  // a failure surfaces as the launch's error
+  }
+  launch_pdl(gdn_decode_state_kernel<RPT, kStaged>, grid, threads, smem, stream, p, qk);
+}
+
+template <bool kStaged>
+void launch_state_dk(const GdnDecodeParams& p, float* qk, dim3 grid, int threads, size_t smem, cudaStream_t stream) {
+  switch (p.dk) {
+    case 16: launch_state<4, kStaged>(p, qk, grid, threads, smem, stream); break;
+    case 32: launch_state<8, kStaged>(p, qk, grid, threads, smem, stream); break;
+    case 64: launch_state<16, kStaged>(p, qk, grid, threads, smem, stream); break;
+    default: launch_state<32, kStaged>(p, qk, grid, threads, smem, stream); break;
+  }
+}
+
+Status gdn_decode_split(const GdnDecodeParams& p, float* qk, cudaStream_t stream, bool staged) {
   auto shape = [&] {
     return "rows=" + std::to_string(p.rows) + " tokens=" + std::to_string(p.tokens) + " v_heads=" +
            std::to_string(p.v_heads) + " dk=" + std::to_string(p.dk) + " dv=" + std::to_string(p.dv);
@@ -290,12 +325,12 @@ Status gdn_decode_split(const GdnDecodeParams& p, float* qk, cudaStream_t stream
   const dim3 grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>(p.rows));
   const int threads = static_cast<int>(kStateParts * p.dv);
   const size_t smem = static_cast<size_t>(2 * p.dk + p.dv + kStateParts * p.dv + 2 + 32) * sizeof(float);
-  switch (p.dk) {
-    case 16: launch_pdl(gdn_decode_state_kernel<4>, grid, threads, smem, stream, p, qk); break;
-    case 32: launch_pdl(gdn_decode_state_kernel<8>, grid, threads, smem, stream, p, qk); break;
-    case 64: launch_pdl(gdn_decode_state_kernel<16>, grid, threads, smem, stream, p, qk); break;
-    default: launch_pdl(gdn_decode_state_kernel<32>, grid, threads, smem, stream, p, qk); break;
+  // The staged form copies 16 bytes at a time: the state rows must allow it.
+  if (staged && reinterpret_cast<uintptr_t>(p.state) % 16 == 0 && p.dk * p.dv % 4 == 0) {
+    launch_state_dk<true>(p, qk, grid, threads, smem + static_cast<size_t>(p.dk * p.dv) * sizeof(float), stream);
+    return launch_status("gdn_decode_state_kernel (staged)", shape, stream);
   }
+  launch_state_dk<false>(p, qk, grid, threads, smem, stream);
   return launch_status("gdn_decode_state_kernel", shape, stream);
 }
 

@@ -44,7 +44,9 @@ Status gdn_decode(const GdnDecodeParams& p, cudaStream_t stream);
 // threads a column) and does the v conv, the recurrence and the gated norm. Many small blocks
 // instead of one shared-memory-sized block per key head: at tens of rows the state traffic
 // overlaps with compute across blocks.
+// `staged`: the state kernel copies the head's state into shared memory first (where the state
+// is 16-byte aligned) instead of holding it in registers.
 bool gdn_decode_split_applies(int64_t dk, int64_t dv);
-Status gdn_decode_split(const GdnDecodeParams& p, float* qk, cudaStream_t stream);
+Status gdn_decode_split(const GdnDecodeParams& p, float* qk, cudaStream_t stream, bool staged);
 
 }  // namespace kiln::cuda
