@@ -45,7 +45,9 @@ Status declined(std::string_view backend, const std::string& req, const std::str
 #define CHECK(...) KILN_RETURN_IF_ERROR(__VA_ARGS__)
 
 Status validate(const MatmulArgs& a, DeviceKind d, const std::string& r) {
-  CHECK(check_tensor(a.x, "x", 2, F, d, r));
+  // x in the weight's 16-bit dtype: already the GEMM's operand (the backend's supports() decides).
+  const bool x16 = a.x.defined() && a.w.defined() && a.x.dtype() == a.w.dtype() && a.w.dtype() != F;
+  CHECK(check_tensor(a.x, "x", 2, x16 ? a.w.dtype() : F, d, r));
   CHECK(check_tensor(a.w, "w", 2, a.w.dtype(), d, r));
   CHECK(check_tensor(a.out, "out", 2, F, d, r));
   if (!a.w.is_contiguous()) return invalid_argument(r + ": weight must be contiguous");
@@ -200,8 +202,10 @@ Status validate(const EmbedArgs& a, DeviceKind d, const std::string& r) {
 
 Status validate(const BinaryArgs& a, DeviceKind d, const std::string& r) {
   CHECK(check_tensor(a.a, "a", 2, F, d, r));
+  const bool out16 = a.op == ElementwiseOp::kSiluMul && a.out.defined() &&
+                     (a.out.dtype() == DType::kBF16 || a.out.dtype() == DType::kF16);
   for (auto [t, n] : {std::pair{&a.b, "b"}, std::pair{&a.out, "out"}}) {
-    CHECK(check_tensor(*t, n, 2, F, d, r));
+    CHECK(check_tensor(*t, n, 2, t == &a.out && out16 ? a.out.dtype() : F, d, r));
     CHECK(check_dim(*t, n, 0, a.a.dim(0), r));
     CHECK(check_dim(*t, n, 1, a.a.dim(1), r));
   }

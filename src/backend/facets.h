@@ -41,7 +41,7 @@ class StorageFacet {
 
 // ---- linear: projections ----
 struct MatmulArgs {
-  Tensor x;    // [m, k] f32, rows may be strided
+  Tensor x;    // [m, k] f32 (or w's 16-bit dtype where the backend says so), rows may be strided
   Tensor w;    // [n, k] f32 / bf16 / f16, contiguous (a weight)
   Tensor out;  // [m, n] f32, rows may be strided
   bool accumulate = false;
@@ -231,7 +231,9 @@ struct EmbedArgs {
 };
 struct BinaryArgs {
   ElementwiseOp op = ElementwiseOp::kAdd;  // kAdd: out = a + b; kSiluMul: out = silu(a) * b
-  Tensor a, b, out;  // [rows, width] (rows may be strided)
+  Tensor a, b, out;  // [rows, width] (rows may be strided), f32; kSiluMul's out may be bf16 or f16
+                     // where the backend says so: the f32 result rounded to nearest even (the
+                     // down projection's operand, as its GEMM would round it)
 };
 ElementwiseRequest describe(const EmbedArgs& a);
 ElementwiseRequest describe(const BinaryArgs& a);

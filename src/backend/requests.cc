@@ -86,6 +86,7 @@ std::string ElementwiseRequest::describe() const {
   static const char* ops[] = {"embed", "add", "silu_mul"};
   std::ostringstream s;
   s << ops[static_cast<int>(op)] << " rows=" << rows << " width=" << width << " " << dt(dtype);
+  if (out_dtype != DType::kF32) s << " out " << dt(out_dtype);
   return s.str();
 }
 
@@ -166,7 +167,9 @@ ElementwiseRequest describe(const EmbedArgs& a) {
   return {ElementwiseOp::kEmbed, a.ids.dim(0), a.table.dim(1), a.table.dtype()};
 }
 
-ElementwiseRequest describe(const BinaryArgs& a) { return {a.op, a.a.dim(0), a.a.dim(1), a.a.dtype()}; }
+ElementwiseRequest describe(const BinaryArgs& a) {
+  return {a.op, a.a.dim(0), a.a.dim(1), a.a.dtype(), a.out.defined() ? a.out.dtype() : DType::kF32};
+}
 
 SampleRequest describe(const ArgmaxArgs& a) { return {a.logits.dim(0), a.logits.dim(1), true}; }
 

@@ -96,6 +96,7 @@ struct ElementwiseRequest {
   ElementwiseOp op = ElementwiseOp::kAdd;
   int64_t rows = 0, width = 0;
   DType dtype = DType::kF32;  // the table's dtype for kEmbed
+  DType out_dtype = DType::kF32;
   std::string describe() const;
 };
 

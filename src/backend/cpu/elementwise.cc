@@ -13,7 +13,8 @@ Support Elementwise::supports(const ElementwiseRequest& r) const {
     if (!is_float(r.dtype)) return Support::declined("embedding table must be f32, bf16 or f16");
     return Support::native();
   }
-  if (r.dtype != DType::kF32) return Support::declined("activations must be f32 on the cpu backend");
+  if (r.dtype != DType::kF32 || r.out_dtype != DType::kF32)
+    return Support::declined("activations must be f32 on the cpu backend");
   return Support::native();
 }
 

@@ -2,6 +2,7 @@
 #include "backend/arg_checks.h"
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/elementwise.h"
+#include "backend/cuda/tuning.h"
 
 namespace kiln::cuda {
 
@@ -12,6 +13,11 @@ Support Elementwise::supports(const ElementwiseRequest& r) const {
     return Support::native();
   }
   if (r.dtype != DType::kF32) return Support::declined("activations must be f32 on the cuda backend");
+  if (r.out_dtype != DType::kF32) {
+    if (r.op != ElementwiseOp::kSiluMul || (r.out_dtype != DType::kBF16 && r.out_dtype != DType::kF16))
+      return Support::declined("only silu_mul writes a 16-bit (bf16/f16) output");
+    if (!tuning().bf16_operands) return Support::declined("16-bit GEMM operands are off (KILN_CUDA_BF16_OPERANDS=0)");
+  }
   return Support::native();
 }
 
@@ -44,8 +50,9 @@ Status Elementwise::binary(const BinaryArgs& a) {
   p.a_stride = a.a.stride(0);
   p.b = a.b.data<float>();
   p.b_stride = a.b.stride(0);
-  p.out = a.out.data<float>();
+  p.out = a.out.raw();
   p.out_stride = a.out.stride(0);
+  p.out_dtype = a.out.dtype();
   ProfileScope prof(ctx_->profiler.get(), [&] { return "elementwise " + r.describe(); });
   return in_context(cuda::binary(p, ctx_->stream), a);
 }

@@ -3,6 +3,8 @@
 // (k x m, ld = row stride), C = D = y (n x m, ld = row stride). The algorithm cache is keyed by
 // everything the heuristic sees; for decode-sized m the cached algorithm is the fastest of the
 // heuristic's candidates as timed on the first call's operands (gemm_autotune.h).
+// An x already in the weight's 16-bit dtype (written so by its producer, BinaryArgs) is the
+// GEMM's operand as it is; an f32 x is rounded to it first (the contract of every bf16 GEMM).
 #include <algorithm>
 #include <functional>
 
@@ -68,8 +70,15 @@ MatmulCacheStats Linear::cache_stats() const {
 }
 
 Support Linear::supports(const MatmulRequest& r) const {
+  if (r.x_dtype != DType::kF32 && r.x_dtype == r.w_dtype && r.out_dtype == DType::kF32 &&
+      (r.w_dtype == DType::kBF16 || r.w_dtype == DType::kF16)) {
+    // x written by its producer in the weight's dtype: the GEMM's operand as it is (cuBLASLt).
+    if (!tuning().bf16_operands) return Support::declined("16-bit GEMM operands are off (KILN_CUDA_BF16_OPERANDS=0)");
+    if (r.m <= tuning().gemv_max_m) return Support::declined("decode-sized x goes to the GEMV, which reads f32 x");
+    return Support::native();
+  }
   if (r.x_dtype != DType::kF32 || r.out_dtype != DType::kF32)
-    return Support::declined("activations and outputs must be f32 on the cuda backend");
+    return Support::declined("activations and outputs must be f32 on the cuda backend (or x in the weight's 16-bit dtype)");
   if (r.w_dtype != DType::kF32 && r.w_dtype != DType::kBF16 && r.w_dtype != DType::kF16)
     return Support::declined("weight dtype must be f32, bf16 or f16");
   if (r.w_dtype != DType::kF32) {
@@ -193,7 +202,8 @@ GemvParams Linear::gemv_params(const MatmulArgs& a, const MatmulRequest& r) cons
 Status Linear::matmul_group(const MatmulGroupArgs& a) {
   const size_t count = a.w.size();
   bool one_launch = tuning().gemv && count >= 2 && count <= static_cast<size_t>(kGemvMaxSegments) &&
-                    a.out.size() == count && a.x.defined() && a.x.rank() == 2 && a.x.dim(0) <= 2 &&
+                    a.out.size() == count && a.x.defined() && a.x.dtype() == DType::kF32 && a.x.rank() == 2 &&
+                    a.x.dim(0) <= 2 &&
                     a.x.dim(0) <= tuning().gemv_max_m;
   GemvParams g;
   for (size_t i = 0; one_launch && i < count; ++i) {
@@ -230,14 +240,15 @@ Status Linear::matmul(const MatmulArgs& a) {
 // Whether the decode GEMV kernel runs this matmul (16-bit weights, few rows, where it beats
 // cuBLASLt and its layout conditions hold).
 bool Linear::takes_gemv(const MatmulArgs& a, const MatmulRequest& r) const {
-  if (a.w.dtype() == DType::kF32 || !tuning().gemv || r.m > tuning().gemv_max_m) return false;
+  if (a.w.dtype() == DType::kF32 || a.x.dtype() != DType::kF32 || !tuning().gemv || r.m > tuning().gemv_max_m)
+    return false;
   return gemv_applies(gemv_params(a, r)) && r.n <= tuning().gemv_max_n && gemv_beats_cublaslt(r.m, r.n);
 }
 
 Result<Linear::GemmInput> Linear::gemm_input(const Tensor& x, const MatmulRequest& r, DType w_dtype,
                                              const std::string& req) {
   GemmInput in{x.raw(), r.m == 1 ? r.k : std::max<int64_t>(x.stride(0), r.k), {}};
-  if (w_dtype == DType::kF32) return in;
+  if (w_dtype == DType::kF32 || x.dtype() == w_dtype) return in;  // already the GEMM's operand
   const size_t bytes = static_cast<size_t>(r.m * r.k) * dtype_size(w_dtype);
   void* buf = nullptr;
   if (ctx_->recording) {

@@ -1,15 +1,13 @@
 // LoRA deltas on the device. Segments of at most kLoraMaxTokens tokens (decode rows, short
 // prefill tails) go to the shrink and expand kernels (kernels/lora.h), kLoraMaxSegments a launch
 // pair, whatever the number of adapters; longer segments (prefill) are two GEMMs each, where
-// cuBLASLt is the right tool: u = x A^T (the thin kernel where it applies, kernels/thin_gemm.h),
-// then out += coef u B^T (coef as the GEMM's alpha).
+// cuBLASLt is the right tool: u = x A^T, then out += coef u B^T (coef as the GEMM's alpha).
 // Short segments add first, in order, then the long ones in order: deterministic either way.
 #include <algorithm>
 #include <vector>
 
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/lora.h"
-#include "backend/cuda/kernels/thin_gemm.h"
 #include "backend/cuda/profile.h"
 #include "backend/cuda/tuning.h"
 #include "backend/lora_delta.h"
@@ -81,13 +79,7 @@ Status Linear::lora_delta(const LoraDeltaArgs& a) {
   for (const LoraSegment* s : long_segs) {
     const int64_t n = s->end - s->begin, r = s->a.dim(0);
     KILN_ASSIGN_OR_RETURN(Tensor u, ctx_->empty({n, r}, DType::kF32));
-    const Tensor xs = a.x.slice(0, s->begin, s->end);
-    ThinShrinkParams t;  // u = x A^T: an f32 A of a rank-sized side takes the thin kernel
-    if (s->a.dtype() == DType::kF32 && tuning().thin_gemm && n >= tuning().thin_gemm_min_rows) {
-      t = {n, p.in, r, xs.data<float>(), p.x_stride, s->a.data<float>(), p.in, true, u.data<float>(), r};
-    }
-    if (t.m > 0 && thin_shrink_applies(t)) KILN_RETURN_IF_ERROR(in_call(thin_shrink(t, ctx_->stream)));
-    else KILN_RETURN_IF_ERROR(in_call(matmul({xs, s->a, u})));  // u = x A^T
+    KILN_RETURN_IF_ERROR(in_call(matmul({a.x.slice(0, s->begin, s->end), s->a, u})));  // u = x A^T
     MatmulArgs d{u, s->b, a.out.slice(0, s->begin, s->end)};
     d.accumulate = true;
     KILN_RETURN_IF_ERROR(in_call(check_args(*this, d)));

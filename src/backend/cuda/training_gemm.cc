@@ -3,20 +3,14 @@
 // each with the leading dimension of its row stride and its own transpose flag. f32 b: an f32
 // GEMM with f32 compute (default math mode: no TF32). bf16/f16 b (a frozen weight): a is first
 // rounded to b's dtype into a contiguous scratch, then a 16-bit x 16-bit GEMM with f32 compute and
-// f32 output: the precision contract of the serving forward (linear.cc). f32 products with a
-// side of at most a LoRA rank (u = x A^T, dY B, dY^T u, (dY B)^T x) over at least
-// tuning().thin_gemm_min_rows rows take the thin kernels instead (kernels/thin_gemm.h): cuBLAS
-// tiles them poorly.
-#include <algorithm>
+// f32 output: the precision contract of the serving forward (linear.cc).
 #include <climits>
 #include <string>
 
 #include "backend/cuda/blas.h"
 #include "backend/cuda/kernels/elementwise.h"
 #include "backend/cuda/kernels/launch.h"
-#include "backend/cuda/kernels/thin_gemm.h"
 #include "backend/cuda/training.h"
-#include "backend/cuda/tuning.h"
 #include "backend/training_checks.h"
 
 namespace kiln::cuda {
@@ -55,46 +49,11 @@ Status Training::gemm(const GemmArgs& g) {
                             ", b " + g.b.describe() + " or out " + g.out.describe());
   if (lda > INT_MAX || ldb > INT_MAX || ldo > INT_MAX)
     return invalid_argument(req + ": a row stride exceeds cuBLAS's 32-bit int");
-  // The thin kernels' operands: out = x op(b) (shrink), or out = y^T u with the narrow u either
-  // b (out [n, r]) or a (out [r, n]) (reduce).
-  ThinShrinkParams shrink;
-  ThinReduceParams reduce;
-  bool thin_shrink_here = false, thin_reduce_here = false;
-  if (g.b.dtype() == DType::kF32 && tuning().thin_gemm) {
-    if (!g.trans_a && N <= kThinMaxRank && M >= tuning().thin_gemm_min_rows) {
-      shrink = {M, K, N, g.a.data<float>(), lda, g.b.data<float>(), ldb, g.trans_b, g.out.data<float>(), ldo,
-                g.alpha, g.accumulate};
-      thin_shrink_here = thin_shrink_applies(shrink);
-    } else if (g.trans_a && !g.trans_b && K >= tuning().thin_gemm_min_rows && std::min(M, N) <= kThinMaxRank) {
-      const bool narrow_b = N <= kThinMaxRank;
-      reduce.m = K;
-      reduce.n = narrow_b ? M : N;
-      reduce.r = narrow_b ? N : M;
-      reduce.y = (narrow_b ? g.a : g.b).data<float>();
-      reduce.ldy = narrow_b ? lda : ldb;
-      reduce.u = (narrow_b ? g.b : g.a).data<float>();
-      reduce.ldu = narrow_b ? ldb : lda;
-      reduce.out = g.out.data<float>();
-      reduce.ldo = ldo;
-      reduce.r_major = !narrow_b;
-      reduce.alpha = g.alpha;
-      reduce.accumulate = g.accumulate;
-      thin_reduce_here = thin_reduce_applies(reduce);
-    }
-  }
+  KILN_ASSIGN_OR_RETURN(cublasHandle_t h, ctx_->blas());
   ProfileScope prof(ctx_->profiler.get(), [&] {
     return "train gemm " + std::string(dtype_name(g.b.dtype())) + " m=" + std::to_string(M) +
-           " n=" + std::to_string(N) + " k=" + std::to_string(K) +
-           (thin_shrink_here ? " (thin shrink)" : thin_reduce_here ? " (thin reduce)" : "");
+           " n=" + std::to_string(N) + " k=" + std::to_string(K);
   });
-  if (thin_shrink_here) return thin_shrink(shrink, ctx_->stream).with_context(req);
-  if (thin_reduce_here) {
-    thin_reduce_plan(reduce, ctx_->props.multiProcessorCount);
-    KILN_ASSIGN_OR_RETURN(Tensor partial, ctx_->empty({thin_reduce_scratch(reduce)}, DType::kF32));
-    reduce.partial = partial.data<float>();
-    return thin_reduce(reduce, ctx_->stream).with_context(req);  // the scratch returns to the pool in stream order
-  }
-  KILN_ASSIGN_OR_RETURN(cublasHandle_t h, ctx_->blas());
 
   const DType bt = g.b.dtype();
   const void* a_ptr = g.a.raw();

@@ -30,9 +30,8 @@
 //                               stays on the f32 kernels instead of the tensor-core flash kernel
 //   KILN_CUDA_NORM_VEC4=0       RMSNorm keeps the strided loop for every row (rms_norm.cu)
 //   KILN_CUDA_GRAPHS=0          the engine runs every decode step eagerly (no CUDA graph replay)
-//   KILN_CUDA_THIN_GEMM=0       f32 products with a side of at most 64 (LoRA ranks) stay on
-//                               cuBLAS instead of the thin kernels (kernels/thin_gemm.h)
-//   KILN_CUDA_THIN_GEMM_MIN_ROWS=<m> fewest rows of the wide operand for the thin kernels
+//   KILN_CUDA_BF16_OPERANDS=0   no op writes a GEMM operand in the weight's 16-bit dtype (silu-mul's
+//                               output for the down projection): every GEMM rounds an f32 x
 //   KILN_CUDA_LORA_KERNEL=0     LoRA deltas of short segments run the matmul sequence instead of
 //                               the shrink/expand kernels (kernels/lora.h)
 //   KILN_CUDA_PDL=0             decode-path kernels launch plainly, without programmatic
@@ -69,8 +68,7 @@ struct Tuning {
   long long flash_prefill_min_q_len = 64;  // ... when the longest query row has at least this many tokens
   bool graphs = true;        // decode steps recorded as CUDA graphs and replayed (replay.cc)
   bool lora_kernel = true;   // short LoRA segments through kernels/lora.h (linear_lora.cc)
-  bool thin_gemm = true;     // f32 products with a rank-sized side through kernels/thin_gemm.h
-  long long thin_gemm_min_rows = 256;  // ... when the wide operand has at least this many rows
+  bool bf16_operands = true;  // 16-bit GEMM operands written by their producer (silu-mul, prefill)
   bool norm_vec4 = true;     // RMSNorm rows of <= 4096 aligned floats: one float4 a thread (rms_norm.cu)
   bool pdl = true;           // decode-path kernels with programmatic dependent launch (kernels/pdl.cuh)
   bool kv_bf16 = true;       // a bf16 K/V cache offered (capabilities().attention.kv_dtypes)
@@ -111,9 +109,7 @@ inline Tuning tuning_from_env() {
   t.graphs = flag("KILN_CUDA_GRAPHS", true);
   t.norm_vec4 = flag("KILN_CUDA_NORM_VEC4", true);
   t.lora_kernel = flag("KILN_CUDA_LORA_KERNEL", true);
-  t.thin_gemm = flag("KILN_CUDA_THIN_GEMM", true);
-  if (const char* m = std::getenv("KILN_CUDA_THIN_GEMM_MIN_ROWS"); m != nullptr && m[0] != '\0')
-    t.thin_gemm_min_rows = std::atoll(m);
+  t.bf16_operands = flag("KILN_CUDA_BF16_OPERANDS", true);
   t.pdl = flag("KILN_CUDA_PDL", true);
   t.kv_bf16 = flag("KILN_CUDA_KV_BF16", true);
   return t;

@@ -4,7 +4,7 @@
 // effective bandwidth where the kernel is memory-bound. Weights rotate over enough copies to
 // exceed the L2 cache, as in a decode step. "default" is what the facet runs with every switch
 // on (the GEMV kernel where gemv_beats_cublaslt says so). Usage:
-// cuda_kernel_bench [gemv|gemm|gdn|gdn_backward|conv|attention|thin]...
+// cuda_kernel_bench [gemv|gemm|gdn|gdn_backward|conv|attention]...
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -323,37 +323,6 @@ void bench_attention(Backend& be) {
   }
 }
 
-// The LoRA factor products of a 4B training step (4,096 tokens, rank 16) through the training
-// facet's gemm: cuBLAS against the thin kernels (kernels/thin_gemm.h). GB/s: of the wide operand.
-void bench_thin(Backend& be) {
-  const int64_t T = 4096, r = 16;
-  struct Case {
-    const char* what;
-    int64_t m, n, k;
-    bool trans_a, trans_b;
-  } cases[] = {{"u = x A^T k=2560", T, r, 2560, false, true},        {"u = x A^T k=9216", T, r, 9216, false, true},
-               {"gb = dY B k=9216", T, r, 9216, false, false},       {"gb = dY B k=2560", T, r, 2560, false, false},
-               {"dB = dY^T u out=9216", 9216, r, T, true, false},    {"dB = dY^T u out=2560", 2560, r, T, true, false},
-               {"dA = gb^T x in=2560", r, 2560, T, true, false},     {"dA = gb^T x in=9216", r, 9216, T, true, false},
-               // The expansions stay on cuBLAS (k = r): GB/s of out, read and written.
-               {"out += u B^T out=9216", T, 9216, r, false, true},   {"dX += gb A in=2560", T, 2560, r, false, false}};
-  for (const auto& c : cases) {
-    Tensor a = filled(be, c.trans_a ? Shape{c.k, c.m} : Shape{c.m, c.k}, DType::kF32);
-    Tensor b = filled(be, c.trans_b ? Shape{c.n, c.k} : Shape{c.k, c.n}, DType::kF32, 1.f, 2);
-    Tensor out = be.storage().allocate({c.m, c.n}, DType::kF32).value();
-    GemmArgs g{a, b, out, c.trans_a, c.trans_b, 1.f, true};
-    double us[2];
-    for (int v = 0; v < 2; ++v) {
-      cuda::tuning().thin_gemm = v == 1;
-      us[v] = time_us(be, [&] { return be.training().gemm(g); });
-    }
-    cuda::tuning().thin_gemm = true;
-    const double wide = c.k == r ? 8.0 * out.numel() : 4.0 * std::max(a.numel(), b.numel());
-    std::printf("thin  %-22s cuBLAS %8.1f us  thin %8.1f us (%5.0f GB/s)  (%.1fx)\n", c.what, us[0], us[1],
-                wide / us[1] * 1e-3, us[0] / us[1]);
-  }
-}
-
 }  // namespace
 }  // namespace kiln
 
@@ -373,7 +342,6 @@ int main(int argc, char** argv) {
     else if (w == "gdn_backward") kiln::bench_gdn_backward(*be.value());
     else if (w == "conv") kiln::bench_conv(*be.value());
     else if (w == "attention") kiln::bench_attention(*be.value());
-    else if (w == "thin") kiln::bench_thin(*be.value());
     else std::printf("unknown benchmark '%s'\n", w.c_str());
     std::fflush(stdout);
   }

@@ -3,8 +3,7 @@
 // non-zero: decode batches of 64 rows each with its own adapter (ranks 8 / 16 / 64, the 4B
 // shapes 2560 -> 4096 and 9216 -> 2560, bf16 and f32 factors), stacked adapters (also across the
 // 128-segment launch boundary), multi-token short segments, a long segment beside short ones
-// (the cuBLASLt path), long f32 segments of at least 256 tokens (u = x A^T through the thin kernel,
-// kernels/thin_gemm.h), and layouts the kernels do not take (misaligned x rows, in % 8 != 0).
+// (the cuBLASLt path), and layouts the kernels do not take (misaligned x rows, in % 8 != 0).
 // Tolerance, as max|cuda - cpu| / max|cpu delta|: 2e-5 wherever every product is f32 (the
 // kernels: f32 x, u and accumulation, factors widened exactly; cuBLASLt on f32 factors): only the
 // summation order differs. 1e-2 for a long segment with bf16 factors: cuBLASLt rounds x and u to
@@ -91,10 +90,6 @@ std::vector<GpuCase> cases() {
   {
     LoraDeltaCase c{"long_bf16", 300, 2560, 4096, {{0, 300, 16, H, H, 2.f}, {100, 101, 16, H, H, 1.f}}};
     v.push_back({c, kRoundedTol});
-  }
-  {
-    LoraDeltaCase c{"long_f32_thin_shrink", 300, 2560, 4096, {{0, 300, 16, F, F, 2.f}, {10, 300, 8, F, F, -1.f}}};
-    v.push_back({c, kF32Tol});
   }
   {
     LoraDeltaCase c = decode("misaligned_x_rows", 8, 256, 128, {16}, {F});

@@ -801,6 +801,49 @@ TEST(CudaParity, AddAndSiluMul) {
     }
 }
 
+// silu-mul may write the down projection's operand in the weight's 16-bit dtype (BinaryArgs): the
+// f32 result rounded to nearest even, so the GEMM on it equals, bit for bit, the GEMM on the f32
+// activation (which rounds x the same way). The CPU declines a 16-bit output; the CUDA backend
+// declines a 16-bit x for decode-sized GEMMs (the GEMV reads f32 x), any other op's 16-bit
+// output, and both with KILN_CUDA_BF16_OPERANDS=0.
+TEST(CudaParity, SiluMulWritesTheDownProjectionsOperand) {
+  KILN_CUDA_OR_SKIP(be);
+  TuningScope tune;
+  const int64_t m = 300, I = 9216, H = 2560;
+  const DType F = DType::kF32;
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const Tensor gate = to_device(*be, random_tensor({m, I}, 900, 3.f)), up = to_device(*be, random_tensor({m, I}, 901));
+    const Tensor w = to_device(*be, random_tensor({H, I}, 902, 1.f / std::sqrt(float(I)), t));
+    const Tensor act32 = be->storage().allocate({m, I}, F).value(), act16 = be->storage().allocate({m, I}, t).value();
+    ASSERT_TRUE(be->elementwise().binary({ElementwiseOp::kSiluMul, gate, up, act32}).ok());
+    Status s = be->elementwise().binary({ElementwiseOp::kSiluMul, gate, up, act16});
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    const Tensor a32 = to_host(*be, act32), a16 = to_host(*be, act16);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < m * I; ++i) {
+      const float v = a32.data<float>()[i];
+      differ += (t == DType::kBF16 ? f32_to_bf16(v) : f32_to_f16(v)) != a16.data<uint16_t>()[i];
+    }
+    EXPECT_EQ(differ, 0) << "elements not the f32 result rounded to nearest even";
+    const Tensor start = random_tensor({m, H}, 903);
+    const Tensor y32 = to_device(*be, start), y16 = to_device(*be, start);
+    ASSERT_TRUE(be->linear().matmul({act32, w, y32, true}).ok());
+    s = be->linear().matmul({act16, w, y16, true});
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(rel_error(to_host(*be, y16), to_host(*be, y32)), 0.0);
+  }
+  const DType B = DType::kBF16;
+  EXPECT_FALSE(cpu()->elementwise().supports({ElementwiseOp::kSiluMul, m, I, F, B}).runs_natively());
+  EXPECT_FALSE(cpu()->linear().supports({m, H, I, B, B, F, true}).runs_natively());
+  EXPECT_FALSE(be->linear().supports({8, H, I, B, B, F, true}).runs_natively()) << "decode-sized";
+  EXPECT_FALSE(be->elementwise().supports({ElementwiseOp::kAdd, m, I, F, B}).runs_natively()) << "only silu_mul";
+  EXPECT_TRUE(be->linear().supports({m, H, I, B, B, F, true}).runs_natively());
+  tune->bf16_operands = false;
+  EXPECT_FALSE(be->linear().supports({m, H, I, B, B, F, true}).runs_natively());
+  EXPECT_FALSE(be->elementwise().supports({ElementwiseOp::kSiluMul, m, I, F, B}).runs_natively());
+}
+
 TEST(CudaParity, ArgmaxTiesInfAndNan) {
   KILN_CUDA_OR_SKIP(be);
   auto ref = cpu();

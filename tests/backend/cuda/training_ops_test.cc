@@ -24,7 +24,6 @@
 
 #include "backend/batch_layout.h"
 #include "backend/cuda/cuda_test_util.h"
-#include "backend/cuda/tuning.h"
 #include "backend/training_facets.h"
 
 namespace kiln {
@@ -57,14 +56,11 @@ struct Pair {
   double error(Backend& be) const { return rel_error(dev_result(be), host_base); }
 };
 
-// A [rows, cols] f32 view whose rows are `pad` elements longer than cols.
-Pair padded_view(Backend& be, int64_t rows, int64_t cols, int64_t pad, uint32_t seed, float scale = 1.f) {
+// A [rows, cols] f32 view whose rows are `pad` elements longer than cols when strided.
+Pair rows_view(Backend& be, int64_t rows, int64_t cols, bool strided, uint32_t seed, float scale = 1.f) {
+  const int64_t pad = strided ? 3 : 0;
   Pair base(be, random_tensor({rows, cols + pad}, seed, scale));
   return base.view(base.host_base.slice(1, pad, pad + cols));
-}
-// ... 3 elements longer when strided (rows no longer 16-byte aligned).
-Pair rows_view(Backend& be, int64_t rows, int64_t cols, bool strided, uint32_t seed, float scale = 1.f) {
-  return padded_view(be, rows, cols, strided ? 3 : 0, seed, scale);
 }
 
 void expect_ok(const Status& s) { EXPECT_TRUE(s.ok()) << s.to_string(); }
@@ -126,79 +122,6 @@ TEST(CudaTrainingOps, Gemm) {
     EXPECT_LE(err, c.b == DType::kF32 ? kF32Tol : kHalfTol);
     std::printf("gemm %-26s %s: rel err %.3g\n", c.name, std::string(dtype_name(c.b)).c_str(), err);
   }
-}
-
-// The f32 products with a rank-sized side (the LoRA factors' u = x A^T, dY B, dY^T u, (dY B)^T x)
-// that take the thin kernels (kernels/thin_gemm.h) instead of cuBLAS, at the 4B shapes and odd
-// ones: against the CPU (1e-5), and, where k is long, differing from cuBLAS's result (so the thin
-// kernel ran: the summation orders differ). Pads of 4 keep rows 16-byte aligned (the shrink's
-// condition); a pad of 3 sends a shrink back to cuBLAS, which must give the same answer.
-struct ThinCase {
-  const char* name;
-  int64_t m, n, k;
-  bool trans_a, trans_b;
-  bool accumulate;
-  float alpha;
-  int64_t pad;
-  bool thin;  // whether the thin kernel takes it
-};
-
-TEST(CudaTrainingOps, GemmThin) {
-  KILN_CUDA_OR_SKIP(be);
-  auto ref = cpu();
-  const ThinCase cases[] = {
-      // shrink, b [r, k]: u = x A^T
-      {"u = x A^T 4B", 4096, 16, 2560, false, true, false, 1.f, 0, true},
-      {"u = act A^T r64", 1000, 64, 9216, false, true, true, 0.5f, 4, true},
-      {"u = x A^T r12 odd m", 301, 12, 2560, false, true, false, -1.f, 0, true},
-      {"u = x A^T r4 short k", 257, 4, 12, false, true, true, 1.f, 4, true},
-      {"u = x A^T unaligned", 300, 16, 2560, false, true, false, 1.f, 3, false},
-      // shrink, b [k, r]: gb = dY B
-      {"gb = dY B 4B", 4096, 16, 9216, false, false, false, 1.f, 0, true},
-      {"gb = dY B r8", 257, 8, 2560, false, false, true, 2.f, 4, true},
-      {"gb = dY B r64", 600, 64, 512, false, false, false, 1.f, 0, true},
-      // reduce, narrow b: dB = dY^T u (out [out, r])
-      {"dB = dY^T u 4B", 9216, 16, 4096, true, false, true, 0.25f, 0, true},
-      {"dB = dY^T u r64", 2560, 64, 300, true, false, false, 1.f, 3, true},
-      {"dB = dY^T u odd", 7, 4, 1000, true, false, true, -2.f, 3, true},
-      // reduce, narrow a: dA = gb^T x (out [r, in])
-      {"dA = gb^T x 4B", 16, 2560, 4096, true, false, true, 0.25f, 0, true},
-      {"dA = gb^T x r12", 12, 9216, 333, true, false, false, 1.f, 4, true},
-      {"dA = gb^T x r64", 64, 1000, 256, true, false, true, 1.f, 3, true},
-  };
-  const long long min_rows = cuda::tuning().thin_gemm_min_rows;
-  cuda::tuning().thin_gemm_min_rows = 1;  // the short cases too
-  uint32_t seed = 500;
-  for (const auto& c : cases) {
-    SCOPED_TRACE(::testing::Message() << c.name << " m=" << c.m << " n=" << c.n << " k=" << c.k);
-    Pair a = c.trans_a ? padded_view(*be, c.k, c.m, c.pad, seed++) : padded_view(*be, c.m, c.k, c.pad, seed++);
-    Pair b = c.trans_b ? padded_view(*be, c.n, c.k, c.pad, seed++) : padded_view(*be, c.k, c.n, c.pad, seed++);
-    Pair out = padded_view(*be, c.m, c.n, c.pad, seed++);
-    const Tensor out_before = to_host(*be, out.dev_base);
-    GemmArgs ha{a.host, b.host, out.host, c.trans_a, c.trans_b, c.alpha, c.accumulate};
-    GemmArgs da{a.dev, b.dev, out.dev, c.trans_a, c.trans_b, c.alpha, c.accumulate};
-    expect_ok(ref->training().gemm(ha));
-    cuda::tuning().thin_gemm = false;
-    ASSERT_TRUE(be->training().gemm(da).ok());
-    const Tensor cublas = out.dev_result(*be);
-    ASSERT_TRUE(be->storage().copy_from_host(out_before, out.dev_base).ok());  // accumulating cases: the same out again
-    cuda::tuning().thin_gemm = true;
-    const Status s = be->training().gemm(da);
-    ASSERT_TRUE(s.ok()) << s.to_string();
-    const Tensor thin = out.dev_result(*be);
-    const double err = rel_error(thin, out.host_base);  // the padding columns too: untouched
-    EXPECT_LE(err, kF32Tol);
-    EXPECT_LE(rel_error(cublas, out.host_base), kF32Tol);
-    const double vs_cublas = rel_error(thin, cublas);
-    if (!c.thin) {
-      EXPECT_EQ(vs_cublas, 0.0) << "a shrink the thin kernel declines takes cuBLAS";
-    } else if (c.k >= 256) {
-      EXPECT_GT(vs_cublas, 0.0) << "the thin kernel did not run";
-    }
-    std::printf("gemm thin %-22s rel err %.3g (cuBLAS %.3g, thin vs cuBLAS %.3g)\n", c.name, err,
-                rel_error(cublas, out.host_base), vs_cublas);
-  }
-  cuda::tuning().thin_gemm_min_rows = min_rows;
 }
 
 // ---------------------------------------------------------------- norm backward

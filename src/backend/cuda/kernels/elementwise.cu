@@ -1,6 +1,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <string>
+#include <type_traits>
+
 #include "backend/cuda/kernels/elementwise.h"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/pdl.cuh"
@@ -31,30 +34,41 @@ __device__ __forceinline__ float binary_op(BinaryOp op, float x, float y) {
   return op == BinaryOp::kAdd ? x + y : x / (1.f + expf(-x)) * y;
 }
 
+__device__ __forceinline__ uint16_t to_half_bits(float x, DType t) {
+  return t == DType::kBF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x)) : __half_as_ushort(__float2half_rn(x));
+}
+
 // Grid: (column blocks, rows). V = 4: columns four at a time (width % 4 == 0, rows aligned).
-template <int V>
+// O: float, or uint16_t for a bf16/f16 output (p.out_dtype), each result rounded as it is stored.
+template <int V, typename O>
 __global__ void binary_kernel(BinaryParams p) {
   pdl_begin();
   const int64_t groups = p.width / V;
   for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y) {
     const float* a = p.a + r * p.a_stride;
     const float* b = p.b + r * p.b_stride;
-    float* o = p.out + r * p.out_stride;
+    O* o = static_cast<O*>(p.out) + r * p.out_stride;
     for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < groups;
          j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
       if constexpr (V == 4) {
         const float4 x = reinterpret_cast<const float4*>(a)[j], y = reinterpret_cast<const float4*>(b)[j];
-        reinterpret_cast<float4*>(o)[j] = make_float4(binary_op(p.op, x.x, y.x), binary_op(p.op, x.y, y.y),
-                                                      binary_op(p.op, x.z, y.z), binary_op(p.op, x.w, y.w));
+        const float4 v = make_float4(binary_op(p.op, x.x, y.x), binary_op(p.op, x.y, y.y), binary_op(p.op, x.z, y.z),
+                                     binary_op(p.op, x.w, y.w));
+        if constexpr (std::is_same_v<O, float>) {
+          reinterpret_cast<float4*>(o)[j] = v;
+        } else {
+          uint2 w;
+          w.x = to_half_bits(v.x, p.out_dtype) | (static_cast<uint32_t>(to_half_bits(v.y, p.out_dtype)) << 16);
+          w.y = to_half_bits(v.z, p.out_dtype) | (static_cast<uint32_t>(to_half_bits(v.w, p.out_dtype)) << 16);
+          reinterpret_cast<uint2*>(o)[j] = w;
+        }
       } else {
-        o[j] = binary_op(p.op, a[j], b[j]);
+        const float v = binary_op(p.op, a[j], b[j]);
+        if constexpr (std::is_same_v<O, float>) o[j] = v;
+        else o[j] = to_half_bits(v, p.out_dtype);
       }
     }
   }
-}
-
-__device__ __forceinline__ uint16_t to_half_bits(float x, DType t) {
-  return t == DType::kBF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x)) : __half_as_ushort(__float2half_rn(x));
 }
 
 // V = 4: four columns a thread (cols % 4 == 0, source rows 16-byte and destination rows 8-byte aligned).
@@ -99,14 +113,23 @@ Status embedding(const EmbeddingParams& p, cudaStream_t stream) {
 }
 
 Status binary(const BinaryParams& p, cudaStream_t stream) {
-  auto shape = [&] { return std::string(p.op == BinaryOp::kAdd ? "add " : "silu_mul ") + rows_shape(p.rows, p.width); };
+  auto shape = [&] {
+    return std::string(p.op == BinaryOp::kAdd ? "add " : "silu_mul ") + rows_shape(p.rows, p.width) + " out " +
+           std::string(dtype_name(p.out_dtype));
+  };
   if (p.rows == 0 || p.width == 0) return {};
+  const bool f32 = p.out_dtype == DType::kF32;
+  if (!f32 && p.out_dtype != DType::kBF16 && p.out_dtype != DType::kF16)
+    return invalid_argument("binary_kernel: the output must be f32, bf16 or f16 (" + shape() + ")");
+  const int64_t out_bytes = f32 ? 4 : 2;
   if (p.width % 4 == 0 && rows_aligned(p.a, p.a_stride * 4, 16) && rows_aligned(p.b, p.b_stride * 4, 16) &&
-      rows_aligned(p.out, p.out_stride * 4, 16)) {
-    launch_pdl(binary_kernel<4>, row_grid(p.rows, p.width / 4, 256), 256, 0, stream, p);
+      rows_aligned(p.out, p.out_stride * out_bytes, 4 * out_bytes)) {
+    if (f32) launch_pdl(binary_kernel<4, float>, row_grid(p.rows, p.width / 4, 256), 256, 0, stream, p);
+    else launch_pdl(binary_kernel<4, uint16_t>, row_grid(p.rows, p.width / 4, 256), 256, 0, stream, p);
     return launch_status("binary_kernel<4>", shape, stream);
   }
-  launch_pdl(binary_kernel<1>, row_grid(p.rows, p.width, 256), 256, 0, stream, p);
+  if (f32) launch_pdl(binary_kernel<1, float>, row_grid(p.rows, p.width, 256), 256, 0, stream, p);
+  else launch_pdl(binary_kernel<1, uint16_t>, row_grid(p.rows, p.width, 256), 256, 0, stream, p);
   return launch_status("binary_kernel", shape, stream);
 }
 

@@ -26,7 +26,8 @@ struct BinaryParams {
   int64_t rows = 0, width = 0;
   const float* a = nullptr; int64_t a_stride = 0;
   const float* b = nullptr; int64_t b_stride = 0;
-  float* out = nullptr; int64_t out_stride = 0;  // may alias a or b
+  void* out = nullptr; int64_t out_stride = 0;  // may alias a or b (f32)
+  DType out_dtype = DType::kF32;  // or bf16 / f16: the f32 result rounded to nearest even
 };
 Status binary(const BinaryParams& p, cudaStream_t stream);
 
