@@ -1,9 +1,7 @@
 // LoRA deltas on the device. Segments of at most kLoraMaxTokens tokens (decode rows, short
 // prefill tails) go to the shrink and expand kernels (kernels/lora.h), kLoraMaxSegments a launch
-// pair, whatever the number of adapters; longer segments (prefill) are two GEMMs each: u = x A^T,
-// then out += coef u B^T (coef as the GEMM's alpha). f32 factors take cuBLAS's GEMM (cuBLASLt's
-// first algorithm ran out += u B^T at m = 4096, n = 8192, r = 16 in 888 us against ~100 for its
-// neighbours, docs/cuda.md); 16-bit factors take cuBLASLt with x and u rounded to their dtype.
+// pair, whatever the number of adapters; longer segments (prefill) are two GEMMs each, where
+// cuBLASLt is the right tool: u = x A^T, then out += coef u B^T (coef as the GEMM's alpha).
 // Short segments add first, in order, then the long ones in order: deterministic either way.
 #include <algorithm>
 #include <vector>
@@ -11,7 +9,6 @@
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/lora.h"
 #include "backend/cuda/profile.h"
-#include "backend/cuda/training.h"
 #include "backend/cuda/tuning.h"
 #include "backend/lora_delta.h"
 
@@ -82,13 +79,6 @@ Status Linear::lora_delta(const LoraDeltaArgs& a) {
   for (const LoraSegment* s : long_segs) {
     const int64_t n = s->end - s->begin, r = s->a.dim(0);
     KILN_ASSIGN_OR_RETURN(Tensor u, ctx_->empty({n, r}, DType::kF32));
-    if (s->a.dtype() == DType::kF32 && s->b.dtype() == DType::kF32) {
-      const std::string req = describe_lora_delta(a);
-      KILN_RETURN_IF_ERROR(cublas_gemm(*ctx_, {a.x.slice(0, s->begin, s->end), s->a, u, false, true}, req));
-      KILN_RETURN_IF_ERROR(
-          cublas_gemm(*ctx_, {u, s->b, a.out.slice(0, s->begin, s->end), false, true, s->coef, true}, req));
-      continue;
-    }
     KILN_RETURN_IF_ERROR(in_call(matmul({a.x.slice(0, s->begin, s->end), s->a, u})));  // u = x A^T
     MatmulArgs d{u, s->b, a.out.slice(0, s->begin, s->end)};
     d.accumulate = true;

@@ -22,11 +22,6 @@
 
 namespace kiln::cuda {
 
-// out (+)= alpha op(a) op(b) through cuBLAS's GEMM on ctx's stream (training_gemm.cc): what
-// Training::gemm runs once its arguments are checked, and the long LoRA segments' f32 products
-// (linear_lora.cc: cuBLASLt picked a slow algorithm for one of their shapes). `req` names the call.
-Status cublas_gemm(Context& ctx, const GemmArgs& g, const std::string& req);
-
 class Training final : public TrainingFacet {
  public:
   explicit Training(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}

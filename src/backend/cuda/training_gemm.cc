@@ -40,10 +40,6 @@ Support Training::supports_gemm(const TrainRequest& r) {
 
 Status Training::gemm(const GemmArgs& g) {
   KILN_ASSIGN_OR_RETURN(const std::string req, open_train_call(*this, g, "cuda", DeviceKind::kCuda));
-  return cublas_gemm(*ctx_, g, req);
-}
-
-Status cublas_gemm(Context& ctx, const GemmArgs& g, const std::string& req) {
   const int64_t M = g.out.dim(0), N = g.out.dim(1), K = g.trans_a ? g.a.dim(0) : g.a.dim(1);
   int64_t lda = leading_dim(g.a);
   const int64_t ldb = leading_dim(g.b), ldo = leading_dim(g.out);
@@ -53,8 +49,8 @@ Status cublas_gemm(Context& ctx, const GemmArgs& g, const std::string& req) {
                             ", b " + g.b.describe() + " or out " + g.out.describe());
   if (lda > INT_MAX || ldb > INT_MAX || ldo > INT_MAX)
     return invalid_argument(req + ": a row stride exceeds cuBLAS's 32-bit int");
-  KILN_ASSIGN_OR_RETURN(cublasHandle_t h, ctx.blas());
-  ProfileScope prof(ctx.profiler.get(), [&] {
+  KILN_ASSIGN_OR_RETURN(cublasHandle_t h, ctx_->blas());
+  ProfileScope prof(ctx_->profiler.get(), [&] {
     return "train gemm " + std::string(dtype_name(g.b.dtype())) + " m=" + std::to_string(M) +
            " n=" + std::to_string(N) + " k=" + std::to_string(K);
   });
@@ -63,7 +59,7 @@ Status cublas_gemm(Context& ctx, const GemmArgs& g, const std::string& req) {
   const void* a_ptr = g.a.raw();
   Tensor rounded;  // op(a) rounded to b's dtype; back to the pool when the call returns (stream order)
   if (bt != DType::kF32) {
-    KILN_ASSIGN_OR_RETURN(rounded, ctx.empty({g.a.dim(0), g.a.dim(1)}, bt));
+    KILN_ASSIGN_OR_RETURN(rounded, ctx_->empty({g.a.dim(0), g.a.dim(1)}, bt));
     ConvertParams cp;
     cp.rows = g.a.dim(0);
     cp.cols = g.a.dim(1);
@@ -72,7 +68,7 @@ Status cublas_gemm(Context& ctx, const GemmArgs& g, const std::string& req) {
     cp.dst = rounded.raw();
     cp.dst_stride = g.a.dim(1);
     cp.dst_dtype = bt;
-    KILN_RETURN_IF_ERROR(convert_f32(cp, ctx.stream).with_context(req));
+    KILN_RETURN_IF_ERROR(convert_f32(cp, ctx_->stream).with_context(req));
     a_ptr = rounded.raw();
     lda = g.a.dim(1);
   }
