@@ -223,8 +223,8 @@ Status Qwen35Model::mlp(const LayerWeights& L, int64_t layer, Workspace& ws) {
 
 Result<Tensor> Qwen35Model::mlp_operand(const BatchLayout& bl, const Workspace& ws) {
   const DType wt = weights_.layers.empty() ? DType::kF32 : weights_.layers[0].down_proj.dtype();
-  if (bl.phase != Phase::kPrefill || !ws.lora.empty() || ws.trace != nullptr || (wt != DType::kBF16 && wt != DType::kF16))
-    return Tensor();
+  const bool wt16 = wt == DType::kBF16 || wt == DType::kF16;
+  if (bl.phase != Phase::kPrefill || !ws.lora.empty() || ws.trace != nullptr || !wt16) return Tensor();
   const int64_t T = bl.tokens, I = config_.intermediate_size;
   const ElementwiseRequest silu{ElementwiseOp::kSiluMul, T, I, DType::kF32, wt};
   const MatmulRequest down{T, config_.hidden_size, I, wt, wt, DType::kF32, true};

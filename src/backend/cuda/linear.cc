@@ -78,7 +78,8 @@ Support Linear::supports(const MatmulRequest& r) const {
     return Support::native();
   }
   if (r.x_dtype != DType::kF32 || r.out_dtype != DType::kF32)
-    return Support::declined("activations and outputs must be f32 on the cuda backend (or x in the weight's 16-bit dtype)");
+    return Support::declined(
+        "activations and outputs must be f32 on the cuda backend (or x in the weight's 16-bit dtype)");
   if (r.w_dtype != DType::kF32 && r.w_dtype != DType::kBF16 && r.w_dtype != DType::kF16)
     return Support::declined("weight dtype must be f32, bf16 or f16");
   if (r.w_dtype != DType::kF32) {
@@ -203,8 +204,7 @@ Status Linear::matmul_group(const MatmulGroupArgs& a) {
   const size_t count = a.w.size();
   bool one_launch = tuning().gemv && count >= 2 && count <= static_cast<size_t>(kGemvMaxSegments) &&
                     a.out.size() == count && a.x.defined() && a.x.dtype() == DType::kF32 && a.x.rank() == 2 &&
-                    a.x.dim(0) <= 2 &&
-                    a.x.dim(0) <= tuning().gemv_max_m;
+                    a.x.dim(0) <= 2 && a.x.dim(0) <= tuning().gemv_max_m;
   GemvParams g;
   for (size_t i = 0; one_launch && i < count; ++i) {
     const MatmulArgs m{a.x, a.w[i], a.out[i], a.accumulate};

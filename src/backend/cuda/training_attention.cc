@@ -170,17 +170,22 @@ Status Training::attention_backward(const AttentionBackwardArgs& a) {
           const Operand k_t{ks + off, D, kv_stride, true}, v_t{vs + off, D, kv_stride, true};
           const Operand p_op{c.p, keys, s_stride, false}, ds_op{c.ds, keys, s_stride, false};
           const Operand p_tr{c.p, keys, s_stride, true}, ds_tr{c.ds, keys, s_stride, true};
-          KILN_RETURN_IF_ERROR(batched_gemm(h, compute, M, keys, D, a.scale, q_op, k_t, 0.f, c.p, keys, s_stride, hb, req));
+          // Every product of the chunk: its hb kv heads as the batch.
+          auto gemm = [&](int64_t m, int64_t n, int64_t k, float alpha, Operand x, Operand y, float beta, float* out,
+                          int64_t ldo, int64_t out_stride) {
+            return batched_gemm(h, compute, m, n, k, alpha, x, y, beta, out, ldo, out_stride, hb, req);
+          };
+          KILN_RETURN_IF_ERROR(gemm(M, keys, D, a.scale, q_op, k_t, 0.f, c.p, keys, s_stride));
           KILN_RETURN_IF_ERROR(attention_causal_softmax(c, st));
-          KILN_RETURN_IF_ERROR(batched_gemm(h, compute, M, D, keys, 1.f, p_op, v_op, 0.f, os, D, r_stride, hb, req));
+          KILN_RETURN_IF_ERROR(gemm(M, D, keys, 1.f, p_op, v_op, 0.f, os, D, r_stride));
           KILN_RETURN_IF_ERROR(attention_output_grad(c, st));
-          KILN_RETURN_IF_ERROR(batched_gemm(h, compute, M, keys, D, 1.f, do_op, v_t, 0.f, c.ds, keys, s_stride, hb, req));
+          KILN_RETURN_IF_ERROR(gemm(M, keys, D, 1.f, do_op, v_t, 0.f, c.ds, keys, s_stride));
           KILN_RETURN_IF_ERROR(attention_score_grad(c, st));
           // dQ lands in the O scratch (O is spent), then goes to its heads of dq.
-          KILN_RETURN_IF_ERROR(batched_gemm(h, compute, M, D, keys, 1.f, ds_op, k_op, 0.f, os, D, r_stride, hb, req));
+          KILN_RETURN_IF_ERROR(gemm(M, D, keys, 1.f, ds_op, k_op, 0.f, os, D, r_stride));
           KILN_RETURN_IF_ERROR(attention_scatter(os, c.map, c.rows, D, heads(a.dq), st));
-          KILN_RETURN_IF_ERROR(batched_gemm(h, compute, keys, D, M, 1.f, ds_tr, q_op, 1.f, dks + off, D, kv_stride, hb, req));
-          KILN_RETURN_IF_ERROR(batched_gemm(h, compute, keys, D, M, 1.f, p_tr, do_op, 1.f, dvs + off, D, kv_stride, hb, req));
+          KILN_RETURN_IF_ERROR(gemm(keys, D, M, 1.f, ds_tr, q_op, 1.f, dks + off, D, kv_stride));
+          KILN_RETURN_IF_ERROR(gemm(keys, D, M, 1.f, p_tr, do_op, 1.f, dvs + off, D, kv_stride));
         }
       }
     }

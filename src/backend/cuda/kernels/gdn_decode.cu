@@ -294,8 +294,8 @@ bool gdn_decode_split_applies(int64_t dk, int64_t dv) {
 template <int RPT, bool kStaged>
 void launch_state(const GdnDecodeParams& p, float* qk, dim3 grid, int threads, size_t smem, cudaStream_t stream) {
   if constexpr (kStaged) {
-    static const cudaError_t attr = cudaFuncSetAttribute(gdn_decode_state_kernel<RPT, true>,
-                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    static const cudaError_t attr = cudaFuncSetAttribute(
+        gdn_decode_state_kernel<RPT, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     (void)attr;  // a failure surfaces as the launch's error
   }
   launch_pdl(gdn_decode_state_kernel<RPT, kStaged>, grid, threads, smem, stream, p, qk);
@@ -325,8 +325,9 @@ Status gdn_decode_split(const GdnDecodeParams& p, float* qk, cudaStream_t stream
   const dim3 grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>(p.rows));
   const int threads = static_cast<int>(kStateParts * p.dv);
   const size_t smem = static_cast<size_t>(2 * p.dk + p.dv + kStateParts * p.dv + 2 + 32) * sizeof(float);
-  // The staged form copies 16 bytes at a time: the state rows must allow it.
-  if (staged && reinterpret_cast<uintptr_t>(p.state) % 16 == 0 && p.dk * p.dv % 4 == 0) {
+  // The staged form copies 16 bytes at a time: the state must start 16-byte aligned (each head's
+  // dk * dv floats are a multiple of 4: dv % 8 == 0 above).
+  if (staged && reinterpret_cast<uintptr_t>(p.state) % 16 == 0) {
     launch_state_dk<true>(p, qk, grid, threads, smem + static_cast<size_t>(p.dk * p.dv) * sizeof(float), stream);
     return launch_status("gdn_decode_state_kernel (staged)", shape, stream);
   }
