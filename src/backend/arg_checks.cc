@@ -59,7 +59,8 @@ Status validate(const MatmulArgs& a, DeviceKind d, const std::string& r) {
 Status validate(const NormArgs& a, DeviceKind d, const std::string& r) {
   const int64_t rows = a.x.defined() ? a.x.dim(0) : 0, width = a.x.defined() ? a.x.dim(-1) : 0;
   CHECK(check_tensor(a.x, "x", 2, F, d, r));
-  CHECK(check_tensor(a.out, "out", 2, F, d, r));
+  const bool out16 = a.out.defined() && (a.out.dtype() == DType::kBF16 || a.out.dtype() == DType::kF16);
+  CHECK(check_tensor(a.out, "out", 2, out16 ? a.out.dtype() : F, d, r));
   CHECK(check_tensor(a.weight, "weight", 1, F, d, r));
   CHECK(check_dim(a.weight, "weight", 0, width, r));
   CHECK(check_dim(a.out, "out", 0, rows, r));

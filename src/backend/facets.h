@@ -102,7 +102,8 @@ struct NormArgs {
   Tensor residual;  // optional [rows, width]: residual += x, then the residual is normalised
   Tensor weight;    // [width] f32
   Tensor gate;      // [rows, width], kGated only (z)
-  Tensor out;       // [rows, width]
+  Tensor out;       // [rows, width], f32; bf16 or f16 where the backend says so: the f32 result
+                    // rounded to nearest even (a projection's GEMM operand, as its GEMM would round it)
   float eps = 1e-6f;
 };
 NormRequest describe(const NormArgs& a);
@@ -187,6 +188,10 @@ struct GdnArgs {
   // backend may leave what its TrainingFacet::gdn_backward reuses (GdnBackwardArgs::kept) instead
   // of running the forward again. A backend that keeps nothing leaves it undefined.
   Tensor* kept = nullptr;
+  // kBF16: the chunked form's products may round their operands to bf16 for tensor cores, f32
+  // accumulation and state (a backend may keep more: CUDA rounds them to tf32). kF32: every
+  // product at f32 accuracy.
+  DType compute = DType::kF32;
 };
 GdnRequest describe(const GdnArgs& a);
 

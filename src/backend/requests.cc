@@ -35,6 +35,7 @@ std::string NormRequest::describe() const {
   std::ostringstream s;
   s << kinds[static_cast<int>(kind)] << " rows=" << rows << " width=" << width << " " << dt(dtype)
     << (fused_residual ? " +residual" : "");
+  if (out_dtype != DType::kF32) s << " out " << dt(out_dtype);
   return s.str();
 }
 
@@ -72,6 +73,7 @@ std::string GdnRequest::describe() const {
   s << "gdn " << phase_name(phase) << (form == GdnForm::kChunked ? " chunked(" + std::to_string(chunk) + ")" : " recurrent")
     << " rows=" << rows << " tokens=" << tokens << " k_heads=" << k_heads << " v_heads=" << v_heads << " dk=" << dk
     << " dv=" << dv << " state=" << dt(state_dtype);
+  if (compute != DType::kF32) s << " compute " << dt(compute);
   return s.str();
 }
 
@@ -101,7 +103,8 @@ MatmulRequest describe(const MatmulArgs& a) {
 }
 
 NormRequest describe(const NormArgs& a) {
-  return {a.kind, a.x.dim(0), a.x.dim(1), a.x.dtype(), a.residual.defined()};
+  return {a.kind, a.x.dim(0), a.x.dim(1), a.x.dtype(), a.residual.defined(),
+          a.out.defined() ? a.out.dtype() : DType::kF32};
 }
 
 RopeRequest describe(const RopeArgs& a) {
@@ -147,6 +150,7 @@ GdnRequest describe(const GdnArgs& a) {
   r.dv = a.v.dim(2);
   r.chunk = a.chunk;
   r.state_dtype = a.state.dtype();
+  r.compute = a.compute;
   return r;
 }
 

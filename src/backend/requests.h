@@ -32,6 +32,7 @@ struct NormRequest {
   int64_t rows = 0, width = 0;
   DType dtype = DType::kF32;
   bool fused_residual = false;  // residual += x first, then normalise the residual
+  DType out_dtype = DType::kF32;  // or bf16 / f16 where the backend says so (NormArgs::out)
   std::string describe() const;
 };
 
@@ -77,6 +78,7 @@ struct GdnRequest {
   int64_t rows = 0, tokens = 0, k_heads = 0, v_heads = 0, dk = 0, dv = 0;
   int chunk = 64;
   DType state_dtype = DType::kF32;
+  DType compute = DType::kF32;  // kBF16: products may round their operands (GdnArgs)
   std::string describe() const;
 };
 

@@ -50,9 +50,15 @@ struct Qwen35Model::Workspace {
   Tensor mixed, conv, z, a, b, core, normed;    // GDN
   Tensor qg, k, v, attn;                        // full attention
   Tensor gate, up;                              // MLP
-  Tensor act16;                                 // Qwen35Model::mlp_operand's, or undefined
+  // GEMM operands their producers write in the weights' 16-bit dtype (Qwen35Model::operands16),
+  // or undefined: the normed input of the projections, the gated norm's output for out_proj,
+  // silu-mul's for down_proj.
+  Tensor h16, normed16, act16;
   LoraBatch lora;                               // the rows' adapters (none: no work)
   LayerTrace* trace = nullptr;                  // forward_layer's: copies taken before in-place ops
+
+  // The projections' x: the normed input, in 16 bits where it is written so.
+  const Tensor& proj_in() const { return h16.defined() ? h16 : h; }
 
   static Result<Workspace> create(const ModelConfig& c, int64_t T, StorageFacet& s) {
     Workspace w;
@@ -120,7 +126,8 @@ Status Qwen35Model::attention_layer(const LayerWeights& L, int64_t layer, const 
   const int64_t T = bl.tokens, Hq = c.num_heads, Hkv = c.num_kv_heads, D = c.head_dim;
   const int64_t qrow = c.q_proj_rows(), per_head = c.attn_output_gate ? 2 * D : D;
   LinearFacet& lin = backend_.linear();
-  KILN_RETURN_IF_ERROR(lin.matmul_group({ws.h, {L.attn.q_proj, L.attn.k_proj, L.attn.v_proj}, {ws.qg, ws.k, ws.v}}));
+  KILN_RETURN_IF_ERROR(
+      lin.matmul_group({ws.proj_in(), {L.attn.q_proj, L.attn.k_proj, L.attn.v_proj}, {ws.qg, ws.k, ws.v}}));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kQProj, layer, ws.h, ws.qg));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kKProj, layer, ws.h, ws.k));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kVProj, layer, ws.h, ws.v));
@@ -159,7 +166,7 @@ Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchL
   const int64_t T = bl.tokens, Hk = c.linear_num_key_heads, dk = c.linear_key_head_dim;
   const int64_t Hv = c.linear_num_value_heads, dv = c.linear_value_head_dim, C = c.gdn_conv_dim();
   LinearFacet& lin = backend_.linear();
-  KILN_RETURN_IF_ERROR(lin.matmul_group({ws.h,
+  KILN_RETURN_IF_ERROR(lin.matmul_group({ws.proj_in(),
                                          {L.gdn.in_proj_qkv, L.gdn.in_proj_z, L.gdn.in_proj_a, L.gdn.in_proj_b},
                                          {ws.mixed, ws.z, ws.a, ws.b}}));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kInProjQkv, layer, ws.h, ws.mixed));
@@ -187,15 +194,20 @@ Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchL
     g.state = state.recurrent(layer);
     g.out = ws.core;
     g.layout = &bl;
+    // As for attention: a bf16 checkpoint's projections already round to bf16, so the delta
+    // rule's products may round too (f32 state and accumulation); f32 checkpoints (the fixtures)
+    // and traced (training) forwards keep f32 products.
+    if (L.gdn.in_proj_qkv.dtype() == DType::kBF16 && ws.trace == nullptr) g.compute = DType::kBF16;
     if (ws.trace != nullptr) g.kept = &ws.trace->gdn_kept;
     KILN_RETURN_IF_ERROR(backend_.gdn().delta_rule(g));
     Tensor core_rows = ws.core.reshape({T * Hv, dv});
     Tensor z_rows = ws.z.reshape({T * Hv, dv});
-    Tensor out_rows = ws.normed.reshape({T * Hv, dv});
+    Tensor out_rows = (ws.normed16.defined() ? ws.normed16 : ws.normed).reshape({T * Hv, dv});
     KILN_RETURN_IF_ERROR(backend_.norm().rms_norm(
         {NormKind::kGated, core_rows, {}, L.gdn.norm, z_rows, out_rows, float(c.rms_norm_eps)}));
   }
-  MatmulArgs o{ws.normed, L.gdn.out_proj, ws.x};
+  // normed16 is a prefill's (operands16), which takes the unfused path above.
+  MatmulArgs o{ws.normed16.defined() ? ws.normed16 : ws.normed, L.gdn.out_proj, ws.x};
   o.accumulate = true;  // x += y W_out^T
   KILN_RETURN_IF_ERROR(lin.matmul(o));
   return ws.lora.apply(LoraTarget::kOutProj, layer, o.x, ws.x);
@@ -203,13 +215,13 @@ Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchL
 
 Status Qwen35Model::mlp(const LayerWeights& L, int64_t layer, Workspace& ws) {
   LinearFacet& lin = backend_.linear();
-  KILN_RETURN_IF_ERROR(lin.matmul_group({ws.h, {L.gate_proj, L.up_proj}, {ws.gate, ws.up}}));
-  if (ws.act16.defined() && ws.act16.dtype() == L.down_proj.dtype()) {
+  KILN_RETURN_IF_ERROR(lin.matmul_group({ws.proj_in(), {L.gate_proj, L.up_proj}, {ws.gate, ws.up}}));
+  if (ws.act16.defined()) {
     // silu(gate) * up rounded once, as the GEMM would round it: the same bits, one pass fewer.
     KILN_RETURN_IF_ERROR(backend_.elementwise().binary({ElementwiseOp::kSiluMul, ws.gate, ws.up, ws.act16}));
     MatmulArgs d{ws.act16, L.down_proj, ws.x};
     d.accumulate = true;
-    return lin.matmul(d);  // no adapter in the batch (mlp_operand's condition)
+    return lin.matmul(d);  // no adapter in the batch (operands16's condition)
   }
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kGateProj, layer, ws.h, ws.gate));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kUpProj, layer, ws.h, ws.up));
@@ -221,16 +233,38 @@ Status Qwen35Model::mlp(const LayerWeights& L, int64_t layer, Workspace& ws) {
   return ws.lora.apply(LoraTarget::kDownProj, layer, ws.gate, ws.x);
 }
 
-Result<Tensor> Qwen35Model::mlp_operand(const BatchLayout& bl, const Workspace& ws) {
+Status Qwen35Model::operands16(const BatchLayout& bl, Workspace& ws) {
   const DType wt = weights_.layers.empty() ? DType::kF32 : weights_.layers[0].down_proj.dtype();
   const bool wt16 = wt == DType::kBF16 || wt == DType::kF16;
-  if (bl.phase != Phase::kPrefill || !ws.lora.empty() || ws.trace != nullptr || !wt16) return Tensor();
-  const int64_t T = bl.tokens, I = config_.intermediate_size;
-  const ElementwiseRequest silu{ElementwiseOp::kSiluMul, T, I, DType::kF32, wt};
-  const MatmulRequest down{T, config_.hidden_size, I, wt, wt, DType::kF32, true};
-  if (!backend_.elementwise().supports(silu).runs_natively() || !backend_.linear().supports(down).runs_natively())
-    return Tensor();
-  return backend_.storage().empty({T, I}, wt);
+  if (!ws.lora.empty() || ws.trace != nullptr || !wt16) return {};
+  for (const LayerWeights& L : weights_.layers) {  // one operand dtype serves every projection
+    for (const Tensor* w : {&L.gate_proj, &L.up_proj, &L.down_proj, &L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj,
+                            &L.gdn.in_proj_qkv, &L.gdn.in_proj_z, &L.gdn.in_proj_a, &L.gdn.in_proj_b, &L.gdn.out_proj})
+      if (w->defined() && w->dtype() != wt) return {};
+  }
+  const auto& c = config_;
+  const int64_t T = bl.tokens, H = c.hidden_size, I = c.intermediate_size;
+  auto native = [](const Support& s) { return s.runs_natively(); };
+  LinearFacet& lin = backend_.linear();
+  StorageFacet& s = backend_.storage();
+  // The projections read x in 16 bits (every projection of h has k = H; gate_proj stands for them;
+  // a backend may decline decode-sized m, where its GEMV reads f32 x).
+  if (native(backend_.norm().supports(NormRequest{NormKind::kOnePlus, T, H, DType::kF32, false, wt})) &&
+      native(lin.supports(MatmulRequest{T, I, H, wt, wt, DType::kF32, false}))) {
+    KILN_ASSIGN_OR_RETURN(ws.h16, s.empty({T, H}, wt));
+  }
+  const int64_t Hv = c.linear_num_value_heads, dv = c.linear_value_head_dim;
+  // The gated norm runs on its own in prefill; a decode step's is inside the fused GDN step.
+  if (bl.phase == Phase::kPrefill && c.count(LayerKind::kLinearAttention) &&
+      native(backend_.norm().supports(NormRequest{NormKind::kGated, T * Hv, dv, DType::kF32, false, wt})) &&
+      native(lin.supports(MatmulRequest{T, H, Hv * dv, wt, wt, DType::kF32, true}))) {
+    KILN_ASSIGN_OR_RETURN(ws.normed16, s.empty({T, Hv * dv}, wt));
+  }
+  if (native(backend_.elementwise().supports(ElementwiseRequest{ElementwiseOp::kSiluMul, T, I, DType::kF32, wt})) &&
+      native(lin.supports(MatmulRequest{T, H, I, wt, wt, DType::kF32, true}))) {
+    KILN_ASSIGN_OR_RETURN(ws.act16, s.empty({T, I}, wt));
+  }
+  return {};
 }
 
 // x += mixer(rms(x)); x += mlp(rms(x)).
@@ -239,12 +273,12 @@ Status Qwen35Model::decoder_layer(int64_t i, const BatchLayout& bl, ModelState& 
   NormFacet& norm = backend_.norm();
   StorageFacet& s = backend_.storage();
   const float eps = static_cast<float>(config_.rms_norm_eps);
-  KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, ws.x, {}, L.input_norm, {}, ws.h, eps}));
+  KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, ws.x, {}, L.input_norm, {}, ws.proj_in(), eps}));
   if (ws.trace) KILN_RETURN_IF_ERROR(keep_copy(s, ws.h, ws.trace->h_in));
   if (L.kind == LayerKind::kFullAttention) KILN_RETURN_IF_ERROR(attention_layer(L, i, bl, state, ws));
   else KILN_RETURN_IF_ERROR(gdn_layer(L, i, bl, state, ws));
   if (ws.trace) KILN_RETURN_IF_ERROR(keep_copy(s, ws.x, ws.trace->x_mid));
-  KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, ws.x, {}, L.post_norm, {}, ws.h, eps}));
+  KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, ws.x, {}, L.post_norm, {}, ws.proj_in(), eps}));
   return mlp(L, i, ws);
 }
 
@@ -324,7 +358,7 @@ Status Qwen35Model::run(const Tensor& ids, const BatchLayout& bl, std::span<cons
   StorageFacet& s = backend_.storage();
   KILN_ASSIGN_OR_RETURN(Workspace ws, Workspace::create(c, T, s));
   KILN_ASSIGN_OR_RETURN(ws.lora, LoraBatch::create(rows, c, backend_));
-  KILN_ASSIGN_OR_RETURN(ws.act16, mlp_operand(bl, ws));
+  KILN_RETURN_IF_ERROR(operands16(bl, ws));
   KILN_RETURN_IF_ERROR(backend_.elementwise().embed({ids, weights_.embed, ws.x}));
   for (int64_t i = 0; i < c.num_layers; ++i) KILN_RETURN_IF_ERROR(decoder_layer(i, bl, state, ws));
 

@@ -103,9 +103,11 @@ class Qwen35Model {
   Status attention_layer(const LayerWeights& L, int64_t layer, const BatchLayout& bl, ModelState& state, Workspace& ws);
   Status gdn_layer(const LayerWeights& L, int64_t layer, const BatchLayout& bl, ModelState& state, Workspace& ws);
   Status mlp(const LayerWeights& L, int64_t layer, Workspace& ws);
-  // The buffer silu-mul writes the down projection's operand into, in the weight's 16-bit dtype:
-  // a prefill batch without adapters, where the backend runs both ops so. Undefined otherwise.
-  Result<Tensor> mlp_operand(const BatchLayout& bl, const Workspace& ws);
+  // The GEMM operands written in the weights' 16-bit dtype by their producers (the norms before
+  // the projections, the gated norm, silu-mul), each where the backend runs both ops so: buffers
+  // in `ws` for a batch without adapters or a trace, none otherwise. The same bits as
+  // the GEMMs' own rounding of f32 operands, one rounding pass and an f32 store fewer each.
+  Status operands16(const BatchLayout& bl, Workspace& ws);
   Status decoder_layer(int64_t layer, const BatchLayout& bl, ModelState& state, Workspace& ws);
   Result<BatchLayout> build_layout(std::span<const SequenceInput> rows, ModelState& state);
   // forward_on_device in one pass, whatever the rows' lengths.

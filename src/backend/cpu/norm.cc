@@ -9,7 +9,8 @@
 namespace kiln::cpu {
 
 Support Norm::supports(const NormRequest& r) const {
-  if (r.dtype != DType::kF32) return Support::declined("activations must be f32 on the cpu backend");
+  if (r.dtype != DType::kF32 || r.out_dtype != DType::kF32)
+    return Support::declined("activations must be f32 on the cpu backend");
   if (r.kind == NormKind::kGated && r.fused_residual) return Support::declined("the gated norm has no residual form");
   return Support::native();
 }

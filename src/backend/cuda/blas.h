@@ -12,10 +12,18 @@
 
 namespace kiln::cuda {
 
-// OK, or "what: CUBLAS_STATUS_... (n)" as an internal error.
+// Empty, or why cuBLAS or cuBLASLt could not be opened (blas_loader.cc: they load on first use).
+std::string blas_load_error();
+
+// OK, or "what: CUBLAS_STATUS_... (n)" as an internal error, with the reason where the library
+// could not be opened.
 inline Status blas_status(cublasStatus_t s, const std::string& what) {
   if (s == CUBLAS_STATUS_SUCCESS) return {};
-  return internal_error(what + ": " + cublasGetStatusName(s) + " (" + std::to_string(static_cast<int>(s)) + ")");
+  std::string msg = what + ": " + cublasGetStatusName(s) + " (" + std::to_string(static_cast<int>(s)) + ")";
+  if (s == CUBLAS_STATUS_NOT_INITIALIZED) {
+    if (const std::string e = blas_load_error(); !e.empty()) msg += ": " + e;
+  }
+  return internal_error(msg);
 }
 
 // bf16 and f16 as themselves, everything else as f32.

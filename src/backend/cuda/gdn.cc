@@ -96,10 +96,11 @@ Status Gdn::delta_rule(const GdnArgs& a) {
       KILN_ASSIGN_OR_RETURN(scratch, ctx_->empty({static_cast<int64_t>(floats)}, DType::kF32));
       p.scratch = scratch.data<float>();
     }
+    p.tf32 = r.compute != DType::kF32 && tuning().gdn_tf32;  // one tf32 pass where rounding is allowed
   }
   ProfileScope prof(ctx_->profiler.get(), [&] {
     return std::string(two_pass ? "gdn chunked two-pass " : chunked ? "gdn chunked " : "gdn recurrent ") +
-           std::string(phase_name(r.phase)) + " tokens=" + std::to_string(r.tokens);
+           std::string(phase_name(r.phase)) + " tokens=" + std::to_string(r.tokens) + (p.tf32 ? " tf32" : "");
   });
   return in_context(chunked ? gated_delta_rule_chunked(p, ctx_->stream) : gated_delta_rule(p, ctx_->stream), a);
 }

@@ -1,4 +1,5 @@
-// RMSNorm in its three forms, optionally fused with the residual add (kernels/rms_norm.cu).
+// RMSNorm in its three forms, optionally fused with the residual add, its output f32 or a GEMM's
+// 16-bit operand (kernels/rms_norm.cu).
 #include "backend/arg_checks.h"
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/rms_norm.h"
@@ -9,6 +10,11 @@ namespace kiln::cuda {
 Support Norm::supports(const NormRequest& r) const {
   if (r.dtype != DType::kF32) return Support::declined("activations must be f32 on the cuda backend");
   if (r.kind == NormKind::kGated && r.fused_residual) return Support::declined("the gated norm has no residual form");
+  if (r.out_dtype != DType::kF32) {
+    if (r.out_dtype != DType::kBF16 && r.out_dtype != DType::kF16)
+      return Support::declined("the output must be f32, bf16 or f16");
+    if (!tuning().bf16_operands) return Support::declined("16-bit GEMM operands are off (KILN_CUDA_BF16_OPERANDS=0)");
+  }
   return Support::native();
 }
 
@@ -22,7 +28,8 @@ Status Norm::rms_norm(const NormArgs& a) {
   p.x = a.x.data<float>();
   p.x_stride = a.x.stride(0);
   p.weight = a.weight.data<float>();
-  p.out = a.out.data<float>();
+  p.out = a.out.raw();
+  p.out_dtype = a.out.dtype();
   p.out_stride = a.out.stride(0);
   p.eps = a.eps;
   p.vec4 = tuning().norm_vec4;

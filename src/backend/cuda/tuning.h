@@ -29,6 +29,8 @@
 //   KILN_CUDA_FLASH_PREFILL=0   prefill attention that allows bf16 products (AttentionArgs::compute)
 //                               stays on the f32 kernels instead of the tensor-core flash kernel
 //   KILN_CUDA_NORM_VEC4=0       RMSNorm keeps the strided loop for every row (rms_norm.cu)
+//   KILN_CUDA_GDN_TF32=0        the two-pass GDN keeps 3xTF32 products even where GdnArgs::compute
+//                               allows rounding (gdn_chunked.cu)
 //   KILN_CUDA_GRAPHS=0          the engine runs every decode step eagerly (no CUDA graph replay)
 //   KILN_CUDA_BF16_OPERANDS=0   no op writes a GEMM operand in the weight's 16-bit dtype (silu-mul's
 //                               output for the down projection): every GEMM rounds an f32 x
@@ -70,6 +72,7 @@ struct Tuning {
   bool lora_kernel = true;   // short LoRA segments through kernels/lora.h (linear_lora.cc)
   bool bf16_operands = true;  // 16-bit GEMM operands written by their producer (silu-mul, prefill)
   bool norm_vec4 = true;     // RMSNorm rows of <= 4096 aligned floats: one float4 a thread (rms_norm.cu)
+  bool gdn_tf32 = true;      // the two-pass GDN's products in one tf32 pass where GdnArgs::compute allows
   bool pdl = true;           // decode-path kernels with programmatic dependent launch (kernels/pdl.cuh)
   bool kv_bf16 = true;       // a bf16 K/V cache offered (capabilities().attention.kv_dtypes)
 };
@@ -108,6 +111,7 @@ inline Tuning tuning_from_env() {
   t.attention_key_groups = flag("KILN_CUDA_ATTN_KEY_GROUPS", true);
   t.graphs = flag("KILN_CUDA_GRAPHS", true);
   t.norm_vec4 = flag("KILN_CUDA_NORM_VEC4", true);
+  t.gdn_tf32 = flag("KILN_CUDA_GDN_TF32", true);
   t.lora_kernel = flag("KILN_CUDA_LORA_KERNEL", true);
   t.bf16_operands = flag("KILN_CUDA_BF16_OPERANDS", true);
   t.pdl = flag("KILN_CUDA_PDL", true);

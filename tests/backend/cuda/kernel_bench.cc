@@ -172,9 +172,12 @@ void bench_gdn(Backend& be) {
       us[c] = time_us(be, [&] { return be.gdn().delta_rule(g); });
     }
     cuda::tuning().gdn_chunked = cuda::tuning().gdn_two_pass = true;
-    std::printf("gdn   prefill T=%lld (4B layer)  chunked two-pass %8.1f us  one kernel %8.1f us  recurrent %9.1f us  "
-                "(%.1fx)\n",
-                (long long)T, us[2], us[1], us[0], us[0] / us[2]);
+    g.compute = DType::kBF16;  // a bf16 checkpoint's: products in one tf32 pass
+    const double tf32 = time_us(be, [&] { return be.gdn().delta_rule(g); });
+    g.compute = DType::kF32;
+    std::printf("gdn   prefill T=%lld (4B layer)  chunked two-pass %8.1f us (tf32 products %8.1f us)  one kernel %8.1f us  "
+                "recurrent %9.1f us  (%.1fx)\n",
+                (long long)T, us[2], tf32, us[1], us[0], us[0] / us[2]);
   }
   // Decode: fused step vs conv + recurrent rule + gated norm, rows of one token.
   for (int64_t R : {1, 8, 32, 64}) {

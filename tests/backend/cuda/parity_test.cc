@@ -33,6 +33,9 @@ constexpr double kF32Tol = 2e-5;
 constexpr double kHalfTol = 1e-2;
 constexpr double kGemvTol = 1e-5;
 constexpr double kChunkedTol = 1e-4;
+// The two-pass GDN with its products in one tf32 pass (operands rounded to 2^-11 relative): an
+// order above tf32's rounding, an order below the bf16 operands' it stands in for (kHalfTol).
+constexpr double kTf32ProductsTol = 2e-3;
 
 std::unique_ptr<Backend> cpu() { return std::move(create_backend("cpu").value()); }
 
@@ -675,6 +678,19 @@ TEST(CudaParity, GatedDeltaRuleChunkedKernel) {
       EXPECT_LE(es_r, kChunkedTol);
       std::printf("gdn chunked %s (%s): vs cpu recurrent out %.3g state %.3g; vs cuda recurrent out %.3g state %.3g\n",
                   c.name, two_pass ? "two-pass" : "one kernel", eo, es, eo_r, es_r);
+      if (!two_pass || c.dk > 128) continue;
+      // Products allowed to round (GdnArgs::compute = bf16, a bf16 checkpoint's): one tf32 pass.
+      GdnInputs tf32(*be, T, R, c.hk, c.hv, c.dk, c.dv, seed);
+      GdnArgs ta = tf32.args(false, GdnForm::kChunked, 64, &dl);
+      ta.compute = DType::kBF16;
+      s = be->gdn().delta_rule(ta);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      const Tensor out_t = tf32.out.dev_result(*be), state_t = tf32.state.dev_result(*be);
+      const double to = rel_error(out_t, cpu_rec.out.host_base), ts = rel_error(state_t, cpu_rec.state.host_base);
+      EXPECT_LE(to, kTf32ProductsTol);
+      EXPECT_LE(ts, kTf32ProductsTol);
+      EXPECT_GT(rel_error(out_t, out_c), 0.0) << "the tf32 pass gave 3xTF32's bits: did it run?";
+      std::printf("gdn chunked %s (two-pass, tf32 products): vs cpu recurrent out %.3g state %.3g\n", c.name, to, ts);
     }
     seed += 20;
   }
@@ -842,6 +858,53 @@ TEST(CudaParity, SiluMulWritesTheDownProjectionsOperand) {
   tune->bf16_operands = false;
   EXPECT_FALSE(be->linear().supports({m, H, I, B, B, F, true}).runs_natively());
   EXPECT_FALSE(be->elementwise().supports({ElementwiseOp::kSiluMul, m, I, F, B}).runs_natively());
+}
+
+// The norms before projections write their GEMM operand in bf16/f16 (NormArgs::out):
+// each element is the f32 output rounded to nearest even, for the input norm's (1 + w) form
+// (2,560 columns: the block-a-row kernel at 300 rows, the float4 one at a 64-row decode step) and
+// the GDN gated norm (the narrow kernel, 128 columns), so the projection's result is that of the
+// f32 output. The CPU declines a 16-bit output; the CUDA backend does with KILN_CUDA_BF16_OPERANDS=0.
+TEST(CudaParity, NormsWriteTheProjectionsOperand) {
+  KILN_CUDA_OR_SKIP(be);
+  TuningScope tune;
+  const DType F = DType::kF32;
+  struct Case { NormKind kind; int64_t rows, width; };
+  for (const Case c : {Case{NormKind::kOnePlus, 300, 2560}, Case{NormKind::kOnePlus, 64, 2560},
+                       Case{NormKind::kGated, 300 * 32, 128}}) {
+    for (DType t : {DType::kBF16, DType::kF16}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " width " + std::to_string(c.width));
+      const Tensor x = to_device(*be, random_tensor({c.rows, c.width}, 910, 2.f));
+      const Tensor w = to_device(*be, random_tensor({c.width}, 911, 0.5f));
+      const Tensor z = c.kind == NormKind::kGated ? to_device(*be, random_tensor({c.rows, c.width}, 912, 2.f)) : Tensor();
+      const Tensor y32 = be->storage().allocate({c.rows, c.width}, F).value();
+      const Tensor y16 = be->storage().allocate({c.rows, c.width}, t).value();
+      ASSERT_TRUE(be->norm().rms_norm({c.kind, x, {}, w, z, y32, 1e-6f}).ok());
+      Status s = be->norm().rms_norm({c.kind, x, {}, w, z, y16, 1e-6f});
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      const Tensor a32 = to_host(*be, y32), a16 = to_host(*be, y16);
+      int64_t differ = 0;
+      for (int64_t i = 0; i < c.rows * c.width; ++i) {
+        const float v = a32.data<float>()[i];
+        differ += (t == DType::kBF16 ? f32_to_bf16(v) : f32_to_f16(v)) != a16.data<uint16_t>()[i];
+      }
+      EXPECT_EQ(differ, 0) << "elements not the f32 result rounded to nearest even";
+      if (c.kind != NormKind::kOnePlus) continue;
+      const Tensor proj = to_device(*be, random_tensor({1024, c.width}, 913, 1.f / std::sqrt(float(c.width)), t));
+      const Tensor o32 = be->storage().allocate({c.rows, 1024}, F).value();
+      const Tensor o16 = be->storage().allocate({c.rows, 1024}, F).value();
+      ASSERT_TRUE(be->linear().matmul({y32, proj, o32}).ok());
+      s = be->linear().matmul({y16, proj, o16});
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      EXPECT_EQ(rel_error(to_host(*be, o16), to_host(*be, o32)), 0.0);
+    }
+  }
+  const DType B = DType::kBF16;
+  const NormRequest req{NormKind::kOnePlus, 300, 2560, F, false, B};
+  EXPECT_FALSE(cpu()->norm().supports(req).runs_natively());
+  EXPECT_TRUE(be->norm().supports(req).runs_natively());
+  tune->bf16_operands = false;
+  EXPECT_FALSE(be->norm().supports(req).runs_natively());
 }
 
 TEST(CudaParity, ArgmaxTiesInfAndNan) {

@@ -69,14 +69,23 @@ __global__ void causal_conv1d_kernel(CausalConv1dParams p) {
     old[k] = first ? st[k * C] : 0.f;
     win[k] = tt >= t0 ? p.x[tt * p.x_stride + c] : old[k];  // tt < t0 only in the first tile (ts = t0)
   }
-  for (int64_t t = ts; t < te; ++t) {
-    win[K - 1] = p.x[t * p.x_stride + c];
+  auto step = [&](float input, int64_t t) {  // token t's output; the window moves on by one
+    win[K - 1] = input;
     float acc = 0.f;
 #pragma unroll
     for (int k = 0; k < K; ++k) acc += w[k] * win[k];
     p.out[t * p.out_stride + c] = acc / (1.f + expf(-acc));
 #pragma unroll
     for (int k = 0; k < K - 1; ++k) win[k] = win[k + 1];
+  };
+  if (te - ts == kTokenTile) {  // a whole tile: its inputs loaded at once, all in flight
+    float in[kTokenTile];
+#pragma unroll
+    for (int i = 0; i < kTokenTile; ++i) in[i] = p.x[(ts + i) * p.x_stride + c];
+#pragma unroll
+    for (int i = 0; i < kTokenTile; ++i) step(in[i], ts + i);
+  } else {
+    for (int64_t t = ts; t < te; ++t) step(p.x[t * p.x_stride + c], t);
   }
   if (!first) return;
   // New state: the inputs t1-K+1 .. t1-1, from the old state where the row is shorter than K-1.

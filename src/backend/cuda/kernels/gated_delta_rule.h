@@ -38,6 +38,9 @@ struct GatedDeltaRuleParams {
   bool zero_state = false;
   float* chunk_states = nullptr;
   float* chunk_w = nullptr;
+  // The two-pass form: every product in one tf32 pass (operands rounded to tf32, ~2^-11 relative)
+  // instead of 3xTF32, where the caller allows reduced precision (GdnArgs::compute).
+  bool tf32 = false;
 };
 
 // Shared memory the kernel needs for (dk, dv); the facet declines what the device cannot hold.

@@ -139,9 +139,9 @@ __device__ void load_chunk_qk(const GatedDeltaRuleParams& p, int64_t c0, int n, 
 
 // A[t, i] = beta_t exp(G_t - G_i) (k_t . k_i) for i < t into A (row stride `ap`, shared memory),
 // Mq[t, i] = exp(G_t - G_i) (q_t . k_i) for i <= t into Mq (row stride kC, shared or global);
-// zeros elsewhere. 3xTF32 products on tensor cores: warp w takes rows 16 (w % 4) .. + 15 and
-// columns 32 (w / 4) .. + 31 (a tile wholly above the diagonal is only zeros).
-template <int DK>
+// zeros elsewhere. Products on tensor cores (P: warp_mma's passes): warp w takes rows 16 (w % 4)
+// .. + 15 and columns 32 (w / 4) .. + 31 (a tile wholly above the diagonal is only zeros).
+template <int DK, int P>
 __device__ void chunk_products(const float* Qs, const float* Ks, const float* G, const float* beta, float* A, int ap,
                                float* Mq) {
   constexpr int KP = DK + 4;  // 4 mod 32: the row-major fragments of Qs and Ks hit 32 banks
@@ -149,8 +149,8 @@ __device__ void chunk_products(const float* Qs, const float* Ks, const float* G,
   float kk[4][4] = {}, qk[4][4] = {};
   if (n0 <= r0 + 15) {
     auto k_col = [&](int d, int i) { return Ks[(n0 + i) * KP + d]; };
-    warp_mma3(kk, 0, DK, [&](int r, int d) { return Ks[(r0 + r) * KP + d]; }, k_col);
-    warp_mma3(qk, 0, DK, [&](int r, int d) { return Qs[(r0 + r) * KP + d]; }, k_col);
+    warp_mma<P>(kk, 0, DK, [&](int r, int d) { return Ks[(r0 + r) * KP + d]; }, k_col);
+    warp_mma<P>(qk, 0, DK, [&](int r, int d) { return Qs[(r0 + r) * KP + d]; }, k_col);
   }
   warp_tile_each(kk, [&](int r, int c, float v) {
     const int t = r0 + r, i = n0 + c;
@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GatedDeltaRule
     load_chunk_qk<DK>(p, c0, n, h, kh, vec, Qs, Ks, G, beta);
 
     // 2. A and Mq.
-    chunk_products<DK>(Qs, Ks, G, beta, A, kC, Mq);
+    chunk_products<DK, 3>(Qs, Ks, G, beta, A, kC, Mq);
 
     // 3. K S0 and Q S0: thread (column j = lane, rows warp*8 .. warp*8+7); the right-hand side
     //    beta (v - exp(G) K S0) replaces v in W, exp(G) Q S0 starts the output.
@@ -359,8 +359,9 @@ struct PrepLayout {
 // W = (I + A)^-1 beta (v - exp(G) K S0): U = (I + A)^-1 beta V and Wk = (I + A)^-1 beta exp(G) K,
 // solved by blocks of 16 rows, X_b = T_b (R_b - A[b, <b] X_<b) with T_b the inverse of I + A's
 // diagonal block b, over panels of 128 columns. Each warp owns 16 columns of a panel, so the
-// solve needs no block barrier; its products run on tensor cores in 3xTF32.
-template <int DK>
+// solve needs no block barrier; its products run on tensor cores in 3xTF32 (P = 3) or one tf32
+// pass (P = 1, GatedDeltaRuleParams::tf32).
+template <int DK, int P>
 __global__ void __launch_bounds__(kThreads) gdn_chunk_prep_kernel(GatedDeltaRuleParams p) {
   using L = PrepLayout<DK>;
   constexpr int KP = L::kKP;
@@ -396,7 +397,7 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_prep_kernel(GatedDeltaRule
     reinterpret_cast<float4*>(rK + t * DK)[d / 4] = *reinterpret_cast<const float4*>(Ks + t * KP + d);
   }
   if (tid < kC) rG[tid] = G[tid];
-  chunk_products<DK>(Qs, Ks, G, beta, A, kAP, rM);
+  chunk_products<DK, P>(Qs, Ks, G, beta, A, kAP, rM);
   __syncthreads();
   // T_b = (I + A_bb)^-1 by forward substitution, a thread per column of each diagonal block.
   if (tid < kC) {
@@ -441,12 +442,12 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_prep_kernel(GatedDeltaRule
     for (int r0 = 0; r0 < kC; r0 += 16) {
       float acc[2][4];
       warp_tile_each(acc, [&](int r, int j, float& v) { v = X[(r0 + r) * kXP + n0 + j]; });
-      warp_mma3(acc, 0, r0, [&](int r, int i) { return -A[(r0 + r) * kAP + i]; },
+      warp_mma<P>(acc, 0, r0, [&](int r, int i) { return -A[(r0 + r) * kAP + i]; },
                 [&](int i, int j) { return X[i * kXP + n0 + j]; });
       warp_tile_each(acc, [&](int r, int j, float v) { X[(r0 + r) * kXP + n0 + j] = v; });
       __syncwarp();
       float sol[2][4] = {};
-      warp_mma3(sol, 0, 16, [&](int r, int i) { return T[(r0 + r) * kTP + i]; },
+      warp_mma<P>(sol, 0, 16, [&](int r, int i) { return T[(r0 + r) * kTP + i]; },
                 [&](int i, int j) { return X[(r0 + i) * kXP + n0 + j]; });
       __syncwarp();
       warp_tile_each(sol, [&](int r, int j, float v) { X[(r0 + r) * kXP + n0 + j] = v; });
@@ -492,8 +493,8 @@ struct ScanLayout {
 
 // Pass 2. Grid: (v_heads, ceil(dv / 32), rows); per chunk, in order:
 //   W = U - Wk S0;  out = exp(G) Qn S0 + Mq W;  S = exp(G_last) S0 + Kn^T (exp(G_last - G) W),
-// each a warp-tiled 3xTF32 product on tensor cores (mma_tf32.cuh).
-template <int DK>
+// each a warp-tiled product on tensor cores (mma_tf32.cuh): 3xTF32 (P = 3) or one tf32 pass (P = 1).
+template <int DK, int P>
 __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaRuleParams p) {
   using L = ScanLayout<DK>;
   constexpr int KP = L::kKP, KT = L::kKT;
@@ -580,7 +581,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
       const int r0 = 16 * (warp & 3);
       const float* A = warp < 4 ? Wks : Qs;
       float acc[4][4] = {};
-      warp_mma3(acc, 0, DK, [&](int r, int k) { return A[(r0 + r) * KP + k]; },
+      warp_mma<P>(acc, 0, DK, [&](int r, int k) { return A[(r0 + r) * KP + k]; },
                 [&](int k, int j) { return Tf32Pair{Sh[k * kSP + j], Sl[k * kSP + j]}; });
       warp_tile_each(acc, [&](int r, int j, float v) {
         const int t = r0 + r;
@@ -602,7 +603,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
       const int r0 = 16 * (warp >> 1), n0 = 16 * (warp & 1);
       float acc[2][4];
       warp_tile_each(acc, [&](int r, int j, float& v) { v = Os[(r0 + r) * kSP + n0 + j]; });
-      warp_mma3(acc, 0, r0 + 16 < n8 ? r0 + 16 : n8, [&](int r, int i) { return Mq[(r0 + r) * kMP + i]; },
+      warp_mma<P>(acc, 0, r0 + 16 < n8 ? r0 + 16 : n8, [&](int r, int i) { return Mq[(r0 + r) * kMP + i]; },
                 [&](int i, int j) { return Tf32Pair{Wh[i * kSP + n0 + j], Wl[i * kSP + n0 + j]}; });
       warp_tile_each(acc, [&](int r, int j, float v) {
         const int t = r0 + r;
@@ -620,7 +621,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
     __pipeline_wait_prior(2);  // Kn (the next chunk's Qn, Wk and Mq may still be in flight)
     __syncthreads();
     block_update_32<DK, kSP>(S, Sh, Sl, expf(glast), [&](auto& acc, int d0, int n0) {
-      warp_mma3(acc, 0, n8, [&](int r, int t) { return Ks[t * KT + d0 + r]; },
+      warp_mma<P>(acc, 0, n8, [&](int r, int t) { return Ks[t * KT + d0 + r]; },
                 [&](int t, int j) { return Tf32Pair{Wh[t * kSP + n0 + j], Wl[t * kSP + n0 + j]}; });
     });
   }
@@ -637,22 +638,28 @@ cudaError_t allow_smem(Kernel k, size_t bytes) {
   return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
 }
 
-template <int DK>
+template <int DK, int P>
 Status launch_two_pass(const GatedDeltaRuleParams& p, cudaStream_t stream) {
   const size_t prep = PrepLayout<DK>::kFloats * sizeof(float), scan = ScanLayout<DK>::kFloats * sizeof(float);
   static cudaError_t attr = [&] {
-    cudaError_t e = allow_smem(gdn_chunk_prep_kernel<DK>, prep);
-    return e == cudaSuccess ? allow_smem(gdn_chunk_scan_kernel<DK>, scan) : e;
+    cudaError_t e = allow_smem(gdn_chunk_prep_kernel<DK, P>, prep);
+    return e == cudaSuccess ? allow_smem(gdn_chunk_scan_kernel<DK, P>, scan) : e;
   }();
   if (attr != cudaSuccess)
     return internal_error(std::string("gdn_chunk_kernels: raising the shared-memory limit: ") + cudaGetErrorString(attr));
   dim3 prep_grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>(p.max_chunks), static_cast<unsigned>(p.rows));
-  gdn_chunk_prep_kernel<DK><<<prep_grid, kThreads, prep, stream>>>(p);
+  gdn_chunk_prep_kernel<DK, P><<<prep_grid, kThreads, prep, stream>>>(p);
   KILN_RETURN_IF_ERROR(launch_status("gdn_chunk_prep_kernel", "", stream));
   dim3 grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>((p.dv + kBV - 1) / kBV),
             static_cast<unsigned>(p.rows));
-  gdn_chunk_scan_kernel<DK><<<grid, kThreads, scan, stream>>>(p);
+  gdn_chunk_scan_kernel<DK, P><<<grid, kThreads, scan, stream>>>(p);
   return {};
+}
+
+// The two passes with their products in one tf32 pass where p.tf32 allows it, else in 3xTF32.
+template <int DK>
+Status launch_two_pass(const GatedDeltaRuleParams& p, cudaStream_t stream) {
+  return p.tf32 ? launch_two_pass<DK, 1>(p, stream) : launch_two_pass<DK, 3>(p, stream);
 }
 
 template <int DK>

@@ -1,6 +1,6 @@
 // Warp-level f32 products on tensor cores in 3xTF32: each operand is split into a tf32 high part
 // and a tf32 remainder, and lo*hi + hi*lo + hi*hi (the small products first) keeps f32-level
-// accuracy. Fragments are those of mma.sync m16n8k8 (row.col): with g = lane / 4 and q = lane %
+// accuracy. Or in one tf32 pass (warp_mma<1>), where the caller allows reduced precision. Fragments are those of mma.sync m16n8k8 (row.col): with g = lane / 4 and q = lane %
 // 4, a thread holds A (g, q), (g + 8, q), (g, q + 4), (g + 8, q + 4); B (q, g), (q + 4, g); and
 // C (g, 2q), (g, 2q + 1), (g + 8, 2q), (g + 8, 2q + 1) of each 16x8 tile.
 #pragma once
@@ -41,30 +41,57 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// tf32(x): the high part alone (one-pass products).
+__device__ __forceinline__ uint32_t tf32_hi(float x) {
+  uint32_t hi;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
+  return hi;
+}
+__device__ __forceinline__ uint32_t tf32_hi(Tf32Pair x) { return x.hi; }
+
 // acc[nt] += sum over k in [k_begin, k_end) of a(r, k) b(k, 8 nt + n), for the warp's 16 x 8NT
 // tile, in steps of 8 (k_end - k_begin a multiple of 8): a(r, k) reads A at tile row r (0..15),
 // b(k, n) reads B at tile column n (0..8NT-1); both read any layout (transposed or not) and
-// return a float or a Tf32Pair.
-template <int NT, typename FA, typename FB>
-__device__ __forceinline__ void warp_mma3(float (&acc)[NT][4], int k_begin, int k_end, FA a, FB b) {
+// return a float or a Tf32Pair. P = 3: 3xTF32 (f32-level accuracy); P = 1: one tf32 product
+// (operands rounded to tf32, ~2^-11 relative each; a third of the tensor-core work).
+template <int P, int NT, typename FA, typename FB>
+__device__ __forceinline__ void warp_mma(float (&acc)[NT][4], int k_begin, int k_end, FA a, FB b) {
+  static_assert(P == 1 || P == 3, "3xTF32 or one tf32 pass");
   const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
 #pragma unroll 4
   for (int k0 = k_begin; k0 < k_end; k0 += 8) {
     uint32_t ah[4], al[4];
-    split_tf32(a(g, k0 + q), ah[0], al[0]);
-    split_tf32(a(g + 8, k0 + q), ah[1], al[1]);
-    split_tf32(a(g, k0 + q + 4), ah[2], al[2]);
-    split_tf32(a(g + 8, k0 + q + 4), ah[3], al[3]);
+    if constexpr (P == 3) {
+      split_tf32(a(g, k0 + q), ah[0], al[0]);
+      split_tf32(a(g + 8, k0 + q), ah[1], al[1]);
+      split_tf32(a(g, k0 + q + 4), ah[2], al[2]);
+      split_tf32(a(g + 8, k0 + q + 4), ah[3], al[3]);
+    } else {
+      ah[0] = tf32_hi(a(g, k0 + q));
+      ah[1] = tf32_hi(a(g + 8, k0 + q));
+      ah[2] = tf32_hi(a(g, k0 + q + 4));
+      ah[3] = tf32_hi(a(g + 8, k0 + q + 4));
+    }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       uint32_t bh[2], bl[2];
-      split_tf32(b(k0 + q, nt * 8 + g), bh[0], bl[0]);
-      split_tf32(b(k0 + q + 4, nt * 8 + g), bh[1], bl[1]);
-      mma_tf32(acc[nt], al, bh);
-      mma_tf32(acc[nt], ah, bl);
+      if constexpr (P == 3) {
+        split_tf32(b(k0 + q, nt * 8 + g), bh[0], bl[0]);
+        split_tf32(b(k0 + q + 4, nt * 8 + g), bh[1], bl[1]);
+        mma_tf32(acc[nt], al, bh);
+        mma_tf32(acc[nt], ah, bl);
+      } else {
+        bh[0] = tf32_hi(b(k0 + q, nt * 8 + g));
+        bh[1] = tf32_hi(b(k0 + q + 4, nt * 8 + g));
+      }
       mma_tf32(acc[nt], ah, bh);
     }
   }
+}
+
+template <int NT, typename FA, typename FB>
+__device__ __forceinline__ void warp_mma3(float (&acc)[NT][4], int k_begin, int k_end, FA a, FB b) {
+  warp_mma<3>(acc, k_begin, k_end, a, b);
 }
 
 // f(r, n, v) for every accumulator of the warp's tile: tile row r (0..15), tile column n

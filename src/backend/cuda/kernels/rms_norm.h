@@ -1,11 +1,13 @@
 // RMSNorm over rows: (1 + w), plain w, or gated by silu(z); optionally residual += x first and
-// the residual normalised. Rows are strided; x may alias out.
+// the residual normalised. Rows are strided; x may alias out (f32). The output may be bf16 or f16:
+// the f32 result rounded to nearest even as it is stored.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace kiln::cuda {
@@ -19,7 +21,8 @@ struct RmsNormParams {
   float* residual = nullptr;  int64_t residual_stride = 0;  // null: no fused residual
   const float* weight = nullptr;                            // [width]
   const float* gate = nullptr; int64_t gate_stride = 0;     // kGated
-  float* out = nullptr;       int64_t out_stride = 0;
+  void* out = nullptr;        int64_t out_stride = 0;     // elements of out_dtype
+  DType out_dtype = DType::kF32;                          // f32, bf16 or f16
   float eps = 1e-6f;
   bool vec4 = true;  // the float4 form where the row allows it (KILN_CUDA_NORM_VEC4=0: the loop)
 };
