@@ -47,7 +47,8 @@ Result<ModelState> Qwen35Model::create_state(StateCapacity cap) {
 // each is written whole by the op that produces it before anything reads it.
 struct Qwen35Model::Workspace {
   Tensor x, h;                                  // residual stream and normed input
-  Tensor mixed, conv, z, a, b, core, normed;    // GDN
+  Tensor mixed, conv, z, a, b, core, normed;    // GDN; a and b are the halves of ab
+  Tensor ab;                                    // [T, 2 * v_heads]: in_proj_a's outputs, then in_proj_b's
   Tensor qg, k, v, attn;                        // full attention
   Tensor gate, up;                              // MLP
   // GEMM operands their producers write in the weights' 16-bit dtype (Qwen35Model::operands16),
@@ -69,8 +70,10 @@ struct Qwen35Model::Workspace {
       KILN_ASSIGN_OR_RETURN(w.mixed, s.empty({T, c.gdn_conv_dim()}, f));
       KILN_ASSIGN_OR_RETURN(w.conv, s.empty({T, c.gdn_conv_dim()}, f));
       KILN_ASSIGN_OR_RETURN(w.z, s.empty({T, c.gdn_value_dim()}, f));
-      KILN_ASSIGN_OR_RETURN(w.a, s.empty({T, c.linear_num_value_heads}, f));
-      KILN_ASSIGN_OR_RETURN(w.b, s.empty({T, c.linear_num_value_heads}, f));
+      const int64_t Hv = c.linear_num_value_heads;
+      KILN_ASSIGN_OR_RETURN(w.ab, s.empty({T, 2 * Hv}, f));
+      w.a = w.ab.as_strided({T, Hv}, {2 * Hv, 1});
+      w.b = w.ab.as_strided({T, Hv}, {2 * Hv, 1}, Hv);
       KILN_ASSIGN_OR_RETURN(w.core, s.empty({T, c.linear_num_value_heads, c.linear_value_head_dim}, f));
       KILN_ASSIGN_OR_RETURN(w.normed, s.empty({T, c.gdn_value_dim()}, f));
     }
@@ -92,6 +95,17 @@ namespace {
 // A [rows, width] view of `t` whose rows are `row_stride` elements apart, starting `offset` in.
 Tensor rows_view(const Tensor& t, int64_t rows, int64_t width, int64_t row_stride, int64_t offset = 0) {
   return t.as_strided({rows, width}, {row_stride, 1}, offset);
+}
+
+// `first` and `second` as one [n1 + n2, k] weight where they lie back to back in memory (the
+// weight arena's order, ModelWeights::tensors), else undefined: one GEMM instead of two.
+Tensor stacked_rows(const Tensor& first, const Tensor& second) {
+  if (!first.defined() || !second.defined() || first.dtype() != second.dtype() || first.rank() != 2 ||
+      second.rank() != 2 || first.dim(1) != second.dim(1) || !first.is_contiguous() || !second.is_contiguous() ||
+      first.device().kind != second.device().kind ||
+      static_cast<const char*>(first.raw()) + first.nbytes() != second.raw())
+    return Tensor();
+  return first.as_strided({first.dim(0) + second.dim(0), first.dim(1)}, {first.dim(1), 1});
 }
 
 Tensor heads_view(const Tensor& t, int64_t tokens, int64_t heads, int64_t dim, int64_t token_stride,
@@ -166,9 +180,15 @@ Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchL
   const int64_t T = bl.tokens, Hk = c.linear_num_key_heads, dk = c.linear_key_head_dim;
   const int64_t Hv = c.linear_num_value_heads, dv = c.linear_value_head_dim, C = c.gdn_conv_dim();
   LinearFacet& lin = backend_.linear();
-  KILN_RETURN_IF_ERROR(lin.matmul_group({ws.proj_in(),
-                                         {L.gdn.in_proj_qkv, L.gdn.in_proj_z, L.gdn.in_proj_a, L.gdn.in_proj_b},
-                                         {ws.mixed, ws.z, ws.a, ws.b}}));
+  // in_proj_a and in_proj_b (32 rows each at 4B) as one projection where they are adjacent.
+  if (const Tensor ab = stacked_rows(L.gdn.in_proj_a, L.gdn.in_proj_b); ab.defined()) {
+    KILN_RETURN_IF_ERROR(
+        lin.matmul_group({ws.proj_in(), {L.gdn.in_proj_qkv, L.gdn.in_proj_z, ab}, {ws.mixed, ws.z, ws.ab}}));
+  } else {
+    KILN_RETURN_IF_ERROR(lin.matmul_group({ws.proj_in(),
+                                           {L.gdn.in_proj_qkv, L.gdn.in_proj_z, L.gdn.in_proj_a, L.gdn.in_proj_b},
+                                           {ws.mixed, ws.z, ws.a, ws.b}}));
+  }
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kInProjQkv, layer, ws.h, ws.mixed));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kInProjZ, layer, ws.h, ws.z));
   // Decode: conv, delta rule and gated norm in one call where the backend has the fused step.
