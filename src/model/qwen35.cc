@@ -191,6 +191,9 @@ Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchL
   }
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kInProjQkv, layer, ws.h, ws.mixed));
   KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kInProjZ, layer, ws.h, ws.z));
+  // out_proj's x: the gated norm's output, in 16 bits where operands16 gave it a buffer (a
+  // prefill's, which takes the unfused path below).
+  const Tensor& normed = ws.normed16.defined() ? ws.normed16 : ws.normed;
   // Decode: conv, delta rule and gated norm in one call where the backend has the fused step.
   GdnDecodeArgs d;
   if (bl.phase == Phase::kDecode) {
@@ -222,12 +225,11 @@ Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchL
     KILN_RETURN_IF_ERROR(backend_.gdn().delta_rule(g));
     Tensor core_rows = ws.core.reshape({T * Hv, dv});
     Tensor z_rows = ws.z.reshape({T * Hv, dv});
-    Tensor out_rows = (ws.normed16.defined() ? ws.normed16 : ws.normed).reshape({T * Hv, dv});
+    Tensor out_rows = normed.reshape({T * Hv, dv});
     KILN_RETURN_IF_ERROR(backend_.norm().rms_norm(
         {NormKind::kGated, core_rows, {}, L.gdn.norm, z_rows, out_rows, float(c.rms_norm_eps)}));
   }
-  // normed16 is a prefill's (operands16), which takes the unfused path above.
-  MatmulArgs o{ws.normed16.defined() ? ws.normed16 : ws.normed, L.gdn.out_proj, ws.x};
+  MatmulArgs o{normed, L.gdn.out_proj, ws.x};
   o.accumulate = true;  // x += y W_out^T
   KILN_RETURN_IF_ERROR(lin.matmul(o));
   return ws.lora.apply(LoraTarget::kOutProj, layer, o.x, ws.x);
