@@ -52,7 +52,8 @@ class Storage final : public StorageFacet {
   std::shared_ptr<Context> ctx_;
 };
 
-struct GemvParams;  // kernels/gemv.h
+struct GemvParams;        // kernels/gemv.h
+struct SkinnyGemmParams;  // kernels/skinny_gemm.h
 
 struct MatmulCacheStats {
   uint64_t hits = 0, misses = 0, entries = 0;
@@ -109,6 +110,10 @@ class Linear final : public LinearFacet {
   Status cublaslt_group(const MatmulGroupArgs& a);
   bool takes_gemv(const MatmulArgs& a, const MatmulRequest& r) const;
   GemvParams gemv_params(const MatmulArgs& a, const MatmulRequest& r) const;
+  // Whether the tensor-core skinny GEMM runs this matmul (bf16 weights, 1..64 rows the GEMV does
+  // not take, its layout conditions), and its arguments.
+  bool takes_skinny(const MatmulArgs& a, const MatmulRequest& r) const;
+  SkinnyGemmParams skinny_params(const MatmulArgs& a, const MatmulRequest& r) const;
 
   std::shared_ptr<Context> ctx_;
   cublasLtHandle_t handle_ = nullptr;

@@ -196,7 +196,8 @@ Status Gdn::fused_decode(const GdnDecodeArgs& a) {
   if (r.tokens == r.rows && r.rows >= tuning().gdn_split_min_rows && gdn_decode_split_applies(r.dk, r.dv)) {
     KILN_ASSIGN_OR_RETURN(Tensor qk, ctx_->empty({r.rows, r.k_heads, 2, r.dk}, DType::kF32));
     ProfileScope prof(ctx_->profiler.get(), [&] { return "gdn fused_decode split rows=" + std::to_string(r.rows); });
-    Status s = gdn_decode_split(p, qk.data<float>(), ctx_->stream, tuning().gdn_decode_staged);
+    Status s = gdn_decode_split(p, qk.data<float>(), ctx_->stream, tuning().gdn_decode_staged,
+                                tuning().gdn_decode_col_splits);
     return s.ok() ? s : s.with_context(r.describe());
   }
   ProfileScope prof(ctx_->profiler.get(), [&] { return "gdn fused_decode rows=" + std::to_string(r.rows); });

@@ -1,5 +1,5 @@
-// y[m, n] (+)= x[m, k] w[n, k]^T. Small m with bf16/f16 weights: the GEMV kernel. Otherwise
-// cuBLASLt; in column-major terms y^T = w^T-op * x^T: A = w (k x n, ld k, transposed), B = x
+// y[m, n] (+)= x[m, k] w[n, k]^T. Small m with bf16/f16 weights: the GEMV kernel; up to 64 rows
+// with bf16 weights: the tensor-core skinny GEMM (x rounded as it loads). Otherwise cuBLASLt; in column-major terms y^T = w^T-op * x^T: A = w (k x n, ld k, transposed), B = x
 // (k x m, ld = row stride), C = D = y (n x m, ld = row stride). The algorithm cache is keyed by
 // everything the heuristic sees; for decode-sized m the cached algorithm is the fastest of the
 // heuristic's candidates as timed on the first call's operands (gemm_autotune.h).
@@ -15,6 +15,7 @@
 #include "backend/cuda/kernels/elementwise.h"
 #include "backend/cuda/kernels/gemv.h"
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/skinny_gemm.h"
 #include "backend/cuda/tuning.h"
 
 namespace kiln::cuda {
@@ -75,7 +76,7 @@ Support Linear::supports(const MatmulRequest& r) const {
     // x written by its producer in the weight's dtype: the GEMM's operand as it is (cuBLASLt).
     if (!tuning().bf16_operands) return Support::declined("16-bit GEMM operands are off (KILN_CUDA_BF16_OPERANDS=0)");
     if (r.m <= tuning().gemv_max_m) return Support::declined("decode-sized x goes to the GEMV, which reads f32 x");
-    return Support::native();
+    return Support::native();  // the skinny GEMM (up to 64 rows, bf16) or cuBLASLt
   }
   if (r.x_dtype != DType::kF32 || r.out_dtype != DType::kF32)
     return Support::declined(
@@ -234,7 +235,36 @@ Status Linear::matmul(const MatmulArgs& a) {
     });
     return in_context(gemv(gemv_params(a, r), ctx_->stream), a);
   }
+  if (takes_skinny(a, r)) {
+    ProfileScope prof(ctx_->profiler.get(), [&] {
+      return "matmul skinny m=" + std::to_string(r.m) + " n=" + std::to_string(r.n) + " k=" + std::to_string(r.k);
+    });
+    return in_context(skinny_gemm(skinny_params(a, r), ctx_->stream), a);
+  }
   return cublaslt(a, r, 1.f);
+}
+
+SkinnyGemmParams Linear::skinny_params(const MatmulArgs& a, const MatmulRequest& r) const {
+  SkinnyGemmParams p;
+  p.m = r.m;
+  p.n = r.n;
+  p.k = r.k;
+  p.x = a.x.raw();
+  p.x_stride = a.x.stride(0);
+  p.x_dtype = a.x.dtype();
+  p.w = a.w.raw();
+  p.w_dtype = a.w.dtype();
+  p.out = a.out.data<float>();
+  p.out_stride = a.out.stride(0);
+  p.accumulate = a.accumulate;
+  p.splits = tuning().skinny_splits;
+  return p;
+}
+
+bool Linear::takes_skinny(const MatmulArgs& a, const MatmulRequest& r) const {
+  if (!tuning().skinny || a.w.dtype() != DType::kBF16 || r.m > tuning().skinny_max_m || r.out_dtype != DType::kF32)
+    return false;
+  return (tuning().skinny_everywhere || skinny_beats_cublaslt(r.m, r.n, r.x_dtype == DType::kF32)) && skinny_gemm_applies(skinny_params(a, r));
 }
 
 // Whether the decode GEMV kernel runs this matmul (16-bit weights, few rows, where it beats
@@ -311,7 +341,7 @@ Status Linear::cublaslt_group(const MatmulGroupArgs& a) {
     KILN_RETURN_IF_ERROR(check_args(*this, m));
     reqs.push_back(describe(m));
     if (a.w[i].dtype() == DType::kF32 || a.w[i].dtype() != a.w[0].dtype() || reqs[i].k != reqs[0].k ||
-        reqs[i].n == 0 || takes_gemv(m, reqs[i]))
+        reqs[i].n == 0 || takes_gemv(m, reqs[i]) || takes_skinny(m, reqs[i]))
       return LinearFacet::matmul_group(a);
   }
   if (reqs[0].m == 0) return {};

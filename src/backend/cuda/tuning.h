@@ -7,6 +7,13 @@
 //   KILN_CUDA_GEMV_MAX_N=<n>    largest n (weight rows) the GEMV kernel takes
 //   KILN_CUDA_GEMV_ROWS=<r>     weight rows a warp of the GEMV takes (1, 2, 4; -1: the block-split
 //                               form for every n); unset: chosen by shape
+//   KILN_CUDA_SKINNY=1          bf16 GEMMs where the tensor-core skinny GEMM measured faster
+//                               (kernels/skinny_gemm.h: skinny_beats_cublaslt) run it instead of
+//                               cuBLASLt; =all: every bf16 GEMM of up to 64 rows the GEMV does not
+//                               take. Off by default until a model test's failure with it on
+//                               (docs/cuda.md, session 17) is understood
+//   KILN_CUDA_SKINNY_MAX_M=<m>  largest m the skinny GEMM takes (0..64)
+//   KILN_CUDA_SKINNY_SPLITS=<s> blocks of a cluster that split a row tile's k (1..16); unset: by occupancy
 //   KILN_CUDA_GEMM_AUTOTUNE=0   cuBLASLt GEMMs on 16-bit weights take the heuristic's first
 //                               algorithm instead of the fastest of its candidates timed on first
 //                               use (gemm_autotune.h); f32 weights always take the first
@@ -20,6 +27,9 @@
 //                               the measured default; a huge value keeps the one-kernel form
 //   KILN_CUDA_GDN_DECODE_STAGED=0 the split decode's state kernel holds the state in registers
 //                               instead of staging it in shared memory (gdn_decode.h)
+//   KILN_CUDA_GDN_DECODE_COL_SPLITS=2 the split decode's state kernel runs two blocks per value head
+//                               (each half of the head's columns, a cluster) instead of one; off
+//                               until timed on the H200
 //   KILN_CUDA_CONV_SEQUENTIAL=1 the conv runs one thread per channel over all of a row's tokens
 //   KILN_CUDA_ATTN_DECODE_BLOCKS_PER_SM=<n> decode attention splits the keys until about n blocks
 //                               an SM run (at least 64 keys a split)
@@ -55,12 +65,17 @@ struct Tuning {
   int gemv_max_m = 8;
   long long gemv_max_n = 1LL << 62;
   int gemv_rows = 0;  // rows a warp takes: 0 by shape, 1/2/4 forced, -1 the block-split form (GemvParams)
+  bool skinny = false;
+  bool skinny_everywhere = false;  // KILN_CUDA_SKINNY=all: not only where it measured faster
+  int skinny_max_m = 64;
+  int skinny_splits = 0;  // 0: by shape (SkinnyGemmParams::splits)
   bool gemm_autotune = true;  // cuBLASLt candidates timed for decode-sized m (gemm_autotune.h)
   long long gemm_autotune_max_m = 256;
   bool gdn_chunked = true;
   bool gdn_two_pass = true;
   bool gdn_fused_decode = true;
   long long gdn_split_min_rows = 1;
+  int gdn_decode_col_splits = 1;  // blocks a value head's decode state is split over (gdn_decode.h)
   bool gdn_decode_staged = true;  // the split decode's state staged in shared memory (gdn_decode.h)
   bool conv_token_parallel = true;
   bool attention_split = true;  // the split-key GQA kernel where its shape allows
@@ -93,6 +108,16 @@ inline Tuning tuning_from_env() {
     const int v = std::atoi(r);
     t.gemv_rows = v < 0 ? -1 : (v == 1 || v == 2 || v == 4 ? v : 0);
   }
+  t.skinny = flag("KILN_CUDA_SKINNY", false);
+  if (const char* v = std::getenv("KILN_CUDA_SKINNY"); v != nullptr && std::strcmp(v, "all") == 0) t.skinny_everywhere = true;
+  if (const char* m = std::getenv("KILN_CUDA_SKINNY_MAX_M"); m != nullptr && m[0] != '\0') {
+    const int v = std::atoi(m);
+    t.skinny_max_m = v < 0 ? 0 : (v > 64 ? 64 : v);
+  }
+  if (const char* m = std::getenv("KILN_CUDA_SKINNY_SPLITS"); m != nullptr && m[0] != '\0') {
+    const int v = std::atoi(m);
+    t.skinny_splits = v < 0 ? 0 : (v > 16 ? 16 : v);
+  }
   t.gemm_autotune = flag("KILN_CUDA_GEMM_AUTOTUNE", true);
   if (const char* m = std::getenv("KILN_CUDA_GEMM_AUTOTUNE_MAX_M"); m != nullptr && m[0] != '\0')
     t.gemm_autotune_max_m = std::atoll(m);
@@ -102,6 +127,8 @@ inline Tuning tuning_from_env() {
   if (const char* n = std::getenv("KILN_CUDA_GDN_SPLIT_MIN_ROWS"); n != nullptr && std::atoll(n) > 0)
     t.gdn_split_min_rows = std::atoll(n);
   t.gdn_decode_staged = flag("KILN_CUDA_GDN_DECODE_STAGED", true);
+  if (const char* n = std::getenv("KILN_CUDA_GDN_DECODE_COL_SPLITS"); n != nullptr && n[0] != '\0')
+    t.gdn_decode_col_splits = std::atoi(n) >= 2 ? 2 : 1;  // default 1 (above)
   t.conv_token_parallel = !flag("KILN_CUDA_CONV_SEQUENTIAL", false);
   if (const char* n = std::getenv("KILN_CUDA_ATTN_DECODE_BLOCKS_PER_SM"); n != nullptr && std::atoi(n) > 0)
     t.attention_decode_blocks_per_sm = std::atoi(n);

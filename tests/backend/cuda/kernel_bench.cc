@@ -4,7 +4,7 @@
 // effective bandwidth where the kernel is memory-bound. Weights rotate over enough copies to
 // exceed the L2 cache, as in a decode step. "default" is what the facet runs with every switch
 // on (the GEMV kernel where gemv_beats_cublaslt says so). Usage:
-// cuda_kernel_bench [gemv|gemm|gdn|gdn_backward|conv|attention]...
+// cuda_kernel_bench [gemv[:m]|gemm[:m]|gdn|gdn_backward|conv|attention]...
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -87,11 +87,14 @@ HostBatchLayout one_row_per_sequence(const std::vector<int64_t>& past, const std
   return h;
 }
 
-void bench_gemv(Backend& be) {
+// m = 1..8 with f32 x: the default path (the GEMV where gemv_beats_cublaslt says so), the
+// skinny tensor-core GEMM alone, and cuBLASLt (x rounded).
+void bench_gemv(Backend& be, int64_t only_m) {
+  const cuda::Tuning saved = cuda::tuning();
   struct Shape2 {
     const char* what;
     int64_t n, k;
-  } shapes[] = {{"in_proj_qkv, q_proj", 8192, 2560}, {"in_proj_z", 4096, 2560}, {"in_proj_a/b", 32, 2560},
+  } shapes[] = {{"in_proj_qkv, q_proj", 8192, 2560}, {"in_proj_z", 4096, 2560}, {"in_proj_a/b", 64, 2560},
                 {"k_proj/v_proj", 1024, 2560},       {"out_proj/o_proj", 2560, 4096}, {"gate/up", 9216, 2560},
                 {"down", 2560, 9216},                {"lm_head", 248320, 2560}};
   for (const auto& sh : shapes) {
@@ -100,30 +103,37 @@ void bench_gemv(Backend& be) {
     std::vector<Tensor> ws;
     for (int c = 0; c < copies; ++c) ws.push_back(filled(be, {sh.n, sh.k}, DType::kBF16, 0.05f, 10 + c));
     for (int64_t m : {1, 2, 4, 8}) {
+      if (only_m > 0 && m != only_m) continue;
       Tensor x = filled(be, {m, sh.k}, DType::kF32, 1.f, 3);
       Tensor y = be.storage().allocate({m, sh.n}, DType::kF32).value();
-      double us[2];
-      for (int g = 0; g < 2; ++g) {
-        cuda::tuning().gemv = g == 1;
+      double us[3];
+      for (int g = 0; g < 3; ++g) {  // default (the skinny GEMM where it measured faster), skinny alone, cuBLASLt alone
+        cuda::tuning().gemv = g == 0;
+        cuda::tuning().skinny = g < 2;
+        cuda::tuning().skinny_everywhere = g == 1;
         size_t i = 0;
         us[g] = time_us(be, [&] { return be.linear().matmul({x, ws[i++ % ws.size()], y}); });
       }
-      cuda::tuning().gemv = true;
-      std::printf("gemv  %-20s m=%lld n=%6lld k=%5lld  default %8.2f us (%6.0f GB/s)  cublaslt+round %8.2f us (%6.0f GB/s)\n",
-                  sh.what, (long long)m, (long long)sh.n, (long long)sh.k, us[1], bytes / us[1] * 1e-3, us[0],
-                  bytes / us[0] * 1e-3);
+      cuda::tuning() = saved;
+      std::printf("gemv  %-20s m=%lld n=%6lld k=%5lld  default %8.2f us (%6.0f GB/s)  skinny %8.2f us (%6.0f GB/s)  "
+                  "cublaslt+round %8.2f us (%6.0f GB/s)\n",
+                  sh.what, (long long)m, (long long)sh.n, (long long)sh.k, us[0], bytes / us[0] * 1e-3, us[1],
+                  bytes / us[1] * 1e-3, us[2], bytes / us[2] * 1e-3);
     }
   }
 }
 
-// Decode-sized GEMMs (m = 16..128) on cuBLASLt (x rounded, algorithm timed on first use unless
-// KILN_CUDA_GEMM_AUTOTUNE=0), each projection of the 4B shape alone. Bandwidth counts the weight
-// bytes. Back-to-back calls without a graph: the small shapes include host time.
-void bench_gemm(Backend& be) {
+// Decode-sized GEMMs (m = 3..128), each projection of the 4B shape alone, x in f32 (rounded by
+// the GEMM) and in bf16 (written so by its producer): the default path, the skinny tensor-core
+// GEMM alone (up to 64 rows) and cuBLASLt alone (algorithm timed on first use unless
+// KILN_CUDA_GEMM_AUTOTUNE=0). Bandwidth counts the weight bytes. Back-to-back calls without a
+// graph: the small shapes include host time.
+void bench_gemm(Backend& be, int64_t only_m) {
+  const cuda::Tuning saved = cuda::tuning();
   struct Shape2 {
     const char* what;
     int64_t n, k;
-  } shapes[] = {{"in_proj_qkv, q_proj", 8192, 2560}, {"in_proj_z", 4096, 2560}, {"in_proj_a/b", 32, 2560},
+  } shapes[] = {{"in_proj_qkv, q_proj", 8192, 2560}, {"in_proj_z", 4096, 2560}, {"in_proj_a/b", 64, 2560},
                 {"k_proj/v_proj", 1024, 2560},       {"out_proj/o_proj", 2560, 4096}, {"gate/up", 9216, 2560},
                 {"down", 2560, 9216},                {"lm_head", 248320, 2560}};
   auto copies_for = [](double bytes) { return static_cast<int>(std::clamp(std::ceil(256e6 / bytes), 1.0, 64.0)); };
@@ -131,13 +141,25 @@ void bench_gemm(Backend& be) {
     const double bytes = 2.0 * sh.n * sh.k;
     std::vector<Tensor> ws;
     for (int c = 0; c < copies_for(bytes); ++c) ws.push_back(filled(be, {sh.n, sh.k}, DType::kBF16, 0.05f, 10 + c));
-    for (int64_t m : {16, 32, 64, 128}) {
-      Tensor x = filled(be, {m, sh.k}, DType::kF32, 1.f, 3);
+    for (int64_t m : {3, 8, 16, 32, 64, 128}) {
+      if (only_m > 0 && m != only_m) continue;
       Tensor y = be.storage().allocate({m, sh.n}, DType::kF32).value();
-      size_t i = 0;
-      const double us = time_us(be, [&] { return be.linear().matmul({x, ws[i++ % ws.size()], y}); });
-      std::printf("gemm  %-20s m=%4lld n=%6lld k=%5lld  %8.2f us (%6.0f GB/s)\n", sh.what, (long long)m,
-                  (long long)sh.n, (long long)sh.k, us, bytes / us * 1e-3);
+      for (DType xd : {DType::kF32, DType::kBF16}) {
+        if (xd == DType::kBF16 && m <= 8) continue;  // the GEMV's rows: f32 x only
+        Tensor x = filled(be, {m, sh.k}, xd, 1.f, 3);
+        double us[3];
+        for (int v = 0; v < 3; ++v) {  // skinny where it measured faster, skinny alone, cuBLASLt alone
+          cuda::tuning().skinny = v < 2;
+          cuda::tuning().skinny_everywhere = v == 1;
+          size_t i = 0;
+          us[v] = time_us(be, [&] { return be.linear().matmul({x, ws[i++ % ws.size()], y}); });
+        }
+        cuda::tuning() = saved;
+        std::printf("gemm  %-20s m=%4lld n=%6lld k=%5lld x=%-4s  default %8.2f us (%6.0f GB/s)  skinny %8.2f us (%6.0f GB/s)  "
+                    "cublaslt %8.2f us (%6.0f GB/s)\n",
+                    sh.what, (long long)m, (long long)sh.n, (long long)sh.k, std::string(dtype_name(xd)).c_str(),
+                    us[0], bytes / us[0] * 1e-3, us[1], bytes / us[1] * 1e-3, us[2], bytes / us[2] * 1e-3);
+      }
     }
   }
 }
@@ -197,6 +219,9 @@ void bench_gdn(Backend& be) {
     cuda::tuning().gdn_decode_staged = false;  // the state kernel with the state in registers
     const double in_registers = time_us(be, [&] { return be.gdn().fused_decode(d); });
     cuda::tuning().gdn_decode_staged = true;
+    cuda::tuning().gdn_decode_col_splits = 1;  // a block per value head instead of two
+    const double whole_heads = time_us(be, [&] { return be.gdn().fused_decode(d); });
+    cuda::tuning().gdn_decode_col_splits = 2;
     GdnArgs g;
     g.form = GdnForm::kRecurrent;
     g.q = conv.as_strided({R, hk, dk}, {C, dk, 1});
@@ -216,9 +241,9 @@ void bench_gdn(Backend& be) {
                                  out.reshape({R * hv, dv}), 1e-6f});
     });
     const double state_bytes = 2.0 * R * hv * dk * dv * 4;
-    std::printf("gdn   decode rows=%-3lld (4B layer)  fused %8.2f us (%5.0f GB/s of state)  state in registers %8.2f us"
-                "  conv+recurrent+norm %8.2f us\n",
-                (long long)R, fused, state_bytes / fused * 1e-3, in_registers, separate);
+    std::printf("gdn   decode rows=%-3lld (4B layer)  fused %8.2f us (%5.0f GB/s of state)  a block a head %8.2f us"
+                "  state in registers %8.2f us  conv+recurrent+norm %8.2f us\n",
+                (long long)R, fused, state_bytes / fused * 1e-3, whole_heads, in_registers, separate);
   }
 }
 
@@ -338,9 +363,12 @@ int main(int argc, char** argv) {
   std::vector<std::string> what(argv + 1, argv + argc);
   if (what.empty()) what = {"gemv", "gdn", "conv", "attention"};
   std::printf("device: %s\n", be.value()->identity().device_name.c_str());
-  for (const auto& w : what) {
-    if (w == "gemv") kiln::bench_gemv(*be.value());
-    else if (w == "gemm") kiln::bench_gemm(*be.value());
+  for (const auto& arg : what) {
+    const size_t colon = arg.find(':');  // gemv:<m>, gemm:<m>: that m alone
+    const std::string w = arg.substr(0, colon);
+    const int64_t only_m = colon == std::string::npos ? 0 : std::atoll(arg.c_str() + colon + 1);
+    if (w == "gemv") kiln::bench_gemv(*be.value(), only_m);
+    else if (w == "gemm") kiln::bench_gemm(*be.value(), only_m);
     else if (w == "gdn") kiln::bench_gdn(*be.value());
     else if (w == "gdn_backward") kiln::bench_gdn_backward(*be.value());
     else if (w == "conv") kiln::bench_conv(*be.value());

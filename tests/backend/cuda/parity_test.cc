@@ -106,9 +106,11 @@ TEST(CudaParity, Matmul) {
   }
 }
 
-// (m = 16: above the GEMV kernel's m <= 8, so the GEMM goes through cuBLASLt and its cache.)
+// (m = 16 with the skinny GEMM off: the GEMM goes through cuBLASLt and its cache.)
 TEST(CudaParity, MatmulAlgorithmCacheHitsOnRepeat) {
   KILN_CUDA_OR_SKIP(be);
+  TuningScope tune;
+  tune->skinny = false;
   Tensor x = to_device(*be, random_tensor({16, 64}, 1));
   Tensor w = to_device(*be, random_tensor({32, 64}, 2, 0.1f, DType::kBF16));
   Tensor y = be->storage().allocate({16, 32}, DType::kF32).value();
@@ -128,6 +130,7 @@ TEST(CudaParity, TimedGemmAlgorithmLeavesOutputToTheCallAndIsSharedByTheProcess)
   KILN_CUDA_OR_SKIP(be);
   auto ref = cpu();
   TuningScope tune;
+  tune->skinny = false;  // 48 rows: cuBLASLt's path
   tune->gemm_autotune = true;
   tune->gemm_autotune_max_m = 256;
   const int64_t m = 48, n = 3000, k = 2560;  // a shape no other test uses
@@ -255,6 +258,8 @@ TEST(CudaParity, MatmulGroupMatchesCpuAndIsOneLaunch) {
 // rounded x and algorithm), accumulate included; an f32 weight keeps the call-by-call path.
 TEST(CudaParity, MatmulGroupOnCublasLtRoundsXOnce) {
   KILN_CUDA_OR_SKIP(be);
+  TuningScope tune;
+  tune->skinny = false;  // 64 rows would take the skinny GEMM, which rounds x as it loads
   struct Case {
     int64_t m;
     std::vector<int64_t> n;
@@ -699,7 +704,8 @@ TEST(CudaParity, GatedDeltaRuleChunkedKernel) {
 // The fused decode step against the CPU running its three steps (conv, recurrent delta rule,
 // gated norm) on the same inputs: output, recurrent state and conv state. Rows of one token (the
 // decode the model sends) and of several (the kernel takes them in order). Both forms: the one
-// kernel, and the split kernels (a block per value head) wherever they apply (one token a row).
+// kernel, and the split kernels (a block per value head, or two: the halves of its columns, a
+// cluster) wherever they apply (one token a row).
 TEST(CudaParity, GdnFusedDecodeEqualsConvDeltaRuleAndGatedNorm) {
   KILN_CUDA_OR_SKIP(be);
   auto ref = cpu();
@@ -719,13 +725,18 @@ TEST(CudaParity, GdnFusedDecodeEqualsConvDeltaRuleAndGatedNorm) {
       {"ratio 1 kernel 3", {{0}, {1}}, 2, 2, 64, 64, 3},
       {"several tokens a row", {{0, 7}, {3, 2}}, 2, 4, 16, 16, 4},
   };
-  for (int form : {0, 1, 2}) {  // one kernel; split, state staged in shared memory; split, state in registers
+  // One kernel; split with the state staged in shared memory, or in registers; each split form
+  // with a block per value head and with two.
+  for (int form : {0, 1, 2, 3, 4}) {
   const bool split = form > 0;
   tune->gdn_split_min_rows = split ? 1 : (1LL << 62);
-  tune->gdn_decode_staged = form == 1;
+  tune->gdn_decode_staged = form == 1 || form == 3;
+  tune->gdn_decode_col_splits = form >= 3 ? 2 : 1;
+  const char* form_name[] = {"one kernel", "split, staged", "split", "split, staged, 2 blocks a head",
+                             "split, 2 blocks a head"};
   uint32_t seed = 650;
   for (const auto& c : cases) {
-    SCOPED_TRACE(std::string(c.name) + (form == 0 ? " (one kernel)" : form == 1 ? " (split, staged)" : " (split)"));
+    SCOPED_TRACE(std::string(c.name) + " (" + form_name[form] + ")");
     const int64_t T = total_tokens(c.rows), R = static_cast<int64_t>(c.rows.n.size());
     const int64_t C = 2 * c.hk * c.dk + c.hv * c.dv;
     HostBatchLayout hl = make_layout(c.rows, blocks_needed(c.rows) + 1, seed++);
@@ -776,7 +787,7 @@ TEST(CudaParity, GdnFusedDecodeEqualsConvDeltaRuleAndGatedNorm) {
     EXPECT_LE(es, kF32Tol);
     EXPECT_EQ(ec, 0.0);  // the conv state is the inputs, moved
     std::printf("gdn fused decode %s (%s): out rel err %.3g, state %.3g, conv state %.3g\n", c.name,
-                split && T == R ? (form == 1 ? "split, staged" : "split") : "one kernel", eo, es, ec);
+                split && T == R ? form_name[form] : "one kernel", eo, es, ec);
   }
   }
 }

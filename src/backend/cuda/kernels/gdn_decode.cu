@@ -1,3 +1,4 @@
+#include <cooperative_groups.h>
 #include <cuda_pipeline.h>
 
 #include "backend/cuda/kernels/gdn_decode.h"
@@ -8,6 +9,8 @@
 namespace kiln::cuda {
 
 namespace {
+
+namespace cg = cooperative_groups;
 
 // Grid: (k_heads, rows). Threads: one per state column of the block's value heads (ratio * dv,
 // rounded up to a warp, at most 1024; loops cover the rest).
@@ -179,41 +182,54 @@ __global__ void gdn_decode_qk_kernel(GdnDecodeParams p, float* qk) {
 
 constexpr int kStateParts = 4;  // threads per state column, each holding dk / 4 of its entries
 
-// Grid: (v_heads, rows). Threads: kStateParts per state column (4 * dv). Thread (part, j) keeps
-// rows part*RPT .. part*RPT+RPT-1 of column j of the value head's state in registers (loaded
-// coalesced: a warp reads 32 adjacent columns of one state row); the column's two dot products
-// are summed over the parts through shared memory in a fixed order. The v channels' conv update
-// (this block owns them), the gates and the gated RMSNorm run here too.
-// kStaged: the head's state is copied into shared memory instead (cp.async, 16 bytes a copy, no
-// register held across the loads), and each pass reads it there: three blocks fit an SM instead
-// of two. The same arithmetic in the same order, so the same bits.
+// Grid: (v_heads * col_splits, rows), clusters of col_splits blocks along x: block (h, c) of a
+// cluster owns value columns c*cols .. c*cols+cols-1 of head h's state (cols = dv / col_splits;
+// smaller blocks, more of them an SM, so that one block's loads overlap another's arithmetic).
+// Threads: kStateParts per column (4 * cols). Thread (part, j) keeps rows part*RPT ..
+// part*RPT+RPT-1 of its column (loaded coalesced: a warp reads 32 adjacent columns of one state
+// row); the column's two dot products are summed over the parts through shared memory in a fixed
+// order. The v channels' conv update (this block owns them), the gates and the gated RMSNorm run
+// here too; the norm's sum of squares over the head's dv outputs adds the cluster's block sums
+// in rank order through distributed shared memory, so every block of the head scales by the
+// same bits.
+// kStaged: the columns' state is copied into shared memory instead (cp.async, 16 bytes a copy,
+// no register held across the loads), and each pass reads it there: more blocks fit an SM. The
+// same arithmetic in the same order, so the same bits.
 template <int RPT, bool kStaged>
-__global__ void __launch_bounds__(512, kStaged ? 3 : 2) gdn_decode_state_kernel(GdnDecodeParams p, const float* qk) {
+__global__ void __launch_bounds__(512, kStaged ? 3 : 2) gdn_decode_state_kernel(GdnDecodeParams p, const float* qk,
+                                                                               int col_splits) {
   pdl_begin();
   extern __shared__ float4 smem4[];
-  const int h = blockIdx.x, row = blockIdx.y;
+  const int h = blockIdx.x / col_splits, split = blockIdx.x % col_splits, row = blockIdx.y;
   const int64_t slot = p.state_slots[row];
+  // Every block of a cluster takes the same branch (one row), so none waits at a cluster barrier
+  // for a block that left.
   if (slot < 0 || slot >= p.slots || slot >= p.conv_slots) return;
   // 32-bit indices inside the block (a head's state is far below 2^31 entries): registers are
-  // what limits this kernel to two blocks an SM.
-  const int dk = static_cast<int>(p.dk), dv = static_cast<int>(p.dv);
+  // what limits this kernel's blocks an SM.
+  const int dk = static_cast<int>(p.dk), dv = static_cast<int>(p.dv), cols = dv / col_splits, j0 = split * cols;
   const int kh = h / static_cast<int>(p.v_heads / p.k_heads);
-  const int tid = threadIdx.x, part = tid / dv, j = tid - part * dv;
-  float* S_s = reinterpret_cast<float*>(smem4);  // kStaged: [dk][dv], the head's state
-  float* q_s = S_s + (kStaged ? dk * dv : 0);     // [dk]
+  const int tid = threadIdx.x, part = tid / cols, j = tid - part * cols, jj = j0 + j;
+  float* S_s = reinterpret_cast<float*>(smem4);  // kStaged: [dk][cols], the block's columns
+  float* q_s = S_s + (kStaged ? dk * cols : 0);  // [dk]
   float* k_s = q_s + dk;                  // [dk]
-  float* v_s = k_s + dk;                  // [dv]
-  float* red = v_s + dv;                  // [kStateParts][dv]
-  float* gates = red + kStateParts * dv;  // decay, beta
+  float* v_s = k_s + dk;                  // [cols]
+  float* red = v_s + cols;                // [kStateParts][cols]
+  float* gates = red + kStateParts * cols;  // decay, beta
   float* scratch = gates + 2;             // [32]
+  float* block_ss = scratch + 32;         // this block's sum of squares, for the cluster
   const int64_t t = p.cu_seqlens[row];
 
   // The state loads first: in flight while the conv and the gates run.
   float* S_head = p.state + (slot * p.v_heads + h) * p.dk * p.dv;
-  float* S_glob = S_head + part * RPT * dv + j;
+  float* S_glob = S_head + part * RPT * dv + jj;
   float s[RPT];
   if constexpr (kStaged) {
-    for (int e = tid; e < dk * dv / 4; e += blockDim.x) __pipeline_memcpy_async(S_s + 4 * e, S_head + 4 * e, 16);
+    // Each thread copies the same 16-byte column quad of rows i, i + step, ... (blockDim.x is
+    // 4 * cols: step = 16 rows).
+    const int quads = cols / 4, step = blockDim.x / quads, c4 = tid % quads;
+    const float* src = S_head + j0 + 4 * c4;
+    for (int i = tid / quads; i < dk; i += step) __pipeline_memcpy_async(S_s + i * cols + 4 * c4, src + i * dv, 16);
     __pipeline_commit();
   } else {
 #pragma unroll
@@ -222,9 +238,9 @@ __global__ void __launch_bounds__(512, kStaged ? 3 : 2) gdn_decode_state_kernel(
 
   const float* qk_row = qk + (static_cast<int64_t>(row) * p.k_heads + kh) * 2 * dk;
   for (int e = tid; e < 2 * dk; e += blockDim.x) q_s[e] = qk_row[e];  // q then k, adjacent
-  if (tid < dv) {
+  if (tid < cols) {
     const int64_t K = p.conv_kernel, C = p.channels;
-    const int64_t ch = 2 * p.k_heads * p.dk + static_cast<int64_t>(h) * dv + j;
+    const int64_t ch = 2 * p.k_heads * p.dk + static_cast<int64_t>(h) * dv + jj;
     float* cst = p.conv_state + slot * (K - 1) * C;
     const float x = p.mixed[t * p.mixed_stride + ch];
     const float* w = p.conv_weight + ch * p.conv_weight_stride;
@@ -248,25 +264,25 @@ __global__ void __launch_bounds__(512, kStaged ? 3 : 2) gdn_decode_state_kernel(
   __syncthreads();
   const float decay = gates[0], beta = gates[1];
   const int base = part * RPT;
-  const float* S_col = S_s + base * dv + j;  // kStaged: this thread's rows of its column
+  const float* S_col = S_s + base * cols + j;  // kStaged: this thread's rows of its column
   float u = 0.f;
 #pragma unroll
   for (int r = 0; r < RPT; ++r) {
-    if constexpr (kStaged) s[0] = S_col[r * dv] * decay;
+    if constexpr (kStaged) s[0] = S_col[r * cols] * decay;
     else s[r] *= decay;
     u += s[kStaged ? 0 : r] * k_s[base + r];
   }
-  red[tid] = u;  // = red[part * dv + j]
+  red[tid] = u;  // = red[part * cols + j]
   __syncthreads();
   float ku = 0.f;
 #pragma unroll
-  for (int q = 0; q < kStateParts; ++q) ku += red[q * dv + j];
+  for (int q = 0; q < kStateParts; ++q) ku += red[q * cols + j];
   u = beta * (v_s[j] - ku);
   float acc = 0.f;
 #pragma unroll
   for (int r = 0; r < RPT; ++r) {
     const int i = kStaged ? 0 : r;
-    if constexpr (kStaged) s[0] = S_col[r * dv] * decay;
+    if constexpr (kStaged) s[0] = S_col[r * cols] * decay;
     s[i] += k_s[base + r] * u;
     acc += s[i] * q_s[base + r];
     S_glob[r * dv] = s[i];
@@ -276,13 +292,28 @@ __global__ void __launch_bounds__(512, kStaged ? 3 : 2) gdn_decode_state_kernel(
   __syncthreads();
   float o = 0.f;
   if (part == 0)
-    for (int q = 0; q < kStateParts; ++q) o += red[q * dv + j];
-  const float ss = block_sum(part == 0 ? o * o : 0.f, scratch);
+    for (int q = 0; q < kStateParts; ++q) o += red[q * cols + j];
+  float ss = block_sum(part == 0 ? o * o : 0.f, scratch);
+  if (col_splits > 1) {
+    cg::cluster_group cluster = cg::this_cluster();
+    if (tid == 0) *block_ss = ss;
+    cluster.sync();
+    ss = 0.f;
+    for (int c = 0; c < col_splits; ++c) ss += *cluster.map_shared_rank(block_ss, c);
+    cluster.sync();  // no block leaves while another reads its sum
+  }
   if (part == 0) {
     const float inv = 1.f / sqrtf(ss / static_cast<float>(dv) + p.eps);
-    const float zv = p.z[t * p.z_token_stride + h * p.z_head_stride + j];
-    p.out[t * p.out_token_stride + h * p.out_head_stride + j] = p.norm_weight[j] * (o * inv) * (zv / (1.f + expf(-zv)));
+    const float zv = p.z[t * p.z_token_stride + h * p.z_head_stride + jj];
+    p.out[t * p.out_token_stride + h * p.out_head_stride + jj] = p.norm_weight[jj] * (o * inv) * (zv / (1.f + expf(-zv)));
   }
+}
+
+// The state kernel's shared memory: q, k, the block's v, the part sums, gates, scratch and the
+// cluster's sum slot, plus (staged) the block's columns of the state.
+size_t gdn_decode_state_smem_bytes(int64_t dk, int64_t dv, int splits, bool staged) {
+  const int64_t cols = dv / splits;
+  return static_cast<size_t>(2 * dk + cols + kStateParts * cols + 2 + 32 + 1 + (staged ? dk * cols : 0)) * sizeof(float);
 }
 
 }  // namespace
@@ -292,26 +323,31 @@ bool gdn_decode_split_applies(int64_t dk, int64_t dv) {
 }
 
 template <int RPT, bool kStaged>
-void launch_state(const GdnDecodeParams& p, float* qk, dim3 grid, int threads, size_t smem, cudaStream_t stream) {
+void launch_state(const GdnDecodeParams& p, float* qk, int splits, size_t smem, cudaStream_t stream) {
   if constexpr (kStaged) {
+    // The largest block this form launches (one column split: the whole head), set once.
     static const cudaError_t attr = cudaFuncSetAttribute(
-        gdn_decode_state_kernel<RPT, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+        gdn_decode_state_kernel<RPT, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        static_cast<int>(gdn_decode_state_smem_bytes(p.dk, p.dv, 1, true)));
     (void)attr;  // a failure surfaces as the launch's error
   }
-  launch_pdl(gdn_decode_state_kernel<RPT, kStaged>, grid, threads, smem, stream, p, qk);
+  const dim3 grid(static_cast<unsigned>(p.v_heads * splits), static_cast<unsigned>(p.rows));
+  const int threads = static_cast<int>(kStateParts * p.dv / splits);
+  launch_pdl_cluster(gdn_decode_state_kernel<RPT, kStaged>, grid, threads, smem, stream, static_cast<unsigned>(splits),
+                     p, qk, splits);
 }
 
 template <bool kStaged>
-void launch_state_dk(const GdnDecodeParams& p, float* qk, dim3 grid, int threads, size_t smem, cudaStream_t stream) {
+void launch_state_dk(const GdnDecodeParams& p, float* qk, int splits, size_t smem, cudaStream_t stream) {
   switch (p.dk) {
-    case 16: launch_state<4, kStaged>(p, qk, grid, threads, smem, stream); break;
-    case 32: launch_state<8, kStaged>(p, qk, grid, threads, smem, stream); break;
-    case 64: launch_state<16, kStaged>(p, qk, grid, threads, smem, stream); break;
-    default: launch_state<32, kStaged>(p, qk, grid, threads, smem, stream); break;
+    case 16: launch_state<4, kStaged>(p, qk, splits, smem, stream); break;
+    case 32: launch_state<8, kStaged>(p, qk, splits, smem, stream); break;
+    case 64: launch_state<16, kStaged>(p, qk, splits, smem, stream); break;
+    default: launch_state<32, kStaged>(p, qk, splits, smem, stream); break;
   }
 }
 
-Status gdn_decode_split(const GdnDecodeParams& p, float* qk, cudaStream_t stream, bool staged) {
+Status gdn_decode_split(const GdnDecodeParams& p, float* qk, cudaStream_t stream, bool staged, int col_splits) {
   auto shape = [&] {
     return "rows=" + std::to_string(p.rows) + " tokens=" + std::to_string(p.tokens) + " v_heads=" +
            std::to_string(p.v_heads) + " dk=" + std::to_string(p.dk) + " dv=" + std::to_string(p.dv);
@@ -322,16 +358,15 @@ Status gdn_decode_split(const GdnDecodeParams& p, float* qk, cudaStream_t stream
   int qk_threads = static_cast<int>(((2 * p.dk + 31) / 32) * 32);
   launch_pdl(gdn_decode_qk_kernel, dim3(static_cast<unsigned>(p.k_heads), static_cast<unsigned>(p.rows)), qk_threads, 0, stream, p, qk);
   KILN_RETURN_IF_ERROR(launch_status("gdn_decode_qk_kernel", shape, stream));
-  const dim3 grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>(p.rows));
-  const int threads = static_cast<int>(kStateParts * p.dv);
-  const size_t smem = static_cast<size_t>(2 * p.dk + p.dv + kStateParts * p.dv + 2 + 32) * sizeof(float);
+  // Two blocks a head where the halves keep whole warps and 16-byte copies (dv % 64 == 0).
+  const int splits = col_splits > 1 && p.dv % (32 * col_splits) == 0 ? col_splits : 1;
   // The staged form copies 16 bytes at a time: the state must start 16-byte aligned (each head's
   // dk * dv floats are a multiple of 4: dv % 8 == 0 above).
   if (staged && reinterpret_cast<uintptr_t>(p.state) % 16 == 0) {
-    launch_state_dk<true>(p, qk, grid, threads, smem + static_cast<size_t>(p.dk * p.dv) * sizeof(float), stream);
+    launch_state_dk<true>(p, qk, splits, gdn_decode_state_smem_bytes(p.dk, p.dv, splits, true), stream);
     return launch_status("gdn_decode_state_kernel (staged)", shape, stream);
   }
-  launch_state_dk<false>(p, qk, grid, threads, smem, stream);
+  launch_state_dk<false>(p, qk, splits, gdn_decode_state_smem_bytes(p.dk, p.dv, splits, false), stream);
   return launch_status("gdn_decode_state_kernel", shape, stream);
 }
 

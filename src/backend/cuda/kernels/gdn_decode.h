@@ -47,6 +47,8 @@ Status gdn_decode(const GdnDecodeParams& p, cudaStream_t stream);
 // `staged`: the state kernel copies the head's state into shared memory first (where the state
 // is 16-byte aligned) instead of holding it in registers.
 bool gdn_decode_split_applies(int64_t dk, int64_t dv);
-Status gdn_decode_split(const GdnDecodeParams& p, float* qk, cudaStream_t stream, bool staged);
+// col_splits: blocks a value head's state is split over by columns (1 or 2; 2 where dv % 64 == 0,
+// else 1), the blocks of a head a cluster.
+Status gdn_decode_split(const GdnDecodeParams& p, float* qk, cudaStream_t stream, bool staged, int col_splits);
 
 }  // namespace kiln::cuda

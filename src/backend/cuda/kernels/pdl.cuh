@@ -19,20 +19,39 @@
 namespace kiln::cuda {
 
 // A launch whose errors launch_status() then reports (the runtime records them as the last error).
+// cluster_x > 1: the blocks run in thread-block clusters of that many along x (gridDim.x a
+// multiple of it), which share their shared memory (cooperative_groups::this_cluster()).
 template <typename... Params, typename... Args>
-inline void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
-                       Args&&... args) {
+inline void launch_pdl_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
+                               unsigned cluster_x, Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = shared;
   config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attribute[2];
+  unsigned n = 0;
+  if (cluster_x > 1) {
+    attribute[n].id = cudaLaunchAttributeClusterDimension;
+    attribute[n].val.clusterDim.x = cluster_x;
+    attribute[n].val.clusterDim.y = 1;
+    attribute[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (tuning().pdl) {
+    attribute[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
   config.attrs = attribute;
-  config.numAttrs = tuning().pdl ? 1 : 0;
+  config.numAttrs = n;
   (void)cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+template <typename... Params, typename... Args>
+inline void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
+                       Args&&... args) {
+  launch_pdl_cluster(kernel, grid, block, shared, stream, 1u, std::forward<Args>(args)...);
 }
 
 #ifdef __CUDACC__

@@ -1,0 +1,331 @@
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/pdl.cuh"
+#include "backend/cuda/kernels/skinny_gemm.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+namespace cg = cooperative_groups;
+
+// A block: 4 warps, each owning 32 weight rows (two m16 tiles of the mma) and every x row (NT
+// n8 tiles), over the block's share of k. A pipeline step covers kStepK of k: the warp copies
+// its 32 rows' 256-byte pieces (16 lanes a row, 16 bytes a lane: long contiguous reads for the
+// DRAM) into its own shared-memory stage, whose 16-byte chunks are swizzled by the row's parity
+// so that the fragment reads below meet no bank conflict. For each 32 of k, thread (g, q) of the
+// warp reads chunk q of its rows g, g+8, g+16, g+24: the 8 values it holds of each row in that
+// block's two m16n8k16 products. That assignment permutes k inside the block (the thread's
+// values 0..7 are the mma's k 2q, 2q+1, 2q+8, 2q+9 of the first product and of the second); x
+// is loaded with the same permutation, so each dot product is unchanged. Only the warp shares a
+// stage: __syncwarp orders its copies and reads, and no block barrier runs inside the loop.
+constexpr int kWarps = 4, kThreads = 32 * kWarps;
+constexpr int kTileRows = 32 * kWarps;
+constexpr int kStepK = 128;
+constexpr int kChunks = kStepK / 8;  // 16-byte chunks a row a step
+constexpr int kStages = 3;
+constexpr int kWarpStage = 32 * kChunks;  // uint4s a warp's stage holds
+constexpr int kLd = kTileRows + 4;  // floats a row of the partial tile (the pad spreads the banks)
+constexpr int kMaxSplits = 16;      // the largest (non-portable) cluster of the H100/H200
+constexpr size_t kSmemBytes = size_t{kStages} * kWarps * kWarpStage * 16;  // 96 KB; the partial tile reuses it
+static_assert(size_t{kSkinnyMaxM} * kLd * sizeof(float) <= kSmemBytes);
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// d += a b: a 16 x 16 (row), b 16 x 8 (col), bf16 operands, f32 accumulators.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // lo in the low half: the lower k
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Eight consecutive x values of a row as loaded (f32: two float4; bf16: one uint4), and as the
+// mma's four bf16 pairs. Loaded a step ahead, converted when used.
+template <bool kXF32>
+struct X8 {
+  float4 a, b;
+  __device__ __forceinline__ void load(const void* x, int64_t at) {
+    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(x) + at);
+    a = __ldg(p);
+    b = __ldg(p + 1);
+  }
+  __device__ __forceinline__ uint4 pairs() const {
+    return make_uint4(bf16_pair(a.x, a.y), bf16_pair(a.z, a.w), bf16_pair(b.x, b.y), bf16_pair(b.z, b.w));
+  }
+};
+template <>
+struct X8<false> {
+  uint4 v;
+  __device__ __forceinline__ void load(const void* x, int64_t at) {
+    v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(x) + at));
+  }
+  __device__ __forceinline__ uint4 pairs() const { return v; }
+};
+
+// Grid: (row tiles x splits), clusters of `splits` blocks along x: the blocks of a cluster own the
+// same kTileRows weight rows and split k's steps between them.
+template <bool kXF32, int NT>
+__global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyGemmParams p, int splits, int steps_per_split) {
+  extern __shared__ uint4 stages[];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, q = lane & 3;
+  const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(splits));
+  const int64_t tile = blockIdx.x / static_cast<unsigned>(splits);
+  const int steps = static_cast<int>(p.k / kStepK);
+  const int s0 = rank * steps_per_split;
+  const int nsteps = std::max(0, std::min(steps, s0 + steps_per_split) - s0);
+  const int64_t row0 = tile * kTileRows + warp * 32;
+  const int64_t k0 = int64_t{s0} * kStepK;
+
+  // Copies: instruction i moves rows 2i (lanes 0..15) and 2i+1 (lanes 16..31), a 16-byte chunk a
+  // lane, to chunk c ^ (4 * row parity) of the row in the warp's stage. Rows past n re-read the
+  // last row (their outputs are dropped).
+  const uint16_t* w = static_cast<const uint16_t*>(p.w);
+  uint4* warp_stages = stages + warp * kStages * kWarpStage;
+  const int half = lane >> 4, chunk = lane & 15;
+  auto issue = [&](int j) {
+    uint4* dst = warp_stages + (j % kStages) * kWarpStage + half * kChunks + (chunk ^ (4 * half));
+    const int64_t kk = k0 + int64_t{j} * kStepK + chunk * 8;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int64_t r = std::min<int64_t>(row0 + 2 * i + half, p.n - 1);
+      cp_async16(dst + 2 * i * kChunks, w + r * p.k + kk);
+    }
+  };
+  // Weights are never written by a kernel: the first stages are in flight while the predecessor,
+  // which writes x, finishes.
+#pragma unroll
+  for (int j = 0; j < kStages - 1; ++j) {
+    if (j < nsteps) issue(j);
+    cp_async_commit();
+  }
+  pdl_begin();
+
+  int64_t xat[NT];  // this thread's x rows (t * 8 + gid, clamped to m - 1) at its k
+#pragma unroll
+  for (int t = 0; t < NT; ++t) xat[t] = std::min<int64_t>(t * 8 + gid, p.m - 1) * p.x_stride + k0 + q * 8;
+  float acc[2][NT][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[i][t][c] = 0.f;
+  const int blocks = nsteps * (kStepK / 32);  // 32-wide k blocks, x loaded one block ahead
+  X8<kXF32> xr[NT];
+  if (blocks > 0)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) xr[t].load(p.x, xat[t]);
+  const int swz = 4 * (gid & 1);  // rows g, g+8, g+16, g+24 share g's parity
+
+  for (int j = 0; j < nsteps; ++j) {
+    cp_async_wait<kStages - 2>();  // this thread's copies of step j have landed
+    __syncwarp();                  // ... and every lane's; step j-1's stage is read by all
+    if (j + kStages - 1 < nsteps) issue(j + kStages - 1);
+    cp_async_commit();
+    const uint4* st = warp_stages + (j % kStages) * kWarpStage + gid * kChunks;
+#pragma unroll
+    for (int u = 0; u < kStepK / 32; ++u) {
+      const int b = j * (kStepK / 32) + u;
+      X8<kXF32> xn[NT];
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        if (b + 1 < blocks) xn[t].load(p.x, xat[t] + (b + 1) * 32);
+        else xn[t] = xr[t];
+      }
+      const int c = (4 * u + q) ^ swz;
+      const uint4 w0 = st[c], w1 = st[8 * kChunks + c], w2 = st[16 * kChunks + c], w3 = st[24 * kChunks + c];
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        const uint4 bx = xr[t].pairs();
+        mma_bf16(acc[0][t], w0.x, w1.x, w0.y, w1.y, bx.x, bx.y);
+        mma_bf16(acc[1][t], w2.x, w3.x, w2.y, w3.y, bx.x, bx.y);
+        mma_bf16(acc[0][t], w0.z, w1.z, w0.w, w1.w, bx.z, bx.w);
+        mma_bf16(acc[1][t], w2.z, w3.z, w2.w, w3.w, bx.z, bx.w);
+      }
+#pragma unroll
+      for (int t = 0; t < NT; ++t) xr[t] = xn[t];
+    }
+  }
+
+  // The block's partial tile, [x row][weight row of the tile], in the stages' memory.
+  cp_async_wait<0>();
+  __syncthreads();
+  float* part = reinterpret_cast<float*>(stages);
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int r = warp * 32 + i * 16 + gid, c = t * 8 + 2 * q;
+      part[c * kLd + r] = acc[i][t][0];
+      part[(c + 1) * kLd + r] = acc[i][t][1];
+      part[c * kLd + r + 8] = acc[i][t][2];
+      part[(c + 1) * kLd + r + 8] = acc[i][t][3];
+    }
+  if (splits > 1) cg::this_cluster().sync();
+  else __syncthreads();
+
+  // Each block of the cluster sums a share of the tile over the cluster's partials, in rank
+  // order, four adjacent outputs a thread.
+  const int64_t tile_rows = std::min<int64_t>(kTileRows, p.n - tile * kTileRows);
+  const int quads = static_cast<int>(p.m) * (kTileRows / 4);
+  const int per = (quads + splits - 1) / splits;
+  const int e1 = std::min(quads, (rank + 1) * per);
+  for (int e = rank * per + tid; e < e1; e += kThreads) {
+    const int mm = e / (kTileRows / 4), r = (e % (kTileRows / 4)) * 4;
+    if (r >= tile_rows) continue;
+    const float4* own = reinterpret_cast<const float4*>(part + mm * kLd + r);
+    float4 s;
+    if (splits == 1) {
+      s = *own;
+    } else {
+      cg::cluster_group cluster = cg::this_cluster();
+      float4 v[kMaxSplits];
+#pragma unroll
+      for (int c = 0; c < kMaxSplits; ++c)
+        if (c < splits) v[c] = *cluster.map_shared_rank(own, c);
+      s = v[0];
+#pragma unroll
+      for (int c = 1; c < kMaxSplits; ++c)
+        if (c < splits) {
+          s.x += v[c].x;
+          s.y += v[c].y;
+          s.z += v[c].z;
+          s.w += v[c].w;
+        }
+    }
+    float* o = p.out + mm * p.out_stride + tile * kTileRows + r;
+    const float sv[4] = {s.x, s.y, s.z, s.w};
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      if (r + u < tile_rows) o[u] = p.accumulate ? o[u] + sv[u] : sv[u];
+  }
+  if (splits > 1) cg::this_cluster().sync();  // no block leaves while another reads its tile
+}
+
+// Blocks of `kernel` resident on the device at once in clusters of c (the occupancy API; cached).
+int resident_blocks(const void* kernel, int c) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, int> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(kernel, c);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(c));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = kSmemBytes;
+  cudaLaunchAttribute attribute;
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(c);
+  attribute.val.clusterDim.y = attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
+    (void)cudaGetLastError();  // not this launch's error: that size is just not taken
+    clusters = 0;
+  }
+  return cache[key] = clusters * c;
+}
+
+// The cluster size: the one whose blocks (tiles x c) fill the resident slots best over whole
+// waves (a partial last wave idles the rest of the device), the smaller on a tie.
+int choose_splits(const void* kernel, int64_t tiles, int64_t steps) {
+  int best = 1;
+  double best_fill = 0;
+  for (int c = 1; c <= kMaxSplits && c <= steps; ++c) {
+    const int cap = resident_blocks(kernel, c);
+    if (cap <= 0) continue;
+    const int64_t blocks = tiles * c, waves = (blocks + cap - 1) / cap;
+    const double fill = static_cast<double>(blocks) / static_cast<double>(waves * cap);
+    if (fill > best_fill + 1e-9) {
+      best_fill = fill;
+      best = c;
+    }
+  }
+  return best;
+}
+
+template <bool kXF32, int NT>
+void launch_nt(const SkinnyGemmParams& p, cudaStream_t stream) {
+  auto kernel = skinny_gemm_kernel<kXF32, NT>;
+  static const cudaError_t attr = [&] {
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes));
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    return e;
+  }();
+  (void)attr;  // a failure surfaces as the launch's error
+  const int steps = static_cast<int>(p.k / kStepK);
+  const int64_t tiles = (p.n + kTileRows - 1) / kTileRows;
+  const int splits = p.splits > 0 ? p.splits : choose_splits(reinterpret_cast<const void*>(kernel), tiles, steps);
+  const int steps_per_split = (steps + splits - 1) / splits;
+  launch_pdl_cluster(kernel, dim3(static_cast<unsigned>(tiles * splits)), dim3(kThreads), kSmemBytes, stream,
+                     static_cast<unsigned>(splits), p, splits, steps_per_split);
+}
+
+template <bool kXF32>
+void launch_x(const SkinnyGemmParams& p, cudaStream_t stream) {
+  switch ((p.m + 7) / 8) {
+    case 1: launch_nt<kXF32, 1>(p, stream); break;
+    case 2: launch_nt<kXF32, 2>(p, stream); break;
+    case 3: launch_nt<kXF32, 3>(p, stream); break;
+    case 4: launch_nt<kXF32, 4>(p, stream); break;
+    case 5: launch_nt<kXF32, 5>(p, stream); break;
+    case 6: launch_nt<kXF32, 6>(p, stream); break;
+    case 7: launch_nt<kXF32, 7>(p, stream); break;
+    default: launch_nt<kXF32, 8>(p, stream); break;
+  }
+}
+
+}  // namespace
+
+bool skinny_gemm_applies(const SkinnyGemmParams& p) {
+  auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  if (p.m < 1 || p.m > kSkinnyMaxM || p.n < 1 || p.k < kStepK || p.k % kStepK != 0) return false;  // k % 128
+  if (p.k / kStepK > 0x7fffffff || (p.n + kTileRows - 1) / kTileRows * kMaxSplits > 0x7fffffff) return false;
+  if (p.w_dtype != DType::kBF16) return false;
+  if (p.x_dtype != DType::kF32 && p.x_dtype != DType::kBF16) return false;
+  const int64_t x_align = p.x_dtype == DType::kF32 ? 4 : 8;  // elements in 16 bytes
+  if (!aligned16(p.w) || !aligned16(p.x) || (p.m > 1 && p.x_stride % x_align != 0)) return false;
+  if (p.out == nullptr || (p.m > 1 && p.out_stride < p.n)) return false;
+  return p.splits >= 0 && p.splits <= kMaxSplits;
+}
+
+bool skinny_beats_cublaslt(int64_t m, int64_t n, bool x_f32) {
+  if (n <= 1024) return m >= 9;
+  return n <= 4096 && (m <= 16 || (x_f32 && m <= 32));
+}
+
+Status skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream) {
+  auto shape = [&] {
+    return "m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
+           " x=" + std::string(dtype_name(p.x_dtype)) + " splits=" + std::to_string(p.splits);
+  };
+  if (!skinny_gemm_applies(p)) return invalid_argument("skinny_gemm_kernel: unsupported arguments (" + shape() + ")");
+  if (p.x_dtype == DType::kF32) launch_x<true>(p, stream);
+  else launch_x<false>(p, stream);
+  return launch_status("skinny_gemm_kernel", shape, stream);
+}
+
+}  // namespace kiln::cuda

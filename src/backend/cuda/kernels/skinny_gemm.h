@@ -1,0 +1,46 @@
+// y[m, n] (+)= x[m, k] w[n, k]^T for decode-sized m (1..64) with bf16 weights, on tensor cores:
+// the thin projections of a decode step with 3..64 rows, where cuBLASLt streams the weights at a
+// third to half of the copy bandwidth (skinny_beats_cublaslt says where). The weights stream from HBM once (16-byte cp.async copies, a pipeline of
+// several steps a thread, started before the predecessor kernel finishes); x, f32 or already
+// bf16, comes through L1 and is rounded to bf16 as it is loaded, so the products are those of
+// cuBLASLt on the rounded x (f32 accumulation). Thin outputs (n of a few thousand) split k over a
+// thread-block cluster, whose blocks sum their partial tiles through distributed shared memory
+// in a fixed order: the result does not depend on timing (graph replay equals eager, bit for bit).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace kiln::cuda {
+
+constexpr int kSkinnyMaxM = 64;
+
+struct SkinnyGemmParams {
+  int64_t m = 0, n = 0, k = 0;
+  const void* x = nullptr;  // [m, k], rows x_stride elements apart
+  int64_t x_stride = 0;
+  DType x_dtype = DType::kF32;  // f32 (rounded to bf16 as loaded) or bf16
+  const void* w = nullptr;      // [n, k] contiguous
+  DType w_dtype = DType::kBF16;  // bf16 only (f16 weights stay on cuBLASLt)
+  float* out = nullptr;         // [m, n], rows out_stride apart
+  int64_t out_stride = 0;
+  bool accumulate = false;
+  int splits = 0;  // blocks sharing a row tile (a cluster, 1..16); 0: the size whose blocks fill the
+                   // device's resident slots best (by the occupancy API)
+};
+
+// Whether the kernel takes these arguments: m in 1..64, k a multiple of 128, bf16 weights 16-byte
+// aligned, x f32 or bf16 with 16-byte aligned rows.
+bool skinny_gemm_applies(const SkinnyGemmParams& p);
+// Where the skinny GEMM measured faster than cuBLASLt on an H200 (4B shapes, `cuda_kernel_bench
+// gemm`; docs/cuda.md): thin outputs, n <= 1024, from 9 rows (below that the GEMV or a tie); n up
+// to 4096 for up to 16 rows, or 32 with f32 x (cuBLASLt then pays a separate rounding kernel).
+// Wider outputs and more rows stay on cuBLASLt, whose tiles issue better at 64 rows.
+bool skinny_beats_cublaslt(int64_t m, int64_t n, bool x_f32);
+Status skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream);
+
+}  // namespace kiln::cuda
