@@ -10,6 +10,7 @@
 #include "backend/cuda/kernels/flash_prefill.h"
 #include "backend/cuda/kernels/kv_elem.cuh"
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/mma_bf16.cuh"
 #include "backend/cuda/kernels/paged_keys.cuh"
 
 namespace kiln::cuda {
@@ -25,20 +26,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 template <int D>
 constexpr size_t smem_bytes() {
   return static_cast<size_t>(kQueryRows + 4 * kTileKeys) * (D + 8) * sizeof(__nv_bfloat16);
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // lo in the low half: the lower column
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-// c += a b for a 16x16 bf16 A (row-major), a 16x8 bf16 B (column-major) and a 16x8 f32 C.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // Four 8x8 bf16 matrices: lanes 8i..8i+7 give the row addresses of matrix i, and each thread

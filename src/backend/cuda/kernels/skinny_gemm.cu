@@ -1,5 +1,4 @@
 #include <cooperative_groups.h>
-#include <cuda_bf16.h>
 
 #include <algorithm>
 #include <map>
@@ -7,6 +6,7 @@
 #include <utility>
 
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/mma_bf16.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/skinny_gemm.h"
 
@@ -47,20 +47,6 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-// d += a b: a 16 x 16 (row), b 16 x 8 (col), bf16 operands, f32 accumulators.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // lo in the low half: the lower k
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 // Eight consecutive x values of a row as loaded (f32: two float4; bf16: one uint4), and as the
 // mma's four bf16 pairs. Loaded a step ahead, converted when used.
 template <bool kXF32>
@@ -72,7 +58,7 @@ struct X8 {
     b = __ldg(p + 1);
   }
   __device__ __forceinline__ uint4 pairs() const {
-    return make_uint4(bf16_pair(a.x, a.y), bf16_pair(a.z, a.w), bf16_pair(b.x, b.y), bf16_pair(b.z, b.w));
+    return make_uint4(pack_bf16(a.x, a.y), pack_bf16(a.z, a.w), pack_bf16(b.x, b.y), pack_bf16(b.z, b.w));
   }
 };
 template <>
@@ -156,13 +142,16 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyGemmParams 
       }
       const int c = (4 * u + q) ^ swz;
       const uint4 w0 = st[c], w1 = st[8 * kChunks + c], w2 = st[16 * kChunks + c], w3 = st[24 * kChunks + c];
+      // A fragments of the two m16 tiles (rows g, g+8 and g+16, g+24) for the block's two products.
+      const uint32_t a00[4] = {w0.x, w1.x, w0.y, w1.y}, a10[4] = {w2.x, w3.x, w2.y, w3.y};
+      const uint32_t a01[4] = {w0.z, w1.z, w0.w, w1.w}, a11[4] = {w2.z, w3.z, w2.w, w3.w};
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
         const uint4 bx = xr[t].pairs();
-        mma_bf16(acc[0][t], w0.x, w1.x, w0.y, w1.y, bx.x, bx.y);
-        mma_bf16(acc[1][t], w2.x, w3.x, w2.y, w3.y, bx.x, bx.y);
-        mma_bf16(acc[0][t], w0.z, w1.z, w0.w, w1.w, bx.z, bx.w);
-        mma_bf16(acc[1][t], w2.z, w3.z, w2.w, w3.w, bx.z, bx.w);
+        mma_bf16(acc[0][t], a00, bx.x, bx.y);
+        mma_bf16(acc[1][t], a10, bx.x, bx.y);
+        mma_bf16(acc[0][t], a01, bx.z, bx.w);
+        mma_bf16(acc[1][t], a11, bx.z, bx.w);
       }
 #pragma unroll
       for (int t = 0; t < NT; ++t) xr[t] = xn[t];
