@@ -258,13 +258,15 @@ SkinnyGemmParams Linear::skinny_params(const MatmulArgs& a, const MatmulRequest&
   p.out_stride = a.out.stride(0);
   p.accumulate = a.accumulate;
   p.splits = tuning().skinny_splits;
+  p.wgmma = tuning().skinny_wgmma;
   return p;
 }
 
 bool Linear::takes_skinny(const MatmulArgs& a, const MatmulRequest& r) const {
   if (!tuning().skinny || a.w.dtype() != DType::kBF16 || r.m > tuning().skinny_max_m || r.out_dtype != DType::kF32)
     return false;
-  return (tuning().skinny_everywhere || skinny_beats_cublaslt(r.m, r.n, r.x_dtype == DType::kF32)) && skinny_gemm_applies(skinny_params(a, r));
+  const bool faster = skinny_beats_cublaslt(r.m, r.n, r.x_dtype == DType::kF32, tuning().skinny_wgmma);
+  return (tuning().skinny_everywhere || faster) && skinny_gemm_applies(skinny_params(a, r));
 }
 
 // Whether the decode GEMV kernel runs this matmul (16-bit weights, few rows, where it beats

@@ -7,13 +7,14 @@
 //   KILN_CUDA_GEMV_MAX_N=<n>    largest n (weight rows) the GEMV kernel takes
 //   KILN_CUDA_GEMV_ROWS=<r>     weight rows a warp of the GEMV takes (1, 2, 4; -1: the block-split
 //                               form for every n); unset: chosen by shape
-//   KILN_CUDA_SKINNY=1          bf16 GEMMs where the tensor-core skinny GEMM measured faster
-//                               (kernels/skinny_gemm.h: skinny_beats_cublaslt) run it instead of
-//                               cuBLASLt; =all: every bf16 GEMM of up to 64 rows the GEMV does not
-//                               take. Off by default until a model test's failure with it on
-//                               (docs/cuda.md, session 17) is understood
+//   KILN_CUDA_SKINNY=0          bf16 GEMMs of up to 64 rows stay on cuBLASLt even where the
+//                               tensor-core skinny GEMM measured faster (kernels/skinny_gemm.h:
+//                               skinny_beats_cublaslt); =all: every bf16 GEMM of up to 64 rows the
+//                               GEMV does not take runs the skinny GEMM
 //   KILN_CUDA_SKINNY_MAX_M=<m>  largest m the skinny GEMM takes (0..64)
 //   KILN_CUDA_SKINNY_SPLITS=<s> blocks of a cluster that split a row tile's k (1..16); unset: by occupancy
+//   KILN_CUDA_SKINNY_WGMMA=0    the skinny GEMM runs its mma.sync form (x fragments
+//                               loaded by each warp) instead of the wgmma form
 //   KILN_CUDA_GEMM_AUTOTUNE=0   cuBLASLt GEMMs on 16-bit weights take the heuristic's first
 //                               algorithm instead of the fastest of its candidates timed on first
 //                               use (gemm_autotune.h); f32 weights always take the first
@@ -65,10 +66,11 @@ struct Tuning {
   int gemv_max_m = 8;
   long long gemv_max_n = 1LL << 62;
   int gemv_rows = 0;  // rows a warp takes: 0 by shape, 1/2/4 forced, -1 the block-split form (GemvParams)
-  bool skinny = false;
+  bool skinny = true;
   bool skinny_everywhere = false;  // KILN_CUDA_SKINNY=all: not only where it measured faster
   int skinny_max_m = 64;
   int skinny_splits = 0;  // 0: by shape (SkinnyGemmParams::splits)
+  bool skinny_wgmma = true;  // the skinny GEMM in its wgmma form (SkinnyGemmParams::wgmma)
   bool gemm_autotune = true;  // cuBLASLt candidates timed for decode-sized m (gemm_autotune.h)
   long long gemm_autotune_max_m = 256;
   bool gdn_chunked = true;
@@ -108,7 +110,7 @@ inline Tuning tuning_from_env() {
     const int v = std::atoi(r);
     t.gemv_rows = v < 0 ? -1 : (v == 1 || v == 2 || v == 4 ? v : 0);
   }
-  t.skinny = flag("KILN_CUDA_SKINNY", false);
+  t.skinny = flag("KILN_CUDA_SKINNY", true);
   if (const char* v = std::getenv("KILN_CUDA_SKINNY"); v != nullptr && std::strcmp(v, "all") == 0) t.skinny_everywhere = true;
   if (const char* m = std::getenv("KILN_CUDA_SKINNY_MAX_M"); m != nullptr && m[0] != '\0') {
     const int v = std::atoi(m);
@@ -118,6 +120,7 @@ inline Tuning tuning_from_env() {
     const int v = std::atoi(m);
     t.skinny_splits = v < 0 ? 0 : (v > 16 ? 16 : v);
   }
+  t.skinny_wgmma = flag("KILN_CUDA_SKINNY_WGMMA", true);
   t.gemm_autotune = flag("KILN_CUDA_GEMM_AUTOTUNE", true);
   if (const char* m = std::getenv("KILN_CUDA_GEMM_AUTOTUNE_MAX_M"); m != nullptr && m[0] != '\0')
     t.gemm_autotune_max_m = std::atoll(m);

@@ -125,7 +125,7 @@ void bench_gemv(Backend& be, int64_t only_m) {
 
 // Decode-sized GEMMs (m = 3..128), each projection of the 4B shape alone, x in f32 (rounded by
 // the GEMM) and in bf16 (written so by its producer): the default path, the skinny tensor-core
-// GEMM alone (up to 64 rows) and cuBLASLt alone (algorithm timed on first use unless
+// GEMM alone (up to 64 rows) in each form (wgmma, mma.sync) and cuBLASLt alone (algorithm timed on first use unless
 // KILN_CUDA_GEMM_AUTOTUNE=0). Bandwidth counts the weight bytes. Back-to-back calls without a
 // graph: the small shapes include host time.
 void bench_gemm(Backend& be, int64_t only_m) {
@@ -147,18 +147,20 @@ void bench_gemm(Backend& be, int64_t only_m) {
       for (DType xd : {DType::kF32, DType::kBF16}) {
         if (xd == DType::kBF16 && m <= 8) continue;  // the GEMV's rows: f32 x only
         Tensor x = filled(be, {m, sh.k}, xd, 1.f, 3);
-        double us[3];
-        for (int v = 0; v < 3; ++v) {  // skinny where it measured faster, skinny alone, cuBLASLt alone
-          cuda::tuning().skinny = v < 2;
-          cuda::tuning().skinny_everywhere = v == 1;
+        double us[4];
+        for (int v = 0; v < 4; ++v) {  // the default, the skinny GEMM alone in each form, cuBLASLt alone
+          cuda::tuning().skinny = v < 3;
+          cuda::tuning().skinny_everywhere = v == 1 || v == 2;
+          if (v > 0) cuda::tuning().skinny_wgmma = v == 1;
           size_t i = 0;
           us[v] = time_us(be, [&] { return be.linear().matmul({x, ws[i++ % ws.size()], y}); });
         }
         cuda::tuning() = saved;
-        std::printf("gemm  %-20s m=%4lld n=%6lld k=%5lld x=%-4s  default %8.2f us (%6.0f GB/s)  skinny %8.2f us (%6.0f GB/s)  "
-                    "cublaslt %8.2f us (%6.0f GB/s)\n",
+        std::printf("gemm  %-16s m=%4lld n=%6lld k=%5lld x=%-4s  default %7.2f us (%4.0f GB/s)  wgmma %7.2f us (%4.0f GB/s)  "
+                    "mma.sync %7.2f us (%4.0f GB/s)  cublaslt %7.2f us (%4.0f GB/s)\n",
                     sh.what, (long long)m, (long long)sh.n, (long long)sh.k, std::string(dtype_name(xd)).c_str(),
-                    us[0], bytes / us[0] * 1e-3, us[1], bytes / us[1] * 1e-3, us[2], bytes / us[2] * 1e-3);
+                    us[0], bytes / us[0] * 1e-3, us[1], bytes / us[1] * 1e-3, us[2], bytes / us[2] * 1e-3, us[3],
+                    bytes / us[3] * 1e-3);
       }
     }
   }

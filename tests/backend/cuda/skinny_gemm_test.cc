@@ -5,7 +5,8 @@
 // sums over k up to 9216); a wrong k permutation, a dropped step or a wrong tile gives errors of
 // order 1. Cases: every 4B decode shape at 64 rows, m not a multiple of 8, a tail tile of weight
 // rows, n below one tile, strided x and y, accumulation, x in f32 and in bf16, and the k split
-// over 1, 2, 3 and 8 blocks of a cluster. The same call twice gives the same bits (the split's
+// over 1, 2, 3 and 8 blocks of a cluster; each in both forms (wgmma, with x rows padded to 16, 32
+// or 64, and mma.sync). The same call twice gives the same bits (the split's
 // partial tiles are summed in a fixed order), and the skinny path never consults cuBLASLt's
 // algorithm cache, which the same call with KILN_CUDA_SKINNY=0 does.
 #include <gtest/gtest.h>
@@ -57,49 +58,54 @@ TEST(SkinnyGemm, MatchesCpuOnXRoundedToBf16) {
       {33, 300, 384, DType::kF32, false, true, 0},      {50, 2560, 4096, DType::kBF16, false, false, 1},
       {50, 2560, 4096, DType::kBF16, false, false, 2},  {50, 2560, 4096, DType::kF32, true, false, 3},
       {17, 2560, 9216, DType::kBF16, false, true, 8},   {1, 777, 2560, DType::kF32, false, false, 0},
+      {16, 8192, 2560, DType::kBF16, false, false, 0},  {32, 9216, 2560, DType::kBF16, false, false, 0},
+      {12, 1000, 512, DType::kBF16, true, true, 0},      {20, 4096, 2560, DType::kBF16, true, true, 3},
   };
   uint32_t seed = 500;
   for (const auto& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "m=" << c.m << " n=" << c.n << " k=" << c.k << " x=" << dtype_name(c.x)
-                                    << (c.accumulate ? " acc" : "") << (c.strided ? " strided" : "")
-                                    << " splits=" << c.splits);
-    const int64_t xpad = c.strided ? 8 : 0, opad = c.strided ? 5 : 0;  // x rows stay 16-byte aligned
-    Tensor xb = round_to(random_tensor({c.m, c.k + xpad}, seed++), DType::kBF16);  // exact in bf16
-    Tensor w = random_tensor({c.n, c.k}, seed++, 1.f / std::sqrt(float(c.k)), DType::kBF16);
-    const uint32_t y_seed = seed++;
-    Tensor y0 = random_tensor({c.m, c.n + opad}, y_seed);
-    Tensor want = random_tensor({c.m, c.n + opad}, y_seed);  // the same initial output
-    ASSERT_TRUE(cpu->linear()
-                    .matmul({xb.slice(1, 0, c.k), w, want.slice(1, 0, c.n), c.accumulate})
-                    .ok());
+    for (bool wgmma : {true, false}) {  // both forms
+      SCOPED_TRACE(::testing::Message() << "m=" << c.m << " n=" << c.n << " k=" << c.k << " x=" << dtype_name(c.x)
+                                      << (c.accumulate ? " acc" : "") << (c.strided ? " strided" : "")
+                                      << " splits=" << c.splits << (wgmma ? " wgmma" : " mma.sync"));
+      const int64_t xpad = c.strided ? 8 : 0, opad = c.strided ? 5 : 0;  // x rows stay 16-byte aligned
+      Tensor xb = round_to(random_tensor({c.m, c.k + xpad}, seed++), DType::kBF16);  // exact in bf16
+      Tensor w = random_tensor({c.n, c.k}, seed++, 1.f / std::sqrt(float(c.k)), DType::kBF16);
+      const uint32_t y_seed = seed++;
+      Tensor y0 = random_tensor({c.m, c.n + opad}, y_seed);
+      Tensor want = random_tensor({c.m, c.n + opad}, y_seed);  // the same initial output
+      ASSERT_TRUE(cpu->linear()
+                      .matmul({xb.slice(1, 0, c.k), w, want.slice(1, 0, c.n), c.accumulate})
+                      .ok());
 
-    Tensor xd = to_device(*be, c.x == DType::kF32 ? xb : converted(xb, DType::kBF16));
-    Tensor wd = to_device(*be, w);
-    Tensor got[3];
-    uint64_t lookups[3];
-    for (int run = 0; run < 3; ++run) {  // skinny twice, then cuBLASLt
+      Tensor xd = to_device(*be, c.x == DType::kF32 ? xb : converted(xb, DType::kBF16));
+      Tensor wd = to_device(*be, w);
+      Tensor got[3];
+      uint64_t lookups[3];
+      for (int run = 0; run < 3; ++run) {  // skinny twice, then cuBLASLt
+        cuda::tuning() = saved;
+        cuda::tuning().skinny = run < 2;
+        cuda::tuning().skinny_everywhere = true;  // every case, not only where it is the default
+        cuda::tuning().gemv = false;  // m <= 8 reaches the skinny GEMM (or cuBLASLt) too
+        cuda::tuning().skinny_splits = c.splits;
+        cuda::tuning().skinny_wgmma = wgmma;
+        Tensor yd = to_device(*be, y0);
+        const uint64_t before = cache_lookups(*be);
+        Status s = be->linear().matmul({xd.slice(1, 0, c.k), wd, yd.slice(1, 0, c.n), c.accumulate});
+        ASSERT_TRUE(s.ok()) << s.to_string();
+        got[run] = to_host(*be, yd);
+        lookups[run] = cache_lookups(*be) - before;
+      }
       cuda::tuning() = saved;
-      cuda::tuning().skinny = run < 2;
-      cuda::tuning().skinny_everywhere = true;  // every case, not only where it is the default
-      cuda::tuning().gemv = false;  // m <= 8 reaches the skinny GEMM (or cuBLASLt) too
-      cuda::tuning().skinny_splits = c.splits;
-      Tensor yd = to_device(*be, y0);
-      const uint64_t before = cache_lookups(*be);
-      Status s = be->linear().matmul({xd.slice(1, 0, c.k), wd, yd.slice(1, 0, c.n), c.accumulate});
-      ASSERT_TRUE(s.ok()) << s.to_string();
-      got[run] = to_host(*be, yd);
-      lookups[run] = cache_lookups(*be) - before;
+      const double err = rel_error(got[0], want);
+      EXPECT_LE(err, kSkinnyTol);
+      EXPECT_LE(rel_error(got[2], want), kSkinnyTol);
+      EXPECT_EQ(std::memcmp(got[0].raw(), got[1].raw(), got[0].nbytes()), 0) << "two runs differ";
+      EXPECT_EQ(lookups[0], 0u) << "the skinny call went to cuBLASLt";
+      EXPECT_GE(lookups[2], 1u) << "KILN_CUDA_SKINNY=0 did not reach cuBLASLt";
+      std::printf("skinny m=%lld n=%lld k=%lld x=%s splits=%d %s: rel err %.3g (cublaslt %.3g)\n", (long long)c.m,
+                  (long long)c.n, (long long)c.k, std::string(dtype_name(c.x)).c_str(), c.splits,
+                  wgmma ? "wgmma" : "mma.sync", err, rel_error(got[2], want));
     }
-    cuda::tuning() = saved;
-    const double err = rel_error(got[0], want);
-    EXPECT_LE(err, kSkinnyTol);
-    EXPECT_LE(rel_error(got[2], want), kSkinnyTol);
-    EXPECT_EQ(std::memcmp(got[0].raw(), got[1].raw(), got[0].nbytes()), 0) << "two runs differ";
-    EXPECT_EQ(lookups[0], 0u) << "the skinny call went to cuBLASLt";
-    EXPECT_GE(lookups[2], 1u) << "KILN_CUDA_SKINNY=0 did not reach cuBLASLt";
-    std::printf("skinny m=%lld n=%lld k=%lld x=%s splits=%d: rel err %.3g (cublaslt %.3g)\n", (long long)c.m,
-                (long long)c.n, (long long)c.k, std::string(dtype_name(c.x)).c_str(), c.splits, err,
-                rel_error(got[2], want));
   }
 }
 

@@ -9,6 +9,7 @@
 #include "backend/cuda/kernels/mma_bf16.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/skinny_gemm.h"
+#include "backend/cuda/kernels/wgmma_bf16.cuh"
 
 namespace kiln::cuda {
 
@@ -69,6 +70,50 @@ struct X8<false> {
   }
   __device__ __forceinline__ uint4 pairs() const { return v; }
 };
+
+// y's tile (kTileRows weight rows at `tile`, every x row) from the partial tiles of a cluster's
+// blocks (each block's `part`: [x row][weight row], rows kLd floats apart, written by all its
+// threads before the call): each block sums a share of the tile over the cluster's partials, in
+// rank order, four adjacent outputs a thread.
+__device__ void store_cluster_sum(const SkinnyGemmParams& p, const float* part, int64_t tile, int rank, int splits) {
+  const int tid = threadIdx.x;
+  if (splits > 1) cg::this_cluster().sync();
+  else __syncthreads();
+  const int64_t tile_rows = std::min<int64_t>(kTileRows, p.n - tile * kTileRows);
+  const int quads = static_cast<int>(p.m) * (kTileRows / 4);
+  const int per = (quads + splits - 1) / splits;
+  const int e1 = std::min(quads, (rank + 1) * per);
+  for (int e = rank * per + tid; e < e1; e += kThreads) {
+    const int mm = e / (kTileRows / 4), r = (e % (kTileRows / 4)) * 4;
+    if (r >= tile_rows) continue;
+    const float4* own = reinterpret_cast<const float4*>(part + mm * kLd + r);
+    float4 s;
+    if (splits == 1) {
+      s = *own;
+    } else {
+      cg::cluster_group cluster = cg::this_cluster();
+      float4 v[kMaxSplits];
+#pragma unroll
+      for (int c = 0; c < kMaxSplits; ++c)
+        if (c < splits) v[c] = *cluster.map_shared_rank(own, c);
+      s = v[0];
+#pragma unroll
+      for (int c = 1; c < kMaxSplits; ++c)
+        if (c < splits) {
+          s.x += v[c].x;
+          s.y += v[c].y;
+          s.z += v[c].z;
+          s.w += v[c].w;
+        }
+    }
+    float* o = p.out + mm * p.out_stride + tile * kTileRows + r;
+    const float sv[4] = {s.x, s.y, s.z, s.w};
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      if (r + u < tile_rows) o[u] = p.accumulate ? o[u] + sv[u] : sv[u];
+  }
+  if (splits > 1) cg::this_cluster().sync();  // no block leaves while another reads its tile
+}
 
 // Grid: (row tiles x splits), clusters of `splits` blocks along x: the blocks of a cluster own the
 // same kTileRows weight rows and split k's steps between them.
@@ -172,49 +217,152 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyGemmParams 
       part[c * kLd + r + 8] = acc[i][t][2];
       part[(c + 1) * kLd + r + 8] = acc[i][t][3];
     }
-  if (splits > 1) cg::this_cluster().sync();
-  else __syncthreads();
-
-  // Each block of the cluster sums a share of the tile over the cluster's partials, in rank
-  // order, four adjacent outputs a thread.
-  const int64_t tile_rows = std::min<int64_t>(kTileRows, p.n - tile * kTileRows);
-  const int quads = static_cast<int>(p.m) * (kTileRows / 4);
-  const int per = (quads + splits - 1) / splits;
-  const int e1 = std::min(quads, (rank + 1) * per);
-  for (int e = rank * per + tid; e < e1; e += kThreads) {
-    const int mm = e / (kTileRows / 4), r = (e % (kTileRows / 4)) * 4;
-    if (r >= tile_rows) continue;
-    const float4* own = reinterpret_cast<const float4*>(part + mm * kLd + r);
-    float4 s;
-    if (splits == 1) {
-      s = *own;
-    } else {
-      cg::cluster_group cluster = cg::this_cluster();
-      float4 v[kMaxSplits];
-#pragma unroll
-      for (int c = 0; c < kMaxSplits; ++c)
-        if (c < splits) v[c] = *cluster.map_shared_rank(own, c);
-      s = v[0];
-#pragma unroll
-      for (int c = 1; c < kMaxSplits; ++c)
-        if (c < splits) {
-          s.x += v[c].x;
-          s.y += v[c].y;
-          s.z += v[c].z;
-          s.w += v[c].w;
-        }
-    }
-    float* o = p.out + mm * p.out_stride + tile * kTileRows + r;
-    const float sv[4] = {s.x, s.y, s.z, s.w};
-#pragma unroll
-    for (int u = 0; u < 4; ++u)
-      if (r + u < tile_rows) o[u] = p.accumulate ? o[u] + sv[u] : sv[u];
-  }
-  if (splits > 1) cg::this_cluster().sync();  // no block leaves while another reads its tile
+  store_cluster_sum(p, part, tile, rank, splits);
 }
 
-// Blocks of `kernel` resident on the device at once in clusters of c (the occupancy API; cached).
-int resident_blocks(const void* kernel, int c) {
+// The wgmma form: a block is one warpgroup over the same kTileRows weight rows, and the tensor
+// cores read both operands from shared memory, so no thread loads a fragment. A pipeline step
+// covers 64 of k: the block's 128 weight rows and N x rows (m rounded up to 16, 32 or 64; rows
+// past m re-read the last one and their outputs are dropped), each a 128-byte row of a swizzled
+// tile (wgmma_bf16.cuh), copied by cp.async 16 bytes a thread at a time (8 threads a row: whole
+// 128-byte lines), kWgStages steps deep. f32 x is instead loaded into registers a step ahead of
+// its stage's copies and stored there rounded to bf16. Weight rows are the products' M (two m64
+// halves), x rows their N.
+constexpr int kWgStepK = 64;
+constexpr int kWgStages = 4;
+template <int N>
+constexpr size_t wg_stage_bytes() {
+  return size_t{kTileRows + N} * 128;
+}
+template <int N>
+constexpr size_t wg_smem_bytes() {
+  return kWgStages * wg_stage_bytes<N>() + 1024;  // + the slack that aligns the stages to 1024 bytes
+}
+static_assert(kTileRows == 128 && kThreads == 128, "the wgmma form is one warpgroup over two m64 halves");
+
+template <bool kXF32, int N>
+__global__ void __launch_bounds__(kThreads) skinny_wgmma_kernel(SkinnyGemmParams p, int splits, int steps_per_split) {
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  uint8_t* smem = smem_raw + ((1024u - (base & 1023u)) & 1023u);
+  const int tid = threadIdx.x;
+  const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(splits));
+  const int64_t tile = blockIdx.x / static_cast<unsigned>(splits);
+  const int steps = static_cast<int>(p.k / kWgStepK);
+  const int s0 = rank * steps_per_split;
+  const int nsteps = std::max(0, std::min(steps, s0 + steps_per_split) - s0);
+  const int64_t row0 = tile * kTileRows;
+  const int64_t k0 = int64_t{s0} * kWgStepK;
+
+  // Thread t copies chunk t % 8 of rows t / 8 + 16 i (the same swizzled place in each).
+  const int chunk = tid & 7, r16 = tid >> 3;
+  const uint32_t at = swizzled_chunk(r16, chunk);
+  const uint16_t* w = static_cast<const uint16_t*>(p.w);
+  const uint16_t* x = static_cast<const uint16_t*>(p.x);
+  auto stage = [&](int j) { return smem + (j % kWgStages) * wg_stage_bytes<N>(); };
+  auto issue_w = [&](int j) {
+    uint8_t* dst = stage(j) + at;
+    const int64_t kk = k0 + int64_t{j} * kWgStepK + chunk * 8;
+#pragma unroll
+    for (int i = 0; i < kTileRows / 16; ++i)
+      cp_async16(dst + i * 16 * 128, w + std::min<int64_t>(row0 + r16 + 16 * i, p.n - 1) * p.k + kk);
+  };
+  auto issue_x = [&](int j) {
+    uint8_t* dst = stage(j) + kTileRows * 128 + at;
+    const int64_t kk = k0 + int64_t{j} * kWgStepK + chunk * 8;
+#pragma unroll
+    for (int i = 0; i < N / 16; ++i)
+      cp_async16(dst + i * 16 * 128, x + std::min<int64_t>(r16 + 16 * i, p.m - 1) * p.x_stride + kk);
+  };
+  X8<true> xf[kXF32 ? N / 16 : 1];  // f32 x of a step, loaded ahead of its stage
+  auto load_xf = [&](int j) {
+    const int64_t kk = k0 + int64_t{j} * kWgStepK + chunk * 8;
+#pragma unroll
+    for (int i = 0; i < (kXF32 ? N / 16 : 0); ++i)
+      xf[i].load(p.x, std::min<int64_t>(r16 + 16 * i, p.m - 1) * p.x_stride + kk);
+  };
+  auto store_xf = [&](int j) {
+    uint8_t* dst = stage(j) + kTileRows * 128 + at;
+#pragma unroll
+    for (int i = 0; i < (kXF32 ? N / 16 : 0); ++i) *reinterpret_cast<uint4*>(dst + i * 16 * 128) = xf[i].pairs();
+  };
+  // The weights of the first steps are in flight before the predecessor (which writes x) finishes;
+  // they join the first commit group.
+#pragma unroll
+  for (int j = 0; j < kWgStages - 1; ++j)
+    if (j < nsteps) issue_w(j);
+  pdl_begin();
+#pragma unroll
+  for (int j = 0; j < kWgStages - 1; ++j) {
+    if (j < nsteps) {
+      if constexpr (kXF32) {
+        load_xf(j);
+        store_xf(j);
+      } else {
+        issue_x(j);
+      }
+    }
+    cp_async_commit();
+  }
+  if (kXF32 && kWgStages - 1 < nsteps) load_xf(kWgStages - 1);
+
+  float acc[2][N / 2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) acc[h][i] = 0.f;
+  for (int j = 0; j < nsteps; ++j) {
+    cp_async_wait<kWgStages - 2>();  // this thread's copies of step j have landed
+    fence_proxy_async();             // ... are visible to the tensor cores
+    __syncthreads();                 // ... and every thread's; step j-1's products are done
+    if (j + kWgStages - 1 < nsteps) {  // into the stage step j-1 used
+      issue_w(j + kWgStages - 1);
+      if constexpr (kXF32) store_xf(j + kWgStages - 1);  // loaded during step j-1
+      else issue_x(j + kWgStages - 1);
+    }
+    cp_async_commit();
+    if (kXF32 && j + kWgStages < nsteps) load_xf(j + kWgStages);
+    const uint8_t* st = stage(j);
+    wgmma_hold(acc[0]);
+    wgmma_hold(acc[1]);
+    wgmma_fence();
+#pragma unroll
+    for (int s = 0; s < kWgStepK / 16; ++s) {
+      const uint64_t b = wgmma_desc(st + kTileRows * 128 + 32 * s);
+      wgmma_bf16(acc[0], wgmma_desc(st + 32 * s), b);
+      wgmma_bf16(acc[1], wgmma_desc(st + 64 * 128 + 32 * s), b);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_hold(acc[0]);
+    wgmma_hold(acc[1]);
+  }
+
+  // The partial tile, [x row][weight row], in the stages' memory.
+  cp_async_wait<0>();
+  __syncthreads();
+  float* part = reinterpret_cast<float*>(smem);
+  const int warp = tid >> 5, g = (tid & 31) >> 2, q = tid & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int i = 0; i < N / 8; ++i) {
+      const int r = 64 * h + 16 * warp + g, c = 8 * i + 2 * q;
+      if (c < p.m) {
+        part[c * kLd + r] = acc[h][4 * i];
+        part[c * kLd + r + 8] = acc[h][4 * i + 2];
+      }
+      if (c + 1 < p.m) {
+        part[(c + 1) * kLd + r] = acc[h][4 * i + 1];
+        part[(c + 1) * kLd + r + 8] = acc[h][4 * i + 3];
+      }
+    }
+  store_cluster_sum(p, part, tile, rank, splits);
+}
+
+// Blocks of `kernel` (with `smem` bytes of shared memory) resident on the device at once in
+// clusters of c (the occupancy API; cached).
+int resident_blocks(const void* kernel, size_t smem, int c) {
   static std::mutex mu;
   static std::map<std::pair<const void*, int>, int> cache;
   std::lock_guard<std::mutex> lock(mu);
@@ -223,7 +371,7 @@ int resident_blocks(const void* kernel, int c) {
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(c));
   config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kSmemBytes;
+  config.dynamicSmemBytes = smem;
   cudaLaunchAttribute attribute;
   attribute.id = cudaLaunchAttributeClusterDimension;
   attribute.val.clusterDim.x = static_cast<unsigned>(c);
@@ -238,43 +386,61 @@ int resident_blocks(const void* kernel, int c) {
   return cache[key] = clusters * c;
 }
 
-// The cluster size: the one whose blocks (tiles x c) fill the resident slots best over whole
-// waves (a partial last wave idles the rest of the device), the smaller on a tie.
-int choose_splits(const void* kernel, int64_t tiles, int64_t steps) {
+// The cluster size. Tiles that fill the device's resident slots on their own are not split (every
+// block streams all of k). Otherwise the size whose blocks (tiles x c) fill one wave of slots
+// best, the smaller on a tie: several waves of blocks with a few steps each pay the pipeline's
+// ramp and the cluster's reduction once a wave (measured: the LM head at 3 rows ran 2.7x slower
+// split into whole waves than unsplit).
+int choose_splits(const void* kernel, size_t smem, int64_t tiles, int64_t steps) {
+  if (tiles >= resident_blocks(kernel, smem, 1)) return 1;
   int best = 1;
-  double best_fill = 0;
-  for (int c = 1; c <= kMaxSplits && c <= steps; ++c) {
-    const int cap = resident_blocks(kernel, c);
-    if (cap <= 0) continue;
-    const int64_t blocks = tiles * c, waves = (blocks + cap - 1) / cap;
-    const double fill = static_cast<double>(blocks) / static_cast<double>(waves * cap);
-    if (fill > best_fill + 1e-9) {
-      best_fill = fill;
+  int64_t best_blocks = tiles;
+  for (int c = 2; c <= kMaxSplits && c <= steps; ++c) {
+    const int64_t blocks = tiles * c;
+    if (blocks <= resident_blocks(kernel, smem, c) && blocks > best_blocks) {
+      best_blocks = blocks;
       best = c;
     }
   }
   return best;
 }
 
-template <bool kXF32, int NT>
-void launch_nt(const SkinnyGemmParams& p, cudaStream_t stream) {
-  auto kernel = skinny_gemm_kernel<kXF32, NT>;
+// Either form over (row tiles x splits) blocks, k in steps of step_k split between a cluster's
+// blocks (the attributes set once a kernel).
+template <auto kernel>
+void launch_form(size_t smem, int step_k, const SkinnyGemmParams& p, cudaStream_t stream) {
   static const cudaError_t attr = [&] {
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes));
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e == cudaSuccess) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     return e;
   }();
   (void)attr;  // a failure surfaces as the launch's error
-  const int steps = static_cast<int>(p.k / kStepK);
+  const int steps = static_cast<int>(p.k / step_k);
   const int64_t tiles = (p.n + kTileRows - 1) / kTileRows;
-  const int splits = p.splits > 0 ? p.splits : choose_splits(reinterpret_cast<const void*>(kernel), tiles, steps);
+  const int splits = p.splits > 0 ? p.splits : choose_splits(reinterpret_cast<const void*>(kernel), smem, tiles, steps);
   const int steps_per_split = (steps + splits - 1) / splits;
-  launch_pdl_cluster(kernel, dim3(static_cast<unsigned>(tiles * splits)), dim3(kThreads), kSmemBytes, stream,
+  launch_pdl_cluster(kernel, dim3(static_cast<unsigned>(tiles * splits)), dim3(kThreads), smem, stream,
                      static_cast<unsigned>(splits), p, splits, steps_per_split);
+}
+
+template <bool kXF32, int NT>
+void launch_nt(const SkinnyGemmParams& p, cudaStream_t stream) {
+  launch_form<skinny_gemm_kernel<kXF32, NT>>(kSmemBytes, kStepK, p, stream);
+}
+
+template <bool kXF32, int N>
+void launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
+  launch_form<skinny_wgmma_kernel<kXF32, N>>(wg_smem_bytes<N>(), kWgStepK, p, stream);
 }
 
 template <bool kXF32>
 void launch_x(const SkinnyGemmParams& p, cudaStream_t stream) {
+  if (p.wgmma) {
+    if (p.m <= 16) launch_wgmma<kXF32, 16>(p, stream);
+    else if (p.m <= 32) launch_wgmma<kXF32, 32>(p, stream);
+    else launch_wgmma<kXF32, 64>(p, stream);
+    return;
+  }
   switch ((p.m + 7) / 8) {
     case 1: launch_nt<kXF32, 1>(p, stream); break;
     case 2: launch_nt<kXF32, 2>(p, stream); break;
@@ -301,15 +467,21 @@ bool skinny_gemm_applies(const SkinnyGemmParams& p) {
   return p.splits >= 0 && p.splits <= kMaxSplits;
 }
 
-bool skinny_beats_cublaslt(int64_t m, int64_t n, bool x_f32) {
-  if (n <= 1024) return m >= 9;
-  return n <= 4096 && (m <= 16 || (x_f32 && m <= 32));
+bool skinny_beats_cublaslt(int64_t m, int64_t n, bool x_f32, bool wgmma) {
+  if (!wgmma) {  // the mma.sync form (session 17's measurements)
+    if (n <= 1024) return m >= 9;
+    return n <= 4096 && (m <= 16 || (x_f32 && m <= 32));
+  }
+  // Up to 16 rows, every projection but the LM head (which cuBLASLt streams at ~4 TB/s). Past 16
+  // rows the kernel bench still has it ahead on most shapes, but whole decode steps measured slower
+  // with it (`kiln bench`, 32 and 64 rows: docs/cuda.md, session 18).
+  return m <= 16 && n <= 16384;
 }
 
 Status skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream) {
   auto shape = [&] {
     return "m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
-           " x=" + std::string(dtype_name(p.x_dtype)) + " splits=" + std::to_string(p.splits);
+           " x=" + std::string(dtype_name(p.x_dtype)) + " splits=" + std::to_string(p.splits) + (p.wgmma ? " wgmma" : " mma.sync");
   };
   if (!skinny_gemm_applies(p)) return invalid_argument("skinny_gemm_kernel: unsupported arguments (" + shape() + ")");
   if (p.x_dtype == DType::kF32) launch_x<true>(p, stream);

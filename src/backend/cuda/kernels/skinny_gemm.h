@@ -1,11 +1,13 @@
 // y[m, n] (+)= x[m, k] w[n, k]^T for decode-sized m (1..64) with bf16 weights, on tensor cores:
-// the thin projections of a decode step with 3..64 rows, where cuBLASLt streams the weights at a
-// third to half of the copy bandwidth (skinny_beats_cublaslt says where). The weights stream from HBM once (16-byte cp.async copies, a pipeline of
-// several steps a thread, started before the predecessor kernel finishes); x, f32 or already
-// bf16, comes through L1 and is rounded to bf16 as it is loaded, so the products are those of
-// cuBLASLt on the rounded x (f32 accumulation). Thin outputs (n of a few thousand) split k over a
-// thread-block cluster, whose blocks sum their partial tiles through distributed shared memory
-// in a fixed order: the result does not depend on timing (graph replay equals eager, bit for bit).
+// the projections of a decode step with 9..16 rows, where cuBLASLt streams the weights at a third
+// to two thirds of the copy bandwidth (skinny_beats_cublaslt says where; it takes up to 64). The
+// weights stream from HBM once (16-byte cp.async copies, several steps in flight, the first started before the
+// predecessor kernel finishes). Two forms: wgmma (the default; x and the weights staged in
+// shared memory and read there by the tensor cores) and mma.sync (x fragments loaded by each
+// warp). Either rounds f32 x to bf16 as it loads it, so the products are those of cuBLASLt on the
+// rounded x (f32 accumulation). Thin outputs (n of a few thousand) split k over a thread-block
+// cluster, whose blocks sum their partial tiles through distributed shared memory in a fixed
+// order: the result does not depend on timing (graph replay equals eager, bit for bit).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,6 +31,8 @@ struct SkinnyGemmParams {
   float* out = nullptr;         // [m, n], rows out_stride apart
   int64_t out_stride = 0;
   bool accumulate = false;
+  bool wgmma = true;  // the wgmma form (the tensor cores read x and the weights from shared memory);
+                      // false: the mma.sync form (x fragments loaded by each warp)
   int splits = 0;  // blocks sharing a row tile (a cluster, 1..16); 0: the size whose blocks fill the
                    // device's resident slots best (by the occupancy API)
 };
@@ -37,10 +41,10 @@ struct SkinnyGemmParams {
 // aligned, x f32 or bf16 with 16-byte aligned rows.
 bool skinny_gemm_applies(const SkinnyGemmParams& p);
 // Where the skinny GEMM measured faster than cuBLASLt on an H200 (4B shapes, `cuda_kernel_bench
-// gemm`; docs/cuda.md): thin outputs, n <= 1024, from 9 rows (below that the GEMV or a tie); n up
-// to 4096 for up to 16 rows, or 32 with f32 x (cuBLASLt then pays a separate rounding kernel).
-// Wider outputs and more rows stay on cuBLASLt, whose tiles issue better at 64 rows.
-bool skinny_beats_cublaslt(int64_t m, int64_t n, bool x_f32);
+// gemm` and whole decode steps; docs/cuda.md), in the given form. The wgmma form: up to 16 rows,
+// every projection but the LM head. The mma.sync form: n <= 1024 from 9 rows; n up to 4096 for
+// up to 16 rows, or 32 with f32 x.
+bool skinny_beats_cublaslt(int64_t m, int64_t n, bool x_f32, bool wgmma);
 Status skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream);
 
 }  // namespace kiln::cuda
