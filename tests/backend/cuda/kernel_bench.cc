@@ -125,9 +125,11 @@ void bench_gemv(Backend& be, int64_t only_m) {
 
 // Decode-sized GEMMs (m = 3..128), each projection of the 4B shape alone, x in f32 (rounded by
 // the GEMM) and in bf16 (written so by its producer): the default path, the skinny tensor-core
-// GEMM alone (up to 64 rows) in each form (wgmma, mma.sync) and cuBLASLt alone (algorithm timed on first use unless
-// KILN_CUDA_GEMM_AUTOTUNE=0). Bandwidth counts the weight bytes. Back-to-back calls without a
-// graph: the small shapes include host time.
+// GEMM alone (up to 64 rows) in each form (wgmma, mma.sync) and cuBLASLt alone (algorithm timed
+// on first use unless KILN_CUDA_GEMM_AUTOTUNE=0). Bandwidth counts the weight bytes. Back-to-back
+// calls without a graph: the small shapes include host time, and with PDL (the default) a skinny
+// call's weight prefetch overlaps the previous call, which flatters it against cuBLASLt (no PDL);
+// KILN_CUDA_PDL=0 times each call alone (docs/cuda.md, session 18).
 void bench_gemm(Backend& be, int64_t only_m) {
   const cuda::Tuning saved = cuda::tuning();
   struct Shape2 {
