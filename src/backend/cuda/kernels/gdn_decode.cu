@@ -198,7 +198,6 @@ constexpr int kStateParts = 4;  // threads per state column, each holding dk / 4
 template <int RPT, bool kStaged>
 __global__ void __launch_bounds__(512, kStaged ? 3 : 2) gdn_decode_state_kernel(GdnDecodeParams p, const float* qk,
                                                                                int col_splits) {
-  pdl_begin();
   extern __shared__ float4 smem4[];
   const int h = blockIdx.x / col_splits, split = blockIdx.x % col_splits, row = blockIdx.y;
   const int64_t slot = p.state_slots[row];
@@ -220,7 +219,10 @@ __global__ void __launch_bounds__(512, kStaged ? 3 : 2) gdn_decode_state_kernel(
   float* block_ss = scratch + 32;         // this block's sum of squares, for the cluster
   const int64_t t = p.cu_seqlens[row];
 
-  // The state loads first: in flight while the conv and the gates run.
+  // The state loads first: in flight while the predecessor finishes and the conv and the gates run.
+  // They may start before pdl_begin: the state and the slot indices were last written at least two
+  // kernels back (this layer's state by the previous step; the slots by a copy before the step),
+  // and a kernel starts only once the one two back has completed (kernels/pdl.cuh).
   float* S_head = p.state + (slot * p.v_heads + h) * p.dk * p.dv;
   float* S_glob = S_head + part * RPT * dv + jj;
   float s[RPT];
@@ -235,6 +237,7 @@ __global__ void __launch_bounds__(512, kStaged ? 3 : 2) gdn_decode_state_kernel(
 #pragma unroll
     for (int r = 0; r < RPT; ++r) s[r] = S_glob[r * dv];
   }
+  pdl_begin();
 
   const float* qk_row = qk + (static_cast<int64_t>(row) * p.k_heads + kh) * 2 * dk;
   for (int e = tid; e < 2 * dk; e += blockDim.x) q_s[e] = qk_row[e];  // q then k, adjacent

@@ -3,7 +3,9 @@
 // the predecessor's tail (a decode step is ~300 kernels of a few microseconds each, where that
 // fixed cost is a large share). The contract that keeps stream order intact: every kernel launched
 // this way calls pdl_begin() before it reads or writes any memory another kernel may touch; only
-// reads of memory no kernel writes (weights) may come before it. pdl_begin() waits until the
+// reads of memory no kernel writes (weights), or that no kernel wrote since the one two back,
+// may come before it (this kernel starts only when its predecessor has passed its own
+// pdl_begin, which waited for the kernel before). pdl_begin() waits until the
 // predecessor has completed and its writes are visible, then lets this kernel's own dependent
 // start launching. Kernels launched the plain way, cuBLAS and copies keep full serialisation on
 // both sides. On by default (tuning().pdl; KILN_CUDA_PDL=0 turns it off): on the H200 the gpu tests
