@@ -1,13 +1,14 @@
 // y[m, n] (+)= x[m, k] w[n, k]^T for decode-sized m (1..64) with bf16 weights, on tensor cores:
-// the projections of a decode step with 9..16 rows, where cuBLASLt streams the weights at a third
-// to two thirds of the copy bandwidth (skinny_beats_cublaslt says where; it takes up to 64). The
-// weights stream from HBM once (16-byte cp.async copies, several steps in flight, the first
-// started before the predecessor kernel finishes). Two forms: wgmma (the default; x and the
-// weights staged in shared memory and read there by the tensor cores) and mma.sync (x fragments
-// loaded by each warp). Either rounds f32 x to bf16 as it loads it, so the products are those of
-// cuBLASLt on the rounded x (f32 accumulation). Thin outputs (n of a few thousand) split k over a
-// thread-block cluster, whose blocks sum their partial tiles through distributed shared memory
-// in a fixed order: the result does not depend on timing (graph replay equals eager, bit for bit).
+// the projections of a decode step with up to 16 rows that the GEMV leaves, where cuBLASLt streams
+// the weights at a third to two thirds of the copy bandwidth (skinny_beats_cublaslt says where; it
+// takes up to 64). The weights stream from HBM once (16-byte cp.async copies, several steps in
+// flight, the first started before the predecessor kernel finishes). Two forms: wgmma (the
+// default; x and the weights staged in shared memory and read there by the tensor cores) and
+// mma.sync (x fragments loaded by each warp). Either rounds f32 x to bf16 as it loads it, so the
+// products are those of cuBLASLt on the rounded x (f32 accumulation). Thin outputs (n of a few
+// thousand) split k over a thread-block cluster, whose blocks sum their partial tiles through
+// distributed shared memory in a fixed order: the result does not depend on timing (graph replay
+// equals eager, bit for bit).
 #pragma once
 
 #include <cuda_runtime.h>
