@@ -389,7 +389,7 @@ int resident_blocks(const void* kernel, size_t smem, int c) {
 // The cluster size. Tiles that fill the device's resident slots on their own are not split (every
 // block streams all of k). Otherwise the size whose blocks (tiles x c) fill one wave of slots
 // best, the smaller on a tie: several waves of blocks with a few steps each pay the pipeline's
-// ramp and the cluster's reduction once a wave (measured: the LM head at 3 rows ran 2.7x slower
+// ramp and the cluster's reduction once a wave (measured: the LM head at 3 rows ran 2.5x slower
 // split into whole waves than unsplit).
 int choose_splits(const void* kernel, size_t smem, int64_t tiles, int64_t steps) {
   if (tiles >= resident_blocks(kernel, smem, 1)) return 1;
