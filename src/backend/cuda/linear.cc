@@ -1,8 +1,10 @@
-// y[m, n] (+)= x[m, k] w[n, k]^T. Small m with bf16/f16 weights: the GEMV kernel; up to 64 rows
-// with bf16 weights: the tensor-core skinny GEMM (x rounded as it loads). Otherwise cuBLASLt; in column-major terms y^T = w^T-op * x^T: A = w (k x n, ld k, transposed), B = x
-// (k x m, ld = row stride), C = D = y (n x m, ld = row stride). The algorithm cache is keyed by
-// everything the heuristic sees; for decode-sized m the cached algorithm is the fastest of the
-// heuristic's candidates as timed on the first call's operands (gemm_autotune.h).
+// y[m, n] (+)= x[m, k] w[n, k]^T. Small m with bf16/f16 weights: the GEMV kernel; the rows it
+// leaves with bf16 weights, where skinny_beats_cublaslt says so: the tensor-core skinny GEMM (x
+// rounded as it loads). Otherwise cuBLASLt; in column-major terms y^T = w^T-op * x^T: A = w
+// (k x n, ld k, transposed), B = x (k x m, ld = row stride), C = D = y (n x m, ld = row
+// stride). The algorithm cache is keyed by everything the heuristic sees; for decode-sized m the
+// cached algorithm is the fastest of the heuristic's candidates as timed on the first call's
+// operands (gemm_autotune.h).
 // An x already in the weight's 16-bit dtype (written so by its producer, BinaryArgs) is the
 // GEMM's operand as it is; an f32 x is rounded to it first (the contract of every bf16 GEMM).
 #include <algorithm>
