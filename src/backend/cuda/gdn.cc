@@ -1,6 +1,8 @@
 // The gated delta rule: the chunked (WY/UT) kernel for prefill (kernels/gdn_chunked.cu), the
 // recurrent kernel for decode and wherever the chunked one has no instance
 // (kernels/gated_delta_rule.cu), and the fused decode step (kernels/gdn_decode.cu).
+#include <cstdint>
+
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/gated_delta_rule.h"
 #include "backend/cuda/kernels/gdn_chunk_record.h"
@@ -192,12 +194,15 @@ Status Gdn::fused_decode(const GdnDecodeArgs& a) {
   p.out_head_stride = a.out.stride(1);
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
   p.state_slots = a.layout->state_slots.data<int32_t>();
-  // One token a row at enough rows: the split kernels (a block per value head, state in registers).
-  if (r.tokens == r.rows && r.rows >= tuning().gdn_split_min_rows && gdn_decode_split_applies(r.dk, r.dv)) {
-    KILN_ASSIGN_OR_RETURN(Tensor qk, ctx_->empty({r.rows, r.k_heads, 2, r.dk}, DType::kF32));
+  // One token a row at enough rows: the split kernels (the state streamed through a persistent
+  // kernel's shared-memory stages).
+  if (r.tokens == r.rows && r.rows >= tuning().gdn_split_min_rows && gdn_decode_split_applies(r.dk, r.dv) &&
+      reinterpret_cast<uintptr_t>(p.state) % 16 == 0) {
+    const auto floats = static_cast<int64_t>(gdn_decode_vectors_floats(r.rows, r.k_heads, r.v_heads, r.dk, r.dv));
+    KILN_ASSIGN_OR_RETURN(Tensor vec, ctx_->empty({floats}, DType::kF32));
     ProfileScope prof(ctx_->profiler.get(), [&] { return "gdn fused_decode split rows=" + std::to_string(r.rows); });
-    Status s = gdn_decode_split(p, qk.data<float>(), ctx_->stream, tuning().gdn_decode_staged,
-                                tuning().gdn_decode_col_splits);
+    Status s = gdn_decode_split(p, vec.data<float>(), tuning().gdn_decode_stages, ctx_->props.multiProcessorCount,
+                                ctx_->stream);
     return s.ok() ? s : s.with_context(r.describe());
   }
   ProfileScope prof(ctx_->profiler.get(), [&] { return "gdn fused_decode rows=" + std::to_string(r.rows); });

@@ -267,7 +267,7 @@ SkinnyGemmParams Linear::skinny_params(const MatmulArgs& a, const MatmulRequest&
 bool Linear::takes_skinny(const MatmulArgs& a, const MatmulRequest& r) const {
   if (!tuning().skinny || a.w.dtype() != DType::kBF16 || r.m > tuning().skinny_max_m || r.out_dtype != DType::kF32)
     return false;
-  const bool faster = skinny_beats_cublaslt(r.m, r.n, r.x_dtype == DType::kF32, tuning().skinny_wgmma);
+  const bool faster = skinny_beats_cublaslt(r.m, r.n);
   return (tuning().skinny_everywhere || faster) && skinny_gemm_applies(skinny_params(a, r));
 }
 

@@ -26,11 +26,8 @@
 //   KILN_CUDA_GDN_SPLIT_MIN_ROWS=<n> fewest rows (one token each) for which the fused decode step
 //                               runs as the split kernels (a block per value head); 0 or unset:
 //                               the measured default; a huge value keeps the one-kernel form
-//   KILN_CUDA_GDN_DECODE_STAGED=0 the split decode's state kernel holds the state in registers
-//                               instead of staging it in shared memory (gdn_decode.h)
-//   KILN_CUDA_GDN_DECODE_COL_SPLITS=2 the split decode's state kernel runs two blocks per value head
-//                               (each half of the head's columns, a cluster) instead of one; off
-//                               until timed on the H200
+//   KILN_CUDA_GDN_DECODE_STAGES=<s> shared-memory stages of the split decode's state kernel (1..3;
+//                               1: three blocks an SM, no state copied ahead; gdn_decode.h)
 //   KILN_CUDA_CONV_SEQUENTIAL=1 the conv runs one thread per channel over all of a row's tokens
 //   KILN_CUDA_ATTN_DECODE_BLOCKS_PER_SM=<n> decode attention splits the keys until about n blocks
 //                               an SM run (at least 64 keys a split)
@@ -56,6 +53,7 @@
 //                               per column); read at every call by training_gdn.cc, not here
 #pragma once
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -77,8 +75,7 @@ struct Tuning {
   bool gdn_two_pass = true;
   bool gdn_fused_decode = true;
   long long gdn_split_min_rows = 1;
-  int gdn_decode_col_splits = 1;  // blocks a value head's decode state is split over (gdn_decode.h)
-  bool gdn_decode_staged = true;  // the split decode's state staged in shared memory (gdn_decode.h)
+  int gdn_decode_stages = 2;  // the split decode's state copied this many items ahead (gdn_decode.h)
   bool conv_token_parallel = true;
   bool attention_split = true;  // the split-key GQA kernel where its shape allows
   int attention_decode_blocks_per_sm = 4;
@@ -129,9 +126,8 @@ inline Tuning tuning_from_env() {
   t.gdn_fused_decode = flag("KILN_CUDA_GDN_FUSED", true);
   if (const char* n = std::getenv("KILN_CUDA_GDN_SPLIT_MIN_ROWS"); n != nullptr && std::atoll(n) > 0)
     t.gdn_split_min_rows = std::atoll(n);
-  t.gdn_decode_staged = flag("KILN_CUDA_GDN_DECODE_STAGED", true);
-  if (const char* n = std::getenv("KILN_CUDA_GDN_DECODE_COL_SPLITS"); n != nullptr && n[0] != '\0')
-    t.gdn_decode_col_splits = std::atoi(n) >= 2 ? 2 : 1;  // default 1 (above)
+  if (const char* n = std::getenv("KILN_CUDA_GDN_DECODE_STAGES"); n != nullptr && n[0] != '\0')
+    t.gdn_decode_stages = std::clamp(std::atoi(n), 1, 3);
   t.conv_token_parallel = !flag("KILN_CUDA_CONV_SEQUENTIAL", false);
   if (const char* n = std::getenv("KILN_CUDA_ATTN_DECODE_BLOCKS_PER_SM"); n != nullptr && std::atoi(n) > 0)
     t.attention_decode_blocks_per_sm = std::atoi(n);

@@ -4,7 +4,7 @@
 // effective bandwidth where the kernel is memory-bound. Weights rotate over enough copies to
 // exceed the L2 cache, as in a decode step. "default" is what the facet runs with every switch
 // on (the GEMV kernel where gemv_beats_cublaslt says so). Usage:
-// cuda_kernel_bench [gemv[:m]|gemm[:m]|gdn|gdn_backward|conv|attention]...
+// cuda_kernel_bench [gemv[:m]|gemm[:m]|gdn[:rows]|gdn_backward|conv|attention]...
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -168,10 +168,11 @@ void bench_gemm(Backend& be, int64_t only_m) {
   }
 }
 
-void bench_gdn(Backend& be) {
+void bench_gdn(Backend& be, int64_t only_rows) {
   const int64_t hk = 16, hv = 32, dk = 128, dv = 128, C = 2 * hk * dk + hv * dv, K = 4;
   // Prefill: one sequence of T tokens, chunked vs recurrent.
   for (int64_t T : {512, 2048, 4096}) {
+    if (only_rows > 0) break;
     HostBatchLayout h = one_row_per_sequence({0}, {T});
     BatchLayout l = make_batch_layout(h, be.storage()).value();
     Tensor mixed = filled(be, {T, C}, DType::kF32);
@@ -206,7 +207,8 @@ void bench_gdn(Backend& be) {
                 (long long)T, us[2], tf32, us[1], us[0], us[0] / us[2]);
   }
   // Decode: fused step vs conv + recurrent rule + gated norm, rows of one token.
-  for (int64_t R : {1, 8, 32, 64}) {
+  for (int64_t R : {1, 8, 32, 64, 128}) {
+    if (only_rows > 0 && R != only_rows) continue;
     std::vector<int64_t> past(R, 600), n(R, 1);
     HostBatchLayout h = one_row_per_sequence(past, n);
     BatchLayout l = make_batch_layout(h, be.storage()).value();
@@ -219,13 +221,14 @@ void bench_gdn(Backend& be) {
     Tensor core = be.storage().allocate({R, hv, dv}, DType::kF32).value();
     Tensor out = be.storage().allocate({R, hv, dv}, DType::kF32).value();
     GdnDecodeArgs d{mixed, cw, cst, z, a, b, a_log, dtb, state, nw, out, hk, dk, 1e-6f, &l};
-    const double fused = time_us(be, [&] { return be.gdn().fused_decode(d); });
-    cuda::tuning().gdn_decode_staged = false;  // the state kernel with the state in registers
-    const double in_registers = time_us(be, [&] { return be.gdn().fused_decode(d); });
-    cuda::tuning().gdn_decode_staged = true;
-    cuda::tuning().gdn_decode_col_splits = 1;  // a block per value head instead of two
-    const double whole_heads = time_us(be, [&] { return be.gdn().fused_decode(d); });
-    cuda::tuning().gdn_decode_col_splits = 2;
+    const int stages = cuda::tuning().gdn_decode_stages;
+    double staged[3];  // the state kernel with 1, 2 and 3 stages
+    for (int s = 1; s <= 3; ++s) {
+      cuda::tuning().gdn_decode_stages = s;
+      staged[s - 1] = time_us(be, [&] { return be.gdn().fused_decode(d); });
+    }
+    cuda::tuning().gdn_decode_stages = stages;
+    const double fused = staged[stages - 1];
     GdnArgs g;
     g.form = GdnForm::kRecurrent;
     g.q = conv.as_strided({R, hk, dk}, {C, dk, 1});
@@ -245,9 +248,9 @@ void bench_gdn(Backend& be) {
                                  out.reshape({R * hv, dv}), 1e-6f});
     });
     const double state_bytes = 2.0 * R * hv * dk * dv * 4;
-    std::printf("gdn   decode rows=%-3lld (4B layer)  fused %8.2f us (%5.0f GB/s of state)  a block a head %8.2f us"
-                "  state in registers %8.2f us  conv+recurrent+norm %8.2f us\n",
-                (long long)R, fused, state_bytes / fused * 1e-3, whole_heads, in_registers, separate);
+    std::printf("gdn   decode rows=%-3lld (4B layer)  fused %8.2f us (%5.0f GB/s of state)  stages 1/2/3 %8.2f %8.2f "
+                "%8.2f us  conv+recurrent+norm %8.2f us\n",
+                (long long)R, fused, state_bytes / fused * 1e-3, staged[0], staged[1], staged[2], separate);
   }
 }
 
@@ -368,12 +371,12 @@ int main(int argc, char** argv) {
   if (what.empty()) what = {"gemv", "gdn", "conv", "attention"};
   std::printf("device: %s\n", be.value()->identity().device_name.c_str());
   for (const auto& arg : what) {
-    const size_t colon = arg.find(':');  // gemv:<m>, gemm:<m>: that m alone
+    const size_t colon = arg.find(':');  // gemv:<m>, gemm:<m>, gdn:<rows>: that m (decode rows) alone
     const std::string w = arg.substr(0, colon);
     const int64_t only_m = colon == std::string::npos ? 0 : std::atoll(arg.c_str() + colon + 1);
     if (w == "gemv") kiln::bench_gemv(*be.value(), only_m);
     else if (w == "gemm") kiln::bench_gemm(*be.value(), only_m);
-    else if (w == "gdn") kiln::bench_gdn(*be.value());
+    else if (w == "gdn") kiln::bench_gdn(*be.value(), only_m);
     else if (w == "gdn_backward") kiln::bench_gdn_backward(*be.value());
     else if (w == "conv") kiln::bench_conv(*be.value());
     else if (w == "attention") kiln::bench_attention(*be.value());

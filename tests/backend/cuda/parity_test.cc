@@ -704,8 +704,9 @@ TEST(CudaParity, GatedDeltaRuleChunkedKernel) {
 // The fused decode step against the CPU running its three steps (conv, recurrent delta rule,
 // gated norm) on the same inputs: output, recurrent state and conv state. Rows of one token (the
 // decode the model sends) and of several (the kernel takes them in order). Both forms: the one
-// kernel, and the split kernels (a block per value head, or two: the halves of its columns, a
-// cluster) wherever they apply (one token a row).
+// kernel, and the split kernels wherever they apply (one token a row), with 1, 2 and 3 stages.
+// The 37-row case (1,184 items of a row and value head) gives each block of the persistent state
+// kernel several items, so its stages are reused.
 TEST(CudaParity, GdnFusedDecodeEqualsConvDeltaRuleAndGatedNorm) {
   KILN_CUDA_OR_SKIP(be);
   auto ref = cpu();
@@ -722,18 +723,19 @@ TEST(CudaParity, GdnFusedDecodeEqualsConvDeltaRuleAndGatedNorm) {
         std::vector<int64_t>(37, 1)},
        16, 32, 128, 128, 4},
       {"decode tiny dk!=dv", {{3, 9}, {1, 1}}, 2, 4, 16, 32, 4},
+      // One state kernel instance (dk 16) on a narrower head, then the wider one again: a launch
+      // must not leave the instance's shared-memory limit at its own, smaller size.
+      {"tiny dk=dv after a wider head", {{3, 9}, {1, 1}}, 2, 4, 16, 16, 4},
+      {"tiny dk!=dv again", {{4, 2}, {1, 1}}, 2, 4, 16, 32, 4},
       {"ratio 1 kernel 3", {{0}, {1}}, 2, 2, 64, 64, 3},
       {"several tokens a row", {{0, 7}, {3, 2}}, 2, 4, 16, 16, 4},
   };
-  // One kernel; split with the state staged in shared memory, or in registers; each split form
-  // with a block per value head and with two.
-  for (int form : {0, 1, 2, 3, 4}) {
+  // One kernel; split with 1, 2 and 3 stages.
+  for (int form : {0, 1, 2, 3}) {
   const bool split = form > 0;
   tune->gdn_split_min_rows = split ? 1 : (1LL << 62);
-  tune->gdn_decode_staged = form == 1 || form == 3;
-  tune->gdn_decode_col_splits = form >= 3 ? 2 : 1;
-  const char* form_name[] = {"one kernel", "split, staged", "split", "split, staged, 2 blocks a head",
-                             "split, 2 blocks a head"};
+  tune->gdn_decode_stages = split ? form : 1;
+  const char* form_name[] = {"one kernel", "split, 1 stage", "split, 2 stages", "split, 3 stages"};
   uint32_t seed = 650;
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(c.name) + " (" + form_name[form] + ")");

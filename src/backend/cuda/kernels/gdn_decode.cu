@@ -1,5 +1,10 @@
-#include <cooperative_groups.h>
 #include <cuda_pipeline.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
 
 #include "backend/cuda/kernels/gdn_decode.h"
 #include "backend/cuda/kernels/launch.h"
@@ -9,8 +14,6 @@
 namespace kiln::cuda {
 
 namespace {
-
-namespace cg = cooperative_groups;
 
 // Grid: (k_heads, rows). Threads: one per state column of the block's value heads (ratio * dv,
 // rounded up to a warp, at most 1024; loops cover the rest).
@@ -145,231 +148,283 @@ __global__ void gdn_decode_kernel(GdnDecodeParams p) {
   }
 }
 
-// ---- the split form: two kernels, a block per (row, value head) for the state ----
+// ---- the split form: a vectors kernel per (row, key head), then a persistent state kernel ----
 
-// Grid: (k_heads, rows). Threads: one per q and k channel of the key head (2 * dk, rounded up to a
-// warp). The conv update of those channels (this block owns them), silu, and the l2 norms; writes
-// q * q_scale / |q| and k / |k| to qk [rows, k_heads, 2, dk].
-__global__ void gdn_decode_qk_kernel(GdnDecodeParams p, float* qk) {
+// Floats of one (row, key head) record of the vectors scratch: q, k, the value heads' v, then
+// (decay, beta) per value head.
+__host__ __device__ inline int64_t record_floats(int64_t dk, int64_t dv, int64_t ratio) { return 2 * dk + ratio * (dv + 2); }
+
+// Grid: (k_heads, rows). Threads: one per channel of the key head (2 * dk + ratio * dv, rounded up
+// to a warp, at most 1024; past that a thread takes every blockDim.x-th v channel). The conv update
+// of those channels (this block owns them) and silu, the l2 norms of q and k, and the gates of the
+// key head's value heads. Writes q * q_scale / |q|, k / |k|, v and the gates to the block's record.
+__global__ void gdn_decode_vectors_kernel(GdnDecodeParams p, float* vec) {
   pdl_begin();
   __shared__ float scratch[32];
   const int64_t kh = blockIdx.x, row = blockIdx.y;
   const int64_t slot = p.state_slots[row];
   if (slot < 0 || slot >= p.slots || slot >= p.conv_slots) return;
-  const int64_t dk = p.dk, K = p.conv_kernel, C = p.channels, e = threadIdx.x;
-  const int64_t t = p.cu_seqlens[row];
-  float val = 0.f;
-  if (e < 2 * dk) {
-    const int64_t ch = e < dk ? kh * dk + e : p.k_heads * dk + kh * dk + (e - dk);
-    float* cst = p.conv_state + slot * (K - 1) * C;
+  const int64_t dk = p.dk, dv = p.dv, ratio = p.v_heads / p.k_heads, K = p.conv_kernel, C = p.channels;
+  const int64_t t = p.cu_seqlens[row], channels = 2 * dk + ratio * dv;
+  float* rec = vec + (row * p.k_heads + kh) * record_floats(dk, dv, ratio);
+  float* cst = p.conv_state + slot * (K - 1) * C;
+  float qk = 0.f;  // this thread's q or k channel (blockDim.x >= 2 * dk: they are all in the first pass)
+  for (int64_t e = threadIdx.x; e < channels; e += blockDim.x) {
+    const int64_t ch = e < dk       ? kh * dk + e
+                       : e < 2 * dk ? p.k_heads * dk + kh * dk + (e - dk)
+                                    : 2 * p.k_heads * dk + kh * ratio * dv + (e - 2 * dk);
     const float x = p.mixed[t * p.mixed_stride + ch];
     const float* w = p.conv_weight + ch * p.conv_weight_stride;
     float acc = 0.f;
     for (int64_t k = 0; k < K - 1; ++k) {
       const float s = cst[k * C + ch];
       acc += w[k] * s;
-      if (k > 0) cst[(k - 1) * C + ch] = s;
+      if (k > 0) cst[(k - 1) * C + ch] = s;  // shift the window by one
     }
     acc += w[K - 1] * x;
     cst[(K - 2) * C + ch] = x;
-    val = acc / (1.f + expf(-acc));
+    const float val = acc / (1.f + expf(-acc));
+    if (e < 2 * dk) qk = val;
+    else rec[e] = val;
   }
-  const float qq = block_sum(e < dk ? val * val : 0.f, scratch);
-  const float kk = block_sum(e >= dk && e < 2 * dk ? val * val : 0.f, scratch);
-  if (e < dk) qk[(row * p.k_heads + kh) * 2 * dk + e] = val * (1.f / sqrtf(static_cast<float>(dk))) / sqrtf(qq + 1e-6f);
-  else if (e < 2 * dk) qk[(row * p.k_heads + kh) * 2 * dk + e] = val / sqrtf(kk + 1e-6f);
-}
-
-constexpr int kStateParts = 4;  // threads per state column, each holding dk / 4 of its entries
-
-// Grid: (v_heads * col_splits, rows), clusters of col_splits blocks along x: block (h, c) of a
-// cluster owns value columns c*cols .. c*cols+cols-1 of head h's state (cols = dv / col_splits;
-// smaller blocks, more of them an SM, so that one block's loads overlap another's arithmetic).
-// Threads: kStateParts per column (4 * cols). Thread (part, j) keeps rows part*RPT ..
-// part*RPT+RPT-1 of its column (loaded coalesced: a warp reads 32 adjacent columns of one state
-// row); the column's two dot products are summed over the parts through shared memory in a fixed
-// order. The v channels' conv update (this block owns them), the gates and the gated RMSNorm run
-// here too; the norm's sum of squares over the head's dv outputs adds the cluster's block sums
-// in rank order through distributed shared memory, so every block of the head scales by the
-// same bits.
-// kStaged: the columns' state is copied into shared memory instead (cp.async, 16 bytes a copy,
-// no register held across the loads), and each pass reads it there: more blocks fit an SM. The
-// same arithmetic in the same order, so the same bits.
-template <int RPT, bool kStaged>
-__global__ void __launch_bounds__(512, kStaged ? 3 : 2) gdn_decode_state_kernel(GdnDecodeParams p, const float* qk,
-                                                                               int col_splits) {
-  extern __shared__ float4 smem4[];
-  const int h = blockIdx.x / col_splits, split = blockIdx.x % col_splits, row = blockIdx.y;
-  const int64_t slot = p.state_slots[row];
-  // Every block of a cluster takes the same branch (one row), so none waits at a cluster barrier
-  // for a block that left.
-  if (slot < 0 || slot >= p.slots || slot >= p.conv_slots) return;
-  // 32-bit indices inside the block (a head's state is far below 2^31 entries): registers are
-  // what limits this kernel's blocks an SM.
-  const int dk = static_cast<int>(p.dk), dv = static_cast<int>(p.dv), cols = dv / col_splits, j0 = split * cols;
-  const int kh = h / static_cast<int>(p.v_heads / p.k_heads);
-  const int tid = threadIdx.x, part = tid / cols, j = tid - part * cols, jj = j0 + j;
-  float* S_s = reinterpret_cast<float*>(smem4);  // kStaged: [dk][cols], the block's columns
-  float* q_s = S_s + (kStaged ? dk * cols : 0);  // [dk]
-  float* k_s = q_s + dk;                  // [dk]
-  float* v_s = k_s + dk;                  // [cols]
-  float* red = v_s + cols;                // [kStateParts][cols]
-  float* gates = red + kStateParts * cols;  // decay, beta
-  float* scratch = gates + 2;             // [32]
-  float* block_ss = scratch + 32;         // this block's sum of squares, for the cluster
-  const int64_t t = p.cu_seqlens[row];
-
-  // The state loads first: in flight while the predecessor finishes and the conv and the gates run.
-  // They may start before pdl_begin: the state and the slot indices were last written at least two
-  // kernels back (this layer's state by the previous step; the slots by a copy before the step),
-  // and a kernel starts only once the one two back has completed (kernels/pdl.cuh).
-  float* S_head = p.state + (slot * p.v_heads + h) * p.dk * p.dv;
-  float* S_glob = S_head + part * RPT * dv + jj;
-  float s[RPT];
-  if constexpr (kStaged) {
-    // Each thread copies the same 16-byte column quad of rows i, i + step, ... (blockDim.x is
-    // 4 * cols: step = 16 rows).
-    const int quads = cols / 4, step = blockDim.x / quads, c4 = tid % quads;
-    const float* src = S_head + j0 + 4 * c4;
-    for (int i = tid / quads; i < dk; i += step) __pipeline_memcpy_async(S_s + i * cols + 4 * c4, src + i * dv, 16);
-    __pipeline_commit();
-  } else {
-#pragma unroll
-    for (int r = 0; r < RPT; ++r) s[r] = S_glob[r * dv];
-  }
-  pdl_begin();
-
-  const float* qk_row = qk + (static_cast<int64_t>(row) * p.k_heads + kh) * 2 * dk;
-  for (int e = tid; e < 2 * dk; e += blockDim.x) q_s[e] = qk_row[e];  // q then k, adjacent
-  if (tid < cols) {
-    const int64_t K = p.conv_kernel, C = p.channels;
-    const int64_t ch = 2 * p.k_heads * p.dk + static_cast<int64_t>(h) * dv + jj;
-    float* cst = p.conv_state + slot * (K - 1) * C;
-    const float x = p.mixed[t * p.mixed_stride + ch];
-    const float* w = p.conv_weight + ch * p.conv_weight_stride;
-    float acc = 0.f;
-    for (int64_t k = 0; k < K - 1; ++k) {
-      const float c = cst[k * C + ch];
-      acc += w[k] * c;
-      if (k > 0) cst[(k - 1) * C + ch] = c;
-    }
-    acc += w[K - 1] * x;
-    cst[(K - 2) * C + ch] = x;
-    v_s[j] = acc / (1.f + expf(-acc));
-  }
-  if (tid == 0) {
+  const int64_t e = threadIdx.x;
+  const float qq = block_sum(e < dk ? qk * qk : 0.f, scratch);
+  const float kk = block_sum(e >= dk && e < 2 * dk ? qk * qk : 0.f, scratch);
+  if (e < dk) rec[e] = qk * (1.f / sqrtf(static_cast<float>(dk))) / sqrtf(qq + 1e-6f);
+  else if (e < 2 * dk) rec[e] = qk / sqrtf(kk + 1e-6f);
+  if (e < ratio) {
+    const int64_t h = kh * ratio + e;
     const float x = p.a[t * p.a_stride + h] + p.dt_bias[h];
     const float softplus = x > 20.f ? x : log1pf(expf(x));
-    gates[0] = expf(-expf(p.a_log[h]) * softplus);
-    gates[1] = 1.f / (1.f + expf(-p.b[t * p.b_stride + h]));
-  }
-  if constexpr (kStaged) __pipeline_wait_prior(0);
-  __syncthreads();
-  const float decay = gates[0], beta = gates[1];
-  const int base = part * RPT;
-  const float* S_col = S_s + base * cols + j;  // kStaged: this thread's rows of its column
-  float u = 0.f;
-#pragma unroll
-  for (int r = 0; r < RPT; ++r) {
-    if constexpr (kStaged) s[0] = S_col[r * cols] * decay;
-    else s[r] *= decay;
-    u += s[kStaged ? 0 : r] * k_s[base + r];
-  }
-  red[tid] = u;  // = red[part * cols + j]
-  __syncthreads();
-  float ku = 0.f;
-#pragma unroll
-  for (int q = 0; q < kStateParts; ++q) ku += red[q * cols + j];
-  u = beta * (v_s[j] - ku);
-  float acc = 0.f;
-#pragma unroll
-  for (int r = 0; r < RPT; ++r) {
-    const int i = kStaged ? 0 : r;
-    if constexpr (kStaged) s[0] = S_col[r * cols] * decay;
-    s[i] += k_s[base + r] * u;
-    acc += s[i] * q_s[base + r];
-    S_glob[r * dv] = s[i];
-  }
-  __syncthreads();  // every thread has read red
-  red[tid] = acc;
-  __syncthreads();
-  float o = 0.f;
-  if (part == 0)
-    for (int q = 0; q < kStateParts; ++q) o += red[q * cols + j];
-  float ss = block_sum(part == 0 ? o * o : 0.f, scratch);
-  if (col_splits > 1) {
-    cg::cluster_group cluster = cg::this_cluster();
-    if (tid == 0) *block_ss = ss;
-    cluster.sync();
-    ss = 0.f;
-    for (int c = 0; c < col_splits; ++c) ss += *cluster.map_shared_rank(block_ss, c);
-    cluster.sync();  // no block leaves while another reads its sum
-  }
-  if (part == 0) {
-    const float inv = 1.f / sqrtf(ss / static_cast<float>(dv) + p.eps);
-    const float zv = p.z[t * p.z_token_stride + h * p.z_head_stride + jj];
-    p.out[t * p.out_token_stride + h * p.out_head_stride + jj] = p.norm_weight[jj] * (o * inv) * (zv / (1.f + expf(-zv)));
+    float* g = rec + 2 * dk + ratio * dv + 2 * e;
+    g[0] = expf(-expf(p.a_log[h]) * softplus);
+    g[1] = 1.f / (1.f + expf(-p.b[t * p.b_stride + h]));
   }
 }
 
-// The state kernel's shared memory: q, k, the block's v, the part sums, gates, scratch and the
-// cluster's sum slot, plus (staged) the block's columns of the state.
-size_t gdn_decode_state_smem_bytes(int64_t dk, int64_t dv, int splits, bool staged) {
-  const int64_t cols = dv / splits;
-  return static_cast<size_t>(2 * dk + cols + kStateParts * cols + 2 + 32 + 1 + (staged ? dk * cols : 0)) * sizeof(float);
+constexpr int kStateParts = 4;       // threads per state column, each taking dk / 4 of its entries
+constexpr int kMaxBlockItems = 256;  // (row, value head) items a state block takes at most
+
+// An item's vectors, in the order the state kernel keeps them in shared memory: q, k, v, decay,
+// beta, z. Element e's source.
+__device__ __forceinline__ const float* item_vector(const GdnDecodeParams& p, const float* rec, int64_t t, int h,
+                                                    int hh, int e) {
+  const int dk = static_cast<int>(p.dk), dv = static_cast<int>(p.dv), ratio = static_cast<int>(p.v_heads / p.k_heads);
+  if (e < 2 * dk) return rec + e;
+  if (e < 2 * dk + dv) return rec + 2 * dk + hh * dv + (e - 2 * dk);
+  if (e < 2 * dk + dv + 2) return rec + 2 * dk + ratio * dv + 2 * hh + (e - 2 * dk - dv);
+  return p.z + t * p.z_token_stride + h * p.z_head_stride + (e - 2 * dk - dv - 2);
+}
+
+// Grid: persistent, at most the blocks resident at once. Block b takes the items (row, value head)
+// b, b + gridDim.x, ... (item = row * v_heads + head), at most kMaxBlockItems. Threads:
+// kStateParts per state column (4 * dv). An item's state (dk x dv f32, contiguous) is copied into
+// one of kStages shared-memory stages with cp.async, kStages items ahead, so the copies of the
+// next items are in flight while this one is computed; its vectors (q, k, v, gates from the
+// vectors kernel's record, and z) are loaded into registers an item ahead. Thread (part, j) takes
+// rows part*RPT .. part*RPT+RPT-1 of column j: the decay and u = S^T k, the column's dot products
+// summed over the parts through shared memory in a fixed order, then the rank-one update, written
+// to the state in global memory as it goes, and o = S^T q; the gated RMSNorm of the head's dv
+// outputs last.
+template <int RPT, int kStages>
+__global__ void __launch_bounds__(512, kStages == 1 ? 3 : 1) gdn_decode_state_kernel(GdnDecodeParams p,
+                                                                                    const float* vec) {
+  extern __shared__ float4 smem4[];
+  // 32-bit indices inside the block (a head's state is far below 2^31 entries).
+  const int dk = static_cast<int>(p.dk), dv = static_cast<int>(p.dv), head = dk * dv;
+  const int ratio = static_cast<int>(p.v_heads / p.k_heads), v_heads = static_cast<int>(p.v_heads);
+  const int tid = threadIdx.x, part = tid / dv, j = tid - part * dv, base = part * RPT;
+  const int n_vec = 2 * dk + 2 * dv + 2;  // q, k, v, decay and beta, z: at most 2 a thread
+  float* stages = reinterpret_cast<float*>(smem4);  // [kStages][dk][dv]
+  float* q_s = stages + kStages * head;             // [dk]
+  float* k_s = q_s + dk;                            // [dk]
+  float* v_s = k_s + dk;                            // [dv]
+  float* gates = v_s + dv;                          // decay, beta
+  float* z_s = gates + 2;                           // [dv]
+  float* red = z_s + dv;                            // [kStateParts][dv]
+  float* scratch = red + kStateParts * dv;          // [32]
+  int* item_slot = reinterpret_cast<int*>(scratch + 32);  // [kMaxBlockItems]; -1: skip the row
+  int* item_token = item_slot + kMaxBlockItems;           // [kMaxBlockItems]
+  const int64_t n_items = p.rows * p.v_heads;
+  const int count = static_cast<int>((n_items - blockIdx.x + gridDim.x - 1) / gridDim.x);
+  auto item_of = [&](int n) { return blockIdx.x + static_cast<int64_t>(n) * gridDim.x; };
+
+  // Everything read before pdl_begin was last written two or more kernels back (kernels/pdl.cuh):
+  // the slots and token offsets by copies before the step, a layer's state by the previous step.
+  for (int n = tid; n < count; n += blockDim.x) {
+    const int64_t row = item_of(n) / v_heads, slot = p.state_slots[row];
+    item_slot[n] = slot < 0 || slot >= p.slots || slot >= p.conv_slots ? -1 : static_cast<int>(slot);
+    item_token[n] = p.cu_seqlens[row];
+  }
+  __syncthreads();
+  auto issue = [&](int n) {  // item n's state into stage n % kStages; a group, empty past the end
+    if (n < count && item_slot[n] >= 0) {
+      const int h = static_cast<int>(item_of(n) % v_heads);
+      const float* src = p.state + (static_cast<int64_t>(item_slot[n]) * v_heads + h) * head;
+      float* dst = stages + (n % kStages) * head;
+      for (int e = tid; e < head / 4; e += blockDim.x) __pipeline_memcpy_async(dst + 4 * e, src + 4 * e, 16);
+    }
+    __pipeline_commit();
+  };
+  for (int n = 0; n < kStages; ++n) issue(n);
+  pdl_begin();
+
+  float vec_next[2];
+  auto load_vectors = [&](int n) {
+    const int64_t item = item_of(n), row = item / v_heads;
+    const int h = static_cast<int>(item % v_heads), kh = h / ratio;
+    const float* rec = vec + (row * p.k_heads + kh) * record_floats(dk, dv, ratio);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int e = tid + i * static_cast<int>(blockDim.x);
+      if (e < n_vec) vec_next[i] = *item_vector(p, rec, item_token[n], h, h - kh * ratio, e);
+    }
+  };
+  load_vectors(0);
+  for (int n = 0; n < count; ++n) {
+    const int64_t item = item_of(n);
+    const int h = static_cast<int>(item % v_heads), slot = item_slot[n];
+    __syncthreads();  // the previous item's vectors are no longer read
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int e = tid + i * static_cast<int>(blockDim.x);
+      if (e < n_vec) q_s[e] = vec_next[i];  // q_s .. z_s are one array
+    }
+    if (n + 1 < count) load_vectors(n + 1);
+    __pipeline_wait_prior(kStages - 1);  // item n's group: the kStages - 1 after it may be pending
+    __syncthreads();
+    float acc = 0.f;
+    if (slot >= 0) {  // the same for the whole block
+      const float decay = gates[0], beta = gates[1];
+      const float* S_col = stages + (n % kStages) * head + base * dv + j;
+      float* S_glob = p.state + (static_cast<int64_t>(slot) * v_heads + h) * head + base * dv + j;
+      float u = 0.f;
+#pragma unroll
+      for (int r = 0; r < RPT; ++r) {
+        const float s = S_col[r * dv] * decay;
+        u += s * k_s[base + r];
+      }
+      red[tid] = u;  // = red[part * dv + j]
+      __syncthreads();
+      float ku = 0.f;
+#pragma unroll
+      for (int q = 0; q < kStateParts; ++q) ku += red[q * dv + j];
+      u = beta * (v_s[j] - ku);
+#pragma unroll
+      for (int r = 0; r < RPT; ++r) {
+        float s = S_col[r * dv] * decay;
+        s += k_s[base + r] * u;  // two statements: the contraction is fma(k, u, s)
+        acc += s * q_s[base + r];
+        S_glob[r * dv] = s;
+      }
+    }
+    __syncthreads();  // this item's stage and part sums are read: the stage takes item n + kStages
+    issue(n + kStages);
+    if (slot >= 0) {
+      red[tid] = acc;
+      __syncthreads();
+      float o = 0.f;
+      if (part == 0)
+        for (int q = 0; q < kStateParts; ++q) o += red[q * dv + j];
+      const float ss = block_sum(part == 0 ? o * o : 0.f, scratch);
+      if (part == 0) {
+        const float inv = 1.f / sqrtf(ss / static_cast<float>(dv) + p.eps);
+        const float zv = z_s[j];
+        p.out[item_token[n] * p.out_token_stride + h * p.out_head_stride + j] =
+            p.norm_weight[j] * (o * inv) * (zv / (1.f + expf(-zv)));
+      }
+    }
+  }
+}
+
+// The state kernel's shared memory: the stages, the item's vectors, the part sums, scratch and
+// the block's item slots and token offsets.
+size_t gdn_decode_state_smem_bytes(int64_t dk, int64_t dv, int stages) {
+  return static_cast<size_t>(stages * dk * dv + 2 * dk + 2 * dv + 2 + kStateParts * dv + 32 + 2 * kMaxBlockItems) *
+         sizeof(float);
+}
+
+// Blocks of `kernel` resident on one multiprocessor with `smem` bytes of shared memory (the
+// occupancy API; cached).
+int blocks_per_sm(const void* kernel, int threads, size_t smem) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, size_t>, int> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(kernel, smem);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) {
+    (void)cudaGetLastError();  // reported by the caller as no resident block
+    n = 0;
+  }
+  return cache[key] = n;
+}
+
+template <int RPT, int kStages>
+Status launch_state(const GdnDecodeParams& p, const float* vec, int sm_count, cudaStream_t stream) {
+  auto kernel = gdn_decode_state_kernel<RPT, kStages>;
+  // The shared-memory limit raised once, to the widest head this instance takes (dv = 128): a
+  // limit set for one launch's size would refuse a later, wider one.
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(gdn_decode_state_smem_bytes(kStateParts * RPT, 512 / kStateParts, kStages)));
+  if (attr != cudaSuccess)
+    return internal_error(std::string("gdn_decode_state_kernel: raising the shared-memory limit: ") +
+                          cudaGetErrorString(attr));
+  const int threads = static_cast<int>(kStateParts * p.dv);
+  const size_t smem = gdn_decode_state_smem_bytes(p.dk, p.dv, kStages);
+  const int per_sm = blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem);
+  if (per_sm < 1)
+    return internal_error("gdn_decode_state_kernel: no block of " + std::to_string(smem) +
+                          " bytes of shared memory fits a multiprocessor");
+  const int64_t items = p.rows * p.v_heads;
+  const int64_t grid = std::max(std::min<int64_t>(items, static_cast<int64_t>(per_sm) * std::max(sm_count, 1)),
+                                (items + kMaxBlockItems - 1) / kMaxBlockItems);
+  launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), threads, smem, stream, p, vec);
+  return {};
+}
+
+template <int kStages>
+Status launch_state_dk(const GdnDecodeParams& p, const float* vec, int sm_count, cudaStream_t stream) {
+  switch (p.dk) {
+    case 16: return launch_state<4, kStages>(p, vec, sm_count, stream);
+    case 32: return launch_state<8, kStages>(p, vec, sm_count, stream);
+    case 64: return launch_state<16, kStages>(p, vec, sm_count, stream);
+    default: return launch_state<32, kStages>(p, vec, sm_count, stream);
+  }
 }
 
 }  // namespace
 
 bool gdn_decode_split_applies(int64_t dk, int64_t dv) {
-  return (dk == 16 || dk == 32 || dk == 64 || dk == 128) && dv >= 8 && dv % 8 == 0 && kStateParts * dv <= 512;
+  return (dk == 16 || dk == 32 || dk == 64 || dk == 128) && dv >= 8 && dv % 8 == 0 && kStateParts * dv <= 512 &&
+         2 * dk + 2 * dv + 2 <= 2 * kStateParts * dv;
 }
 
-template <int RPT, bool kStaged>
-void launch_state(const GdnDecodeParams& p, float* qk, int splits, size_t smem, cudaStream_t stream) {
-  if constexpr (kStaged) {
-    // The largest block this form launches (one column split: the whole head), set once.
-    static const cudaError_t attr = cudaFuncSetAttribute(
-        gdn_decode_state_kernel<RPT, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        static_cast<int>(gdn_decode_state_smem_bytes(p.dk, p.dv, 1, true)));
-    (void)attr;  // a failure surfaces as the launch's error
-  }
-  const dim3 grid(static_cast<unsigned>(p.v_heads * splits), static_cast<unsigned>(p.rows));
-  const int threads = static_cast<int>(kStateParts * p.dv / splits);
-  launch_pdl_cluster(gdn_decode_state_kernel<RPT, kStaged>, grid, threads, smem, stream, static_cast<unsigned>(splits),
-                     p, qk, splits);
+size_t gdn_decode_vectors_floats(int64_t rows, int64_t k_heads, int64_t v_heads, int64_t dk, int64_t dv) {
+  return k_heads <= 0 ? 0 : static_cast<size_t>(rows * k_heads * record_floats(dk, dv, v_heads / k_heads));
 }
 
-template <bool kStaged>
-void launch_state_dk(const GdnDecodeParams& p, float* qk, int splits, size_t smem, cudaStream_t stream) {
-  switch (p.dk) {
-    case 16: launch_state<4, kStaged>(p, qk, splits, smem, stream); break;
-    case 32: launch_state<8, kStaged>(p, qk, splits, smem, stream); break;
-    case 64: launch_state<16, kStaged>(p, qk, splits, smem, stream); break;
-    default: launch_state<32, kStaged>(p, qk, splits, smem, stream); break;
-  }
-}
-
-Status gdn_decode_split(const GdnDecodeParams& p, float* qk, cudaStream_t stream, bool staged, int col_splits) {
+Status gdn_decode_split(const GdnDecodeParams& p, float* vec, int stages, int sm_count, cudaStream_t stream) {
   auto shape = [&] {
     return "rows=" + std::to_string(p.rows) + " tokens=" + std::to_string(p.tokens) + " v_heads=" +
-           std::to_string(p.v_heads) + " dk=" + std::to_string(p.dk) + " dv=" + std::to_string(p.dv);
+           std::to_string(p.v_heads) + " dk=" + std::to_string(p.dk) + " dv=" + std::to_string(p.dv) +
+           " stages=" + std::to_string(stages);
   };
   if (p.rows == 0) return {};
-  if (p.tokens != p.rows || !gdn_decode_split_applies(p.dk, p.dv) || p.rows > 65535 || p.conv_kernel < 2)
-    return invalid_argument("gdn_decode_split: needs one token a row, dk in 16..128 and dv <= 128 (" + shape() + ")");
-  int qk_threads = static_cast<int>(((2 * p.dk + 31) / 32) * 32);
-  launch_pdl(gdn_decode_qk_kernel, dim3(static_cast<unsigned>(p.k_heads), static_cast<unsigned>(p.rows)), qk_threads, 0, stream, p, qk);
-  KILN_RETURN_IF_ERROR(launch_status("gdn_decode_qk_kernel", shape, stream));
-  // Two blocks a head where the halves keep whole warps and 16-byte copies (dv % 64 == 0).
-  const int splits = col_splits > 1 && p.dv % (32 * col_splits) == 0 ? col_splits : 1;
-  // The staged form copies 16 bytes at a time: the state must start 16-byte aligned (each head's
-  // dk * dv floats are a multiple of 4: dv % 8 == 0 above).
-  if (staged && reinterpret_cast<uintptr_t>(p.state) % 16 == 0) {
-    launch_state_dk<true>(p, qk, splits, gdn_decode_state_smem_bytes(p.dk, p.dv, splits, true), stream);
-    return launch_status("gdn_decode_state_kernel (staged)", shape, stream);
-  }
-  launch_state_dk<false>(p, qk, splits, gdn_decode_state_smem_bytes(p.dk, p.dv, splits, false), stream);
+  if (p.tokens != p.rows || !gdn_decode_split_applies(p.dk, p.dv) || p.rows > 65535 || p.conv_kernel < 2 ||
+      reinterpret_cast<uintptr_t>(p.state) % 16 != 0 || stages < 1 || stages > 3)
+    return invalid_argument("gdn_decode_split: needs one token a row, dk in 16..128, dv <= 128, a 16-byte aligned "
+                            "state and 1..3 stages (" + shape() + ")");
+  const int64_t channels = 2 * p.dk + (p.v_heads / p.k_heads) * p.dv;
+  const int vec_threads = static_cast<int>(std::min<int64_t>(1024, (channels + 31) / 32 * 32));
+  launch_pdl(gdn_decode_vectors_kernel, dim3(static_cast<unsigned>(p.k_heads), static_cast<unsigned>(p.rows)),
+             vec_threads, 0, stream, p, vec);
+  KILN_RETURN_IF_ERROR(launch_status("gdn_decode_vectors_kernel", shape, stream));
+  Status s = stages == 1   ? launch_state_dk<1>(p, vec, sm_count, stream)
+             : stages == 2 ? launch_state_dk<2>(p, vec, sm_count, stream)
+                           : launch_state_dk<3>(p, vec, sm_count, stream);
+  if (!s.ok()) return s.with_context(shape());
   return launch_status("gdn_decode_state_kernel", shape, stream);
 }
 

@@ -38,17 +38,16 @@ struct GdnDecodeParams {
 size_t gdn_decode_smem_bytes(int64_t k_heads, int64_t v_heads, int64_t dk, int64_t dv);
 Status gdn_decode(const GdnDecodeParams& p, cudaStream_t stream);
 
-// The same step split in two kernels for batches of one token a row: a block per (row, key head)
-// updates the q/k conv channels and writes the normalised q, k to `qk` ([rows, k_heads, 2, dk]
-// f32, scratch), then a block per (row, value head) keeps that head's state in registers (four
-// threads a column) and does the v conv, the recurrence and the gated norm. Many small blocks
-// instead of one shared-memory-sized block per key head: at tens of rows the state traffic
-// overlaps with compute across blocks.
-// `staged`: the state kernel copies the head's state into shared memory first (where the state
-// is 16-byte aligned) instead of holding it in registers.
+// The same step split in two kernels for batches of one token a row. A block per (row, key head)
+// updates the conv channels of the key head (q, k and its value heads' v), normalises q and k and
+// computes the value heads' gates, into `vec` (gdn_decode_vectors_floats of f32 scratch). Then a
+// persistent state kernel takes the (row, value head) items, several a block: each item's state
+// is copied into shared memory `stages` items ahead (1..3; with 1, three blocks an SM and no
+// copy ahead), so the state traffic streams while earlier items are computed; the recurrence and
+// the gated norm read it there and write the new state back. Applies where dk is 16, 32, 64 or
+// 128, dv a multiple of 8 up to 128, and the state 16-byte aligned.
 bool gdn_decode_split_applies(int64_t dk, int64_t dv);
-// col_splits: blocks a value head's state is split over by columns (1 or 2; 2 where dv % 64 == 0,
-// else 1), the blocks of a head a cluster.
-Status gdn_decode_split(const GdnDecodeParams& p, float* qk, cudaStream_t stream, bool staged, int col_splits);
+size_t gdn_decode_vectors_floats(int64_t rows, int64_t k_heads, int64_t v_heads, int64_t dk, int64_t dv);
+Status gdn_decode_split(const GdnDecodeParams& p, float* vec, int stages, int sm_count, cudaStream_t stream);
 
 }  // namespace kiln::cuda

@@ -267,24 +267,24 @@ __global__ void __launch_bounds__(kThreads) skinny_wgmma_kernel(SkinnyGemmParams
     for (int i = 0; i < kTileRows / 16; ++i)
       cp_async16(dst + i * 16 * 128, w + std::min<int64_t>(row0 + r16 + 16 * i, p.n - 1) * p.k + kk);
   };
+  // This thread's place in step j's x tile, and the offset in x of its chunk of x row tile i (rows
+  // past m re-read the last one).
+  auto x_place = [&](int j, int i) { return stage(j) + kTileRows * 128 + at + i * 16 * 128; };
+  auto x_offset = [&](int j, int i) {
+    return std::min<int64_t>(r16 + 16 * i, p.m - 1) * p.x_stride + k0 + int64_t{j} * kWgStepK + chunk * 8;
+  };
   auto issue_x = [&](int j) {
-    uint8_t* dst = stage(j) + kTileRows * 128 + at;
-    const int64_t kk = k0 + int64_t{j} * kWgStepK + chunk * 8;
 #pragma unroll
-    for (int i = 0; i < N / 16; ++i)
-      cp_async16(dst + i * 16 * 128, x + std::min<int64_t>(r16 + 16 * i, p.m - 1) * p.x_stride + kk);
+    for (int i = 0; i < N / 16; ++i) cp_async16(x_place(j, i), x + x_offset(j, i));
   };
   X8<true> xf[kXF32 ? N / 16 : 1];  // f32 x of a step, loaded ahead of its stage
   auto load_xf = [&](int j) {
-    const int64_t kk = k0 + int64_t{j} * kWgStepK + chunk * 8;
 #pragma unroll
-    for (int i = 0; i < (kXF32 ? N / 16 : 0); ++i)
-      xf[i].load(p.x, std::min<int64_t>(r16 + 16 * i, p.m - 1) * p.x_stride + kk);
+    for (int i = 0; i < (kXF32 ? N / 16 : 0); ++i) xf[i].load(p.x, x_offset(j, i));
   };
   auto store_xf = [&](int j) {
-    uint8_t* dst = stage(j) + kTileRows * 128 + at;
 #pragma unroll
-    for (int i = 0; i < (kXF32 ? N / 16 : 0); ++i) *reinterpret_cast<uint4*>(dst + i * 16 * 128) = xf[i].pairs();
+    for (int i = 0; i < (kXF32 ? N / 16 : 0); ++i) *reinterpret_cast<uint4*>(x_place(j, i)) = xf[i].pairs();
   };
   // The weights of the first steps are in flight before the predecessor (which writes x) finishes;
   // they join the first commit group.
@@ -467,11 +467,7 @@ bool skinny_gemm_applies(const SkinnyGemmParams& p) {
   return p.splits >= 0 && p.splits <= kMaxSplits;
 }
 
-bool skinny_beats_cublaslt(int64_t m, int64_t n, bool x_f32, bool wgmma) {
-  if (!wgmma) {  // the mma.sync form (session 17's measurements)
-    if (n <= 1024) return m >= 9;
-    return n <= 4096 && (m <= 16 || (x_f32 && m <= 32));
-  }
+bool skinny_beats_cublaslt(int64_t m, int64_t n) {
   // Up to 16 rows, every projection but the LM head (which cuBLASLt streams at ~4 TB/s). Past 16
   // rows the kernel bench still has it ahead on most shapes, but whole decode steps measured slower
   // with it (`kiln bench`, 32 and 64 rows: docs/cuda.md, session 18).

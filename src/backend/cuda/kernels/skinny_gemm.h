@@ -41,11 +41,11 @@ struct SkinnyGemmParams {
 // Whether the kernel takes these arguments: m in 1..64, k a multiple of 128, bf16 weights 16-byte
 // aligned, x f32 or bf16 with 16-byte aligned rows.
 bool skinny_gemm_applies(const SkinnyGemmParams& p);
-// Where the skinny GEMM measured faster than cuBLASLt on an H200 (4B shapes, `cuda_kernel_bench
-// gemm` and whole decode steps; docs/cuda.md), in the given form. The wgmma form: up to 16 rows,
-// every projection but the LM head. The mma.sync form: n <= 1024 from 9 rows; n up to 4096 for
-// up to 16 rows, or 32 with f32 x.
-bool skinny_beats_cublaslt(int64_t m, int64_t n, bool x_f32, bool wgmma);
+// Where the skinny GEMM's wgmma form measured faster than cuBLASLt on an H200 (4B shapes,
+// `cuda_kernel_bench gemm` and whole decode steps; docs/cuda.md): up to 16 rows, every projection
+// but the LM head. The mma.sync form (an A/B switch) takes the same GEMMs: its own policy of
+// session 17 measured slower than cuBLASLt in whole steps at 16 rows.
+bool skinny_beats_cublaslt(int64_t m, int64_t n);
 Status skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream);
 
 }  // namespace kiln::cuda
