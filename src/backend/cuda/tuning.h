@@ -24,7 +24,7 @@
 //   KILN_CUDA_GDN_FUSED=0       the fused GDN decode step is declined (the model runs conv, delta
 //                               rule and gated norm as separate calls)
 //   KILN_CUDA_GDN_SPLIT_MIN_ROWS=<n> fewest rows (one token each) for which the fused decode step
-//                               runs as the split kernels (a block per value head); 0 or unset:
+//                               runs as the split kernels (gdn_decode.h); 0 or unset:
 //                               the measured default; a huge value keeps the one-kernel form
 //   KILN_CUDA_GDN_DECODE_STAGES=<s> shared-memory stages of the split decode's state kernel (1..3;
 //                               1: three blocks an SM, no state copied ahead; gdn_decode.h)
