@@ -29,6 +29,13 @@ void set_cache(Params& p, const Tensor& k_cache, const Tensor& v_cache) {
   p.kv_dtype = k_cache.dtype();
 }
 
+// Decode over a bf16 cache on tensor cores (q and P rounded to bf16), where the caller allows it.
+bool use_decode_mma(const AttentionRequest& r) {
+  return tuning().attention_decode_mma && r.compute == DType::kBF16 && r.phase == Phase::kDecode &&
+         r.kv_heads > 0 && r.q_heads % r.kv_heads == 0 &&
+         paged_decode_mma_applies(r.head_dim, r.q_heads / r.kv_heads, r.kv_dtype);
+}
+
 }  // namespace
 
 Support Attention::supports(const KvWriteRequest& r) const {
@@ -43,7 +50,8 @@ Support Attention::supports(const AttentionRequest& r) const {
   if (r.head_dim > kAttentionMaxHeadDim)
     return Support::declined("head_dim above " + std::to_string(kAttentionMaxHeadDim));
   if (r.q_heads > 65535) return Support::declined("more than 65535 query heads");
-  if (tuning().attention_split && paged_attention_split_applies(r.head_dim, r.q_heads / r.kv_heads))
+  if (use_decode_mma(r) ||
+      (tuning().attention_split && paged_attention_split_applies(r.head_dim, r.q_heads / r.kv_heads)))
     return Support::native();
   return Support::constrained("simple paged kernel: one block per (token, query head), online softmax");
 }
@@ -160,12 +168,14 @@ Status Attention::attend(const AttentionArgs& a) {
   p.kv_lens = a.layout->kv_lens.data<int32_t>();
   p.block_tables = a.layout->block_tables.data<int32_t>();
   p.scale = a.scale;
-  if (tuning().attention_split && paged_attention_split_applies(r.head_dim, r.q_heads / r.kv_heads)) {
-    // The plan aims at two decode blocks an SM; the tuning scales that target (4 measured best at
-    // 32..128 rows, docs/cuda.md).
-    const int sms = static_cast<int>(ctx_->props.multiProcessorCount * tuning().attention_decode_blocks_per_sm / 2);
-    AttentionSplit s = plan_attention_split(r.tokens, r.kv_heads, a.layout->max_q_len, r.max_kv_len,
-                                            r.phase == Phase::kDecode, sms < 1 ? 1 : sms);
+  const bool mma = use_decode_mma(r);
+  if (mma || (tuning().attention_split && paged_attention_split_applies(r.head_dim, r.q_heads / r.kv_heads))) {
+    // The split kernel's plan aims at two blocks an SM; the tuning scales that target (4 measured
+    // best at 32..128 rows, docs/cuda.md).
+    const int sms = ctx_->props.multiProcessorCount, split_sms = sms * tuning().attention_decode_blocks_per_sm / 2;
+    AttentionSplit s = mma ? plan_decode_mma(r.tokens, r.kv_heads, sms, tuning().attention_mma_units_per_warp)
+                           : plan_attention_split(r.tokens, r.kv_heads, a.layout->max_q_len, r.max_kv_len,
+                                                  r.phase == Phase::kDecode, split_sms < 1 ? 1 : split_sms);
     Tensor scratch;
     if (s.splits > 1) {
       const int64_t parts = r.tokens * r.q_heads * s.splits;
@@ -174,11 +184,11 @@ Status Attention::attend(const AttentionArgs& a) {
       s.part_ml = s.part_o + parts * r.head_dim;
     }
     ProfileScope prof(ctx_->profiler.get(), [&] {
-      return std::string("attention split ") + std::string(phase_name(r.phase)) + " tokens=" + std::to_string(r.tokens) +
-             " splits=" + std::to_string(s.splits);
+      return std::string(mma ? "attention mma " : "attention split ") + std::string(phase_name(r.phase)) +
+             " tokens=" + std::to_string(r.tokens) + " splits=" + std::to_string(s.splits);
     });
     // The scratch goes back to the pool when this returns: stream order makes its reuse safe.
-    return in_context(paged_attention_split(p, s, ctx_->stream), a);
+    return in_context(mma ? paged_decode_mma(p, s, ctx_->stream) : paged_attention_split(p, s, ctx_->stream), a);
   }
   ProfileScope prof(ctx_->profiler.get(), [&] {
     return std::string("attention simple ") + std::string(phase_name(r.phase)) + " tokens=" + std::to_string(r.tokens);

@@ -196,13 +196,11 @@ Status Gdn::fused_decode(const GdnDecodeArgs& a) {
   p.state_slots = a.layout->state_slots.data<int32_t>();
   // One token a row at enough rows: the split kernels (the state streamed through a persistent
   // kernel's shared-memory stages).
-  if (r.tokens == r.rows && r.rows >= tuning().gdn_split_min_rows && gdn_decode_split_applies(r.dk, r.dv) &&
-      reinterpret_cast<uintptr_t>(p.state) % 16 == 0) {
+  if (r.tokens == r.rows && r.rows >= tuning().gdn_split_min_rows && gdn_decode_split_applies(r.dk, r.dv, p.state)) {
     const auto floats = static_cast<int64_t>(gdn_decode_vectors_floats(r.rows, r.k_heads, r.v_heads, r.dk, r.dv));
     KILN_ASSIGN_OR_RETURN(Tensor vec, ctx_->empty({floats}, DType::kF32));
     ProfileScope prof(ctx_->profiler.get(), [&] { return "gdn fused_decode split rows=" + std::to_string(r.rows); });
-    Status s = gdn_decode_split(p, vec.data<float>(), tuning().gdn_decode_stages, ctx_->props.multiProcessorCount,
-                                ctx_->stream);
+    Status s = gdn_decode_split(p, vec.data<float>(), tuning().gdn_decode_stages, ctx_->stream);
     return s.ok() ? s : s.with_context(r.describe());
   }
   ProfileScope prof(ctx_->profiler.get(), [&] { return "gdn fused_decode rows=" + std::to_string(r.rows); });

@@ -31,6 +31,12 @@
 //   KILN_CUDA_CONV_SEQUENTIAL=1 the conv runs one thread per channel over all of a row's tokens
 //   KILN_CUDA_ATTN_DECODE_BLOCKS_PER_SM=<n> decode attention splits the keys until about n blocks
 //                               an SM run (at least 64 keys a split)
+//   KILN_CUDA_ATTN_DECODE_MMA=0 decode attention that allows bf16 products over a bf16 cache stays
+//                               on the f32 kernels instead of the tensor-core kernel
+//                               (kernels/paged_decode_mma.cu)
+//   KILN_CUDA_ATTN_MMA_UNITS=<n> the tensor-core decode attention splits the keys until its
+//                               units (token, KV head, split) come to about n a warp
+//   KILN_CUDA_ATTN_MMA_STAGES=<s> its shared-memory stages (2 or 3: tiles staged 1 or 2 ahead)
 //   KILN_CUDA_ATTN_KEY_GROUPS=0 decode attention keeps lanes over dims (a warp reduction a key
 //                               and head) instead of 8 lanes a key (paged_attention_split.cu)
 //   KILN_CUDA_ATTENTION=simple  the one-block-per-(token, head) attention kernel for every request
@@ -80,6 +86,9 @@ struct Tuning {
   bool attention_split = true;  // the split-key GQA kernel where its shape allows
   int attention_decode_blocks_per_sm = 4;
   bool attention_key_groups = true;  // decode attention with 8 lanes a key (attention_key_groups_kernel)
+  bool attention_decode_mma = true;   // bf16-allowed decode attention on tensor cores (paged_decode_mma.cu)
+  int attention_mma_units_per_warp = 1;
+  int attention_mma_stages = 2;
   bool flash_prefill = true;          // bf16-allowed prefill attention on tensor cores (flash_prefill.cu)
   long long flash_prefill_min_q_len = 64;  // ... when the longest query row has at least this many tokens
   bool graphs = true;        // decode steps recorded as CUDA graphs and replayed (replay.cc)
@@ -135,6 +144,11 @@ inline Tuning tuning_from_env() {
     t.attention_split = false;
   t.flash_prefill = flag("KILN_CUDA_FLASH_PREFILL", true);
   t.attention_key_groups = flag("KILN_CUDA_ATTN_KEY_GROUPS", true);
+  t.attention_decode_mma = flag("KILN_CUDA_ATTN_DECODE_MMA", true);
+  if (const char* n = std::getenv("KILN_CUDA_ATTN_MMA_UNITS"); n != nullptr && std::atoi(n) > 0)
+    t.attention_mma_units_per_warp = std::atoi(n);
+  if (const char* n = std::getenv("KILN_CUDA_ATTN_MMA_STAGES"); n != nullptr && n[0] != '\0')
+    t.attention_mma_stages = std::clamp(std::atoi(n), 2, 3);
   t.graphs = flag("KILN_CUDA_GRAPHS", true);
   t.norm_vec4 = flag("KILN_CUDA_NORM_VEC4", true);
   t.gdn_tf32 = flag("KILN_CUDA_GDN_TF32", true);

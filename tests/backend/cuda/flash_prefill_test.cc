@@ -1,5 +1,5 @@
-// The tensor-core prefill attention (AttentionArgs::compute = bf16, kernels/flash_prefill.cu)
-// against the CPU facet's f32 attention, on q, K and V already rounded to bf16: the kernel's
+// The tensor-core attention kernels (AttentionArgs::compute = bf16): prefill (kernels/flash_prefill.cu)
+// below, and decode (kernels/paged_decode_mma.cu) further down. The prefill kernel against the CPU facet's f32 attention, on q, K and V already rounded to bf16: the kernel's
 // own rounding of them is then exact, and what differs is P rounded to bf16 for its product with
 // V, and the order of the f32 sums. Bound: each p_j carries a relative error <= 2^-9, so the
 // numerator sum_j p_j v_j (the denominator keeps f32 p) is off by <= 2^-9 sum_j p_j |v_j|, i.e.
@@ -183,6 +183,100 @@ TEST_F(FlashPrefill, MatchesCpuOnBf16RoundedInputs) {
     }
     std::printf("flash prefill %-45s max %.3g mean %.3g (f32 kernels %.3g)\n", c.name, max_err, mean_err,
                 rel_error(exact, want));
+  }
+}
+
+// The tensor-core decode attention (compute = bf16 over a bf16 cache, kernels/paged_decode_mma.cu)
+// against the CPU facet's f32 attention on the same bf16-exact q, K and V: the bound is the flash
+// kernel's (P rounded to bf16 for its product with V). Decode batches of rows with lengths that
+// are not multiples of the 16-key tile, shorter than a tile, and long enough to split; the 4B
+// group (4 heads of 256), a group of 1 (128) and of 8 (64). Each plan (1, 2 and 3 units a warp:
+// different splits) stays within the bound and repeats bit for bit. A request the kernel declines
+// (f32 cache, compute f32, or KILN_CUDA_ATTN_DECODE_MMA=0) takes the f32 kernels: bit-equal to
+// them.
+TEST_F(FlashPrefill, DecodeMmaMatchesCpuOnBf16RoundedInputs) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = std::move(create_backend("cpu").value());
+  std::mt19937 lengths(17);
+  std::vector<int64_t> mixed(64);
+  for (int64_t& x : mixed) x = std::uniform_int_distribution<int64_t>(0, 1500)(lengths);
+  mixed[0] = 0;    // one key
+  mixed[1] = 14;   // 15 keys: part of one tile
+  mixed[2] = 15;   // exactly a tile
+  mixed[3] = 63;   // exactly a cache block
+  mixed[4] = 4000;
+  struct DecodeCase {
+    const char* name;
+    std::vector<int64_t> past;
+    int64_t hq, hkv, d;
+    bool gate;
+  } cases[] = {
+      {"4B one row of 1056 keys", {1055}, 16, 4, 256, true},
+      {"4B one row of 9000 keys (many splits)", {8999}, 16, 4, 256, true},
+      {"4B 64 rows of mixed lengths", mixed, 16, 4, 256, true},
+      {"4B 3 rows of 1, 17 and 300 keys, no gate", {0, 16, 299}, 16, 4, 256, false},
+      {"d128 mha 5 rows", {0, 100, 1000, 31, 64}, 8, 8, 128, true},
+      {"d64 group of 8, 4 rows", {2000, 5, 333, 64}, 16, 2, 64, true},
+  };
+  uint32_t seed = 4100;
+  for (const DecodeCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::vector<int64_t> n(c.past.size(), 1);
+    int64_t blocks = 3;
+    for (int64_t p : c.past) blocks += (p + 1 + 63) / 64;
+    const int64_t T = static_cast<int64_t>(n.size());
+    HostBatchLayout hl = shuffled_layout(c.past, n, blocks, seed++);
+    BatchLayout cl = make_batch_layout(hl, ref->storage()).value();
+    BatchLayout dl = make_batch_layout(hl, be->storage()).value();
+    ASSERT_EQ(dl.phase, Phase::kDecode);
+    Twin kc(*be, round_to(random_tensor({blocks, 64, c.hkv, c.d}, seed++), DType::kBF16));
+    Twin vc(*be, round_to(random_tensor({blocks, 64, c.hkv, c.d}, seed++), DType::kBF16));
+    Twin k(*be, round_to(random_tensor({T, c.hkv, c.d}, seed++), DType::kBF16));
+    Twin v(*be, round_to(random_tensor({T, c.hkv, c.d}, seed++), DType::kBF16));
+    ASSERT_TRUE(ref->attention().write_kv({k.host, v.host, kc.host, vc.host, cl.slot_mapping}).ok());
+    Status s = be->attention().write_kv({k.dev, v.dev, kc.dev, vc.dev, dl.slot_mapping});
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    const Tensor kc32 = kc.dev, vc32 = vc.dev;
+    const Tensor kc16 = to_device(*be, converted(to_host(*be, kc32), DType::kBF16));
+    const Tensor vc16 = to_device(*be, converted(to_host(*be, vc32), DType::kBF16));
+
+    Tensor qg_host = random_tensor({T, c.hq * 2 * c.d}, seed++);
+    for (int64_t e = 0; e < qg_host.numel(); ++e)
+      if (e % (2 * c.d) < c.d) qg_host.data<float>()[e] = rounded_to(DType::kBF16, qg_host.data<float>()[e]);
+    Twin qg(*be, qg_host);
+    const Tensor q_view = qg.host.as_strided({T, c.hq, c.d}, {c.hq * 2 * c.d, 2 * c.d, 1});
+    const Tensor g_view = qg.host.as_strided({T, c.hq, c.d}, {c.hq * 2 * c.d, 2 * c.d, 1}, c.d);
+    const Tensor q_dev = same_view(qg.dev, q_view, qg.host), g_dev = same_view(qg.dev, g_view, qg.host);
+    const float scale = 1.f / std::sqrt(float(c.d));
+
+    Tensor want = Tensor::empty({T, c.hq, c.d}, DType::kF32);
+    ASSERT_TRUE(ref->attention().attend({q_view, c.gate ? g_view : Tensor(), want, kc.host, vc.host, &cl, scale}).ok());
+    auto run = [&](DType compute, bool mma_on, bool bf16_cache, int units_per_warp = 1) {
+      cuda::tuning().attention_decode_mma = mma_on;
+      cuda::tuning().attention_mma_units_per_warp = units_per_warp;
+      Twin out(*be, random_tensor({T, c.hq, c.d}, 7));
+      AttentionArgs a{q_dev, c.gate ? g_dev : Tensor(), out.dev, bf16_cache ? kc16 : kc32, bf16_cache ? vc16 : vc32,
+                      &dl, scale};
+      a.compute = compute;
+      Status st = be->attention().attend(a);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      return to_host(*be, out.dev);
+    };
+    const Tensor exact = run(DType::kF32, true, true);
+    EXPECT_LE(rel_error(exact, want), kF32Tol);
+    EXPECT_EQ(rel_error(run(DType::kBF16, false, true), exact), 0.0) << "KILN_CUDA_ATTN_DECODE_MMA=0 must keep the f32 kernels";
+    EXPECT_EQ(rel_error(run(DType::kBF16, true, false), run(DType::kF32, true, false)), 0.0)
+        << "an f32 cache must keep the f32 kernels";
+    for (int units : {1, 2, 3}) {
+      SCOPED_TRACE(units);
+      const Tensor got = run(DType::kBF16, true, true, units);
+      const double max_err = rel_error(got, want), mean_err = mean_rel_error(got, want);
+      EXPECT_LE(max_err, kFlashMaxTol);
+      EXPECT_LE(mean_err, kFlashMeanTol);
+      EXPECT_GT(rel_error(got, exact), 0.0) << "the tensor-core kernel did not run";
+      EXPECT_EQ(rel_error(run(DType::kBF16, true, true, units), got), 0.0) << "a second run differs";
+      std::printf("decode mma %-42s %d units a warp: max %.3g mean %.3g\n", c.name, units, max_err, mean_err);
+    }
   }
 }
 

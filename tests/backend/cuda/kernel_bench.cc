@@ -310,7 +310,8 @@ void bench_conv(Backend& be) {
   }
 }
 
-void bench_attention(Backend& be) {
+// rows > 0: the decode cases of that many rows at 1,056 keys alone.
+void bench_attention(Backend& be, int64_t rows) {
   const int64_t hq = 16, hkv = 4, D = 256;
   struct Case {
     const char* what;
@@ -319,8 +320,14 @@ void bench_attention(Backend& be) {
                {"prefill 4096", {0}, {4096}},
                {"decode ctx 576", {575}, {1}},       {"decode ctx 4096", {4095}, {1}},
                {"decode ctx 32768", {32767}, {1}},   {"decode 8 rows ctx 4096", std::vector<int64_t>(8, 4095),
-                                                      std::vector<int64_t>(8, 1)}};
+                                                      std::vector<int64_t>(8, 1)},
+               {"decode ctx 1056", {1055}, {1}},
+               {"decode 8 rows ctx 1056", std::vector<int64_t>(8, 1055), std::vector<int64_t>(8, 1)},
+               {"decode 32 rows ctx 1056", std::vector<int64_t>(32, 1055), std::vector<int64_t>(32, 1)},
+               {"decode 64 rows ctx 1056", std::vector<int64_t>(64, 1055), std::vector<int64_t>(64, 1)},
+               {"decode 128 rows ctx 1056", std::vector<int64_t>(128, 1055), std::vector<int64_t>(128, 1)}};
   for (const auto& c : cases) {
+    if (rows > 0 && (c.n[0] != 1 || static_cast<int64_t>(c.past.size()) != rows || c.past[0] != 1055)) continue;
     HostBatchLayout h = one_row_per_sequence(c.past, c.n);
     BatchLayout l = make_batch_layout(h, be.storage()).value();
     int64_t blocks = 0, T = 0, kv = 0;
@@ -343,6 +350,22 @@ void bench_attention(Backend& be) {
     const double kv_bytes = 2.0 * kv * hkv * D * 4;
     std::printf("attn  %-24s split %9.1f us (%5.0f GB/s of K/V)  simple %9.1f us  (%.1fx)\n", c.what, us[1],
                 kv_bytes / us[1] * 1e-3, us[0], us[0] / us[1]);
+    if (c.n[0] == 1) {  // decode over a bf16 cache (a bf16 checkpoint's): the f32 kernel, and tensor cores
+      a.k_cache = filled(be, {blocks, 64, hkv, D}, DType::kBF16);
+      a.v_cache = filled(be, {blocks, 64, hkv, D}, DType::kBF16, 1.f, 2);
+      const double split16 = time_us(be, [&] { return be.attention().attend(a); });
+      a.compute = DType::kBF16;
+      double mma[3];
+      for (int b = 0; b < 3; ++b) {
+        cuda::tuning().attention_mma_units_per_warp = b + 1;
+        mma[b] = time_us(be, [&] { return be.attention().attend(a); });
+      }
+      cuda::tuning().attention_mma_units_per_warp = 1;
+      std::printf("attn  %-24s bf16 K/V: split %8.1f us (%5.0f GB/s)  mma, 1/2/3 units a warp %8.1f %8.1f %8.1f us "
+                  "(best %5.0f GB/s)\n",
+                  c.what, split16, kv_bytes / 2 / split16 * 1e-3, mma[0], mma[1], mma[2],
+                  kv_bytes / 2 / std::min({mma[0], mma[1], mma[2]}) * 1e-3);
+    }
     if (c.n[0] > 1) {  // prefill: the tensor-core kernel, which the bf16 contract allows
       a.compute = DType::kBF16;
       const double flash = time_us(be, [&] { return be.attention().attend(a); });
@@ -371,7 +394,7 @@ int main(int argc, char** argv) {
   if (what.empty()) what = {"gemv", "gdn", "conv", "attention"};
   std::printf("device: %s\n", be.value()->identity().device_name.c_str());
   for (const auto& arg : what) {
-    const size_t colon = arg.find(':');  // gemv:<m>, gemm:<m>, gdn:<rows>: that m (decode rows) alone
+    const size_t colon = arg.find(':');  // gemv:<m>, gemm:<m>, gdn:<rows>, attention:<rows>: that m (decode rows) alone
     const std::string w = arg.substr(0, colon);
     const int64_t only_m = colon == std::string::npos ? 0 : std::atoll(arg.c_str() + colon + 1);
     if (w == "gemv") kiln::bench_gemv(*be.value(), only_m);
@@ -379,7 +402,7 @@ int main(int argc, char** argv) {
     else if (w == "gdn") kiln::bench_gdn(*be.value(), only_m);
     else if (w == "gdn_backward") kiln::bench_gdn_backward(*be.value());
     else if (w == "conv") kiln::bench_conv(*be.value());
-    else if (w == "attention") kiln::bench_attention(*be.value());
+    else if (w == "attention") kiln::bench_attention(*be.value(), only_m);
     else std::printf("unknown benchmark '%s'\n", w.c_str());
     std::fflush(stdout);
   }

@@ -28,20 +28,6 @@ constexpr size_t smem_bytes() {
   return static_cast<size_t>(kQueryRows + 4 * kTileKeys) * (D + 8) * sizeof(__nv_bfloat16);
 }
 
-// Four 8x8 bf16 matrices: lanes 8i..8i+7 give the row addresses of matrix i, and each thread
-// receives, of every matrix, row g, columns 2c and 2c + 1 (an A or B fragment register); with
-// kTrans, rows 2c and 2c + 1 of column g.
-template <bool kTrans>
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* row) {
-  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
-  if constexpr (kTrans)
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
-  else
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
-}
-
 // Grid: (ceil(max_q_len / 128), rows, q_heads), the query tiles in reverse so that the blocks
 // that see the most keys start first. 8 warps, a warp per 16 query rows.
 template <int D, typename KV>

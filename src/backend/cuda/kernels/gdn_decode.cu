@@ -1,19 +1,22 @@
 #include <cuda_pipeline.h>
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <string>
-#include <utility>
 
 #include "backend/cuda/kernels/gdn_decode.h"
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/occupancy.h"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/reduce.cuh"
 
 namespace kiln::cuda {
 
 namespace {
+
+// Whether a row's state slot names a slot of both states (else the row is skipped).
+__device__ __forceinline__ bool live_slot(const GdnDecodeParams& p, int64_t slot) {
+  return slot >= 0 && slot < p.slots && slot < p.conv_slots;
+}
 
 // Grid: (k_heads, rows). Threads: one per state column of the block's value heads (ratio * dv,
 // rounded up to a warp, at most 1024; loops cover the rest).
@@ -23,7 +26,7 @@ __global__ void gdn_decode_kernel(GdnDecodeParams p) {
   float* smem = reinterpret_cast<float*>(smem4);
   const int64_t kh = blockIdx.x, row = blockIdx.y;
   const int64_t slot = p.state_slots[row];
-  if (slot < 0 || slot >= p.slots || slot >= p.conv_slots) return;
+  if (!live_slot(p, slot)) return;
   const int64_t dk = p.dk, dv = p.dv, ratio = p.v_heads / p.k_heads, cols = ratio * dv;
   const int64_t K = p.conv_kernel, C = p.channels;
   const int tid = threadIdx.x, nthreads = blockDim.x, lane = tid & 31, warp = tid >> 5, nwarps = nthreads >> 5;
@@ -163,7 +166,7 @@ __global__ void gdn_decode_vectors_kernel(GdnDecodeParams p, float* vec) {
   __shared__ float scratch[32];
   const int64_t kh = blockIdx.x, row = blockIdx.y;
   const int64_t slot = p.state_slots[row];
-  if (slot < 0 || slot >= p.slots || slot >= p.conv_slots) return;
+  if (!live_slot(p, slot)) return;
   const int64_t dk = p.dk, dv = p.dv, ratio = p.v_heads / p.k_heads, K = p.conv_kernel, C = p.channels;
   const int64_t t = p.cu_seqlens[row], channels = 2 * dk + ratio * dv;
   float* rec = vec + (row * p.k_heads + kh) * record_floats(dk, dv, ratio);
@@ -253,7 +256,7 @@ __global__ void __launch_bounds__(512, kStages == 1 ? 3 : 1) gdn_decode_state_ke
   // the slots and token offsets by copies before the step, a layer's state by the previous step.
   for (int n = tid; n < count; n += blockDim.x) {
     const int64_t row = item_of(n) / v_heads, slot = p.state_slots[row];
-    item_slot[n] = slot < 0 || slot >= p.slots || slot >= p.conv_slots ? -1 : static_cast<int>(slot);
+    item_slot[n] = live_slot(p, slot) ? static_cast<int>(slot) : -1;
     item_token[n] = p.cu_seqlens[row];
   }
   __syncthreads();
@@ -344,24 +347,8 @@ size_t gdn_decode_state_smem_bytes(int64_t dk, int64_t dv, int stages) {
          sizeof(float);
 }
 
-// Blocks of `kernel` resident on one multiprocessor with `smem` bytes of shared memory (the
-// occupancy API; cached).
-int blocks_per_sm(const void* kernel, int threads, size_t smem) {
-  static std::mutex mu;
-  static std::map<std::pair<const void*, size_t>, int> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_pair(kernel, smem);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  int n = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) {
-    (void)cudaGetLastError();  // reported by the caller as no resident block
-    n = 0;
-  }
-  return cache[key] = n;
-}
-
 template <int RPT, int kStages>
-Status launch_state(const GdnDecodeParams& p, const float* vec, int sm_count, cudaStream_t stream) {
+Status launch_state(const GdnDecodeParams& p, const float* vec, cudaStream_t stream) {
   auto kernel = gdn_decode_state_kernel<RPT, kStages>;
   // The shared-memory limit raised once, to the widest head this instance takes (dv = 128): a
   // limit set for one launch's size would refuse a later, wider one.
@@ -373,31 +360,30 @@ Status launch_state(const GdnDecodeParams& p, const float* vec, int sm_count, cu
                           cudaGetErrorString(attr));
   const int threads = static_cast<int>(kStateParts * p.dv);
   const size_t smem = gdn_decode_state_smem_bytes(p.dk, p.dv, kStages);
-  const int per_sm = blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem);
-  if (per_sm < 1)
+  const int resident = resident_blocks(reinterpret_cast<const void*>(kernel), threads, smem);
+  if (resident < 1)
     return internal_error("gdn_decode_state_kernel: no block of " + std::to_string(smem) +
                           " bytes of shared memory fits a multiprocessor");
   const int64_t items = p.rows * p.v_heads;
-  const int64_t grid = std::max(std::min<int64_t>(items, static_cast<int64_t>(per_sm) * std::max(sm_count, 1)),
-                                (items + kMaxBlockItems - 1) / kMaxBlockItems);
+  const int64_t grid = std::max(std::min<int64_t>(items, resident), (items + kMaxBlockItems - 1) / kMaxBlockItems);
   launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), threads, smem, stream, p, vec);
   return {};
 }
 
 template <int kStages>
-Status launch_state_dk(const GdnDecodeParams& p, const float* vec, int sm_count, cudaStream_t stream) {
+Status launch_state_dk(const GdnDecodeParams& p, const float* vec, cudaStream_t stream) {
   switch (p.dk) {
-    case 16: return launch_state<4, kStages>(p, vec, sm_count, stream);
-    case 32: return launch_state<8, kStages>(p, vec, sm_count, stream);
-    case 64: return launch_state<16, kStages>(p, vec, sm_count, stream);
-    default: return launch_state<32, kStages>(p, vec, sm_count, stream);
+    case 16: return launch_state<4, kStages>(p, vec, stream);
+    case 32: return launch_state<8, kStages>(p, vec, stream);
+    case 64: return launch_state<16, kStages>(p, vec, stream);
+    default: return launch_state<32, kStages>(p, vec, stream);
   }
 }
 
 }  // namespace
 
-bool gdn_decode_split_applies(int64_t dk, int64_t dv) {
-  return (dk == 16 || dk == 32 || dk == 64 || dk == 128) && dv >= 8 && dv % 8 == 0 && kStateParts * dv <= 512 &&
+bool gdn_decode_split_applies(int64_t dk, int64_t dv, const float* state) {
+  return reinterpret_cast<uintptr_t>(state) % 16 == 0 && (dk == 16 || dk == 32 || dk == 64 || dk == 128) && dv >= 8 && dv % 8 == 0 && kStateParts * dv <= 512 &&
          2 * dk + 2 * dv + 2 <= 2 * kStateParts * dv;
 }
 
@@ -405,15 +391,15 @@ size_t gdn_decode_vectors_floats(int64_t rows, int64_t k_heads, int64_t v_heads,
   return k_heads <= 0 ? 0 : static_cast<size_t>(rows * k_heads * record_floats(dk, dv, v_heads / k_heads));
 }
 
-Status gdn_decode_split(const GdnDecodeParams& p, float* vec, int stages, int sm_count, cudaStream_t stream) {
+Status gdn_decode_split(const GdnDecodeParams& p, float* vec, int stages, cudaStream_t stream) {
   auto shape = [&] {
     return "rows=" + std::to_string(p.rows) + " tokens=" + std::to_string(p.tokens) + " v_heads=" +
            std::to_string(p.v_heads) + " dk=" + std::to_string(p.dk) + " dv=" + std::to_string(p.dv) +
            " stages=" + std::to_string(stages);
   };
   if (p.rows == 0) return {};
-  if (p.tokens != p.rows || !gdn_decode_split_applies(p.dk, p.dv) || p.rows > 65535 || p.conv_kernel < 2 ||
-      reinterpret_cast<uintptr_t>(p.state) % 16 != 0 || stages < 1 || stages > 3)
+  if (p.tokens != p.rows || !gdn_decode_split_applies(p.dk, p.dv, p.state) || p.rows > 65535 || p.conv_kernel < 2 ||
+      stages < 1 || stages > 3)
     return invalid_argument("gdn_decode_split: needs one token a row, dk in 16..128, dv <= 128, a 16-byte aligned "
                             "state and 1..3 stages (" + shape() + ")");
   const int64_t channels = 2 * p.dk + (p.v_heads / p.k_heads) * p.dv;
@@ -421,9 +407,9 @@ Status gdn_decode_split(const GdnDecodeParams& p, float* vec, int stages, int sm
   launch_pdl(gdn_decode_vectors_kernel, dim3(static_cast<unsigned>(p.k_heads), static_cast<unsigned>(p.rows)),
              vec_threads, 0, stream, p, vec);
   KILN_RETURN_IF_ERROR(launch_status("gdn_decode_vectors_kernel", shape, stream));
-  Status s = stages == 1   ? launch_state_dk<1>(p, vec, sm_count, stream)
-             : stages == 2 ? launch_state_dk<2>(p, vec, sm_count, stream)
-                           : launch_state_dk<3>(p, vec, sm_count, stream);
+  Status s = stages == 1   ? launch_state_dk<1>(p, vec, stream)
+             : stages == 2 ? launch_state_dk<2>(p, vec, stream)
+                           : launch_state_dk<3>(p, vec, stream);
   if (!s.ok()) return s.with_context(shape());
   return launch_status("gdn_decode_state_kernel", shape, stream);
 }

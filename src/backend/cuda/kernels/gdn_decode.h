@@ -45,9 +45,10 @@ Status gdn_decode(const GdnDecodeParams& p, cudaStream_t stream);
 // is copied into shared memory `stages` items ahead (1..3; with 1, three blocks an SM and no
 // copy ahead), so the state traffic streams while earlier items are computed; the recurrence and
 // the gated norm read it there and write the new state back. Applies where dk is 16, 32, 64 or
-// 128, dv a multiple of 8 up to 128, and the state 16-byte aligned.
-bool gdn_decode_split_applies(int64_t dk, int64_t dv);
+// 128, dv a multiple of 8 up to 128, and the state 16-byte aligned. The state kernel's grid is at
+// most the blocks the device holds at once (kernels/occupancy.h).
+bool gdn_decode_split_applies(int64_t dk, int64_t dv, const float* state);
 size_t gdn_decode_vectors_floats(int64_t rows, int64_t k_heads, int64_t v_heads, int64_t dk, int64_t dv);
-Status gdn_decode_split(const GdnDecodeParams& p, float* vec, int stages, int sm_count, cudaStream_t stream);
+Status gdn_decode_split(const GdnDecodeParams& p, float* vec, int stages, cudaStream_t stream);
 
 }  // namespace kiln::cuda

@@ -43,6 +43,7 @@ constexpr int kAttentionMaxSplits = 64;
 struct AttentionSplit {
   int64_t prefill_tiles = 0;  // prefill mode: blocks of 8 tokens per row (0: decode mode)
   int64_t splits = 1, keys_per_split = 0;
+  int64_t blocks = 0;        // paged_decode_mma: its persistent grid
   float* part_o = nullptr;   // [tokens, q_heads, splits, head_dim]
   float* part_ml = nullptr;  // [tokens, q_heads, splits, 2]: running max and sum
 };
@@ -53,5 +54,22 @@ bool paged_attention_split_applies(int64_t head_dim, int64_t group);
 AttentionSplit plan_attention_split(int64_t tokens, int64_t kv_heads, int64_t max_q_len, int64_t max_kv_len, bool decode,
                                     int sms);
 Status paged_attention_split(const PagedAttentionParams& p, const AttentionSplit& s, cudaStream_t stream);
+// Merges the splits' partials into the gated output (a no-op for one split).
+Status attention_combine(const PagedAttentionParams& p, const AttentionSplit& s, cudaStream_t stream);
+
+// Decode on tensor cores (paged_decode_mma.cu), for a bf16 cache where the request allows bf16
+// products (AttentionArgs::compute): q and P are rounded to bf16, scores and sums stay f32. Each
+// warp of a persistent grid takes units (token, KV head, split of the keys) in turn, streaming
+// their tiles of 16 keys through shared memory (cp.async, two tiles ahead, across units), and
+// computes S^T = K q^T and O^T += V^T P^T with mma.sync m16n8k16, the group's query heads as the
+// 8 columns (up to 8 heads); a unit's result is the gated output (one split) or its partial for
+// attention_combine. head_dim 64, 128 or 256.
+bool paged_decode_mma_applies(int64_t head_dim, int64_t group, DType kv_dtype);
+// The grid is one block of 4 warps an SM; each token's keys split (evenly, in tiles of 16, by the
+// kernel) so that the units come to about `units_per_warp` a warp, at most kAttentionMaxSplits
+// splits. keys_per_split is unused: the plan does not depend on the longest row, so a replayed
+// step and an eager one run the same units.
+AttentionSplit plan_decode_mma(int64_t tokens, int64_t kv_heads, int sms, int units_per_warp);
+Status paged_decode_mma(const PagedAttentionParams& p, const AttentionSplit& s, cudaStream_t stream);
 
 }  // namespace kiln::cuda

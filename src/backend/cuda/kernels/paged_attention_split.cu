@@ -15,6 +15,7 @@
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/paged_attention.h"
 #include "backend/cuda/kernels/paged_keys.cuh"
+#include "backend/cuda/kernels/paged_split.cuh"
 #include "backend/cuda/kernels/reduce.cuh"
 #include "backend/cuda/tuning.h"
 
@@ -22,19 +23,7 @@ namespace kiln::cuda {
 
 namespace {
 
-constexpr int kThreads = 128, kWarps = 4;
-
-// The row owning token t: the last row whose first token is <= t (a binary search over
-// cu_seqlens; a decode step of 64 rows would otherwise chain up to 63 dependent loads).
-__device__ __forceinline__ int64_t row_of(const PagedAttentionParams& p, int64_t t) {
-  int64_t lo = 0, hi = p.rows - 1;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
-    if (p.cu_seqlens[mid] <= t) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
-}
+constexpr int kThreads = kSplitThreads, kWarps = kSplitWarps;
 
 // Online-softmax state of one warp for the G heads of a group, over a stream of keys.
 template <int DPL, int G, typename KV, int KEYS = 4>
@@ -135,74 +124,6 @@ struct WarpAttention {
     }
   }
 };
-
-__device__ __forceinline__ float gated(const PagedAttentionParams& p, int64_t t, int64_t h, int64_t e, float o) {
-  if (p.gate == nullptr) return o;
-  const float g = p.gate[t * p.gate_token_stride + h * p.gate_head_stride + e];
-  return o / (1.f + expf(-g));
-}
-
-// The end of a split-keys block: its kWarps warps' online-softmax states (m, l and the
-// unnormalised output acc of each query head of the group, a lane owning dims lane * DPL..) are
-// merged through shared memory, and the result is the gated output (one split) or the split's
-// partial for attention_combine_kernel.
-template <int DPL, int G>
-struct SplitMerge {
-  static constexpr int D = 32 * DPL;
-  float m[kWarps][G], l[kWarps][G];
-  float o[kWarps][G][D];
-
-  __device__ void store(const PagedAttentionParams& p, const AttentionSplit& s, int64_t t, int64_t kvh, int64_t split,
-                        const float (&wm)[G], const float (&wl)[G], const float (&acc)[G][DPL]) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      if (lane == 0) {
-        m[warp][g] = wm[g];
-        l[warp][g] = wl[g];
-      }
-#pragma unroll
-      for (int i = 0; i < DPL; ++i) o[warp][g][lane * DPL + i] = acc[g][i];
-    }
-    __syncthreads();
-    for (int e = threadIdx.x; e < G * D; e += kThreads) {
-      const int g = e / D, d = e % D;
-      float M = -INFINITY;
-#pragma unroll
-      for (int x = 0; x < kWarps; ++x) M = fmaxf(M, m[x][g]);
-      float L = 0.f, O = 0.f;
-      if (M != -INFINITY) {
-#pragma unroll
-        for (int x = 0; x < kWarps; ++x) {
-          const float f = m[x][g] == -INFINITY ? 0.f : expf(m[x][g] - M);
-          L += l[x][g] * f;
-          O += o[x][g][d] * f;
-        }
-      }
-      const int64_t h = kvh * G + g;
-      if (s.splits == 1) {
-        p.out[t * p.out_token_stride + h * p.out_head_stride + d] = gated(p, t, h, d, O / L);
-      } else {
-        const int64_t part = (t * p.q_heads + h) * s.splits + split;
-        s.part_o[part * D + d] = O;
-        if (d == 0) {
-          s.part_ml[2 * part] = M;
-          s.part_ml[2 * part + 1] = L;
-        }
-      }
-    }
-  }
-};
-
-// The keys of token t's split: [k0, k1).
-__device__ __forceinline__ void split_keys(const PagedAttentionParams& p, const AttentionSplit& s, int64_t t,
-                                           int64_t split, int64_t& row, int64_t& k0, int64_t& k1) {
-  row = row_of(p, t);
-  const int64_t row_begin = p.cu_seqlens[row], row_len = p.cu_seqlens[row + 1] - row_begin;
-  const int64_t last = p.kv_lens[row] - row_len + (t - row_begin);  // keys 0..last
-  k0 = split * s.keys_per_split;
-  k1 = k0 + s.keys_per_split < last + 1 ? k0 + s.keys_per_split : last + 1;
-}
 
 // Split-keys mode, lanes over dims (the form for shapes key_groups_applies declines). Grid:
 // (tokens, kv_heads, splits).
@@ -574,10 +495,17 @@ Status paged_attention_split(const PagedAttentionParams& p, const AttentionSplit
   });
   if (!ok) return invalid_argument("attention_split_kernel: no instance for (" + shape() + ")");
   KILN_RETURN_IF_ERROR(launch_status("attention_split_kernel", shape, stream));
-  if (s.splits == 1) return {};
+  return attention_combine(p, s, stream);
+}
+
+Status attention_combine(const PagedAttentionParams& p, const AttentionSplit& s, cudaStream_t stream) {
+  if (s.splits == 1 || p.tokens == 0) return {};
   dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>(p.q_heads));
   launch_pdl(attention_combine_kernel, grid, kThreads, 0, stream, p, s);
-  return launch_status("attention_combine_kernel", shape, stream);
+  return launch_status("attention_combine_kernel", [&] {
+    return "tokens=" + std::to_string(p.tokens) + " q_heads=" + std::to_string(p.q_heads) + " head_dim=" +
+           std::to_string(p.head_dim) + " splits=" + std::to_string(s.splits);
+  }, stream);
 }
 
 }  // namespace kiln::cuda

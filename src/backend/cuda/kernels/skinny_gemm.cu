@@ -1,12 +1,10 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
-#include <map>
-#include <mutex>
-#include <utility>
 
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/mma_bf16.cuh"
+#include "backend/cuda/kernels/occupancy.h"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/skinny_gemm.h"
 #include "backend/cuda/kernels/wgmma_bf16.cuh"
@@ -360,44 +358,18 @@ __global__ void __launch_bounds__(kThreads) skinny_wgmma_kernel(SkinnyGemmParams
   store_cluster_sum(p, part, tile, rank, splits);
 }
 
-// Blocks of `kernel` (with `smem` bytes of shared memory) resident on the device at once in
-// clusters of c (the occupancy API; cached).
-int resident_blocks(const void* kernel, size_t smem, int c) {
-  static std::mutex mu;
-  static std::map<std::pair<const void*, int>, int> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_pair(kernel, c);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(c));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = smem;
-  cudaLaunchAttribute attribute;
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = static_cast<unsigned>(c);
-  attribute.val.clusterDim.y = attribute.val.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
-    (void)cudaGetLastError();  // not this launch's error: that size is just not taken
-    clusters = 0;
-  }
-  return cache[key] = clusters * c;
-}
-
 // The cluster size. Tiles that fill the device's resident slots on their own are not split (every
 // block streams all of k). Otherwise the size whose blocks (tiles x c) fill one wave of slots
 // best, the smaller on a tie: several waves of blocks with a few steps each pay the pipeline's
 // ramp and the cluster's reduction once a wave (measured: the LM head at 3 rows ran 2.5x slower
 // split into whole waves than unsplit).
 int choose_splits(const void* kernel, size_t smem, int64_t tiles, int64_t steps) {
-  if (tiles >= resident_blocks(kernel, smem, 1)) return 1;
+  if (tiles >= resident_blocks(kernel, kThreads, smem)) return 1;
   int best = 1;
   int64_t best_blocks = tiles;
   for (int c = 2; c <= kMaxSplits && c <= steps; ++c) {
     const int64_t blocks = tiles * c;
-    if (blocks <= resident_blocks(kernel, smem, c) && blocks > best_blocks) {
+    if (blocks <= resident_blocks(kernel, kThreads, smem, c) && blocks > best_blocks) {
       best_blocks = blocks;
       best = c;
     }
