@@ -18,6 +18,34 @@ __device__ __forceinline__ bool live_slot(const GdnDecodeParams& p, int64_t slot
   return slot >= 0 && slot < p.slots && slot < p.conv_slots;
 }
 
+// One token's conv update of channel ch: silu(sum_k w[k] s_k + w[K - 1] x) over the K - 1 taps s_k
+// kept in the row's conv state `cst`, which then shifts by one and takes x. Every tap and weight
+// is loaded before the first store, so the loads are in flight together (the state is written
+// where it is read, so a load after a store would wait for the one before it).
+constexpr int kMaxTaps = 7;  // conv_kernel <= 8 (the facet's limit)
+
+__device__ __forceinline__ float conv_step(const GdnDecodeParams& p, float* cst, int64_t ch, float x) {
+  const int64_t K = p.conv_kernel, C = p.channels;
+  const float* w = p.conv_weight + ch * p.conv_weight_stride;
+  float s[kMaxTaps], wk[kMaxTaps];
+#pragma unroll
+  for (int k = 0; k < kMaxTaps; ++k) {
+    s[k] = k < K - 1 ? cst[k * C + ch] : 0.f;
+    wk[k] = k < K - 1 ? w[k] : 0.f;
+  }
+  const float w_last = w[K - 1];
+  float acc = 0.f;
+#pragma unroll
+  for (int k = 0; k < kMaxTaps; ++k)
+    if (k < K - 1) acc += wk[k] * s[k];
+  acc += w_last * x;
+#pragma unroll
+  for (int k = 1; k < kMaxTaps; ++k)
+    if (k < K - 1) cst[(k - 1) * C + ch] = s[k];  // shift the window by one
+  cst[(K - 2) * C + ch] = x;
+  return acc / (1.f + expf(-acc));
+}
+
 // Grid: (k_heads, rows). Threads: one per state column of the block's value heads (ratio * dv,
 // rounded up to a warp, at most 1024; loops cover the rest).
 __global__ void gdn_decode_kernel(GdnDecodeParams p) {
@@ -71,17 +99,7 @@ __global__ void gdn_decode_kernel(GdnDecodeParams p) {
         ch = 2 * p.k_heads * dk + kh * cols + (e - 2 * dk);
         dst = v_s + (e - 2 * dk);
       }
-      const float x = p.mixed[t * p.mixed_stride + ch];
-      const float* w = p.conv_weight + ch * p.conv_weight_stride;
-      float acc = 0.f;
-      for (int64_t k = 0; k < K - 1; ++k) {
-        const float s = cst[k * C + ch];
-        acc += w[k] * s;
-        if (k > 0) cst[(k - 1) * C + ch] = s;  // shift the window by one
-      }
-      acc += w[K - 1] * x;
-      cst[(K - 2) * C + ch] = x;
-      *dst = acc / (1.f + expf(-acc));
+      *dst = conv_step(p, cst, ch, p.mixed[t * p.mixed_stride + ch]);
     }
     __syncthreads();
     float qq = 0.f, kk = 0.f;
@@ -171,22 +189,20 @@ __global__ void gdn_decode_vectors_kernel(GdnDecodeParams p, float* vec) {
   const int64_t t = p.cu_seqlens[row], channels = 2 * dk + ratio * dv;
   float* rec = vec + (row * p.k_heads + kh) * record_floats(dk, dv, ratio);
   float* cst = p.conv_state + slot * (K - 1) * C;
+  // The gates' inputs, loaded now so that their latency hides under the conv's.
+  const int64_t gh = kh * ratio + threadIdx.x;  // value head of thread e < ratio
+  float ga = 0.f, gb = 0.f, ga_log = 0.f;
+  if (threadIdx.x < ratio) {
+    ga = p.a[t * p.a_stride + gh] + p.dt_bias[gh];
+    gb = p.b[t * p.b_stride + gh];
+    ga_log = p.a_log[gh];
+  }
   float qk = 0.f;  // this thread's q or k channel (blockDim.x >= 2 * dk: they are all in the first pass)
   for (int64_t e = threadIdx.x; e < channels; e += blockDim.x) {
     const int64_t ch = e < dk       ? kh * dk + e
                        : e < 2 * dk ? p.k_heads * dk + kh * dk + (e - dk)
                                     : 2 * p.k_heads * dk + kh * ratio * dv + (e - 2 * dk);
-    const float x = p.mixed[t * p.mixed_stride + ch];
-    const float* w = p.conv_weight + ch * p.conv_weight_stride;
-    float acc = 0.f;
-    for (int64_t k = 0; k < K - 1; ++k) {
-      const float s = cst[k * C + ch];
-      acc += w[k] * s;
-      if (k > 0) cst[(k - 1) * C + ch] = s;  // shift the window by one
-    }
-    acc += w[K - 1] * x;
-    cst[(K - 2) * C + ch] = x;
-    const float val = acc / (1.f + expf(-acc));
+    const float val = conv_step(p, cst, ch, p.mixed[t * p.mixed_stride + ch]);
     if (e < 2 * dk) qk = val;
     else rec[e] = val;
   }
@@ -196,12 +212,10 @@ __global__ void gdn_decode_vectors_kernel(GdnDecodeParams p, float* vec) {
   if (e < dk) rec[e] = qk * (1.f / sqrtf(static_cast<float>(dk))) / sqrtf(qq + 1e-6f);
   else if (e < 2 * dk) rec[e] = qk / sqrtf(kk + 1e-6f);
   if (e < ratio) {
-    const int64_t h = kh * ratio + e;
-    const float x = p.a[t * p.a_stride + h] + p.dt_bias[h];
-    const float softplus = x > 20.f ? x : log1pf(expf(x));
+    const float softplus = ga > 20.f ? ga : log1pf(expf(ga));
     float* g = rec + 2 * dk + ratio * dv + 2 * e;
-    g[0] = expf(-expf(p.a_log[h]) * softplus);
-    g[1] = 1.f / (1.f + expf(-p.b[t * p.b_stride + h]));
+    g[0] = expf(-expf(ga_log) * softplus);
+    g[1] = 1.f / (1.f + expf(-gb));
   }
 }
 
