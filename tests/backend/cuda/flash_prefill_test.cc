@@ -64,7 +64,46 @@ HostBatchLayout shuffled_layout(const std::vector<int64_t>& past, const std::vec
 // A host tensor and its device copy.
 struct Twin {
   Tensor host, dev;
+  Twin() = default;
   Twin(Backend& be, Tensor h) : host(std::move(h)), dev(to_device(be, host)) {}
+};
+
+// An attention request's inputs on the CPU reference and the device: rows continuing `past`
+// cached tokens with `n` new ones (shuffled_layout), bf16-exact caches (f32) with the new tokens'
+// K/V written over their slots by each facet, and q and the gate interleaved per head as the
+// model's q_proj output (q bf16-exact, the gate f32). Seeds are taken from `seed` in turn.
+struct AttentionInputs {
+  int64_t tokens = 0, blocks = 3;
+  BatchLayout cl, dl;  // the CPU's and the device's
+  Twin kc, vc, qg;
+  Tensor q_view, g_view, q_dev, g_dev;  // views of qg.host and qg.dev
+
+  AttentionInputs(Backend& be, Backend& ref, const std::vector<int64_t>& past, const std::vector<int64_t>& n, int64_t hq,
+                  int64_t hkv, int64_t d, uint32_t& seed) {
+    for (size_t i = 0; i < n.size(); ++i) {
+      tokens += n[i];
+      blocks += (past[i] + n[i] + 63) / 64;
+    }
+    const int64_t T = tokens;
+    HostBatchLayout hl = shuffled_layout(past, n, blocks, seed++);
+    cl = make_batch_layout(hl, ref.storage()).value();
+    dl = make_batch_layout(hl, be.storage()).value();
+    kc = Twin(be, round_to(random_tensor({blocks, 64, hkv, d}, seed++), DType::kBF16));
+    vc = Twin(be, round_to(random_tensor({blocks, 64, hkv, d}, seed++), DType::kBF16));
+    Twin k(be, round_to(random_tensor({T, hkv, d}, seed++), DType::kBF16));
+    Twin v(be, round_to(random_tensor({T, hkv, d}, seed++), DType::kBF16));
+    EXPECT_TRUE(ref.attention().write_kv({k.host, v.host, kc.host, vc.host, cl.slot_mapping}).ok());
+    Status s = be.attention().write_kv({k.dev, v.dev, kc.dev, vc.dev, dl.slot_mapping});
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    Tensor qg_host = random_tensor({T, hq * 2 * d}, seed++);
+    for (int64_t e = 0; e < qg_host.numel(); ++e)
+      if (e % (2 * d) < d) qg_host.data<float>()[e] = rounded_to(DType::kBF16, qg_host.data<float>()[e]);
+    qg = Twin(be, qg_host);
+    q_view = qg.host.as_strided({T, hq, d}, {hq * 2 * d, 2 * d, 1});
+    g_view = qg.host.as_strided({T, hq, d}, {hq * 2 * d, 2 * d, 1}, d);
+    q_dev = same_view(qg.dev, q_view, qg.host);
+    g_dev = same_view(qg.dev, g_view, qg.host);
+  }
 };
 
 struct Case {
@@ -100,35 +139,11 @@ TEST_F(FlashPrefill, MatchesCpuOnBf16RoundedInputs) {
   uint32_t seed = 900;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    int64_t T = 0, blocks = 3;
-    for (size_t i = 0; i < c.n.size(); ++i) {
-      T += c.n[i];
-      blocks += (c.past[i] + c.n[i] + 63) / 64;
-    }
-    HostBatchLayout hl = shuffled_layout(c.past, c.n, blocks, seed++);
-    BatchLayout cl = make_batch_layout(hl, ref->storage()).value();
-    BatchLayout dl = make_batch_layout(hl, be->storage()).value();
-    // A bf16-exact history everywhere, then the new tokens written over their slots by each facet.
-    Twin kc(*be, round_to(random_tensor({blocks, 64, c.hkv, c.d}, seed++), DType::kBF16));
-    Twin vc(*be, round_to(random_tensor({blocks, 64, c.hkv, c.d}, seed++), DType::kBF16));
-    Twin k(*be, round_to(random_tensor({T, c.hkv, c.d}, seed++), DType::kBF16));
-    Twin v(*be, round_to(random_tensor({T, c.hkv, c.d}, seed++), DType::kBF16));
-    ASSERT_TRUE(ref->attention().write_kv({k.host, v.host, kc.host, vc.host, cl.slot_mapping}).ok());
-    Status s = be->attention().write_kv({k.dev, v.dev, kc.dev, vc.dev, dl.slot_mapping});
-    ASSERT_TRUE(s.ok()) << s.to_string();
-
-    // q and gate interleaved per head, as the model's q_proj output; the gate stays f32.
-    Tensor qg_host = random_tensor({T, c.hq * 2 * c.d}, seed++);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t e = 0; e < c.hq * 2 * c.d; ++e)
-        if (e % (2 * c.d) < c.d) {
-          float& x = qg_host.data<float>()[t * c.hq * 2 * c.d + e];
-          x = rounded_to(DType::kBF16, x);
-        }
-    Twin qg(*be, qg_host);
-    const Tensor q_view = qg.host.as_strided({T, c.hq, c.d}, {c.hq * 2 * c.d, 2 * c.d, 1});
-    const Tensor g_view = qg.host.as_strided({T, c.hq, c.d}, {c.hq * 2 * c.d, 2 * c.d, 1}, c.d);
-    const Tensor q_dev = same_view(qg.dev, q_view, qg.host), g_dev = same_view(qg.dev, g_view, qg.host);
+    AttentionInputs in(*be, *ref, c.past, c.n, c.hq, c.hkv, c.d, seed);
+    const int64_t T = in.tokens;
+    Twin &kc = in.kc, &vc = in.vc;
+    const BatchLayout &cl = in.cl, &dl = in.dl;
+    const Tensor &q_view = in.q_view, &g_view = in.g_view, &q_dev = in.q_dev, &g_dev = in.g_dev;
     const float scale = 1.f / std::sqrt(float(c.d));
 
     Tensor want = Tensor::empty({T, c.hq, c.d}, DType::kF32);
@@ -221,32 +236,15 @@ TEST_F(FlashPrefill, DecodeMmaMatchesCpuOnBf16RoundedInputs) {
   uint32_t seed = 4100;
   for (const DecodeCase& c : cases) {
     SCOPED_TRACE(c.name);
-    const std::vector<int64_t> n(c.past.size(), 1);
-    int64_t blocks = 3;
-    for (int64_t p : c.past) blocks += (p + 1 + 63) / 64;
-    const int64_t T = static_cast<int64_t>(n.size());
-    HostBatchLayout hl = shuffled_layout(c.past, n, blocks, seed++);
-    BatchLayout cl = make_batch_layout(hl, ref->storage()).value();
-    BatchLayout dl = make_batch_layout(hl, be->storage()).value();
+    AttentionInputs in(*be, *ref, c.past, std::vector<int64_t>(c.past.size(), 1), c.hq, c.hkv, c.d, seed);
+    const int64_t T = in.tokens;
+    const Twin &kc = in.kc, &vc = in.vc;
+    const BatchLayout &cl = in.cl, &dl = in.dl;
     ASSERT_EQ(dl.phase, Phase::kDecode);
-    Twin kc(*be, round_to(random_tensor({blocks, 64, c.hkv, c.d}, seed++), DType::kBF16));
-    Twin vc(*be, round_to(random_tensor({blocks, 64, c.hkv, c.d}, seed++), DType::kBF16));
-    Twin k(*be, round_to(random_tensor({T, c.hkv, c.d}, seed++), DType::kBF16));
-    Twin v(*be, round_to(random_tensor({T, c.hkv, c.d}, seed++), DType::kBF16));
-    ASSERT_TRUE(ref->attention().write_kv({k.host, v.host, kc.host, vc.host, cl.slot_mapping}).ok());
-    Status s = be->attention().write_kv({k.dev, v.dev, kc.dev, vc.dev, dl.slot_mapping});
-    ASSERT_TRUE(s.ok()) << s.to_string();
+    const Tensor &q_view = in.q_view, &g_view = in.g_view, &q_dev = in.q_dev, &g_dev = in.g_dev;
     const Tensor kc32 = kc.dev, vc32 = vc.dev;
     const Tensor kc16 = to_device(*be, converted(to_host(*be, kc32), DType::kBF16));
     const Tensor vc16 = to_device(*be, converted(to_host(*be, vc32), DType::kBF16));
-
-    Tensor qg_host = random_tensor({T, c.hq * 2 * c.d}, seed++);
-    for (int64_t e = 0; e < qg_host.numel(); ++e)
-      if (e % (2 * c.d) < c.d) qg_host.data<float>()[e] = rounded_to(DType::kBF16, qg_host.data<float>()[e]);
-    Twin qg(*be, qg_host);
-    const Tensor q_view = qg.host.as_strided({T, c.hq, c.d}, {c.hq * 2 * c.d, 2 * c.d, 1});
-    const Tensor g_view = qg.host.as_strided({T, c.hq, c.d}, {c.hq * 2 * c.d, 2 * c.d, 1}, c.d);
-    const Tensor q_dev = same_view(qg.dev, q_view, qg.host), g_dev = same_view(qg.dev, g_view, qg.host);
     const float scale = 1.f / std::sqrt(float(c.d));
 
     Tensor want = Tensor::empty({T, c.hq, c.d}, DType::kF32);
