@@ -1,8 +1,8 @@
 // What the split-keys attention kernels share (paged_attention_split.cu; the tensor-core decode,
-// paged_decode_mma.cu, takes the row lookup, the split's keys and the gate): a block of
-// kSplitWarps warps takes one split of a token's keys for the query heads of one KV head; the
-// warps' online-softmax states merge through shared memory into the gated output (one split) or
-// the split's partial, which attention_combine merges.
+// paged_decode_mma.cu, takes the row lookup and the gate, and splits each row's keys itself): a
+// block of kSplitWarps warps takes one split of a token's keys for the query heads of one KV head;
+// the warps' online-softmax states merge through shared memory into the gated output (one split)
+// or the split's partial, which attention_combine merges.
 #pragma once
 
 #include <cstdint>
