@@ -20,8 +20,8 @@ __device__ __forceinline__ bool live_slot(const GdnDecodeParams& p, int64_t slot
 
 // One token's conv update of channel ch: silu(sum_k w[k] s_k + w[K - 1] x) over the K - 1 taps s_k
 // kept in the row's conv state `cst`, which then shifts by one and takes x. Every tap and weight
-// is loaded before the first store, so the loads are in flight together (the state is written
-// where it is read, so a load after a store would wait for the one before it).
+// is loaded before the first store; against a loop that loads each tap after the previous shift
+// this measured the same (docs/cuda.md, "Session 20").
 constexpr int kMaxTaps = 7;  // conv_kernel <= 8 (the facet's limit)
 
 __device__ __forceinline__ float conv_step(const GdnDecodeParams& p, float* cst, int64_t ch, float x) {
@@ -189,7 +189,7 @@ __global__ void gdn_decode_vectors_kernel(GdnDecodeParams p, float* vec) {
   const int64_t t = p.cu_seqlens[row], channels = 2 * dk + ratio * dv;
   float* rec = vec + (row * p.k_heads + kh) * record_floats(dk, dv, ratio);
   float* cst = p.conv_state + slot * (K - 1) * C;
-  // The gates' inputs, loaded now so that their latency hides under the conv's.
+  // The gates' inputs, loaded before the conv (measured no faster than after it: docs/cuda.md).
   const int64_t gh = kh * ratio + threadIdx.x;  // value head of thread e < ratio
   float ga = 0.f, gb = 0.f, ga_log = 0.f;
   if (threadIdx.x < ratio) {
@@ -397,8 +397,8 @@ Status launch_state_dk(const GdnDecodeParams& p, const float* vec, cudaStream_t 
 }  // namespace
 
 bool gdn_decode_split_applies(int64_t dk, int64_t dv, const float* state) {
-  return reinterpret_cast<uintptr_t>(state) % 16 == 0 && (dk == 16 || dk == 32 || dk == 64 || dk == 128) && dv >= 8 && dv % 8 == 0 && kStateParts * dv <= 512 &&
-         2 * dk + 2 * dv + 2 <= 2 * kStateParts * dv;
+  return reinterpret_cast<uintptr_t>(state) % 16 == 0 && (dk == 16 || dk == 32 || dk == 64 || dk == 128) && dv >= 8 &&
+         dv % 8 == 0 && kStateParts * dv <= 512 && 2 * dk + 2 * dv + 2 <= 2 * kStateParts * dv;
 }
 
 size_t gdn_decode_vectors_floats(int64_t rows, int64_t k_heads, int64_t v_heads, int64_t dk, int64_t dv) {
