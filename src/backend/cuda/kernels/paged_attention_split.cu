@@ -23,7 +23,7 @@ namespace kiln::cuda {
 
 namespace {
 
-constexpr int kThreads = kSplitThreads, kWarps = kSplitWarps;
+constexpr int kThreads = 128, kWarps = 4;
 
 // Online-softmax state of one warp for the G heads of a group, over a stream of keys.
 template <int DPL, int G, typename KV, int KEYS = 4>
@@ -124,6 +124,68 @@ struct WarpAttention {
     }
   }
 };
+
+// The end of a split-keys block: its kWarps warps' online-softmax states (m, l and the
+// unnormalised output acc of each query head of the group, a lane owning dims lane * DPL..) are
+// merged through shared memory, and the result is the gated output (one split) or the split's
+// partial for attention_combine_kernel.
+template <int DPL, int G>
+struct SplitMerge {
+  static constexpr int D = 32 * DPL;
+  float m[kWarps][G], l[kWarps][G];
+  float o[kWarps][G][D];
+
+  __device__ void store(const PagedAttentionParams& p, const AttentionSplit& s, int64_t t, int64_t kvh, int64_t split,
+                        const float (&wm)[G], const float (&wl)[G], const float (&acc)[G][DPL]) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      if (lane == 0) {
+        m[warp][g] = wm[g];
+        l[warp][g] = wl[g];
+      }
+#pragma unroll
+      for (int i = 0; i < DPL; ++i) o[warp][g][lane * DPL + i] = acc[g][i];
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < G * D; e += kThreads) {
+      const int g = e / D, d = e % D;
+      float M = -INFINITY;
+#pragma unroll
+      for (int x = 0; x < kWarps; ++x) M = fmaxf(M, m[x][g]);
+      float L = 0.f, O = 0.f;
+      if (M != -INFINITY) {
+#pragma unroll
+        for (int x = 0; x < kWarps; ++x) {
+          const float f = m[x][g] == -INFINITY ? 0.f : expf(m[x][g] - M);
+          L += l[x][g] * f;
+          O += o[x][g][d] * f;
+        }
+      }
+      const int64_t h = kvh * G + g;
+      if (s.splits == 1) {
+        p.out[t * p.out_token_stride + h * p.out_head_stride + d] = gated(p, t, h, d, O / L);
+      } else {
+        const int64_t part = (t * p.q_heads + h) * s.splits + split;
+        s.part_o[part * D + d] = O;
+        if (d == 0) {
+          s.part_ml[2 * part] = M;
+          s.part_ml[2 * part + 1] = L;
+        }
+      }
+    }
+  }
+};
+
+// The keys of token t's split: [k0, k1).
+__device__ __forceinline__ void split_keys(const PagedAttentionParams& p, const AttentionSplit& s, int64_t t,
+                                           int64_t split, int64_t& row, int64_t& k0, int64_t& k1) {
+  row = row_of(p, t);
+  const int64_t row_begin = p.cu_seqlens[row], row_len = p.cu_seqlens[row + 1] - row_begin;
+  const int64_t last = p.kv_lens[row] - row_len + (t - row_begin);  // keys 0..last
+  k0 = split * s.keys_per_split;
+  k1 = k0 + s.keys_per_split < last + 1 ? k0 + s.keys_per_split : last + 1;
+}
 
 // Split-keys mode, lanes over dims (the form for shapes key_groups_applies declines). Grid:
 // (tokens, kv_heads, splits).
