@@ -2,7 +2,7 @@
 // keeps its records, the state entering each chunk and W; a reverse scan carries dS over the
 // chunks (per row, value head and 32 state columns, as the forward scan); then one block per
 // (row, chunk, value head) computes that chunk's gradients as block-wide products in shared
-// memory, f32 throughout.
+// memory, each a 3xTF32 product on tensor cores (f32-level accuracy; state and sums in f32).
 #include <cuda_pipeline.h>
 
 #include <algorithm>
@@ -22,8 +22,6 @@ namespace {
 constexpr int kC = kGdnChunk;
 constexpr int kBV = 32;  // state columns a scan block owns; columns of a gradient-pass tile
 constexpr int kThreads = 256;
-constexpr int kWP = kBV + 1;  // row stride of a [rows][32] tile: a column read across lanes hits distinct banks
-constexpr int kAL = kC + 1;   // row stride of a [64][64] matrix, likewise
 
 __host__ __device__ inline int64_t max_chunks_of(const GdnBackwardParams& p) { return (p.max_len + kC - 1) / kC; }
 
@@ -44,14 +42,24 @@ int64_t scratch_floats(const GdnBackwardParams& p) {
   return (p.kept != nullptr ? 0 : kept_of(p).total) + items * (p.dk + kC) * p.dv;
 }
 
-// A tile of `rows` x 32 columns (row stride `stride`) from a row-major matrix at src whose rows
-// are `ld` floats apart; rows from `valid` on and columns from `cols` on read as zero. Every
-// thread of the block takes part.
+// Copies a tile of `rows` x 32 columns (row stride `stride`) from a row-major matrix at src whose
+// rows are `ld` floats apart, by cp.async, the caller committing the group; rows from `valid` on
+// and columns from `cols` on are zero-filled. 16 bytes a copy where src, ld and cols allow, else 4.
+// Every thread of the block takes part. (Plain loads here were each a full memory latency: their
+// shared-memory stores kept the next load from being issued ahead.)
 __device__ __forceinline__ void load_tile(float* dst, const float* src, int64_t ld, int rows, int valid, int cols,
-                                          int stride = kWP) {
-  for (int e = threadIdx.x; e < rows * kBV; e += kThreads) {
-    const int r = e / kBV, j = e % kBV;
-    dst[r * stride + j] = r < valid && j < cols ? src[r * ld + j] : 0.f;
+                                          int stride) {
+  const bool v4 = ld % 4 == 0 && cols % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+  const int w = v4 ? 4 : 1, per_row = kBV / w;
+#pragma unroll 1
+  for (int e = threadIdx.x; e < rows * per_row; e += kThreads) {
+    const int r = e / per_row, j = (e % per_row) * w;
+    const bool in = r < valid && j < cols;
+    const float* from = in ? src + r * ld + j : src;
+    if (v4)
+      __pipeline_memcpy_async(dst + r * stride + j, from, 16, in ? 0 : 16);
+    else
+      __pipeline_memcpy_async(dst + r * stride + j, from, 4, in ? 0 : 4);
   }
 }
 
@@ -137,13 +145,14 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
       const int d = e / kBV, j = e % kBV;
       if (j < bv) kept[d * dv + j] = dS[d * kSP + j];
     }
+    load_tile(O, p.dout + c0 * p.dout_token_stride + h * p.dout_head_stride + j0, p.dout_token_stride, kC, n, bv,
+              kSP);
+    __pipeline_commit();
     load_record_rows<kThreads>(Qs, KT, rec + R.q(), DK);
     load_record_rows<kThreads>(Wks, KT, rec + R.wk(), DK);
     __pipeline_commit();
-    load_tile(O, p.dout + c0 * p.dout_token_stride + h * p.dout_head_stride + j0, p.dout_token_stride, kC, n, bv,
-              kSP);
     if (tid < kC) G[tid] = rec[R.g() + tid];
-    __pipeline_wait_prior(1);  // Kn and Mq; Qn and Wk may still be in flight
+    __pipeline_wait_prior(1);  // Kn, Mq and dout; Qn and Wk may still be in flight
     __syncthreads();
 
     // dW: rows 16 (warp / 2) .. + 15, columns 16 (warp % 2) .. + 15 a warp. Mq is zero above the
@@ -182,44 +191,133 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
   }
 }
 
-// ---- The gradient pass: one block per (row, chunk, value head), all dv columns.
+// ---- The gradient pass: one block per (row, chunk, value head), all dv columns. Its products
+// are warp-tiled 3xTF32 products on tensor cores (mma_tf32.cuh): a [64][N] result (N = 64 or dk)
+// is the 8 warps' tiles, warp w owning rows 16 (w % 4) .. + 15 and columns (w / 4) N / 2 .. + N / 2
+// - 1. Shared-memory strides follow the scans' rule (every fragment load hits 32 distinct banks):
+// 4 mod 32 for a matrix read as A(r, k) = X[r][k] or B(k, c) = X[c][k], 8 mod 32 for one read as
+// B(k, c) = X[k][c].
 
-// acc[a][m] += sum_{k < K} A(r_a, k) B(k, c_m) over the block: thread (ty, tx) = (tid / 16,
-// tid % 16) owns rows r_a = ty + 16 a and columns c_m = tx + 16 m.
-template <int K, int RA, int CB, typename FA, typename FB>
-__device__ __forceinline__ void block_product(float (&acc)[RA][CB], FA fa, FB fb) {
-  const int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
-#pragma unroll 4
-  for (int k = 0; k < K; ++k) {
-    float ra[RA], cb[CB];
+constexpr int kTS = kBV + 4;  // row stride of a [rows][32] tile
+constexpr int kEL = kC + 4;   // row stride of a [64][64] matrix
+constexpr int kYS = kBV + 8;  // row stride of a [64][32] tile read as B(k, c) = Y[k][c]
+
+template <int N>
+struct WarpTile {  // the warp's first row and column; its N / 16 accumulator tiles are 16 x 8
+  int r0, n0;
+};
+
+template <int N>
+__device__ __forceinline__ WarpTile<N> warp_tile() {
+  const int w = threadIdx.x >> 5;
+  return {16 * (w & 3), (w >> 2) * (N / 2)};
+}
+
+// acc += sum_{k < K} a(t, k) b(k, c) over the warp's tile; a and b take block coordinates.
+template <int K, int N, typename FA, typename FB>
+__device__ __forceinline__ void tile_mma(float (&acc)[N / 16][4], WarpTile<N> w, FA a, FB b) {
+  warp_mma3<N / 16, 1>(acc, 0, K, [&](int r, int k) { return a(w.r0 + r, k); },
+                      [&](int k, int c) { return b(k, w.n0 + c); });
+}
+
+// f(x, t, c, v) for each accumulator v of the thread, at block row t and column c; x = 4 nt + e
+// (compile-time once unrolled) names the slot: the thread's row (x >> 1) & 1 of two (rows g and
+// g + 8 of the tile) and its column x >> 2, x & 1 (2 a tile).
+template <int N, typename F>
+__device__ __forceinline__ void tile_each(float (&acc)[N / 16][4], WarpTile<N> w, F f) {
+  const int lane = threadIdx.x & 31, t = w.r0 + (lane >> 2), c = w.n0 + 2 * (lane & 3);
 #pragma unroll
-    for (int a = 0; a < RA; ++a) ra[a] = fa(ty + 16 * a, k);
+  for (int nt = 0; nt < N / 16; ++nt)
 #pragma unroll
-    for (int m = 0; m < CB; ++m) cb[m] = fb(k, tx + 16 * m);
+    for (int e = 0; e < 4; ++e) f(4 * nt + e, t + 8 * (e >> 1), c + 8 * nt + (e & 1), acc[nt][e]);
+}
+
+// Adds the thread's partial sums of its two rows, s[h] for row g + 8 h of the tile, summed over the
+// quad (the 4 lanes that share those rows), into to[t], one atomic a row.
+template <int N>
+__device__ __forceinline__ void add_rows(WarpTile<N> w, const float (&s)[2], float* to) {
+  const int lane = threadIdx.x & 31;
 #pragma unroll
-    for (int a = 0; a < RA; ++a)
-#pragma unroll
-      for (int m = 0; m < CB; ++m) acc[a][m] += ra[a] * cb[m];
+  for (int h = 0; h < 2; ++h) {
+    float v = s[h];
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    const int t = w.r0 + (lane >> 2) + 8 * h;
+    if ((lane & 3) == 0) atomicAdd(&to[t], v);
   }
 }
 
-// The sum over the 16 threads of a row (tx = lane % 16, one half-warp).
-__device__ __forceinline__ float row_sum(float v) {
-  for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
+// Subtracts the thread's partial sums of its columns, s[nt][e] for column 8 nt + 2 q + e of the
+// warp's tile, summed over the tile's rows (the 8 lanes that share those columns), from to[c].
+template <int N>
+__device__ __forceinline__ void sub_columns(WarpTile<N> w, const float (&s)[N / 16][2], float* to) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int nt = 0; nt < N / 16; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float v = s[nt][e];
+      for (int o = 4; o < 32; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane < 4) atomicAdd(&to[w.n0 + 8 * nt + 2 * lane + e], -v);
+    }
+}
+
+// Mt = (I + A)^-T for a strictly lower-triangular [64][64] A (row stride kEL; Mt likewise):
+// T = (I + A)^-1 by blocks of 16, the diagonal blocks by substitution (a thread a column), then
+// block (i, j), i > j, by a warp, one level i - j at a time: T_ij = -T_ii sum_{k=j}^{i-1} A_ik T_kj.
+// Stored transposed, Mt[t][s] = T[s][t]. Every thread of the block takes part; ends with a barrier.
+__device__ __forceinline__ void invert_unit_lower_transposed(const float* A, float* Mt) {
+  const int tid = threadIdx.x, warp = tid >> 5;
+  for (int e = tid; e < kC * kC; e += kThreads) {
+    const int t = e / kC, s = e % kC;
+    if (t / 16 > s / 16) Mt[t * kEL + s] = 0.f;
+  }
+  if (tid < kC) {
+    const int o = 16 * (tid / 16), c = tid % 16;
+    float x[16];
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      float v = r == c ? 1.f : 0.f;
+#pragma unroll
+      for (int s = 0; s < r; ++s) v -= A[(o + r) * kEL + o + s] * x[s];
+      x[r] = v;
+    }
+#pragma unroll
+    for (int r = 0; r < 16; ++r) Mt[(o + c) * kEL + o + r] = x[r];
+  }
+  __syncthreads();
+  for (int level = 1; level < 4; ++level) {
+    if (warp < 4 - level) {
+      const int j = warp, i = warp + level;
+      float* Z = Mt + 16 * j * kEL + 16 * i;  // Mt's block (j, i): Z^T, then T_ij^T
+      float z[2][4] = {};
+      warp_mma3<2, 1>(z, 16 * j, 16 * i, [&](int r, int k) { return A[(16 * i + r) * kEL + k]; },
+                [&](int k, int c) { return Mt[(16 * j + c) * kEL + k]; });
+      warp_tile_each(z, [&](int r, int c, float v) { Z[c * kEL + r] = v; });
+      __syncwarp();
+      float y[2][4] = {};
+      warp_mma3<2, 1>(y, 0, 16, [&](int r, int k) { return Mt[(16 * i + k) * kEL + 16 * i + r]; },
+                [&](int k, int c) { return Z[c * kEL + k]; });
+      __syncwarp();  // Z is read
+      warp_tile_each(y, [&](int r, int c, float v) { Z[c * kEL + r] = -v; });
+    }
+    __syncthreads();
+  }
 }
 
 template <int DK>
 struct GradLayout {
-  static constexpr int LD = DK + 1;           // rows of Q, K, Wk, Xw: a column read across lanes hits distinct banks
-  static constexpr int kQ = 0;                // [kC][LD]
-  static constexpr int kK = kQ + kC * LD;     // [kC][LD]
-  static constexpr int kWk = kK + kC * LD;    // [kC][LD]
-  static constexpr int kAe = kWk + kC * LD;   // [kC][kAL]: exp(G_t - G_i) k_t . k_i for i < t, else 0
-  static constexpr int kE = kAe + kC * kAL;   // [kC][kAL]: dMq, E, then A, then F
-  static constexpr int kT = kE + kC * kAL;    // tiles: S0, dSn [DK][kWP], W, dW, dout [kC][kWP];
-                                              // then Xw [kC][LD] and dXu, U, V [kC][kWP] after it
-  static constexpr int kTileFloats = std::max(2 * DK * kWP + 3 * kC * kWP, kC * LD + 3 * kC * kWP);
+  static constexpr int kQK = DK + 8;          // Q, K rows: read as B(k, d) = X[k][d]
+  static constexpr int kWX = DK + 4;          // Wk, Xw rows: read as B(k, i) = X[i][k], A(t, k) = X[t][k]
+  static constexpr int kQ = 0;                // [kC][kQK]
+  static constexpr int kK = kQ + kC * kQK;    // [kC][kQK]
+  static constexpr int kWk = kK + kC * kQK;   // [kC][kWX]
+  static constexpr int kAe = kWk + kC * kWX;  // [kC][kEL]: exp(G_t - G_i) k_t . k_i for i < t, else 0
+  static constexpr int kE = kAe + kC * kEL;   // [kC][kEL]: E, then A, then F
+  static constexpr int kEt = kE + kC * kEL;   // [kC][kEL]: E^T, then F^T
+  static constexpr int kT = kEt + kC * kEL;   // tiles: S0, dSn [DK][kTS], W, dW, dout [kC][kTS];
+                                              // then Xw [kC][kWX] and dXu, U, V [kC][kTS] after it
+  static constexpr int kTileFloats = std::max(2 * DK * kTS + 3 * kC * kTS, kC * kWX + 3 * kC * kTS);
   static constexpr int kVec = kT + kTileFloats;  // G, beta, gamma, D, dG, dbeta [kC]; 32 for a block sum
   static constexpr int kFloats = kVec + 6 * kC + 32;
 };
@@ -229,7 +327,7 @@ template <int DK>
 __global__ void __launch_bounds__(kThreads, 1)
     gdn_chunk_bwd_grad_kernel(GdnBackwardParams p, GdnChunkedBackwardBuffers b, Chunks ch) {
   using L = GradLayout<DK>;
-  constexpr int LD = L::LD, CB = DK / 16;
+  constexpr int QK = L::kQK, WX = L::kWX, ND = DK / 16;
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   float* Qs = smem + L::kQ;
@@ -237,6 +335,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* Wks = smem + L::kWk;
   float* Ae = smem + L::kAe;
   float* Es = smem + L::kE;
+  float* Et = smem + L::kEt;
   float* Tl = smem + L::kT;
   float* G = smem + L::kVec;
   float* beta = G + kC;
@@ -258,15 +357,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float* Wg = ch.w + item * kC * dv;
   const float* dSg = ch.dstates + item * DK * dv;
   float* dWg = ch.dw + item * kC * dv;  // dW; then dXu in place
-  const int tid = threadIdx.x, ty = tid >> 4, tx = tid & 15;
+  const int tid = threadIdx.x;
+  const WarpTile<DK> wd = warp_tile<DK>();  // [kC][DK] results: dq, dk and their parts
+  const WarpTile<kC> wc = warp_tile<kC>();  // [kC][kC] results
+  auto exp_gap = [&](int t, int i) { return expf(G[t] - G[i]); };
 
   // 0. Q, K, Wk and the gates; Ae.
-  for (int e = tid; e < kC * DK; e += kThreads) {
-    const int t = e / DK, d = e % DK;
-    Qs[t * LD + d] = rec[R.q() + e];
-    Ks[t * LD + d] = rec[R.k() + e];
-    Wks[t * LD + d] = rec[R.wk() + e];
-  }
+  load_record_rows<kThreads>(Qs, QK, rec + R.q(), DK);
+  load_record_rows<kThreads>(Ks, QK, rec + R.k(), DK);
+  load_record_rows<kThreads>(Wks, WX, rec + R.wk(), DK);
+  __pipeline_commit();
   if (tid < kC) {
     const int t = tid;
     G[t] = rec[R.g() + t];
@@ -274,6 +374,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     dG[t] = 0.f;
     dB[t] = 0.f;
   }
+  __pipeline_wait_prior(0);
   __syncthreads();
   if (tid < kC) {
     gam[tid] = expf(G[tid]);
@@ -281,41 +382,40 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   {
     float acc[4][4] = {};
-    block_product<DK>(acc, [&](int r, int k) { return Ks[r * LD + k]; }, [&](int k, int i) { return Ks[i * LD + k]; });
-#pragma unroll
-    for (int a = 0; a < 4; ++a)
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        const int t = ty + 16 * a, i = tx + 16 * m;
-        Ae[t * kAL + i] = i < t ? expf(G[t] - G[i]) * acc[a][m] : 0.f;
-      }
+    tile_mma<DK>(acc, wc, [&](int t, int k) { return Ks[t * QK + k]; }, [&](int k, int i) { return Ks[i * QK + k]; });
+    tile_each(acc, wc, [&](int, int t, int i, float v) { Ae[t * kEL + i] = i < t ? exp_gap(t, i) * v : 0.f; });
   }
 
   // 1. Over tiles of 32 value columns: aq = dout S0^T, ak = W dSn^T, ay = dW S0^T (each [kC][DK]),
   //    am = dout W^T ([kC][kC]), sdot = <dSn, S0>.
-  float aq[4][CB] = {}, ak[4][CB] = {}, ay[4][CB] = {}, am[4][4] = {};
+  float aq[ND][4] = {}, ak[ND][4] = {}, ay[ND][4] = {}, am[4][4] = {};
   float sdot = 0.f;
   {
     float* S0t = Tl;
-    float* dSt = S0t + DK * kWP;
-    float* Wt = dSt + DK * kWP;
-    float* dWt = Wt + kC * kWP;
-    float* Ot = dWt + kC * kWP;
+    float* dSt = S0t + DK * kTS;
+    float* Wt = dSt + DK * kTS;
+    float* dWt = Wt + kC * kTS;
+    float* Ot = dWt + kC * kTS;
     for (int64_t j0 = 0; j0 < dv; j0 += kBV) {
       const int bv = dv - j0 < kBV ? static_cast<int>(dv - j0) : kBV;
       __syncthreads();  // the previous tile is consumed
-      load_tile(S0t, S0g + j0, dv, DK, DK, bv);
-      load_tile(dSt, dSg + j0, dv, DK, DK, bv);
-      load_tile(Wt, Wg + j0, dv, kC, kC, bv);
-      load_tile(dWt, dWg + j0, dv, kC, kC, bv);
-      load_tile(Ot, p.dout + c0 * p.dout_token_stride + h * p.dout_head_stride + j0, p.dout_token_stride, kC, n, bv);
+      load_tile(S0t, S0g + j0, dv, DK, DK, bv, kTS);
+      load_tile(dSt, dSg + j0, dv, DK, DK, bv, kTS);
+      load_tile(Wt, Wg + j0, dv, kC, kC, bv, kTS);
+      load_tile(dWt, dWg + j0, dv, kC, kC, bv, kTS);
+      load_tile(Ot, p.dout + c0 * p.dout_token_stride + h * p.dout_head_stride + j0, p.dout_token_stride, kC, n, bv,
+                kTS);
+      __pipeline_commit();
+      __pipeline_wait_prior(0);
       __syncthreads();
-      block_product<kBV>(aq, [&](int r, int k) { return Ot[r * kWP + k]; }, [&](int k, int d) { return S0t[d * kWP + k]; });
-      block_product<kBV>(ak, [&](int r, int k) { return Wt[r * kWP + k]; }, [&](int k, int d) { return dSt[d * kWP + k]; });
-      block_product<kBV>(ay, [&](int r, int k) { return dWt[r * kWP + k]; }, [&](int k, int d) { return S0t[d * kWP + k]; });
-      block_product<kBV>(am, [&](int r, int k) { return Ot[r * kWP + k]; }, [&](int k, int i) { return Wt[i * kWP + k]; });
+      auto ot = [&](int t, int k) { return Ot[t * kTS + k]; };
+      auto s0t = [&](int k, int d) { return S0t[d * kTS + k]; };
+      tile_mma<kBV>(aq, wd, ot, s0t);
+      tile_mma<kBV>(ak, wd, [&](int t, int k) { return Wt[t * kTS + k]; }, [&](int k, int d) { return dSt[d * kTS + k]; });
+      tile_mma<kBV>(ay, wd, [&](int t, int k) { return dWt[t * kTS + k]; }, s0t);
+      tile_mma<kBV>(am, wc, ot, [&](int k, int i) { return Wt[i * kTS + k]; });
       for (int e = tid; e < DK * kBV; e += kThreads) {
-        const int idx = (e / kBV) * kWP + e % kBV;
+        const int idx = (e / kBV) * kTS + e % kBV;
         sdot += S0t[idx] * dSt[idx];
       }
     }
@@ -324,191 +424,175 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // dG from out (gamma_t Q_t . (dout S0^T)_t) and from S_next (D_t dD_t, dD_t = K_t . (W dSn^T)_t,
   // moved from position t to the last; exp(G_L) <dSn, S0> at the last); then aq = gamma (dout
-  // S0^T) and ak = D (W dSn^T).
+  // S0^T) and ak = D (W dSn^T); Xw = -dW S0^T.
+  float* Xw = Tl;  // [kC][WX]: -dW S0^T, then T^T of it
   {
-    float last = 0.f;
+    float rq[2] = {}, rk[2] = {};
+    tile_each(aq, wd, [&](int x, int t, int d, float& v) {
+      rq[(x >> 1) & 1] += Qs[t * QK + d] * v;
+      v *= gam[t];  // dq's first term, gamma (dout S0^T)
+    });
+    tile_each(ak, wd, [&](int x, int t, int d, float& v) {
+      rk[(x >> 1) & 1] += Ks[t * QK + d] * v;
+      v *= D[t];  // dk's first term, D (W dSn^T)
+    });
+    tile_each(ay, wd, [&](int, int t, int d, float v) { Xw[t * WX + d] = -v; });
+    const int lane = tid & 31;
+    float dg[2], last = 0.f;
 #pragma unroll
-    for (int a = 0; a < 4; ++a) {
-      const int t = ty + 16 * a;
-      float rq = 0.f, rk = 0.f;
-#pragma unroll
-      for (int m = 0; m < CB; ++m) {
-        const int d = tx + 16 * m;
-        rq += Qs[t * LD + d] * aq[a][m];
-        rk += Ks[t * LD + d] * ak[a][m];
-      }
-      rq = row_sum(rq);
-      rk = row_sum(rk);
-      if (tx == 0) atomicAdd(&dG[t], gam[t] * rq - D[t] * rk);
-      last += D[t] * rk;
-#pragma unroll
-      for (int m = 0; m < CB; ++m) {
-        aq[a][m] *= gam[t];  // dq's first term, gamma (dout S0^T)
-        ak[a][m] *= D[t];    // dk's first term, D (W dSn^T)
-      }
+    for (int s = 0; s < 2; ++s) {
+      const int t = wd.r0 + (lane >> 2) + 8 * s;
+      dg[s] = gam[t] * rq[s] - D[t] * rk[s];
+      last += D[t] * rk[s];
     }
-    if (tx == 0) atomicAdd(&dG[kC - 1], last);
+    add_rows(wd, dg, dG);
+    last = warp_sum(last);
+    if (lane == 0) atomicAdd(&dG[kC - 1], last);
     if (tid == 0) atomicAdd(&dG[kC - 1], gam[kC - 1] * sdot);
   }
-  float* Xw = Tl;  // [kC][LD]: -dW S0^T, then T^T of it
-#pragma unroll
-  for (int a = 0; a < 4; ++a)
-#pragma unroll
-    for (int m = 0; m < CB; ++m) Xw[(ty + 16 * a) * LD + tx + 16 * m] = -ay[a][m];
-#pragma unroll
-  for (int a = 0; a < 4; ++a)
-#pragma unroll
-    for (int m = 0; m < 4; ++m) Es[(ty + 16 * a) * kAL + tx + 16 * m] = am[a][m];
-  __syncthreads();
 
-  // 2. P = dMq Mq: dG_t += sum_{i <= t} P[t, i] - sum_{s >= t} P[s, t]; then E in place, and
-  //    aq += E K, ak += E^T Q.
-  if (tid < kC) {
-    const int t = tid;
+  // 2. P = dMq o Mq (dMq = am): dG_t += sum_{i <= t} P[t, i] - sum_{s >= t} P[s, t]; E = dMq
+  //    exp(G_t - G_i) on and below the diagonal, into Es and (transposed) Et; then aq += E K and
+  //    ak += E^T Q.
+  {
     const float* M = rec + R.mq();
-    float acc = 0.f;
-    for (int i = 0; i < kC; ++i) {
-      if (i <= t) acc += Es[t * kAL + i] * M[t * kC + i];
-      if (i >= t) acc -= Es[i * kAL + t] * M[i * kC + t];
-    }
-    atomicAdd(&dG[t], acc);
+    float mq[16];  // loaded ahead of the stores below, which would otherwise hold each load back
+    tile_each(am, wc, [&](int x, int t, int i, float) { mq[x] = M[t * kC + i]; });
+    float rs[2] = {}, cs[4][2] = {};
+    tile_each(am, wc, [&](int x, int t, int i, float v) {
+      const bool on = i <= t;
+      const float pv = on ? v * mq[x] : 0.f;
+      rs[(x >> 1) & 1] += pv;
+      cs[x >> 2][x & 1] += pv;
+      const float e = on ? v * exp_gap(t, i) : 0.f;
+      Es[t * kEL + i] = e;
+      Et[i * kEL + t] = e;
+    });
+    add_rows(wc, rs, dG);
+    sub_columns(wc, cs, dG);
   }
   __syncthreads();
-  for (int e = tid; e < kC * kC; e += kThreads) {
-    const int t = e / kC, i = e % kC;
-    Es[t * kAL + i] = i <= t ? Es[t * kAL + i] * expf(G[t] - G[i]) : 0.f;
-  }
-  __syncthreads();
-  block_product<kC>(aq, [&](int r, int k) { return Es[r * kAL + k]; }, [&](int k, int d) { return Ks[k * LD + d]; });
-  block_product<kC>(ak, [&](int r, int k) { return Es[k * kAL + r]; }, [&](int k, int d) { return Qs[k * LD + d]; });
+  tile_mma<kC>(aq, wd, [&](int t, int k) { return Es[t * kEL + k]; }, [&](int k, int d) { return Ks[k * QK + d]; });
+  tile_mma<kC>(ak, wd, [&](int t, int k) { return Et[t * kEL + k]; }, [&](int k, int d) { return Qs[k * QK + d]; });
   // dq is complete and dk's first terms are: both go out now, freeing their registers for the
   // back substitution (step 4 adds the rest of dk to what is stored).
-  auto store_rows = [&](float* base, const float (&v)[4][CB], bool add) {
-#pragma unroll
-    for (int a = 0; a < 4; ++a) {
-      const int t = ty + 16 * a;
-      if (t >= n) continue;
-      float* o = base + ((c0 + t) * H + h) * DK;
-#pragma unroll
-      for (int m = 0; m < CB; ++m) o[tx + 16 * m] = add ? o[tx + 16 * m] + v[a][m] : v[a][m];
-    }
+  auto at = [&](float* base, int t, int d) { return base + ((c0 + t) * H + h) * DK + d; };
+  auto store_rows = [&](float* base, float (&v)[ND][4]) {
+    tile_each(v, wd, [&](int, int t, int d, float x) {
+      if (t < n) *at(base, t, d) = x;
+    });
   };
-  store_rows(b.dqp, aq, false);
-  store_rows(b.dkp, ak, false);
+  store_rows(b.dqp, aq);
+  store_rows(b.dkp, ak);
   __syncthreads();
 
-  // 3. A = beta_t Ae into Es; then X = T^T Y by back substitution, a thread per column of
-  //    [dW | -dW S0^T] (x_t -= sum_{s > t} A[s, t] x_s from the last row up): dXu over dW in the
-  //    scratch, dv = beta dXu out, dXw in place in Xw.
+  // 3. A = beta_t Ae into Es. Then the solve's gradient X = (I + A)^-T Y for Y = [dW | -dW S0^T]
+  //    (x_t = y_t - sum_{s > t} A[s, t] x_s) as products: M = (I + A)^-T into Mt (Et's space),
+  //    then X = M Y, a tile of dW's columns at a time (dXu over dW in the scratch, dv = beta dXu
+  //    out), and dXw in place in Xw.
   for (int e = tid; e < kC * kC; e += kThreads) {
     const int t = e / kC, i = e % kC;
-    Es[t * kAL + i] = beta[t] * Ae[t * kAL + i];
+    Es[t * kEL + i] = beta[t] * Ae[t * kEL + i];
   }
   __syncthreads();
-  for (int64_t col = tid; col < dv + DK; col += kThreads) {
-    float x[kC];
-    if (col < dv) {
-#pragma unroll
-      for (int t = 0; t < kC; ++t) x[t] = dWg[t * dv + col];
-    } else {
-#pragma unroll
-      for (int t = 0; t < kC; ++t) x[t] = Xw[t * LD + (col - dv)];
+  float* Mt = Et;
+  invert_unit_lower_transposed(Es, Mt);
+  auto m = [&](int t, int s) { return Mt[t * kEL + s]; };
+  {
+    float* Yt = Tl + kC * WX;  // [kC][kYS]
+    const WarpTile<kBV> wy = warp_tile<kBV>();
+    for (int64_t j0 = 0; j0 < dv; j0 += kBV) {
+      const int bv = dv - j0 < kBV ? static_cast<int>(dv - j0) : kBV;
+      __syncthreads();  // the previous tile is consumed
+      load_tile(Yt, dWg + j0, dv, kC, kC, bv, kYS);
+      __pipeline_commit();
+      __pipeline_wait_prior(0);
+      __syncthreads();
+      float x[kBV / 16][4] = {};
+      tile_mma<kC>(x, wy, m, [&](int s, int c) { return Yt[s * kYS + c]; });
+      float* dvo = p.dv_out + c0 * p.dv_token_stride + h * p.dv_head_stride + j0;
+      tile_each(x, wy, [&](int, int t, int c, float v) {
+        if (c >= bv) return;
+        dWg[t * dv + j0 + c] = v;
+        if (t < n) dvo[t * p.dv_token_stride + c] = beta[t] * v;
+      });
     }
-#pragma unroll
-    for (int t = kC - 2; t >= 0; --t) {
-      float v = x[t];
-#pragma unroll
-      for (int s = t + 1; s < kC; ++s) v -= Es[s * kAL + t] * x[s];
-      x[t] = v;
-    }
-    if (col < dv) {
-      float* dvo = p.dv_out + c0 * p.dv_token_stride + h * p.dv_head_stride + col;
-#pragma unroll
-      for (int t = 0; t < kC; ++t) {
-        dWg[t * dv + col] = x[t];
-        if (t < n) dvo[t * p.dv_token_stride] = beta[t] * x[t];
-      }
-    } else {
-#pragma unroll
-      for (int t = 0; t < kC; ++t) Xw[t * LD + (col - dv)] = x[t];
-    }
+  }
+  {
+    float x[ND][4] = {};
+    tile_mma<kC>(x, wd, m, [&](int s, int d) { return Xw[s * WX + d]; });
+    __syncthreads();  // every warp has read Xw
+    tile_each(x, wd, [&](int, int t, int d, float v) { Xw[t * WX + d] = v; });
   }
   __syncthreads();
 
   // 4. dA = -(dXu U^T + dXw Wk^T) below the diagonal (dbeta gathers V_t . dXu_t on the way);
-  //    F = dA beta_t exp(G_t - G_i) into Es; the rest of dk: F K + F^T K + beta gamma dXw.
+  //    F = dA beta_t exp(G_t - G_i) into Es and (transposed) Et; the rest of dk: F K + F^T K +
+  //    beta gamma dXw.
   float ad[4][4] = {};
   {
-    float* dXut = Tl + kC * LD;
-    float* Ut = dXut + kC * kWP;
-    float* Vt = Ut + kC * kWP;
+    float* dXut = Tl + kC * WX;
+    float* Ut = dXut + kC * kTS;
+    float* Vt = Ut + kC * kTS;
     for (int64_t j0 = 0; j0 < dv; j0 += kBV) {
       const int bv = dv - j0 < kBV ? static_cast<int>(dv - j0) : kBV;
       __syncthreads();  // the previous tile is consumed
-      load_tile(dXut, dWg + j0, dv, kC, kC, bv);
-      load_tile(Ut, rec + R.u() + j0, dv, kC, kC, bv);
-      load_tile(Vt, p.v + c0 * p.v_token_stride + h * p.v_head_stride + j0, p.v_token_stride, kC, n, bv);
+      load_tile(dXut, dWg + j0, dv, kC, kC, bv, kTS);
+      load_tile(Ut, rec + R.u() + j0, dv, kC, kC, bv, kTS);
+      load_tile(Vt, p.v + c0 * p.v_token_stride + h * p.v_head_stride + j0, p.v_token_stride, kC, n, bv, kTS);
+      __pipeline_commit();
+      __pipeline_wait_prior(0);
       __syncthreads();
-      block_product<kBV>(ad, [&](int r, int k) { return dXut[r * kWP + k]; }, [&](int k, int i) { return Ut[i * kWP + k]; });
+      tile_mma<kBV>(ad, wc, [&](int t, int k) { return dXut[t * kTS + k]; }, [&](int k, int i) { return Ut[i * kTS + k]; });
       if (tid < kC) {
         float s = 0.f;
-        for (int j = 0; j < kBV; ++j) s += Vt[tid * kWP + j] * dXut[tid * kWP + j];
+        for (int j = 0; j < kBV; ++j) s += Vt[tid * kTS + j] * dXut[tid * kTS + j];
         dB[tid] += s;
       }
     }
   }
-  block_product<DK>(ad, [&](int r, int k) { return Xw[r * LD + k]; }, [&](int k, int i) { return Wks[i * LD + k]; });
-  __syncthreads();  // dB's plain updates above are done before the atomics below
+  tile_mma<DK>(ad, wc, [&](int t, int k) { return Xw[t * WX + k]; }, [&](int k, int i) { return Wks[i * WX + k]; });
+  __syncthreads();  // dB's plain updates above are done before the atomics below; every warp is done with Et
   {
-    float cg[4] = {};
-#pragma unroll
-    for (int a = 0; a < 4; ++a) {
-      const int t = ty + 16 * a;
-      float rb = 0.f, rg = 0.f;
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        const int i = tx + 16 * m;
-        float f = 0.f;
-        if (i < t) {
-          const float dA = -ad[a][m];
-          rb += dA * Ae[t * kAL + i];
-          const float qa = dA * Es[t * kAL + i];  // dA A
-          rg += qa;
-          cg[m] += qa;
-          f = dA * beta[t] * expf(G[t] - G[i]);
-        }
-        Es[t * kAL + i] = f;  // each element read and written by its own thread
+    float rb[2] = {}, rg[2] = {}, cg[4][2] = {};
+    tile_each(ad, wc, [&](int x, int t, int i, float v) {
+      float f = 0.f;
+      if (i < t) {
+        const float dA = -v;
+        rb[(x >> 1) & 1] += dA * Ae[t * kEL + i];
+        const float qa = dA * Es[t * kEL + i];  // dA A
+        rg[(x >> 1) & 1] += qa;
+        cg[x >> 2][x & 1] += qa;
+        f = dA * beta[t] * exp_gap(t, i);
       }
-      rb = row_sum(rb);
-      rg = row_sum(rg);
-      if (tx == 0) {
-        atomicAdd(&dB[t], rb);
-        atomicAdd(&dG[t], rg);
-      }
-    }
-#pragma unroll
-    for (int m = 0; m < 4; ++m) atomicAdd(&dG[tx + 16 * m], -cg[m]);
+      Es[t * kEL + i] = f;  // each element read and written by its own thread
+      Et[i * kEL + t] = f;
+    });
+    add_rows(wc, rb, dB);
+    add_rows(wc, rg, dG);
+    sub_columns(wc, cg, dG);
   }
   __syncthreads();
-  float ak2[4][CB] = {};
-  block_product<kC>(ak2, [&](int r, int k) { return Es[r * kAL + k]; }, [&](int k, int d) { return Ks[k * LD + d]; });
-  block_product<kC>(ak2, [&](int r, int k) { return Es[k * kAL + r]; }, [&](int k, int d) { return Ks[k * LD + d]; });
+  float ak2[ND][4] = {};
+  tile_mma<kC>(ak2, wd, [&](int t, int k) { return Es[t * kEL + k]; }, [&](int k, int d) { return Ks[k * QK + d]; });
+  tile_mma<kC>(ak2, wd, [&](int t, int k) { return Et[t * kEL + k]; }, [&](int k, int d) { return Ks[k * QK + d]; });
+  {
+    float rk[2] = {};
+    tile_each(ak2, wd, [&](int x, int t, int d, float& v) {
+      const float xw = Xw[t * WX + d];
+      v += beta[t] * gam[t] * xw;
+      rk[(x >> 1) & 1] += Ks[t * QK + d] * xw;
+    });
+    const int lane = tid & 31;
+    float rb[2], rg[2];
 #pragma unroll
-  for (int a = 0; a < 4; ++a) {
-    const int t = ty + 16 * a;
-    float rk = 0.f;
-#pragma unroll
-    for (int m = 0; m < CB; ++m) {
-      const int d = tx + 16 * m;
-      const float xw = Xw[t * LD + d];
-      ak2[a][m] += beta[t] * gam[t] * xw;
-      rk += Ks[t * LD + d] * xw;
+    for (int s = 0; s < 2; ++s) {
+      const int t = wd.r0 + (lane >> 2) + 8 * s;
+      rb[s] = gam[t] * rk[s];
+      rg[s] = beta[t] * gam[t] * rk[s];
     }
-    rk = row_sum(rk);
-    if (tx == 0) {
-      atomicAdd(&dB[t], gam[t] * rk);
-      atomicAdd(&dG[t], beta[t] * gam[t] * rk);
-    }
+    add_rows(wd, rb, dB);
+    add_rows(wd, rg, dG);
   }
   __syncthreads();
 
@@ -526,9 +610,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     b.dgp[o] = dG[tid];
     b.dbp[o] = dB[tid];
   }
-  store_rows(b.dkp, ak2, true);
+  // What step 2 stored, all loaded before any store.
+  tile_each(ak2, wd, [&](int, int t, int d, float& v) {
+    if (t < n) v += *at(b.dkp, t, d);
+  });
+  store_rows(b.dkp, ak2);
 }
-
 template <int DK>
 size_t smem_bytes() {
   return std::max(ScanLayout<DK>::kFloats, GradLayout<DK>::kFloats) * sizeof(float);

@@ -10,7 +10,7 @@
 //     dS0 = exp(G_L) dSn + Qn^T (gamma dout) - Wk^T dW        (dS0 is the previous chunk's dSn)
 //   grads (every (row, chunk, head) at once, all dv columns):
 //     dMq = dout W^T (i <= t);  E = dMq exp(G_t - G_i);  P = dMq Mq
-//     dXu = T^T dW;  dXw = T^T (-dW S0^T)                      (back substitution)
+//     dXu = T^T dW;  dXw = T^T (-dW S0^T)                      (T^T formed by blocks of 16)
 //     dA  = -(dXu U^T + dXw Wk^T) (i < t);  F = dA beta_t exp(G_t - G_i)
 //     dq  = gamma (dout S0^T) + E Kn
 //     dk  = D (W dSn^T) + E^T Qn + F Kn + F^T Kn + beta gamma dXw

@@ -9,11 +9,17 @@
 
 namespace kiln::cuda {
 
-// x = hi + lo with hi = tf32(x) and lo = tf32(x - hi).
+// tf32(x) to nearest, ties away from zero, for an mma operand: the bits of cvt.rna.tf32.f32 above
+// the 13 that the tensor cores ignore. cvt.rna is no single instruction on sm_90 (ptxas emits four:
+// the rounding add and mask, and a NaN/Inf guard); this is one add, and ptxas itself drops the mask
+// where a cvt.rna result only feeds an mma. For finite x the mma sees the same operand.
+__device__ __forceinline__ uint32_t tf32_operand(float x) { return __float_as_uint(x) + 0x1000u; }
+
+// x = hi + lo with hi = tf32(x) and lo = tf32(x - hi) (lo as an mma operand, see tf32_operand).
+// hi is masked: x - hi must be exact.
 __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
-  const float rest = x - __uint_as_float(hi);
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(rest));
+  hi = tf32_operand(x) & 0xffffe000u;
+  lo = tf32_operand(x - __uint_as_float(hi));
 }
 
 // An operand split ahead (into shared memory, once for every warp that reads it): split_tf32
@@ -42,23 +48,21 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
 }
 
 // tf32(x): the high part alone (one-pass products).
-__device__ __forceinline__ uint32_t tf32_hi(float x) {
-  uint32_t hi;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
-  return hi;
-}
+__device__ __forceinline__ uint32_t tf32_hi(float x) { return tf32_operand(x); }
 __device__ __forceinline__ uint32_t tf32_hi(Tf32Pair x) { return x.hi; }
 
 // acc[nt] += sum over k in [k_begin, k_end) of a(r, k) b(k, 8 nt + n), for the warp's 16 x 8NT
 // tile, in steps of 8 (k_end - k_begin a multiple of 8): a(r, k) reads A at tile row r (0..15),
 // b(k, n) reads B at tile column n (0..8NT-1); both read any layout (transposed or not) and
 // return a float or a Tf32Pair. P = 3: 3xTF32 (f32-level accuracy); P = 1: one tf32 product
-// (operands rounded to tf32, ~2^-11 relative each; a third of the tensor-core work).
-template <int P, int NT, typename FA, typename FB>
+// (operands rounded to tf32, ~2^-11 relative each; a third of the tensor-core work). UNROLL: the
+// k-steps unrolled; a kernel with many products at its call sites (each an inlined copy) keeps
+// its code small with 1, which matters once it outgrows the instruction cache.
+template <int P, int NT, int UNROLL = 4, typename FA, typename FB>
 __device__ __forceinline__ void warp_mma(float (&acc)[NT][4], int k_begin, int k_end, FA a, FB b) {
   static_assert(P == 1 || P == 3, "3xTF32 or one tf32 pass");
   const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-#pragma unroll 4
+#pragma unroll UNROLL
   for (int k0 = k_begin; k0 < k_end; k0 += 8) {
     uint32_t ah[4], al[4];
     if constexpr (P == 3) {
@@ -89,9 +93,9 @@ __device__ __forceinline__ void warp_mma(float (&acc)[NT][4], int k_begin, int k
   }
 }
 
-template <int NT, typename FA, typename FB>
+template <int NT, int UNROLL = 4, typename FA, typename FB>
 __device__ __forceinline__ void warp_mma3(float (&acc)[NT][4], int k_begin, int k_end, FA a, FB b) {
-  warp_mma<3>(acc, k_begin, k_end, a, b);
+  warp_mma<3, NT, UNROLL>(acc, k_begin, k_end, a, b);
 }
 
 // f(r, n, v) for every accumulator of the warp's tile: tile row r (0..15), tile column n
