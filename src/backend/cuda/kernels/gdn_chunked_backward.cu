@@ -205,6 +205,8 @@ constexpr int kYS = kBV + 8;  // row stride of a [64][32] tile read as B(k, c) =
 template <int N>
 struct WarpTile {  // the warp's first row and column; its N / 16 accumulator tiles are 16 x 8
   int r0, n0;
+  // The block row of the thread's row h of two (rows g and g + 8 of the tile).
+  __device__ int row(int h) const { return r0 + ((threadIdx.x & 31) >> 2) + 8 * h; }
 };
 
 template <int N>
@@ -225,11 +227,11 @@ __device__ __forceinline__ void tile_mma(float (&acc)[N / 16][4], WarpTile<N> w,
 // g + 8 of the tile) and its column x >> 2, x & 1 (2 a tile).
 template <int N, typename F>
 __device__ __forceinline__ void tile_each(float (&acc)[N / 16][4], WarpTile<N> w, F f) {
-  const int lane = threadIdx.x & 31, t = w.r0 + (lane >> 2), c = w.n0 + 2 * (lane & 3);
+  const int c = w.n0 + 2 * (threadIdx.x & 3);
 #pragma unroll
   for (int nt = 0; nt < N / 16; ++nt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) f(4 * nt + e, t + 8 * (e >> 1), c + 8 * nt + (e & 1), acc[nt][e]);
+    for (int e = 0; e < 4; ++e) f(4 * nt + e, w.row(e >> 1), c + 8 * nt + (e & 1), acc[nt][e]);
 }
 
 // Adds the thread's partial sums of its two rows, s[h] for row g + 8 h of the tile, summed over the
@@ -242,9 +244,15 @@ __device__ __forceinline__ void add_rows(WarpTile<N> w, const float (&s)[2], flo
     float v = s[h];
     v += __shfl_xor_sync(0xffffffffu, v, 1);
     v += __shfl_xor_sync(0xffffffffu, v, 2);
-    const int t = w.r0 + (lane >> 2) + 8 * h;
-    if ((lane & 3) == 0) atomicAdd(&to[t], v);
+    if ((lane & 3) == 0) atomicAdd(&to[w.row(h)], v);
   }
+}
+
+// Waits for every cp.async this thread issued, then for the block: the copied tiles are readable.
+__device__ __forceinline__ void copies_landed() {
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
+  __syncthreads();
 }
 
 // Subtracts the thread's partial sums of its columns, s[nt][e] for column 8 nt + 2 q + e of the
@@ -405,9 +413,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       load_tile(dWt, dWg + j0, dv, kC, kC, bv, kTS);
       load_tile(Ot, p.dout + c0 * p.dout_token_stride + h * p.dout_head_stride + j0, p.dout_token_stride, kC, n, bv,
                 kTS);
-      __pipeline_commit();
-      __pipeline_wait_prior(0);
-      __syncthreads();
+      copies_landed();
       auto ot = [&](int t, int k) { return Ot[t * kTS + k]; };
       auto s0t = [&](int k, int d) { return S0t[d * kTS + k]; };
       tile_mma<kBV>(aq, wd, ot, s0t);
@@ -437,17 +443,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       v *= D[t];  // dk's first term, D (W dSn^T)
     });
     tile_each(ay, wd, [&](int, int t, int d, float v) { Xw[t * WX + d] = -v; });
-    const int lane = tid & 31;
     float dg[2], last = 0.f;
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
-      const int t = wd.r0 + (lane >> 2) + 8 * s;
+      const int t = wd.row(s);
       dg[s] = gam[t] * rq[s] - D[t] * rk[s];
       last += D[t] * rk[s];
     }
     add_rows(wd, dg, dG);
     last = warp_sum(last);
-    if (lane == 0) atomicAdd(&dG[kC - 1], last);
+    if ((tid & 31) == 0) atomicAdd(&dG[kC - 1], last);
     if (tid == 0) atomicAdd(&dG[kC - 1], gam[kC - 1] * sdot);
   }
 
@@ -475,7 +480,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   tile_mma<kC>(aq, wd, [&](int t, int k) { return Es[t * kEL + k]; }, [&](int k, int d) { return Ks[k * QK + d]; });
   tile_mma<kC>(ak, wd, [&](int t, int k) { return Et[t * kEL + k]; }, [&](int k, int d) { return Qs[k * QK + d]; });
   // dq is complete and dk's first terms are: both go out now, freeing their registers for the
-  // back substitution (step 4 adds the rest of dk to what is stored).
+  // solve's products (step 4 adds the rest of dk to what is stored).
   auto at = [&](float* base, int t, int d) { return base + ((c0 + t) * H + h) * DK + d; };
   auto store_rows = [&](float* base, float (&v)[ND][4]) {
     tile_each(v, wd, [&](int, int t, int d, float x) {
@@ -505,9 +510,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int bv = dv - j0 < kBV ? static_cast<int>(dv - j0) : kBV;
       __syncthreads();  // the previous tile is consumed
       load_tile(Yt, dWg + j0, dv, kC, kC, bv, kYS);
-      __pipeline_commit();
-      __pipeline_wait_prior(0);
-      __syncthreads();
+      copies_landed();
       float x[kBV / 16][4] = {};
       tile_mma<kC>(x, wy, m, [&](int s, int c) { return Yt[s * kYS + c]; });
       float* dvo = p.dv_out + c0 * p.dv_token_stride + h * p.dv_head_stride + j0;
@@ -540,9 +543,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       load_tile(dXut, dWg + j0, dv, kC, kC, bv, kTS);
       load_tile(Ut, rec + R.u() + j0, dv, kC, kC, bv, kTS);
       load_tile(Vt, p.v + c0 * p.v_token_stride + h * p.v_head_stride + j0, p.v_token_stride, kC, n, bv, kTS);
-      __pipeline_commit();
-      __pipeline_wait_prior(0);
-      __syncthreads();
+      copies_landed();
       tile_mma<kBV>(ad, wc, [&](int t, int k) { return dXut[t * kTS + k]; }, [&](int k, int i) { return Ut[i * kTS + k]; });
       if (tid < kC) {
         float s = 0.f;
@@ -583,11 +584,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       v += beta[t] * gam[t] * xw;
       rk[(x >> 1) & 1] += Ks[t * QK + d] * xw;
     });
-    const int lane = tid & 31;
     float rb[2], rg[2];
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
-      const int t = wd.r0 + (lane >> 2) + 8 * s;
+      const int t = wd.row(s);
       rb[s] = gam[t] * rk[s];
       rg[s] = beta[t] * gam[t] * rk[s];
     }
