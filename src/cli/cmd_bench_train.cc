@@ -39,6 +39,7 @@ namespace {
 struct TrainBenchOpts {
   std::string model, backend = "cpu", optimizer = "muon", out, dataset, peer_json;
   int64_t sequences = 4, seq_tokens = 512, steps = 5, rank = 16, checkpoint_every = 1;
+  double trace_budget_gb = -1;
   uint64_t seed = 0;
 };
 
@@ -78,6 +79,7 @@ Status run(const TrainBenchOpts& o) {
   spec.epochs = o.steps;
   spec.batch_sequences = o.sequences;
   spec.trainer.checkpoint_every = o.checkpoint_every;
+  if (o.trace_budget_gb >= 0) spec.trainer.trace_budget_bytes = static_cast<int64_t>(o.trace_budget_gb * 1e9);
   spec.seed = o.seed;
   if (o.dataset.empty()) {
     uint32_t x = 2024;
@@ -144,6 +146,7 @@ Status run(const TrainBenchOpts& o) {
                       {"lora_rank", o.rank},
                       {"optimizer", o.optimizer},
                       {"checkpoint_every", o.checkpoint_every},
+                      {"trace_budget_gb", o.trace_budget_gb},  // -1: half the device memory free at the start
                       {"step_seconds", r.step_seconds},
                       {"median_step_seconds", step_s},
                       {"tokens_per_s", static_cast<double>(step_tokens) / step_s},
@@ -214,6 +217,11 @@ void add_bench_train_command(CLI::App& bench) {
   cmd->add_option("--seed", o->seed, "Seed of the adapter's init and the batch order")->capture_default_str();
   cmd->add_option("--optimizer", o->optimizer, "muon, adam_w or sgd")->capture_default_str();
   cmd->add_option("--checkpoint-every", o->checkpoint_every, "Layers per activation-checkpoint segment")->capture_default_str();
+  cmd->add_option("--trace-budget-gb", o->trace_budget_gb,
+                  "GB of layer traces the forward may keep so the backward need not recompute those layers "
+                  "(0: recompute every layer; -1: half the device memory free when training starts)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1.0, 1e6));
   cmd->add_option("--out", o->out, "Also write the JSON document to this file");
   cmd->add_option("--peer-json", o->peer_json,
                   "JSON of a peer run (tools/bench_hf_peer.py --train: transformers + PEFT), included as `peer`");

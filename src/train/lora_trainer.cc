@@ -1,10 +1,12 @@
 // The LoRA backward through the Qwen3.5 forward, written against the training facet. forward()
-// runs the model layer by layer (Qwen35Model::forward_layer, the serving code itself) and keeps
-// the residual stream entering every `checkpoint_every`-th layer; backward() walks the segments
+// runs the model layer by layer (Qwen35Model::forward_layer, the serving code itself). The first
+// layers keep their traces (their internals, LayerTrace) while these fit in
+// TrainerOptions::trace_budget_bytes; from the first that does not fit on, it keeps the residual
+// stream entering every `checkpoint_every`-th layer. backward() walks the checkpointed segments
 // in reverse, recomputes each segment's layer inputs from its checkpoint, then each layer once
 // more with its internals traced, and back-propagates through it: MLP, post norm, mixer, input
-// norm. Every projection passes dX += dY W through its frozen weight; an adapted one also
-// accumulates its factors' gradients.
+// norm; then the traced layers, with no recomputation. Every projection passes dX += dY W through
+// its frozen weight; an adapted one also accumulates its factors' gradients.
 #include "train/lora_trainer.h"
 
 #include <cmath>
@@ -25,18 +27,32 @@ struct Pass {
   int64_t tokens = 0;
   Tensor targets;                // [tokens] i32: the next token, -1 at each sequence's last position
   // Kept by forward(with_adapter) for backward:
-  std::vector<Tensor> checkpoints;  // residual entering layer i, for i % checkpoint_every == 0
+  std::vector<Tensor> inputs;       // residual entering traced layer i (i < traced)
+  std::vector<LayerTrace> traces;   // traced layer i's internals
+  int64_t traced = 0;               // layers [0, traced) are traced, the rest checkpointed
+  std::vector<Tensor> checkpoints;  // residual entering layer i, for i >= traced, (i - traced) % checkpoint_every == 0
   Tensor x_final, normed, lse;      // [tokens, hidden] residual after the last layer, final-normed; [tokens]
 };
 
+// Bytes of a trace's tensors (views of one buffer counted once each, so an upper bound).
+size_t trace_bytes(const LayerTrace& t) {
+  size_t n = 0;
+  for (const Tensor* x : {&t.h_in, &t.x_mid, &t.h_post, &t.qg_raw, &t.k_raw, &t.qg, &t.k, &t.v, &t.attn, &t.mixed,
+                          &t.conv, &t.z, &t.a, &t.b, &t.core, &t.normed, &t.gdn_kept, &t.gate_raw, &t.up, &t.act})
+    if (x->defined()) n += x->nbytes();
+  return n;
+}
+
 class TrainerImpl final : public LoraTrainer {
  public:
-  TrainerImpl(Qwen35Model& model, LoraAdapter& adapter, LoraAdapter grads, TrainerOptions opts)
-      : model_(model), adapter_(adapter), grads_(std::move(grads)), opts_(opts), term_{&adapter, 1.f} {}
+  TrainerImpl(Qwen35Model& model, LoraAdapter& adapter, LoraAdapter grads, TrainerOptions opts, int64_t trace_budget)
+      : model_(model), adapter_(adapter), grads_(std::move(grads)), opts_(opts), trace_budget_(trace_budget),
+        term_{&adapter, 1.f} {}
 
   Result<std::vector<std::vector<float>>> forward(std::span<const TrainSequence> seqs, bool with_adapter) override;
   Status backward(const std::vector<std::vector<float>>& coef) override;
   LoraAdapter& grads() override { return grads_; }
+  int64_t traced_layers() const override { return kept_ ? kept_->traced : 0; }
   Status zero_grads() override {
     for (int64_t l = 0; l < grads_.num_layers(); ++l)
       for (int t = 0; t < kLoraTargetCount; ++t) {
@@ -72,6 +88,7 @@ class TrainerImpl final : public LoraTrainer {
   LoraAdapter& adapter_;
   LoraAdapter grads_;
   TrainerOptions opts_;
+  int64_t trace_budget_;  // opts_.trace_budget_bytes, resolved
   LoraTerm term_;
   std::unique_ptr<Pass> kept_;  // the last forward(with_adapter)
 };
@@ -145,8 +162,26 @@ Result<std::vector<std::vector<float>>> TrainerImpl::forward(std::span<const Tra
   KILN_ASSIGN_OR_RETURN(Tensor dev_ids, storage().upload(Tensor::from_values(ids, {T})));
   KILN_ASSIGN_OR_RETURN(Tensor x, scratch({T, c.hidden_size}));
   KILN_RETURN_IF_ERROR(model_.backend().elementwise().embed({dev_ids, w.embed, x}));
+  bool tracing = with_adapter && trace_budget_ > 0;
+  int64_t traced_bytes = 0;
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    if (with_adapter && i % every == 0) {
+    if (tracing) {  // the layer runs on a copy, so x stays its input
+      KILN_ASSIGN_OR_RETURN(Tensor next, copy_of(x));
+      LayerTrace tr;
+      KILN_RETURN_IF_ERROR(run_layer(*p, i, next, &tr));
+      traced_bytes += static_cast<int64_t>(trace_bytes(tr) + x.nbytes());
+      if (traced_bytes <= trace_budget_) {
+        p->inputs.push_back(x);
+        p->traces.push_back(std::move(tr));
+        p->traced = i + 1;
+      } else {  // over the budget: this trace goes, the layers from here on are checkpointed
+        tracing = false;
+        p->checkpoints.push_back(x);
+      }
+      x = next;
+      continue;
+    }
+    if (with_adapter && (i - p->traced) % every == 0) {
       KILN_ASSIGN_OR_RETURN(Tensor ckpt, copy_of(x));
       p->checkpoints.push_back(ckpt);
     }
@@ -362,7 +397,7 @@ Status TrainerImpl::backward(const std::vector<std::vector<float>>& coef) {
   KILN_RETURN_IF_ERROR(train().norm_backward(fin));
 
   for (int64_t seg = static_cast<int64_t>(p.checkpoints.size()) - 1; seg >= 0; --seg) {
-    const int64_t begin = seg * every, end = std::min(begin + every, c.num_layers);
+    const int64_t begin = p.traced + seg * every, end = std::min(begin + every, c.num_layers);
     // The input of every layer of the segment, recomputed from its checkpoint.
     std::vector<Tensor> inputs{p.checkpoints[seg]};
     for (int64_t i = begin; i + 1 < end; ++i) {
@@ -378,6 +413,11 @@ Status TrainerImpl::backward(const std::vector<std::vector<float>>& coef) {
       KILN_RETURN_IF_ERROR(layer_backward(p, i, tr, x_in, dx));
     }
   }
+  for (int64_t i = p.traced - 1; i >= 0; --i) {
+    KILN_RETURN_IF_ERROR(layer_backward(p, i, p.traces[i], p.inputs[i], dx));
+    p.traces[i] = {};  // its memory back to the pool for the layers below
+    p.inputs[i] = {};
+  }
   return {};
 }
 
@@ -390,10 +430,19 @@ Result<std::unique_ptr<LoraTrainer>> LoraTrainer::create(Qwen35Model& model, Lor
   if (opts.checkpoint_every < 1)
     return invalid_argument("LoraTrainer: checkpoint_every is " + std::to_string(opts.checkpoint_every) +
                             ", it must be at least 1");
+  if (opts.trace_budget_bytes && *opts.trace_budget_bytes < 0)
+    return invalid_argument("LoraTrainer: trace_budget_bytes is " + std::to_string(*opts.trace_budget_bytes) +
+                            ", it must be at least 0");
   if (opts.gdn_chunk < 1)
     return invalid_argument("LoraTrainer: gdn_chunk is " + std::to_string(opts.gdn_chunk) + ", it must be at least 1");
   KILN_ASSIGN_OR_RETURN(LoraAdapter grads, LoraAdapter::zeros_like(adapter, model.backend().storage()));
-  return std::unique_ptr<LoraTrainer>(new TrainerImpl(model, adapter, std::move(grads), opts));
+  int64_t budget = 0;
+  if (opts.trace_budget_bytes) {
+    budget = *opts.trace_budget_bytes;
+  } else if (const MemoryUsage m = model.backend().memory_usage(); m.used_bytes >= 0 && m.total_bytes > m.used_bytes) {
+    budget = (m.total_bytes - m.used_bytes) / 2;
+  }
+  return std::unique_ptr<LoraTrainer>(new TrainerImpl(model, adapter, std::move(grads), opts, budget));
 }
 
 }  // namespace kiln

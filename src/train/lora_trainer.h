@@ -1,12 +1,14 @@
 // Gradients of a LoRA adapter through the whole Qwen3.5 forward, written against the backend's
 // training facet: forward() computes every token's log-probability and keeps what backward()
-// needs (the residual stream at layer boundaries; the rest is recomputed layer by layer);
+// needs (the first layers' internals within a memory budget, and the residual stream at the
+// boundaries of the rest, which backward() recomputes layer by layer);
 // backward() takes dLoss/dlogp per token, so one engine serves SFT, GRPO and ECHO alike
 // (train/token_loss.h turns log-probabilities into a loss and those coefficients).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -29,6 +31,12 @@ struct TrainSequence {
 struct TrainerOptions {
   int gdn_chunk = 64;  // of the GDN backward; the forward keeps the model's ForwardOptions (shared with serving)
   int64_t checkpoint_every = 1;  // layers per activation-checkpoint segment
+  // Bytes of layer traces (each layer's internals and input) the forward may keep, so that the
+  // backward need not recompute those layers: the first layers are traced while their traces fit,
+  // the rest checkpointed. 0: every layer is recomputed (the least memory). Unset: half the
+  // memory the backend reports free when the trainer is created (Backend::memory_usage; 0 where
+  // it reports none), so a card with room trains without recomputation and a small one as before.
+  std::optional<int64_t> trace_budget_bytes;
 };
 
 class LoraTrainer {
@@ -44,6 +52,10 @@ class LoraTrainer {
   // After forward(seqs, true): adds d(sum_s,t coef[s][t] * logp[s][t]) / d(factor) into the
   // gradients (coef shaped as forward's result; coef[s][0] ignored).
   virtual Status backward(const std::vector<std::vector<float>>& coef) = 0;
+
+  // Layers whose traces the last forward(with_adapter) kept (the first ones; backward()
+  // recomputes the rest from checkpoints): TrainerOptions::trace_budget_bytes.
+  virtual int64_t traced_layers() const = 0;
 
   // Gradients, one per factor of the adapter: grads().factors(layer, target).a / .b, f32.
   virtual LoraAdapter& grads() = 0;

@@ -167,7 +167,7 @@ TEST(LoraTrainer, HybridModelMatchesFiniteDifferencesOfTheServingForward) {
   check_against_finite_differences(s, sequences(s.model->config().vocab_size, {11, 6}, 2), 2);
 }
 
-TEST(LoraTrainer, LogprobsEqualTheServingForwardsAndCheckpointingChangesNoGradient) {
+TEST(LoraTrainer, LogprobsEqualTheServingForwardsAndCheckpointsOrKeptTracesChangeNoGradient) {
   TrainerSetup s;
   s.tiny(std::nullopt, 5);
   s.random_adapter(9);
@@ -177,9 +177,11 @@ TEST(LoraTrainer, LogprobsEqualTheServingForwardsAndCheckpointingChangesNoGradie
   for (int64_t every : {1, 2, 5}) {
     TrainerOptions o;
     o.checkpoint_every = every;
+    o.trace_budget_bytes = 0;  // every layer recomputed
     trainers.push_back(LoraTrainer::create(*s.model, *s.adapter, o).value());
     auto lp = trainers.back()->forward(seqs, true);
     ASSERT_TRUE(lp.ok()) << lp.status().to_string();
+    EXPECT_EQ(trainers.back()->traced_layers(), 0);
     if (every == 1) {  // per-token logp against the serving forward's log-softmax, each sequence alone
       // 1e-4 (about 1e-5 of logprobs near -8): batched against separate forwards, f32 sums in
       // another order through five layers; seen 3.2e-5, and 7.3e-5 with this file at -O1, whose
@@ -190,6 +192,28 @@ TEST(LoraTrainer, LogprobsEqualTheServingForwardsAndCheckpointingChangesNoGradie
     }
     ASSERT_TRUE(trainers.back()->backward(coef).ok());
   }
+  // Traces kept instead of recomputation: every layer's (the default budget, half the free host
+  // memory, holds this tiny model's), then the first layers' only (the smallest doubling budget
+  // that keeps some but not all), the rest checkpointed in segments of 2.
+  const int64_t layers = s.model->config().num_layers;
+  trainers.push_back(LoraTrainer::create(*s.model, *s.adapter).value());
+  ASSERT_TRUE(trainers.back()->forward(seqs, true).ok());
+  EXPECT_EQ(trainers.back()->traced_layers(), layers);
+  ASSERT_TRUE(trainers.back()->backward(coef).ok());
+  int64_t some = 0;
+  for (int64_t budget = 1024; budget < (int64_t{1} << 40) && some == 0; budget *= 2) {
+    TrainerOptions o;
+    o.checkpoint_every = 2;
+    o.trace_budget_bytes = budget;
+    auto t = LoraTrainer::create(*s.model, *s.adapter, o).value();
+    ASSERT_TRUE(t->forward(seqs, true).ok());
+    if (t->traced_layers() == 0) continue;
+    some = t->traced_layers();
+    ASSERT_LT(some, layers) << "no budget between none and all of the layers' traces";
+    ASSERT_TRUE(t->backward(coef).ok());
+    trainers.push_back(std::move(t));
+  }
+  EXPECT_GT(some, 0);
   for (int64_t l = 0; l < s.adapter->num_layers(); ++l)
     for (int t = 0; t < kLoraTargetCount; ++t) {
       const LoraTarget target = static_cast<LoraTarget>(t);
@@ -199,7 +223,7 @@ TEST(LoraTrainer, LogprobsEqualTheServingForwardsAndCheckpointingChangesNoGradie
           const Tensor& a = is_b ? trainers[0]->grads().factors(l, target).b : trainers[0]->grads().factors(l, target).a;
           const Tensor& b = is_b ? trainers[k]->grads().factors(l, target).b : trainers[k]->grads().factors(l, target).a;
           EXPECT_EQ(testing::max_abs_diff(a.data<float>(), b.data<float>(), a.numel()), 0.0)
-              << s.adapter->tensor_name(l, target, is_b) << " checkpoint_every differs";
+              << s.adapter->tensor_name(l, target, is_b) << " trainer " << k << " (checkpoints, traces) differs";
         }
     }
   // A backward with no forward(with_adapter) before it has nothing to follow.
@@ -216,6 +240,11 @@ TEST(LoraTrainer, RefusesBadInputsNamingThem) {
   TrainerOptions bad;
   bad.checkpoint_every = 0;
   EXPECT_EQ(LoraTrainer::create(*s.model, *s.adapter, bad).status().code(), ErrorCode::kInvalidArgument);
+  bad.checkpoint_every = 1;
+  bad.trace_budget_bytes = -1;
+  const auto neg = LoraTrainer::create(*s.model, *s.adapter, bad);
+  ASSERT_FALSE(neg.ok());
+  EXPECT_NE(neg.status().message().find("trace_budget_bytes is -1"), std::string::npos) << neg.status().to_string();
   auto trainer = LoraTrainer::create(*s.model, *s.adapter).value();
   auto seqs = sequences(s.model->config().vocab_size, {5, 4}, 1);
   seqs[1].tokens.resize(1), seqs[1].roles.resize(1);
