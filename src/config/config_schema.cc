@@ -77,6 +77,10 @@ std::vector<ConfigField> build_schema() {
       KILN_CONFIG_FIELD(training, webhook_url, "URL that receives a POST when a training job ends; empty: none"),
       KILN_CONFIG_FIELD(training, max_queued_jobs, "Training jobs that may wait in the queue", at_least(1)),
       KILN_CONFIG_FIELD(training, checkpoint_interval, "Optimizer steps between checkpoints; 0: none", at_least(0)),
+      KILN_CONFIG_FIELD(training, trace_memory_fraction,
+                        "Share of the device memory free when a job starts that it may keep as layer traces, "
+                        "sparing their recomputation (faster, more memory); 0: recompute every layer",
+                        Limits{Bound{0, true}, Bound{1, true}, {}}),
       KILN_CONFIG_FIELD(logging, level, "Least severe log level printed", one_of({"error", "warn", "info", "debug"})),
       KILN_CONFIG_FIELD(logging, request_log, "Record each request and its response in request_log_dir"),
       KILN_CONFIG_FIELD(logging, request_log_dir, "Folder of the request log; empty: request-log/ beside adapter_dir"),

@@ -49,6 +49,7 @@ struct TrainingSection {
   std::string webhook_url;
   int64_t max_queued_jobs = 16;
   int64_t checkpoint_interval = 0;  // optimizer steps between checkpoints; 0: none
+  double trace_memory_fraction = 0.5;  // of free device memory, for layer traces (TrainerOptions)
 };
 
 struct LoggingSection {

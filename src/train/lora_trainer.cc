@@ -430,6 +430,9 @@ Result<std::unique_ptr<LoraTrainer>> LoraTrainer::create(Qwen35Model& model, Lor
   if (opts.checkpoint_every < 1)
     return invalid_argument("LoraTrainer: checkpoint_every is " + std::to_string(opts.checkpoint_every) +
                             ", it must be at least 1");
+  if (!(opts.trace_memory_fraction >= 0 && opts.trace_memory_fraction <= 1))
+    return invalid_argument("LoraTrainer: trace_memory_fraction is " + std::to_string(opts.trace_memory_fraction) +
+                            ", it must be in [0, 1]");
   if (opts.trace_budget_bytes && *opts.trace_budget_bytes < 0)
     return invalid_argument("LoraTrainer: trace_budget_bytes is " + std::to_string(*opts.trace_budget_bytes) +
                             ", it must be at least 0");
@@ -440,7 +443,7 @@ Result<std::unique_ptr<LoraTrainer>> LoraTrainer::create(Qwen35Model& model, Lor
   if (opts.trace_budget_bytes) {
     budget = *opts.trace_budget_bytes;
   } else if (const MemoryUsage m = model.backend().memory_usage(); m.used_bytes >= 0 && m.total_bytes > m.used_bytes) {
-    budget = (m.total_bytes - m.used_bytes) / 2;
+    budget = static_cast<int64_t>(opts.trace_memory_fraction * static_cast<double>(m.total_bytes - m.used_bytes));
   }
   return std::unique_ptr<LoraTrainer>(new TrainerImpl(model, adapter, std::move(grads), opts, budget));
 }

@@ -33,10 +33,12 @@ struct TrainerOptions {
   int64_t checkpoint_every = 1;  // layers per activation-checkpoint segment
   // Bytes of layer traces (each layer's internals and input) the forward may keep, so that the
   // backward need not recompute those layers: the first layers are traced while their traces fit,
-  // the rest checkpointed. 0: every layer is recomputed (the least memory). Unset: half the
-  // memory the backend reports free when the trainer is created (Backend::memory_usage; 0 where
-  // it reports none), so a card with room trains without recomputation and a small one as before.
+  // the rest checkpointed. 0: every layer is recomputed (the least memory). Unset:
+  // trace_memory_fraction of the memory the backend reports free when the trainer is created
+  // (Backend::memory_usage; 0 where it reports none), so a card with room trains without
+  // recomputation and a small one as before.
   std::optional<int64_t> trace_budget_bytes;
+  double trace_memory_fraction = 0.5;  // [0, 1]: the config's training.trace_memory_fraction
 };
 
 class LoraTrainer {
