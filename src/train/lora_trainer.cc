@@ -34,7 +34,7 @@ struct Pass {
   Tensor x_final, normed, lse;      // [tokens, hidden] residual after the last layer, final-normed; [tokens]
 };
 
-// Bytes of a trace's tensors (views of one buffer counted once each, so an upper bound).
+// Bytes of a trace's tensors, each by its own size (a and b are the two halves of one buffer).
 size_t trace_bytes(const LayerTrace& t) {
   size_t n = 0;
   for (const Tensor* x : {&t.h_in, &t.x_mid, &t.h_post, &t.qg_raw, &t.k_raw, &t.qg, &t.k, &t.v, &t.attn, &t.mixed,

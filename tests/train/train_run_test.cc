@@ -121,6 +121,7 @@ class FakeTrainer final : public LoraTrainer {
     return {};
   }
   LoraAdapter& grads() override { return grads_; }
+  int64_t traced_layers() const override { return 0; }
   Status zero_grads() override {
     for (int64_t l = 0; l < grads_.num_layers(); ++l)
       for (int t = 0; t < kLoraTargetCount; ++t) {
