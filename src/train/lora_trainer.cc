@@ -27,10 +27,13 @@ struct Pass {
   int64_t tokens = 0;
   Tensor targets;                // [tokens] i32: the next token, -1 at each sequence's last position
   // Kept by forward(with_adapter) for backward:
-  std::vector<Tensor> inputs;       // residual entering traced layer i (i < traced)
-  std::vector<LayerTrace> traces;   // traced layer i's internals
-  int64_t traced = 0;               // layers [0, traced) are traced, the rest checkpointed
-  std::vector<Tensor> checkpoints;  // residual entering layer i, for i >= traced, (i - traced) % checkpoint_every == 0
+  struct Traced {
+    Tensor input;      // the residual entering the layer
+    LayerTrace trace;  // its internals
+  };
+  std::vector<Traced> traced;  // layers [0, traced.size()); the rest are checkpointed:
+  // the residual entering layer i >= traced.size() where (i - traced.size()) % checkpoint_every == 0
+  std::vector<Tensor> checkpoints;
   Tensor x_final, normed, lse;      // [tokens, hidden] residual after the last layer, final-normed; [tokens]
 };
 
@@ -52,7 +55,7 @@ class TrainerImpl final : public LoraTrainer {
   Result<std::vector<std::vector<float>>> forward(std::span<const TrainSequence> seqs, bool with_adapter) override;
   Status backward(const std::vector<std::vector<float>>& coef) override;
   LoraAdapter& grads() override { return grads_; }
-  int64_t traced_layers() const override { return kept_ ? kept_->traced : 0; }
+  int64_t traced_layers() const override { return kept_ ? static_cast<int64_t>(kept_->traced.size()) : 0; }
   Status zero_grads() override {
     for (int64_t l = 0; l < grads_.num_layers(); ++l)
       for (int t = 0; t < kLoraTargetCount; ++t) {
@@ -171,9 +174,7 @@ Result<std::vector<std::vector<float>>> TrainerImpl::forward(std::span<const Tra
       KILN_RETURN_IF_ERROR(run_layer(*p, i, next, &tr));
       traced_bytes += static_cast<int64_t>(trace_bytes(tr) + x.nbytes());
       if (traced_bytes <= trace_budget_) {
-        p->inputs.push_back(x);
-        p->traces.push_back(std::move(tr));
-        p->traced = i + 1;
+        p->traced.push_back({x, std::move(tr)});
       } else {  // over the budget: this trace goes, the layers from here on are checkpointed
         tracing = false;
         p->checkpoints.push_back(x);
@@ -181,7 +182,7 @@ Result<std::vector<std::vector<float>>> TrainerImpl::forward(std::span<const Tra
       x = next;
       continue;
     }
-    if (with_adapter && (i - p->traced) % every == 0) {
+    if (with_adapter && (i - static_cast<int64_t>(p->traced.size())) % every == 0) {
       KILN_ASSIGN_OR_RETURN(Tensor ckpt, copy_of(x));
       p->checkpoints.push_back(ckpt);
     }
@@ -376,6 +377,7 @@ Status TrainerImpl::backward(const std::vector<std::vector<float>>& coef) {
   const ModelConfig& c = model_.config();
   const ModelWeights& w = model_.weights();
   const int64_t T = p.tokens, every = std::max<int64_t>(opts_.checkpoint_every, 1);
+  const int64_t traced = static_cast<int64_t>(p.traced.size());
   if (coef.size() != p.offsets.size())
     return invalid_argument("LoraTrainer::backward: " + std::to_string(coef.size()) + " coefficient rows for " +
                             std::to_string(p.offsets.size()) + " sequences");
@@ -397,7 +399,7 @@ Status TrainerImpl::backward(const std::vector<std::vector<float>>& coef) {
   KILN_RETURN_IF_ERROR(train().norm_backward(fin));
 
   for (int64_t seg = static_cast<int64_t>(p.checkpoints.size()) - 1; seg >= 0; --seg) {
-    const int64_t begin = p.traced + seg * every, end = std::min(begin + every, c.num_layers);
+    const int64_t begin = traced + seg * every, end = std::min(begin + every, c.num_layers);
     // The input of every layer of the segment, recomputed from its checkpoint.
     std::vector<Tensor> inputs{p.checkpoints[seg]};
     for (int64_t i = begin; i + 1 < end; ++i) {
@@ -413,10 +415,9 @@ Status TrainerImpl::backward(const std::vector<std::vector<float>>& coef) {
       KILN_RETURN_IF_ERROR(layer_backward(p, i, tr, x_in, dx));
     }
   }
-  for (int64_t i = p.traced - 1; i >= 0; --i) {
-    KILN_RETURN_IF_ERROR(layer_backward(p, i, p.traces[i], p.inputs[i], dx));
-    p.traces[i] = {};  // its memory back to the pool for the layers below
-    p.inputs[i] = {};
+  for (int64_t i = traced - 1; i >= 0; --i) {
+    KILN_RETURN_IF_ERROR(layer_backward(p, i, p.traced[i].trace, p.traced[i].input, dx));
+    p.traced[i] = {};  // its memory back to the pool for the layers below
   }
   return {};
 }

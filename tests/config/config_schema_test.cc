@@ -22,8 +22,9 @@ TEST(ConfigSchema, ListsEveryFieldOfKilnConfigInOrder) {
       "server.profile", "model.path", "model.served_model_id", "model.adapter_dir", "model.tokenizer_path",
       "model.backend", "model.max_context", "memory.kv_blocks", "memory.memory_fraction", "memory.kv_cache_fp8",
       "batching.channel_capacity", "prefix_cache.enabled", "prefix_cache.max_blocks", "prefix_cache.max_bytes",
-      "training.webhook_url", "training.max_queued_jobs", "training.checkpoint_interval", "training.trace_memory_fraction", "logging.level",
-      "logging.request_log", "logging.request_log_dir", "logging.request_log_max_bytes"};
+      "training.webhook_url", "training.max_queued_jobs", "training.checkpoint_interval",
+      "training.trace_memory_fraction", "logging.level", "logging.request_log", "logging.request_log_dir",
+      "logging.request_log_max_bytes"};
   std::vector<std::string> names;
   for (const ConfigField& f : config_schema()) names.push_back(f.name());
   EXPECT_EQ(names, expected);
