@@ -76,6 +76,9 @@ struct LoraDeltaArgs {
   // Only the implementation through matmul (the default; CUDA's unless its kernels are on) needs
   // it: where it allocates its temporaries, x A^T and the coef * I that scales it.
   StorageFacet* storage = nullptr;
+  // Optional [tokens, r] f32, contiguous: receives x A^T (unscaled) of the call's one segment,
+  // which then covers every token (a traced forward keeps it for the backward, LayerTrace::lora_u).
+  Tensor u = {};
 };
 
 class LinearFacet {

@@ -45,6 +45,15 @@ Status validate(const LoraDeltaArgs& a, DeviceKind d, const std::string& r) {
       return invalid_argument(where() + ": tensor 'b' is " + s.b.describe() + ", out has " + std::to_string(out) +
                               " columns");
   }
+  if (a.u.defined()) {
+    if (a.segments.size() != 1 || a.segments[0].begin != 0 || a.segments[0].end != tokens)
+      return invalid_argument(r + ": tensor 'u' asks for x A^T of one segment over all " + std::to_string(tokens) +
+                              " tokens, and there are " + std::to_string(a.segments.size()) + " segments");
+    KILN_RETURN_IF_ERROR(check_tensor(a.u, "u", 2, DType::kF32, d, r));
+    KILN_RETURN_IF_ERROR(check_dim(a.u, "u", 0, tokens, r));
+    KILN_RETURN_IF_ERROR(check_dim(a.u, "u", 1, a.segments[0].a.dim(0), r));
+    if (!a.u.is_contiguous()) return invalid_argument(r + ": tensor 'u' must be contiguous");
+  }
   return {};
 }
 
@@ -55,7 +64,10 @@ Status lora_delta_through_matmul(LinearFacet& lin, const LoraDeltaArgs& a, LoraS
   for (const LoraSegment& s : a.segments) {
     const int64_t n = s.end - s.begin, r = s.a.dim(0);
     if (n == 0 || s.coef == 0.f) continue;
-    KILN_ASSIGN_OR_RETURN(Tensor u, a.storage->allocate({n, r}, DType::kF32));
+    Tensor u = a.u;
+    if (!u.defined()) {
+      KILN_ASSIGN_OR_RETURN(u, a.storage->allocate({n, r}, DType::kF32));
+    }
     KILN_RETURN_IF_ERROR(lin.matmul({a.x.slice(0, s.begin, s.end), s.a, u}));  // u = x A^T
     if (s.coef != 1.f) {
       Tensor& scale = scalings[{r, s.coef}];

@@ -16,7 +16,8 @@ std::string describe_lora_delta(const LoraDeltaArgs& a);
 
 // x and out f32 on `device` with the same number of rows; every segment's tokens inside them,
 // its A [r, in] and B [out, r] on `device`, f32 / bf16 / f16 and contiguous, for one r >= 1;
-// coef finite. Each failure names the request, the segment and the tensor.
+// coef finite; u, when given, [tokens, r] f32 and contiguous, for one segment over every token.
+// Each failure names the request, the segment and the tensor.
 Status validate(const LoraDeltaArgs& a, DeviceKind device, const std::string& request);
 
 // coef * I_r per (r, coef): the coefficient as one more matmul, since matmul has no scalar.

@@ -114,6 +114,9 @@ struct GdnBackwardArgs {
   Tensor dq, dk, dv, da, db;  // shaped as q, k, v, a, b
   const BatchLayout* layout = nullptr;
   Tensor kept;  // optional: what GdnFacet::delta_rule left in GdnArgs::kept for these inputs and layout
+  // kBF16 lets the products round to a shorter mantissa (f32 accumulation), as
+  // AttentionBackwardArgs::compute does: a bf16 checkpoint's; kF32 keeps f32-level products.
+  DType compute = DType::kF32;
 };
 TrainRequest describe(const GdnBackwardArgs& a);
 

@@ -42,7 +42,7 @@ Result<LoraBatch> LoraBatch::create(std::span<const SequenceInput> rows, const M
   return batch;
 }
 
-Status LoraBatch::apply(LoraTarget target, int64_t layer, const Tensor& x, const Tensor& out) {
+Status LoraBatch::apply(LoraTarget target, int64_t layer, const Tensor& x, const Tensor& out, Tensor* keep_u) {
   if (runs_.empty()) return {};
   segments_.clear();
   for (const Run& run : runs_) {
@@ -62,6 +62,10 @@ Status LoraBatch::apply(LoraTarget target, int64_t layer, const Tensor& x, const
   if (segments_.empty()) return {};
   LoraDeltaArgs d{x, out, segments_};
   d.storage = &backend_->storage();
+  if (keep_u && segments_.size() == 1 && segments_[0].begin == 0 && segments_[0].end == x.dim(0)) {
+    KILN_ASSIGN_OR_RETURN(d.u, d.storage->empty({x.dim(0), segments_[0].a.dim(0)}, DType::kF32));
+    *keep_u = d.u;
+  }
   return backend_->linear().lora_delta(d);
 }
 

@@ -25,8 +25,9 @@ class LoraBatch {
   bool empty() const { return runs_.empty(); }
   // out += the delta of projection `target` in `layer` for the tokens of every run whose stack
   // adapts it. `x` [tokens, in] is the projection's input, `out` [tokens, out] its output (rows
-  // may be strided), both over the whole batch in row order.
-  Status apply(LoraTarget target, int64_t layer, const Tensor& x, const Tensor& out);
+  // may be strided), both over the whole batch in row order. `keep_u`, where given, receives
+  // x A^T when one adapter covers every token (a traced forward: the trainer's), else stays unset.
+  Status apply(LoraTarget target, int64_t layer, const Tensor& x, const Tensor& out, Tensor* keep_u = nullptr);
 
  private:
   struct Run {

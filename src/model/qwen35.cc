@@ -56,10 +56,14 @@ struct Qwen35Model::Workspace {
   // silu-mul's for down_proj.
   Tensor h16, normed16, act16;
   LoraBatch lora;                               // the rows' adapters (none: no work)
-  LayerTrace* trace = nullptr;                  // forward_layer's: copies taken before in-place ops
+  LayerTrace* trace = nullptr;                  // forward_layer's: buffers kept, copies taken before in-place ops
 
   // The projections' x: the normed input, in 16 bits where it is written so.
   const Tensor& proj_in() const { return h16.defined() ? h16 : h; }
+  // out += the rows' LoRA deltas of projection t (LoraBatch::apply); a traced forward keeps x A^T.
+  Status adapt(LoraTarget t, int64_t layer, const Tensor& in, const Tensor& out) {
+    return lora.apply(t, layer, in, out, trace ? &trace->lora_u[static_cast<size_t>(t)] : nullptr);
+  }
 
   static Result<Workspace> create(const ModelConfig& c, int64_t T, StorageFacet& s) {
     Workspace w;
@@ -97,17 +101,6 @@ Tensor rows_view(const Tensor& t, int64_t rows, int64_t width, int64_t row_strid
   return t.as_strided({rows, width}, {row_stride, 1}, offset);
 }
 
-// `first` and `second` as one [n1 + n2, k] weight where they lie back to back in memory (the
-// weight arena's order, ModelWeights::tensors), else undefined: one GEMM instead of two.
-Tensor stacked_rows(const Tensor& first, const Tensor& second) {
-  if (!first.defined() || !second.defined() || first.dtype() != second.dtype() || first.rank() != 2 ||
-      second.rank() != 2 || first.dim(1) != second.dim(1) || !first.is_contiguous() || !second.is_contiguous() ||
-      first.device().kind != second.device().kind ||
-      static_cast<const char*>(first.raw()) + first.nbytes() != second.raw())
-    return Tensor();
-  return first.as_strided({first.dim(0) + second.dim(0), first.dim(1)}, {first.dim(1), 1});
-}
-
 Tensor heads_view(const Tensor& t, int64_t tokens, int64_t heads, int64_t dim, int64_t token_stride,
                   int64_t head_stride, int64_t offset = 0) {
   return t.as_strided({tokens, heads, dim}, {token_stride, head_stride, 1}, offset);
@@ -142,9 +135,9 @@ Status Qwen35Model::attention_layer(const LayerWeights& L, int64_t layer, const 
   LinearFacet& lin = backend_.linear();
   KILN_RETURN_IF_ERROR(
       lin.matmul_group({ws.proj_in(), {L.attn.q_proj, L.attn.k_proj, L.attn.v_proj}, {ws.qg, ws.k, ws.v}}));
-  KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kQProj, layer, ws.h, ws.qg));
-  KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kKProj, layer, ws.h, ws.k));
-  KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kVProj, layer, ws.h, ws.v));
+  KILN_RETURN_IF_ERROR(ws.adapt(LoraTarget::kQProj, layer, ws.h, ws.qg));
+  KILN_RETURN_IF_ERROR(ws.adapt(LoraTarget::kKProj, layer, ws.h, ws.k));
+  KILN_RETURN_IF_ERROR(ws.adapt(LoraTarget::kVProj, layer, ws.h, ws.v));
   if (ws.trace) {  // the q/k norms and RoPE below work in place
     KILN_RETURN_IF_ERROR(keep_copy(backend_.storage(), ws.qg, ws.trace->qg_raw));
     KILN_RETURN_IF_ERROR(keep_copy(backend_.storage(), ws.k, ws.trace->k_raw));
@@ -171,7 +164,7 @@ Status Qwen35Model::attention_layer(const LayerWeights& L, int64_t layer, const 
   MatmulArgs o{ws.attn.reshape({T, Hq * D}), L.attn.o_proj, ws.x};
   o.accumulate = true;  // x += attn W_o^T
   KILN_RETURN_IF_ERROR(lin.matmul(o));
-  return ws.lora.apply(LoraTarget::kOProj, layer, o.x, ws.x);
+  return ws.adapt(LoraTarget::kOProj, layer, o.x, ws.x);
 }
 
 Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchLayout& bl, ModelState& state,
@@ -189,8 +182,8 @@ Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchL
                                            {L.gdn.in_proj_qkv, L.gdn.in_proj_z, L.gdn.in_proj_a, L.gdn.in_proj_b},
                                            {ws.mixed, ws.z, ws.a, ws.b}}));
   }
-  KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kInProjQkv, layer, ws.h, ws.mixed));
-  KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kInProjZ, layer, ws.h, ws.z));
+  KILN_RETURN_IF_ERROR(ws.adapt(LoraTarget::kInProjQkv, layer, ws.h, ws.mixed));
+  KILN_RETURN_IF_ERROR(ws.adapt(LoraTarget::kInProjZ, layer, ws.h, ws.z));
   // out_proj's x: the gated norm's output, in 16 bits where operands16 gave it a buffer (a
   // prefill's, which takes the unfused path below).
   const Tensor& normed = ws.normed16.defined() ? ws.normed16 : ws.normed;
@@ -232,7 +225,7 @@ Status Qwen35Model::gdn_layer(const LayerWeights& L, int64_t layer, const BatchL
   MatmulArgs o{normed, L.gdn.out_proj, ws.x};
   o.accumulate = true;  // x += y W_out^T
   KILN_RETURN_IF_ERROR(lin.matmul(o));
-  return ws.lora.apply(LoraTarget::kOutProj, layer, o.x, ws.x);
+  return ws.adapt(LoraTarget::kOutProj, layer, o.x, ws.x);
 }
 
 Status Qwen35Model::mlp(const LayerWeights& L, int64_t layer, Workspace& ws) {
@@ -245,14 +238,19 @@ Status Qwen35Model::mlp(const LayerWeights& L, int64_t layer, Workspace& ws) {
     d.accumulate = true;
     return lin.matmul(d);  // no adapter in the batch (operands16's condition)
   }
-  KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kGateProj, layer, ws.h, ws.gate));
-  KILN_RETURN_IF_ERROR(ws.lora.apply(LoraTarget::kUpProj, layer, ws.h, ws.up));
-  if (ws.trace) KILN_RETURN_IF_ERROR(keep_copy(backend_.storage(), ws.gate, ws.trace->gate_raw));  // silu-mul is in place
-  KILN_RETURN_IF_ERROR(backend_.elementwise().binary({ElementwiseOp::kSiluMul, ws.gate, ws.up, ws.gate}));
-  MatmulArgs d{ws.gate, L.down_proj, ws.x};
+  KILN_RETURN_IF_ERROR(ws.adapt(LoraTarget::kGateProj, layer, ws.h, ws.gate));
+  KILN_RETURN_IF_ERROR(ws.adapt(LoraTarget::kUpProj, layer, ws.h, ws.up));
+  // silu-mul runs in place, except in a traced forward, which keeps gate_proj's output as it is.
+  Tensor act = ws.gate;
+  if (ws.trace) {
+    KILN_ASSIGN_OR_RETURN(act, backend_.storage().empty(ws.gate.shape(), ws.gate.dtype()));
+    ws.trace->gate_raw = ws.gate, ws.trace->up = ws.up, ws.trace->act = act;
+  }
+  KILN_RETURN_IF_ERROR(backend_.elementwise().binary({ElementwiseOp::kSiluMul, ws.gate, ws.up, act}));
+  MatmulArgs d{act, L.down_proj, ws.x};
   d.accumulate = true;
   KILN_RETURN_IF_ERROR(lin.matmul(d));
-  return ws.lora.apply(LoraTarget::kDownProj, layer, ws.gate, ws.x);
+  return ws.adapt(LoraTarget::kDownProj, layer, act, ws.x);
 }
 
 Status Qwen35Model::operands16(const BatchLayout& bl, Workspace& ws) {
@@ -296,10 +294,13 @@ Status Qwen35Model::decoder_layer(int64_t i, const BatchLayout& bl, ModelState& 
   StorageFacet& s = backend_.storage();
   const float eps = static_cast<float>(config_.rms_norm_eps);
   KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, ws.x, {}, L.input_norm, {}, ws.proj_in(), eps}));
-  if (ws.trace) KILN_RETURN_IF_ERROR(keep_copy(s, ws.h, ws.trace->h_in));
   if (L.kind == LayerKind::kFullAttention) KILN_RETURN_IF_ERROR(attention_layer(L, i, bl, state, ws));
   else KILN_RETURN_IF_ERROR(gdn_layer(L, i, bl, state, ws));
-  if (ws.trace) KILN_RETURN_IF_ERROR(keep_copy(s, ws.x, ws.trace->x_mid));
+  if (ws.trace) {  // the trace keeps the mixer's input; the post norm writes a buffer of its own
+    ws.trace->h_in = ws.h;
+    KILN_ASSIGN_OR_RETURN(ws.h, s.empty(ws.h.shape(), ws.h.dtype()));
+    KILN_RETURN_IF_ERROR(keep_copy(s, ws.x, ws.trace->x_mid));
+  }
   KILN_RETURN_IF_ERROR(norm.rms_norm({NormKind::kOnePlus, ws.x, {}, L.post_norm, {}, ws.proj_in(), eps}));
   return mlp(L, i, ws);
 }
@@ -325,7 +326,6 @@ Status Qwen35Model::forward_layer(int64_t layer, std::span<const SequenceInput> 
     } else {
       t.mixed = ws.mixed, t.conv = ws.conv, t.z = ws.z, t.a = ws.a, t.b = ws.b, t.core = ws.core, t.normed = ws.normed;
     }
-    t.up = ws.up, t.act = ws.gate;
   }
   return {};
 }

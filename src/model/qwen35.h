@@ -2,6 +2,7 @@
 // chunk or a decode token continuing from its sequence's state.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <span>
@@ -27,14 +28,17 @@ enum class LogitsMode : uint8_t { kAll, kLast };
 // train/lora_trainer.cc): views of that call's activations, [tokens, ...] each, plus copies of
 // the values the forward overwrites in place. Only the tensors of the layer's mixer kind are set.
 struct LayerTrace {
-  Tensor h_in;            // input-normed x: the mixer's input (copy)
+  Tensor h_in;            // input-normed x: the mixer's input
   Tensor x_mid;           // the residual after the mixer (copy)
   Tensor h_post;          // post-normed x_mid: the MLP's input
   Tensor qg_raw, k_raw;   // attention: q_proj (query + gate per head) and k_proj outputs before the q/k norms (copies)
   Tensor qg, k, v, attn;  // attention: q and k after norm and RoPE, v; attn = o_proj's input (gated)
   Tensor mixed, conv, z, a, b, core, normed;  // GDN: projections, conv + silu output, delta rule, gated norm
   Tensor gdn_kept;        // GDN: what the backend kept of the delta rule for its backward (GdnArgs::kept), if anything
-  Tensor gate_raw, up, act;  // MLP: gate_proj output (copy, before silu-mul), up_proj output, silu(gate) * up
+  Tensor gate_raw, up, act;  // MLP: gate_proj output (before silu-mul), up_proj output, silu(gate) * up
+  // x A^T of each adapted projection, by LoraTarget, where the forward kept it (one adapter over
+  // every token: LoraBatch::apply), so that the backward need not compute it again.
+  std::array<Tensor, kLoraTargetCount> lora_u;
 };
 
 struct ForwardOptions {

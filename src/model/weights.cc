@@ -172,4 +172,13 @@ Result<ModelWeights> load_weights(const ModelConfig& c, const Checkpoint& ckpt, 
   return w;
 }
 
+Tensor stacked_rows(const Tensor& first, const Tensor& second) {
+  if (!first.defined() || !second.defined() || first.dtype() != second.dtype() || first.rank() != 2 ||
+      second.rank() != 2 || first.dim(1) != second.dim(1) || !first.is_contiguous() || !second.is_contiguous() ||
+      first.device().kind != second.device().kind ||
+      static_cast<const char*>(first.raw()) + first.nbytes() != second.raw())
+    return Tensor();
+  return first.as_strided({first.dim(0) + second.dim(0), first.dim(1)}, {first.dim(1), 1});
+}
+
 }  // namespace kiln

@@ -73,6 +73,10 @@ struct ModelWeights {
   std::vector<const Tensor*> tensors() const;  // every tensor above once (a tied head is the embedding)
 };
 
+// `first` and `second` as one [n1 + n2, k] weight where they lie back to back in memory (the
+// weight arena's order, ModelWeights::tensors), else undefined: one GEMM instead of two.
+Tensor stacked_rows(const Tensor& first, const Tensor& second);
+
 // Validates every tensor (presence, shape, dtype; no unknown extras) before loading any, then
 // loads them into the backend's weight arena (StorageFacet::weight_arena), where it has one.
 Result<ModelWeights> load_weights(const ModelConfig& c, const Checkpoint& ckpt, StorageFacet& storage);

@@ -6,11 +6,17 @@
 // in reverse, recomputes each segment's layer inputs from its checkpoint, then each layer once
 // more with its internals traced, and back-propagates through it: MLP, post norm, mixer, input
 // norm; then the traced layers, with no recomputation. Every projection passes dX += dY W through
-// its frozen weight; an adapted one also accumulates its factors' gradients.
+// its frozen weight; an adapted one also accumulates its factors' gradients, and projections that
+// read one input (q/k/v, in_proj_qkv/z, gate/up) take their factor products as one: their A
+// factors side by side, so that x is read once for u = x A^T, once for dA and dX once updated.
 #include "train/lora_trainer.h"
 
+#include <array>
 #include <cmath>
+#include <initializer_list>
 #include <optional>
+#include <span>
+#include <vector>
 
 namespace kiln {
 
@@ -43,14 +49,33 @@ size_t trace_bytes(const LayerTrace& t) {
   for (const Tensor* x : {&t.h_in, &t.x_mid, &t.h_post, &t.qg_raw, &t.k_raw, &t.qg, &t.k, &t.v, &t.attn, &t.mixed,
                           &t.conv, &t.z, &t.a, &t.b, &t.core, &t.normed, &t.gdn_kept, &t.gate_raw, &t.up, &t.act})
     if (x->defined()) n += x->nbytes();
+  for (const Tensor& u : t.lora_u)
+    if (u.defined()) n += u.nbytes();
   return n;
 }
+
+// The LoRA targets whose projections read one input (q/k/v, in_proj_qkv/z, gate/up), each in the
+// order the backward takes them.
+constexpr LoraTarget kAttentionInputs[] = {LoraTarget::kQProj, LoraTarget::kKProj, LoraTarget::kVProj};
+constexpr LoraTarget kGdnInputs[] = {LoraTarget::kInProjQkv, LoraTarget::kInProjZ};
+constexpr LoraTarget kMlpInputs[] = {LoraTarget::kGateProj, LoraTarget::kUpProj};
+constexpr std::span<const LoraTarget> kGroups[] = {kAttentionInputs, kGdnInputs, kMlpInputs};
+constexpr int kGroupCount = 3;
+
+// One projection of a group sharing x: its frozen weight, the gradient of its output and its
+// LoRA target (none: a frozen projection only).
+struct Projection {
+  std::optional<LoraTarget> target;
+  const Tensor& w;
+  const Tensor& dy;
+};
 
 class TrainerImpl final : public LoraTrainer {
  public:
   TrainerImpl(Qwen35Model& model, LoraAdapter& adapter, LoraAdapter grads, TrainerOptions opts, int64_t trace_budget)
       : model_(model), adapter_(adapter), grads_(std::move(grads)), opts_(opts), trace_budget_(trace_budget),
         term_{&adapter, 1.f} {}
+  Status stack_group_grads();
 
   Result<std::vector<std::vector<float>>> forward(std::span<const TrainSequence> seqs, bool with_adapter) override;
   Status backward(const std::vector<std::vector<float>>& coef) override;
@@ -84,8 +109,12 @@ class TrainerImpl final : public LoraTrainer {
   Status layer_backward(Pass& p, int64_t layer, const LayerTrace& tr, const Tensor& x_in, const Tensor& dx);
   Status attention_backward(Pass& p, int64_t layer, const LayerTrace& tr, const Tensor& dx, const Tensor& dh);
   Status gdn_backward(Pass& p, int64_t layer, const LayerTrace& tr, const Tensor& dx, const Tensor& dh);
-  Status projection_backward(int64_t layer, std::optional<LoraTarget> target, const Tensor& w, const Tensor& x,
-                             const Tensor& dy, const Tensor& dx, bool accumulate);
+  // dX (+)= sum_i dY_i W_i over projections reading x, and their factors' gradients. `group`
+  // indexes kGroups where the projections are one of them, else -1.
+  // x A^T comes from the trace where the forward kept it.
+  Status projections_backward(const LayerTrace& tr, int64_t layer, int group,
+                              std::initializer_list<Projection> projections, const Tensor& x, const Tensor& dx,
+                              bool accumulate);
 
   Qwen35Model& model_;
   LoraAdapter& adapter_;
@@ -94,7 +123,31 @@ class TrainerImpl final : public LoraTrainer {
   int64_t trace_budget_;  // opts_.trace_budget_bytes, resolved
   LoraTerm term_;
   std::unique_ptr<Pass> kept_;  // the last forward(with_adapter)
+  // [layer][group of kGroups]: the buffer the gradients' A factors of the group's adapted
+  // projections are views of, side by side in the group's order; undefined for fewer than two.
+  std::vector<std::array<Tensor, kGroupCount>> stacked_da_;
 };
+
+Status TrainerImpl::stack_group_grads() {
+  stacked_da_.assign(static_cast<size_t>(grads_.num_layers()), {});
+  for (int64_t l = 0; l < grads_.num_layers(); ++l)
+    for (int g = 0; g < kGroupCount; ++g) {
+      int64_t rows = 0, members = 0, in = 0;
+      for (LoraTarget t : kGroups[g])
+        if (const LoraFactors& f = grads_.factors(l, t); f.defined()) rows += f.a.dim(0), ++members, in = f.a.dim(1);
+      if (members < 2) continue;
+      KILN_ASSIGN_OR_RETURN(Tensor stack, storage().allocate({rows, in}, DType::kF32));
+      int64_t at = 0;
+      for (LoraTarget t : kGroups[g])
+        if (LoraFactors& f = grads_.factors(l, t); f.defined()) {
+          const int64_t r = f.a.dim(0);
+          f.a = stack.slice(0, at, at + r);
+          at += r;
+        }
+      stacked_da_[l][g] = stack;
+    }
+  return {};
+}
 
 Result<std::unique_ptr<Pass>> TrainerImpl::prepare(std::span<const TrainSequence> seqs, bool with_adapter) {
   if (seqs.empty()) return invalid_argument("LoraTrainer::forward: no sequences");
@@ -208,32 +261,65 @@ Result<std::vector<std::vector<float>>> TrainerImpl::forward(std::span<const Tra
   return out;
 }
 
-// dX (+)= dY W through the frozen weight; for an adapted projection (u = x A^T, c = scale):
-// dB += c dY^T u, dA += c (dY B)^T x, dX += c (dY B) A.
-Status TrainerImpl::projection_backward(int64_t layer, std::optional<LoraTarget> target, const Tensor& w,
-                                        const Tensor& x, const Tensor& dy, const Tensor& dx, bool accumulate) {
-  GemmArgs base{dy, w, dx};
-  base.accumulate = accumulate;
-  KILN_RETURN_IF_ERROR(train().gemm(base));
-  if (!target) return {};
-  const LoraFactors& f = adapter_.factors(layer, *target);
-  if (!f.defined()) return {};
-  LoraFactors& g = grads_.factors(layer, *target);
+// dX (+)= dY W through each frozen weight; for the adapted projections (u = x A^T, c = scale):
+// dB += c dY^T u, dA += c (dY B)^T x, dX += c (dY B) A, the group's factors side by side
+// (A = [A_1; A_2; ...], u = x A^T and dY B as [T, sum of ranks]), so that each is one GEMM.
+Status TrainerImpl::projections_backward(const LayerTrace& tr, int64_t layer, int group,
+                                         std::initializer_list<Projection> projections, const Tensor& x,
+                                         const Tensor& dx, bool accumulate) {
+  struct Adapted {
+    const LoraFactors& f;
+    LoraFactors& g;
+    const Tensor& dy;
+    int64_t at;     // first row of its factors in the stack
+    Tensor u;       // x A^T, [T, r]
+  };
+  bool kept = true;  // every adapted projection's x A^T kept by the forward
+  std::vector<Adapted> adapted;
+  int64_t rows = 0;
+  for (const Projection& p : projections) {
+    GemmArgs base{p.dy, p.w, dx};
+    base.accumulate = accumulate;
+    KILN_RETURN_IF_ERROR(train().gemm(base));
+    accumulate = true;
+    if (!p.target || !adapter_.factors(layer, *p.target).defined()) continue;
+    adapted.push_back({adapter_.factors(layer, *p.target), grads_.factors(layer, *p.target), p.dy, rows,
+                       tr.lora_u[static_cast<size_t>(*p.target)]});
+    rows += adapted.back().f.a.dim(0);
+    kept = kept && adapted.back().u.defined();
+  }
+  if (adapted.empty()) return {};
+  if (adapted.size() > 1 && (group < 0 || !stacked_da_[layer][group].defined()))
+    return internal_error("LoraTrainer: layer " + std::to_string(layer) + " has adapted projections sharing x " +
+                          "whose A gradients are not side by side");
+  const Tensor da = adapted.size() == 1 ? adapted[0].g.a : stacked_da_[layer][group];
+  Tensor a = adapted[0].f.a;
   const float c = adapter_.scale();
-  const int64_t T = x.dim(0), r = f.a.dim(0);
-  KILN_ASSIGN_OR_RETURN(Tensor u, scratch({T, r}));
-  GemmArgs xa{x, f.a, u};
-  xa.trans_b = true;
-  KILN_RETURN_IF_ERROR(train().gemm(xa));  // u = x A^T
-  GemmArgs db{dy, u, g.b};
-  db.trans_a = true, db.alpha = c, db.accumulate = true;
-  KILN_RETURN_IF_ERROR(train().gemm(db));
-  KILN_ASSIGN_OR_RETURN(Tensor gb, scratch({T, r}));
-  KILN_RETURN_IF_ERROR(train().gemm({dy, f.b, gb}));  // dY B
-  GemmArgs da{gb, x, g.a};
-  da.trans_a = true, da.alpha = c, da.accumulate = true;
-  KILN_RETURN_IF_ERROR(train().gemm(da));
-  GemmArgs dxa{gb, f.a, dx};
+  const int64_t T = x.dim(0);
+  if (adapted.size() > 1) {
+    KILN_ASSIGN_OR_RETURN(a, scratch({rows, x.dim(1)}));
+    for (const Adapted& m : adapted)
+      KILN_RETURN_IF_ERROR(storage().copy(m.f.a, a.slice(0, m.at, m.at + m.f.a.dim(0))));
+  }
+  if (!kept) {
+    KILN_ASSIGN_OR_RETURN(Tensor u, scratch({T, rows}));
+    GemmArgs xa{x, a, u};
+    xa.trans_b = true;
+    KILN_RETURN_IF_ERROR(train().gemm(xa));  // u = x A^T
+    for (Adapted& m : adapted) m.u = u.as_strided({T, m.f.a.dim(0)}, {rows, 1}, m.at);
+  }
+  KILN_ASSIGN_OR_RETURN(Tensor gb, scratch({T, rows}));
+  for (const Adapted& m : adapted) {
+    const Tensor gbm = gb.as_strided({T, m.f.a.dim(0)}, {rows, 1}, m.at);
+    GemmArgs db{m.dy, m.u, m.g.b};
+    db.trans_a = true, db.alpha = c, db.accumulate = true;
+    KILN_RETURN_IF_ERROR(train().gemm(db));
+    KILN_RETURN_IF_ERROR(train().gemm({m.dy, m.f.b, gbm}));  // dY B
+  }
+  GemmArgs dag{gb, x, da};
+  dag.trans_a = true, dag.alpha = c, dag.accumulate = true;
+  KILN_RETURN_IF_ERROR(train().gemm(dag));
+  GemmArgs dxa{gb, a, dx};
   dxa.alpha = c, dxa.accumulate = true;
   return train().gemm(dxa);
 }
@@ -249,8 +335,8 @@ Status TrainerImpl::attention_backward(Pass& p, int64_t layer, const LayerTrace&
     return t.as_strided({T, h, D}, {ts, hs, 1}, off);
   };
   KILN_ASSIGN_OR_RETURN(Tensor dattn, scratch({T, Hq * D}));
-  KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kOProj, W.o_proj, tr.attn.reshape({T, Hq * D}), dx,
-                                           dattn, false));
+  KILN_RETURN_IF_ERROR(projections_backward(tr, layer, -1, {{LoraTarget::kOProj, W.o_proj, dx}},
+                                            tr.attn.reshape({T, Hq * D}), dattn, false));
   KILN_ASSIGN_OR_RETURN(Tensor dqg, alloc({T, qrow}));
   KILN_ASSIGN_OR_RETURN(Tensor dk, alloc({T, Hkv * D}));
   KILN_ASSIGN_OR_RETURN(Tensor dv, alloc({T, Hkv * D}));
@@ -288,9 +374,11 @@ Status TrainerImpl::attention_backward(Pass& p, int64_t layer, const LayerTrace&
   kn.dout = kn.dx = rows(dk, T * Hkv, D, D);
   kn.eps = eps;
   KILN_RETURN_IF_ERROR(train().norm_backward(kn));
-  KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kQProj, W.q_proj, tr.h_in, dqg, dh, false));
-  KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kKProj, W.k_proj, tr.h_in, dk, dh, true));
-  return projection_backward(layer, LoraTarget::kVProj, W.v_proj, tr.h_in, dv, dh, true);
+  return projections_backward(tr, layer, 0,
+                              {{LoraTarget::kQProj, W.q_proj, dqg},
+                               {LoraTarget::kKProj, W.k_proj, dk},
+                               {LoraTarget::kVProj, W.v_proj, dv}},
+                              tr.h_in, dh, false);
 }
 
 Status TrainerImpl::gdn_backward(Pass& p, int64_t layer, const LayerTrace& tr, const Tensor& dx, const Tensor& dh) {
@@ -299,7 +387,8 @@ Status TrainerImpl::gdn_backward(Pass& p, int64_t layer, const LayerTrace& tr, c
   const int64_t T = p.tokens, Hk = c.linear_num_key_heads, dk = c.linear_key_head_dim;
   const int64_t Hv = c.linear_num_value_heads, dv = c.linear_value_head_dim, C = c.gdn_conv_dim();
   KILN_ASSIGN_OR_RETURN(Tensor dnormed, scratch({T, Hv * dv}));
-  KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kOutProj, W.out_proj, tr.normed, dx, dnormed, false));
+  KILN_RETURN_IF_ERROR(
+      projections_backward(tr, layer, -1, {{LoraTarget::kOutProj, W.out_proj, dx}}, tr.normed, dnormed, false));
   KILN_ASSIGN_OR_RETURN(Tensor dcore, alloc({T, Hv, dv}));
   KILN_ASSIGN_OR_RETURN(Tensor dz, alloc({T, Hv * dv}));
   NormBackwardArgs gn;
@@ -313,8 +402,9 @@ Status TrainerImpl::gdn_backward(Pass& p, int64_t layer, const LayerTrace& tr, c
   gn.eps = static_cast<float>(c.rms_norm_eps);
   KILN_RETURN_IF_ERROR(train().norm_backward(gn));
   KILN_ASSIGN_OR_RETURN(Tensor dconv, alloc({T, C}));
-  KILN_ASSIGN_OR_RETURN(Tensor da, alloc({T, Hv}));
-  KILN_ASSIGN_OR_RETURN(Tensor db, alloc({T, Hv}));
+  // da and db side by side, as in_proj_a and in_proj_b lie in the weight arena: one dX GEMM for both.
+  KILN_ASSIGN_OR_RETURN(Tensor dab, alloc({T, 2 * Hv}));
+  const Tensor da = dab.as_strided({T, Hv}, {2 * Hv, 1}), db = dab.as_strided({T, Hv}, {2 * Hv, 1}, Hv);
   auto heads = [&](const Tensor& t, int64_t h, int64_t d, int64_t off) {
     return t.as_strided({T, h, d}, {C, d, 1}, off);
   };
@@ -335,13 +425,24 @@ Status TrainerImpl::gdn_backward(Pass& p, int64_t layer, const LayerTrace& tr, c
   g.db = db;
   g.layout = &p.layout;
   g.kept = tr.gdn_kept;  // the traced forward ran from zeroed slots (run_layer)
+  // As the attention backward: a bf16 checkpoint's products may round (one tf32 pass).
+  if (W.in_proj_qkv.dtype() == DType::kBF16) g.compute = DType::kBF16;
   KILN_RETURN_IF_ERROR(train().gdn_backward(g));
   KILN_ASSIGN_OR_RETURN(Tensor dmixed, alloc({T, C}));
   KILN_RETURN_IF_ERROR(train().conv_backward({tr.mixed, W.conv, dconv, dmixed, &p.layout}));
-  KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kInProjQkv, W.in_proj_qkv, tr.h_in, dmixed, dh, false));
-  KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kInProjZ, W.in_proj_z, tr.h_in, dz, dh, true));
-  KILN_RETURN_IF_ERROR(projection_backward(layer, std::nullopt, W.in_proj_a, tr.h_in, da, dh, true));
-  return projection_backward(layer, std::nullopt, W.in_proj_b, tr.h_in, db, dh, true);
+  if (const Tensor w_ab = stacked_rows(W.in_proj_a, W.in_proj_b); w_ab.defined()) {
+    return projections_backward(tr, layer, 1,
+                                {{LoraTarget::kInProjQkv, W.in_proj_qkv, dmixed},
+                                 {LoraTarget::kInProjZ, W.in_proj_z, dz},
+                                 {std::nullopt, w_ab, dab}},
+                                tr.h_in, dh, false);
+  }
+  return projections_backward(tr, layer, 1,
+                              {{LoraTarget::kInProjQkv, W.in_proj_qkv, dmixed},
+                               {LoraTarget::kInProjZ, W.in_proj_z, dz},
+                               {std::nullopt, W.in_proj_a, da},
+                               {std::nullopt, W.in_proj_b, db}},
+                              tr.h_in, dh, false);
 }
 
 // dx enters as the gradient of the layer's output and leaves as that of its input x_in.
@@ -353,13 +454,15 @@ Status TrainerImpl::layer_backward(Pass& p, int64_t layer, const LayerTrace& tr,
   const float eps = static_cast<float>(c.rms_norm_eps);
   // MLP: x_out = x_mid + down(silu(gate(h)) * up(h)), h = rms(x_mid).
   KILN_ASSIGN_OR_RETURN(Tensor dact, scratch({T, I}));
-  KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kDownProj, L.down_proj, tr.act, dx, dact, false));
+  KILN_RETURN_IF_ERROR(
+      projections_backward(tr, layer, -1, {{LoraTarget::kDownProj, L.down_proj, dx}}, tr.act, dact, false));
   KILN_ASSIGN_OR_RETURN(Tensor dgate, scratch({T, I}));
   KILN_ASSIGN_OR_RETURN(Tensor dup, scratch({T, I}));
   KILN_RETURN_IF_ERROR(train().silu_mul_backward({tr.gate_raw, tr.up, dact, dgate, dup}));
   KILN_ASSIGN_OR_RETURN(Tensor dh, scratch({T, H}));
-  KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kGateProj, L.gate_proj, tr.h_post, dgate, dh, false));
-  KILN_RETURN_IF_ERROR(projection_backward(layer, LoraTarget::kUpProj, L.up_proj, tr.h_post, dup, dh, true));
+  KILN_RETURN_IF_ERROR(projections_backward(
+      tr, layer, 2, {{LoraTarget::kGateProj, L.gate_proj, dgate}, {LoraTarget::kUpProj, L.up_proj, dup}}, tr.h_post,
+      dh, false));
   NormBackwardArgs post;
   post.x = tr.x_mid, post.weight = L.post_norm, post.dout = dh, post.dx = dx, post.accumulate = true, post.eps = eps;
   KILN_RETURN_IF_ERROR(train().norm_backward(post));
@@ -446,7 +549,9 @@ Result<std::unique_ptr<LoraTrainer>> LoraTrainer::create(Qwen35Model& model, Lor
   } else if (const MemoryUsage m = model.backend().memory_usage(); m.used_bytes >= 0 && m.total_bytes > m.used_bytes) {
     budget = static_cast<int64_t>(opts.trace_memory_fraction * static_cast<double>(m.total_bytes - m.used_bytes));
   }
-  return std::unique_ptr<LoraTrainer>(new TrainerImpl(model, adapter, std::move(grads), opts, budget));
+  auto trainer = std::make_unique<TrainerImpl>(model, adapter, std::move(grads), opts, budget);
+  KILN_RETURN_IF_ERROR(trainer->stack_group_grads());
+  return std::unique_ptr<LoraTrainer>(std::move(trainer));
 }
 
 }  // namespace kiln

@@ -1,7 +1,8 @@
 // LoRA deltas on the device. Segments of at most kLoraMaxTokens tokens (decode rows, short
 // prefill tails) go to the shrink and expand kernels (kernels/lora.h), kLoraMaxSegments a launch
 // pair, whatever the number of adapters; longer segments (prefill) are two GEMMs each, where
-// cuBLASLt is the right tool: u = x A^T, then out += coef u B^T (coef as the GEMM's alpha).
+// cuBLASLt is the right tool: u = x A^T, then out += coef u B^T (coef as the GEMM's alpha). A
+// call that keeps u (LoraDeltaArgs::u) takes the GEMMs whatever its length.
 // Short segments add first, in order, then the long ones in order: deterministic either way.
 #include <algorithm>
 #include <vector>
@@ -54,7 +55,7 @@ Status Linear::lora_delta(const LoraDeltaArgs& a) {
     k.b_dtype = s.b.dtype();
     k.b_vector = r % 8 == 0 && reinterpret_cast<uintptr_t>(k.b) % 16 == 0;
     const int64_t padded = (n * r + 3) / 4 * 4;
-    if (rows_apply && n <= kLoraMaxTokens && r == k.rank && s.begin < (int64_t{1} << 30) &&
+    if (!a.u.defined() && rows_apply && n <= kLoraMaxTokens && r == k.rank && s.begin < (int64_t{1} << 30) &&
         u_elems + padded < (int64_t{1} << 30) && lora_segment_applies(k)) {
       k.u_offset = static_cast<int32_t>(u_elems);
       u_elems += padded;
@@ -78,7 +79,10 @@ Status Linear::lora_delta(const LoraDeltaArgs& a) {
 
   for (const LoraSegment* s : long_segs) {
     const int64_t n = s->end - s->begin, r = s->a.dim(0);
-    KILN_ASSIGN_OR_RETURN(Tensor u, ctx_->empty({n, r}, DType::kF32));
+    Tensor u = a.u;  // kept for the caller where it asks (one segment, validated)
+    if (!u.defined()) {
+      KILN_ASSIGN_OR_RETURN(u, ctx_->empty({n, r}, DType::kF32));
+    }
     KILN_RETURN_IF_ERROR(in_call(matmul({a.x.slice(0, s->begin, s->end), s->a, u})));  // u = x A^T
     MatmulArgs d{u, s->b, a.out.slice(0, s->begin, s->end)};
     d.accumulate = true;

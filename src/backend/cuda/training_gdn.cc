@@ -8,6 +8,7 @@
 
 #include "backend/cuda/kernels/gdn_backward.h"
 #include "backend/cuda/kernels/gdn_chunked_backward.h"
+#include "backend/cuda/tuning.h"
 #include "backend/cuda/training.h"
 #include "backend/training_checks.h"
 
@@ -72,6 +73,7 @@ Status Training::gdn_backward(const GdnBackwardArgs& a) {
   p.db_stride = a.db.stride(0);
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
   p.kernel = gdn_backward_kernel_from_env();  // the chunked form unless KILN_CUDA_GDN_BACKWARD=registers
+  p.tf32 = a.compute != DType::kF32 && tuning().gdn_backward_tf32;  // one tf32 pass where rounding is allowed
   KILN_RETURN_IF_ERROR(
       gdn_backward_plan(p, ctx_->props.multiProcessorCount, ctx_->props.sharedMemPerBlockOptin).with_context(req));
   if (a.kept.defined() && p.kernel == GdnBackwardKernel::kChunked) {  // the walk recomputes its own states

@@ -96,6 +96,7 @@ struct Tuning {
   bool bf16_operands = true;  // 16-bit GEMM operands written by their producer (silu-mul, prefill)
   bool norm_vec4 = true;     // RMSNorm rows of <= 4096 aligned floats: one float4 a thread (rms_norm.cu)
   bool gdn_tf32 = true;      // the two-pass GDN's products in one tf32 pass where GdnArgs::compute allows
+  bool gdn_backward_tf32 = true;  // the GDN backward's gradient pass in one tf32 pass where its compute allows
   bool pdl = true;           // decode-path kernels with programmatic dependent launch (kernels/pdl.cuh)
   bool kv_bf16 = true;       // a bf16 K/V cache offered (capabilities().attention.kv_dtypes)
 };
@@ -152,6 +153,7 @@ inline Tuning tuning_from_env() {
   t.graphs = flag("KILN_CUDA_GRAPHS", true);
   t.norm_vec4 = flag("KILN_CUDA_NORM_VEC4", true);
   t.gdn_tf32 = flag("KILN_CUDA_GDN_TF32", true);
+  t.gdn_backward_tf32 = flag("KILN_CUDA_GDN_BACKWARD_TF32", true);
   t.lora_kernel = flag("KILN_CUDA_LORA_KERNEL", true);
   t.bf16_operands = flag("KILN_CUDA_BF16_OPERANDS", true);
   t.pdl = flag("KILN_CUDA_PDL", true);

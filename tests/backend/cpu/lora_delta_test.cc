@@ -6,6 +6,8 @@
 // terms against exact ones (factors in 16 bits are widened exactly, u stays f32).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <memory>
 
@@ -70,6 +72,54 @@ TEST(CpuLoraDelta, DefaultThroughMatmulMatchesDoubleReference) {
     Status st = lin.lora_delta(a);
     ASSERT_TRUE(st.ok()) << c.name << ": " << st.to_string();
     EXPECT_LE(lora_error(in.out_base, want, before), kTol) << c.name;
+  }
+}
+
+// LoraDeltaArgs::u (a traced forward's): x A^T of the one segment over every token, unscaled,
+// from the CPU facet and the default through matmul alike, the delta unchanged; asked for with
+// two segments or in the wrong shape, it is refused by name before anything is written.
+TEST(CpuLoraDelta, KeepsXATransposedOfItsOneSegment) {
+  auto be = cpu();
+  testing::MatmulOnlyLinear through_matmul(be->linear());
+  const LoraDeltaCase one{"one", 6, 32, 16, {{0, 6, 4, F, F, 2.f}}, 40};
+  for (LinearFacet* lin : {&be->linear(), static_cast<LinearFacet*>(&through_matmul)}) {
+    auto in = make_lora_inputs(one, 11);
+    const Tensor before = testing::host_copy(in.out_base);
+    const std::vector<double> want = lora_reference(in, one);
+    LoraDeltaArgs a{in.x, in.out, in.segments};
+    a.storage = &be->storage();
+    a.u = Tensor::empty({6, 4}, F);
+    Status st = lin->lora_delta(a);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_LE(lora_error(in.out_base, want, before), kTol);
+    const Tensor& A = in.segments[0].a;
+    double worst = 0, largest = 0;
+    for (int64_t t = 0; t < 6; ++t)
+      for (int64_t j = 0; j < 4; ++j) {
+        double u = 0;
+        for (int64_t k = 0; k < 32; ++k)
+          u += double(in.x.data<float>()[t * in.x.stride(0) + k]) * double(A.data<float>()[j * 32 + k]);
+        worst = std::max(worst, std::abs(u - double(a.u.data<float>()[t * 4 + j])));
+        largest = std::max(largest, std::abs(u));
+      }
+    EXPECT_GT(largest, 0.1);
+    EXPECT_LE(worst, kTol * largest);
+  }
+  const LoraDeltaCase two{"two", 6, 32, 16, {{0, 3, 4, F, F, 1.f}, {3, 6, 4, F, F, 1.f}}};
+  struct Bad {
+    const LoraDeltaCase& c;
+    Shape u;
+    const char* expect;
+  };
+  for (const Bad& b : {Bad{two, {6, 4}, "2 segments"}, Bad{one, {6, 5}, "tensor 'u'"}, Bad{one, {5, 4}, "tensor 'u'"}}) {
+    auto in = make_lora_inputs(b.c, 5);
+    const Tensor before = testing::host_copy(in.out_base);
+    LoraDeltaArgs a{in.x, in.out, in.segments};
+    a.u = Tensor::empty(b.u, F);
+    Status st = be->linear().lora_delta(a);
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << st.to_string();
+    EXPECT_NE(st.message().find(b.expect), std::string::npos) << st.to_string();
+    EXPECT_EQ(testing::max_abs_diff(in.out_base.data<float>(), before.data<float>(), before.numel()), 0);
   }
 }
 

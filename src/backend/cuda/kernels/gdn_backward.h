@@ -59,6 +59,9 @@ struct GdnBackwardParams {
   // (gdn_forward_kept(rows, ceil(max_len / 64), v_heads, dk, dv) floats, gdn_chunk_record.h), or
   // null to recompute it. The walk ignores it.
   const float* kept = nullptr;
+  // The chunked form's gradient pass: its products in one tf32 pass (operands rounded to tf32,
+  // ~5e-4 relative error in the gradients against 3e-7) instead of 3xTF32.
+  bool tf32 = false;
 
   // The plan (gdn_backward_plan): value columns per block, how many groups of them per head, and
   // the state kernel's grid (blocks loop over the (row, head, group) items; the scratch is per block);

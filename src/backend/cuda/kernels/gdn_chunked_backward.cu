@@ -216,10 +216,11 @@ __device__ __forceinline__ WarpTile<N> warp_tile() {
 }
 
 // acc += sum_{k < K} a(t, k) b(k, c) over the warp's tile; a and b take block coordinates.
-template <int K, int N, typename FA, typename FB>
+// P: 3xTF32 (3) or one tf32 pass (1), as warp_mma.
+template <int P, int K, int N, typename FA, typename FB>
 __device__ __forceinline__ void tile_mma(float (&acc)[N / 16][4], WarpTile<N> w, FA a, FB b) {
-  warp_mma3<N / 16, 1>(acc, 0, K, [&](int r, int k) { return a(w.r0 + r, k); },
-                      [&](int k, int c) { return b(k, w.n0 + c); });
+  warp_mma<P, N / 16, 1>(acc, 0, K, [&](int r, int k) { return a(w.r0 + r, k); },
+                         [&](int k, int c) { return b(k, w.n0 + c); });
 }
 
 // f(x, t, c, v) for each accumulator v of the thread, at block row t and column c; x = 4 nt + e
@@ -330,8 +331,8 @@ struct GradLayout {
   static constexpr int kFloats = kVec + 6 * kC + 32;
 };
 
-// Grid: (v_heads, max chunks, rows).
-template <int DK>
+// Grid: (v_heads, max chunks, rows). P: the products' tf32 passes (tile_mma).
+template <int DK, int P>
 __global__ void __launch_bounds__(kThreads, 1)
     gdn_chunk_bwd_grad_kernel(GdnBackwardParams p, GdnChunkedBackwardBuffers b, Chunks ch) {
   using L = GradLayout<DK>;
@@ -390,7 +391,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   {
     float acc[4][4] = {};
-    tile_mma<DK>(acc, wc, [&](int t, int k) { return Ks[t * QK + k]; }, [&](int k, int i) { return Ks[i * QK + k]; });
+    tile_mma<P, DK>(acc, wc, [&](int t, int k) { return Ks[t * QK + k]; }, [&](int k, int i) { return Ks[i * QK + k]; });
     tile_each(acc, wc, [&](int, int t, int i, float v) { Ae[t * kEL + i] = i < t ? exp_gap(t, i) * v : 0.f; });
   }
 
@@ -416,10 +417,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       copies_landed();
       auto ot = [&](int t, int k) { return Ot[t * kTS + k]; };
       auto s0t = [&](int k, int d) { return S0t[d * kTS + k]; };
-      tile_mma<kBV>(aq, wd, ot, s0t);
-      tile_mma<kBV>(ak, wd, [&](int t, int k) { return Wt[t * kTS + k]; }, [&](int k, int d) { return dSt[d * kTS + k]; });
-      tile_mma<kBV>(ay, wd, [&](int t, int k) { return dWt[t * kTS + k]; }, s0t);
-      tile_mma<kBV>(am, wc, ot, [&](int k, int i) { return Wt[i * kTS + k]; });
+      tile_mma<P, kBV>(aq, wd, ot, s0t);
+      tile_mma<P, kBV>(ak, wd, [&](int t, int k) { return Wt[t * kTS + k]; }, [&](int k, int d) { return dSt[d * kTS + k]; });
+      tile_mma<P, kBV>(ay, wd, [&](int t, int k) { return dWt[t * kTS + k]; }, s0t);
+      tile_mma<P, kBV>(am, wc, ot, [&](int k, int i) { return Wt[i * kTS + k]; });
       for (int e = tid; e < DK * kBV; e += kThreads) {
         const int idx = (e / kBV) * kTS + e % kBV;
         sdot += S0t[idx] * dSt[idx];
@@ -477,8 +478,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     sub_columns(wc, cs, dG);
   }
   __syncthreads();
-  tile_mma<kC>(aq, wd, [&](int t, int k) { return Es[t * kEL + k]; }, [&](int k, int d) { return Ks[k * QK + d]; });
-  tile_mma<kC>(ak, wd, [&](int t, int k) { return Et[t * kEL + k]; }, [&](int k, int d) { return Qs[k * QK + d]; });
+  tile_mma<P, kC>(aq, wd, [&](int t, int k) { return Es[t * kEL + k]; }, [&](int k, int d) { return Ks[k * QK + d]; });
+  tile_mma<P, kC>(ak, wd, [&](int t, int k) { return Et[t * kEL + k]; }, [&](int k, int d) { return Qs[k * QK + d]; });
   // dq is complete and dk's first terms are: both go out now, freeing their registers for the
   // solve's products (step 4 adds the rest of dk to what is stored).
   auto at = [&](float* base, int t, int d) { return base + ((c0 + t) * H + h) * DK + d; };
@@ -512,7 +513,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       load_tile(Yt, dWg + j0, dv, kC, kC, bv, kYS);
       copies_landed();
       float x[kBV / 16][4] = {};
-      tile_mma<kC>(x, wy, m, [&](int s, int c) { return Yt[s * kYS + c]; });
+      tile_mma<P, kC>(x, wy, m, [&](int s, int c) { return Yt[s * kYS + c]; });
       float* dvo = p.dv_out + c0 * p.dv_token_stride + h * p.dv_head_stride + j0;
       tile_each(x, wy, [&](int, int t, int c, float v) {
         if (c >= bv) return;
@@ -523,7 +524,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   {
     float x[ND][4] = {};
-    tile_mma<kC>(x, wd, m, [&](int s, int d) { return Xw[s * WX + d]; });
+    tile_mma<P, kC>(x, wd, m, [&](int s, int d) { return Xw[s * WX + d]; });
     __syncthreads();  // every warp has read Xw
     tile_each(x, wd, [&](int, int t, int d, float v) { Xw[t * WX + d] = v; });
   }
@@ -544,7 +545,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       load_tile(Ut, rec + R.u() + j0, dv, kC, kC, bv, kTS);
       load_tile(Vt, p.v + c0 * p.v_token_stride + h * p.v_head_stride + j0, p.v_token_stride, kC, n, bv, kTS);
       copies_landed();
-      tile_mma<kBV>(ad, wc, [&](int t, int k) { return dXut[t * kTS + k]; }, [&](int k, int i) { return Ut[i * kTS + k]; });
+      tile_mma<P, kBV>(ad, wc, [&](int t, int k) { return dXut[t * kTS + k]; }, [&](int k, int i) { return Ut[i * kTS + k]; });
       if (tid < kC) {
         float s = 0.f;
         for (int j = 0; j < kBV; ++j) s += Vt[tid * kTS + j] * dXut[tid * kTS + j];
@@ -552,7 +553,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
-  tile_mma<DK>(ad, wc, [&](int t, int k) { return Xw[t * WX + k]; }, [&](int k, int i) { return Wks[i * WX + k]; });
+  tile_mma<P, DK>(ad, wc, [&](int t, int k) { return Xw[t * WX + k]; }, [&](int k, int i) { return Wks[i * WX + k]; });
   __syncthreads();  // dB's plain updates above are done before the atomics below; every warp is done with Et
   {
     float rb[2] = {}, rg[2] = {}, cg[4][2] = {};
@@ -575,8 +576,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
   float ak2[ND][4] = {};
-  tile_mma<kC>(ak2, wd, [&](int t, int k) { return Es[t * kEL + k]; }, [&](int k, int d) { return Ks[k * QK + d]; });
-  tile_mma<kC>(ak2, wd, [&](int t, int k) { return Et[t * kEL + k]; }, [&](int k, int d) { return Ks[k * QK + d]; });
+  tile_mma<P, kC>(ak2, wd, [&](int t, int k) { return Es[t * kEL + k]; }, [&](int k, int d) { return Ks[k * QK + d]; });
+  tile_mma<P, kC>(ak2, wd, [&](int t, int k) { return Et[t * kEL + k]; }, [&](int k, int d) { return Ks[k * QK + d]; });
   {
     float rk[2] = {};
     tile_each(ak2, wd, [&](int x, int t, int d, float& v) {
@@ -634,7 +635,10 @@ Status launch(const GdnBackwardParams& p, const GdnChunkedBackwardBuffers& b, cu
     cudaError_t e = cudaFuncSetAttribute(gdn_chunk_bwd_scan_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(scan_smem));
     if (e != cudaSuccess) return e;
-    return cudaFuncSetAttribute(gdn_chunk_bwd_grad_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    e = cudaFuncSetAttribute(gdn_chunk_bwd_grad_kernel<DK, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(grad_smem));
+    if (e != cudaSuccess) return e;
+    return cudaFuncSetAttribute(gdn_chunk_bwd_grad_kernel<DK, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(grad_smem));
   }();
   if (attr != cudaSuccess)
@@ -685,7 +689,8 @@ Status launch(const GdnBackwardParams& p, const GdnChunkedBackwardBuffers& b, cu
   KILN_RETURN_IF_ERROR(launch_status("gdn_chunk_bwd_scan_kernel", shape, stream));
   const dim3 grad_grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>(max_chunks),
                        static_cast<unsigned>(p.rows));
-  gdn_chunk_bwd_grad_kernel<DK><<<grad_grid, kThreads, grad_smem, stream>>>(p, b, ch);
+  if (p.tf32) gdn_chunk_bwd_grad_kernel<DK, 1><<<grad_grid, kThreads, grad_smem, stream>>>(p, b, ch);
+  else gdn_chunk_bwd_grad_kernel<DK, 3><<<grad_grid, kThreads, grad_smem, stream>>>(p, b, ch);
   return launch_status("gdn_chunk_bwd_grad_kernel", shape, stream);
 }
 
