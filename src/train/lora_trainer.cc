@@ -106,6 +106,12 @@ class TrainerImpl final : public LoraTrainer {
 
   Result<std::unique_ptr<Pass>> prepare(std::span<const TrainSequence> seqs, bool with_adapter);
   Status run_layer(Pass& p, int64_t layer, const Tensor& x, LayerTrace* trace);
+  // The layer's output, run on a copy of x, so that x stays the layer's input.
+  Result<Tensor> run_copy(Pass& p, int64_t layer, const Tensor& x, LayerTrace* trace) {
+    KILN_ASSIGN_OR_RETURN(Tensor out, copy_of(x));
+    KILN_RETURN_IF_ERROR(run_layer(p, layer, out, trace));
+    return out;
+  }
   Status layer_backward(Pass& p, int64_t layer, const LayerTrace& tr, const Tensor& x_in, const Tensor& dx);
   Status attention_backward(Pass& p, int64_t layer, const LayerTrace& tr, const Tensor& dx, const Tensor& dh);
   Status gdn_backward(Pass& p, int64_t layer, const LayerTrace& tr, const Tensor& dx, const Tensor& dh);
@@ -221,10 +227,9 @@ Result<std::vector<std::vector<float>>> TrainerImpl::forward(std::span<const Tra
   bool tracing = with_adapter && trace_budget_ > 0;
   int64_t traced_bytes = 0;
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    if (tracing) {  // the layer runs on a copy, so x stays its input
-      KILN_ASSIGN_OR_RETURN(Tensor next, copy_of(x));
+    if (tracing) {
       LayerTrace tr;
-      KILN_RETURN_IF_ERROR(run_layer(*p, i, next, &tr));
+      KILN_ASSIGN_OR_RETURN(Tensor next, run_copy(*p, i, x, &tr));
       traced_bytes += static_cast<int64_t>(trace_bytes(tr) + x.nbytes());
       if (traced_bytes <= trace_budget_) {
         p->traced.push_back({x, std::move(tr)});
@@ -506,15 +511,13 @@ Status TrainerImpl::backward(const std::vector<std::vector<float>>& coef) {
     // The input of every layer of the segment, recomputed from its checkpoint.
     std::vector<Tensor> inputs{p.checkpoints[seg]};
     for (int64_t i = begin; i + 1 < end; ++i) {
-      KILN_ASSIGN_OR_RETURN(Tensor next, copy_of(inputs.back()));
-      KILN_RETURN_IF_ERROR(run_layer(p, i, next, nullptr));
+      KILN_ASSIGN_OR_RETURN(Tensor next, run_copy(p, i, inputs.back(), nullptr));
       inputs.push_back(next);
     }
     for (int64_t i = end - 1; i >= begin; --i) {
       const Tensor& x_in = inputs[i - begin];
-      KILN_ASSIGN_OR_RETURN(Tensor scratch, copy_of(x_in));
       LayerTrace tr;
-      KILN_RETURN_IF_ERROR(run_layer(p, i, scratch, &tr));
+      KILN_RETURN_IF_ERROR(run_copy(p, i, x_in, &tr).status());
       KILN_RETURN_IF_ERROR(layer_backward(p, i, tr, x_in, dx));
     }
   }
