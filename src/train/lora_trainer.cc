@@ -11,7 +11,6 @@
 // factors side by side, so that x is read once for u = x A^T, once for dA and dX once updated.
 #include "train/lora_trainer.h"
 
-#include <array>
 #include <cmath>
 #include <initializer_list>
 #include <optional>
@@ -60,7 +59,6 @@ constexpr LoraTarget kAttentionInputs[] = {LoraTarget::kQProj, LoraTarget::kKPro
 constexpr LoraTarget kGdnInputs[] = {LoraTarget::kInProjQkv, LoraTarget::kInProjZ};
 constexpr LoraTarget kMlpInputs[] = {LoraTarget::kGateProj, LoraTarget::kUpProj};
 constexpr std::span<const LoraTarget> kGroups[] = {kAttentionInputs, kGdnInputs, kMlpInputs};
-constexpr int kGroupCount = 3;
 
 // One projection of a group sharing x: its frozen weight, the gradient of its output and its
 // LoRA target (none: a frozen projection only).
@@ -115,12 +113,11 @@ class TrainerImpl final : public LoraTrainer {
   Status layer_backward(Pass& p, int64_t layer, const LayerTrace& tr, const Tensor& x_in, const Tensor& dx);
   Status attention_backward(Pass& p, int64_t layer, const LayerTrace& tr, const Tensor& dx, const Tensor& dh);
   Status gdn_backward(Pass& p, int64_t layer, const LayerTrace& tr, const Tensor& dx, const Tensor& dh);
-  // dX (+)= sum_i dY_i W_i over projections reading x, and their factors' gradients. `group`
-  // indexes kGroups where the projections are one of them, else -1.
-  // x A^T comes from the trace where the forward kept it.
-  Status projections_backward(const LayerTrace& tr, int64_t layer, int group,
-                              std::initializer_list<Projection> projections, const Tensor& x, const Tensor& dx,
-                              bool accumulate);
+  // dX (+)= sum_i dY_i W_i over projections reading x, and their factors' gradients (several
+  // adapted ones: a group of kGroups, laid out by stack_group_grads). x A^T comes from the trace
+  // where the forward kept it.
+  Status projections_backward(const LayerTrace& tr, int64_t layer, std::initializer_list<Projection> projections,
+                              const Tensor& x, const Tensor& dx, bool accumulate);
 
   Qwen35Model& model_;
   LoraAdapter& adapter_;
@@ -129,28 +126,25 @@ class TrainerImpl final : public LoraTrainer {
   int64_t trace_budget_;  // opts_.trace_budget_bytes, resolved
   LoraTerm term_;
   std::unique_ptr<Pass> kept_;  // the last forward(with_adapter)
-  // [layer][group of kGroups]: the buffer the gradients' A factors of the group's adapted
-  // projections are views of, side by side in the group's order; undefined for fewer than two.
-  std::vector<std::array<Tensor, kGroupCount>> stacked_da_;
 };
 
+// The gradients' A factors of each group's adapted projections become views of one buffer, side
+// by side in the group's order, so that one GEMM writes the group's dA.
 Status TrainerImpl::stack_group_grads() {
-  stacked_da_.assign(static_cast<size_t>(grads_.num_layers()), {});
   for (int64_t l = 0; l < grads_.num_layers(); ++l)
-    for (int g = 0; g < kGroupCount; ++g) {
+    for (std::span<const LoraTarget> group : kGroups) {
       int64_t rows = 0, members = 0, in = 0;
-      for (LoraTarget t : kGroups[g])
+      for (LoraTarget t : group)
         if (const LoraFactors& f = grads_.factors(l, t); f.defined()) rows += f.a.dim(0), ++members, in = f.a.dim(1);
       if (members < 2) continue;
       KILN_ASSIGN_OR_RETURN(Tensor stack, storage().allocate({rows, in}, DType::kF32));
       int64_t at = 0;
-      for (LoraTarget t : kGroups[g])
+      for (LoraTarget t : group)
         if (LoraFactors& f = grads_.factors(l, t); f.defined()) {
           const int64_t r = f.a.dim(0);
           f.a = stack.slice(0, at, at + r);
           at += r;
         }
-      stacked_da_[l][g] = stack;
     }
   return {};
 }
@@ -269,7 +263,7 @@ Result<std::vector<std::vector<float>>> TrainerImpl::forward(std::span<const Tra
 // dX (+)= dY W through each frozen weight; for the adapted projections (u = x A^T, c = scale):
 // dB += c dY^T u, dA += c (dY B)^T x, dX += c (dY B) A, the group's factors side by side
 // (A = [A_1; A_2; ...], u = x A^T and dY B as [T, sum of ranks]), so that each is one GEMM.
-Status TrainerImpl::projections_backward(const LayerTrace& tr, int64_t layer, int group,
+Status TrainerImpl::projections_backward(const LayerTrace& tr, int64_t layer,
                                          std::initializer_list<Projection> projections, const Tensor& x,
                                          const Tensor& dx, bool accumulate) {
   struct Adapted {
@@ -294,10 +288,11 @@ Status TrainerImpl::projections_backward(const LayerTrace& tr, int64_t layer, in
     kept = kept && adapted.back().u.defined();
   }
   if (adapted.empty()) return {};
-  if (adapted.size() > 1 && (group < 0 || !stacked_da_[layer][group].defined()))
+  Tensor da = adapted[0].g.a;  // the group's A gradients as one [sum of ranks, in] view
+  for (size_t i = 1; i < adapted.size() && da.defined(); ++i) da = stacked_rows(da, adapted[i].g.a);
+  if (!da.defined())
     return internal_error("LoraTrainer: layer " + std::to_string(layer) + " has adapted projections sharing x " +
                           "whose A gradients are not side by side");
-  const Tensor da = adapted.size() == 1 ? adapted[0].g.a : stacked_da_[layer][group];
   Tensor a = adapted[0].f.a;
   const float c = adapter_.scale();
   const int64_t T = x.dim(0);
@@ -340,7 +335,7 @@ Status TrainerImpl::attention_backward(Pass& p, int64_t layer, const LayerTrace&
     return t.as_strided({T, h, D}, {ts, hs, 1}, off);
   };
   KILN_ASSIGN_OR_RETURN(Tensor dattn, scratch({T, Hq * D}));
-  KILN_RETURN_IF_ERROR(projections_backward(tr, layer, -1, {{LoraTarget::kOProj, W.o_proj, dx}},
+  KILN_RETURN_IF_ERROR(projections_backward(tr, layer, {{LoraTarget::kOProj, W.o_proj, dx}},
                                             tr.attn.reshape({T, Hq * D}), dattn, false));
   KILN_ASSIGN_OR_RETURN(Tensor dqg, alloc({T, qrow}));
   KILN_ASSIGN_OR_RETURN(Tensor dk, alloc({T, Hkv * D}));
@@ -379,7 +374,7 @@ Status TrainerImpl::attention_backward(Pass& p, int64_t layer, const LayerTrace&
   kn.dout = kn.dx = rows(dk, T * Hkv, D, D);
   kn.eps = eps;
   KILN_RETURN_IF_ERROR(train().norm_backward(kn));
-  return projections_backward(tr, layer, 0,
+  return projections_backward(tr, layer,
                               {{LoraTarget::kQProj, W.q_proj, dqg},
                                {LoraTarget::kKProj, W.k_proj, dk},
                                {LoraTarget::kVProj, W.v_proj, dv}},
@@ -393,7 +388,7 @@ Status TrainerImpl::gdn_backward(Pass& p, int64_t layer, const LayerTrace& tr, c
   const int64_t Hv = c.linear_num_value_heads, dv = c.linear_value_head_dim, C = c.gdn_conv_dim();
   KILN_ASSIGN_OR_RETURN(Tensor dnormed, scratch({T, Hv * dv}));
   KILN_RETURN_IF_ERROR(
-      projections_backward(tr, layer, -1, {{LoraTarget::kOutProj, W.out_proj, dx}}, tr.normed, dnormed, false));
+      projections_backward(tr, layer, {{LoraTarget::kOutProj, W.out_proj, dx}}, tr.normed, dnormed, false));
   KILN_ASSIGN_OR_RETURN(Tensor dcore, alloc({T, Hv, dv}));
   KILN_ASSIGN_OR_RETURN(Tensor dz, alloc({T, Hv * dv}));
   NormBackwardArgs gn;
@@ -436,13 +431,13 @@ Status TrainerImpl::gdn_backward(Pass& p, int64_t layer, const LayerTrace& tr, c
   KILN_ASSIGN_OR_RETURN(Tensor dmixed, alloc({T, C}));
   KILN_RETURN_IF_ERROR(train().conv_backward({tr.mixed, W.conv, dconv, dmixed, &p.layout}));
   if (const Tensor w_ab = stacked_rows(W.in_proj_a, W.in_proj_b); w_ab.defined()) {
-    return projections_backward(tr, layer, 1,
+    return projections_backward(tr, layer,
                                 {{LoraTarget::kInProjQkv, W.in_proj_qkv, dmixed},
                                  {LoraTarget::kInProjZ, W.in_proj_z, dz},
                                  {std::nullopt, w_ab, dab}},
                                 tr.h_in, dh, false);
   }
-  return projections_backward(tr, layer, 1,
+  return projections_backward(tr, layer,
                               {{LoraTarget::kInProjQkv, W.in_proj_qkv, dmixed},
                                {LoraTarget::kInProjZ, W.in_proj_z, dz},
                                {std::nullopt, W.in_proj_a, da},
@@ -460,13 +455,13 @@ Status TrainerImpl::layer_backward(Pass& p, int64_t layer, const LayerTrace& tr,
   // MLP: x_out = x_mid + down(silu(gate(h)) * up(h)), h = rms(x_mid).
   KILN_ASSIGN_OR_RETURN(Tensor dact, scratch({T, I}));
   KILN_RETURN_IF_ERROR(
-      projections_backward(tr, layer, -1, {{LoraTarget::kDownProj, L.down_proj, dx}}, tr.act, dact, false));
+      projections_backward(tr, layer, {{LoraTarget::kDownProj, L.down_proj, dx}}, tr.act, dact, false));
   KILN_ASSIGN_OR_RETURN(Tensor dgate, scratch({T, I}));
   KILN_ASSIGN_OR_RETURN(Tensor dup, scratch({T, I}));
   KILN_RETURN_IF_ERROR(train().silu_mul_backward({tr.gate_raw, tr.up, dact, dgate, dup}));
   KILN_ASSIGN_OR_RETURN(Tensor dh, scratch({T, H}));
   KILN_RETURN_IF_ERROR(projections_backward(
-      tr, layer, 2, {{LoraTarget::kGateProj, L.gate_proj, dgate}, {LoraTarget::kUpProj, L.up_proj, dup}}, tr.h_post,
+      tr, layer, {{LoraTarget::kGateProj, L.gate_proj, dgate}, {LoraTarget::kUpProj, L.up_proj, dup}}, tr.h_post,
       dh, false));
   NormBackwardArgs post;
   post.x = tr.x_mid, post.weight = L.post_norm, post.dout = dh, post.dx = dx, post.accumulate = true, post.eps = eps;
