@@ -145,6 +145,10 @@ struct AttentionArgs {
   // kBF16: Q, K, V and the probabilities may be rounded to bf16 for tensor cores, f32
   // accumulation (a backend may still compute in f32). kF32: every product in f32.
   DType compute = DType::kF32;
+  // Optional, for a training backward of these inputs (every row from position 0): where the
+  // backend may leave what its TrainingFacet::attention_backward reuses (AttentionBackwardArgs::
+  // kept) instead of recomputing the softmax. A backend that keeps nothing leaves it undefined.
+  Tensor* kept = nullptr;
 };
 AttentionRequest describe(const AttentionArgs& a);
 

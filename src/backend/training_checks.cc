@@ -83,6 +83,9 @@ Status validate_train(const AttentionBackwardArgs& a, DeviceKind dev, const std:
     CHECK(check_like(a.gate, "gate", a.q, dev, r));
     CHECK(check_like(a.dgate, "dgate", a.q, dev, r));
   }
+  if (a.kept.defined() != a.out.defined())
+    return invalid_argument(r + ": 'out' and 'kept' come together (the forward's output and what it kept)");
+  if (a.out.defined()) CHECK(check_like(a.out, "out", a.q, dev, r));
   return check_rows(a.layout, a.q.dim(0), dev, r);
 }
 

@@ -84,10 +84,15 @@ struct AttentionBackwardArgs {
   Tensor dq, dk, dv, dgate;  // shaped as q, k, v, gate
   const BatchLayout* layout = nullptr;
   float scale = 1.f;
-  // kBF16: the products may run at reduced precision (CUDA: TF32 tensor cores, f32 accumulation),
-  // as the forward's AttentionArgs::compute allows bf16 ones; a backend may still compute in f32.
-  // kF32: every product in f32.
+  // kBF16: the products may run at reduced precision (CUDA: bf16 or TF32 tensor cores, f32
+  // accumulation), as the forward's AttentionArgs::compute allows bf16 ones; a backend may still
+  // compute in f32. kF32: every product in f32.
   DType compute = DType::kF32;
+  // Optional, both or neither: the forward's gated output (AttentionArgs::out) and what the
+  // backend left in AttentionArgs::kept for the same inputs and layout; a backend may then
+  // recompute the probabilities from them instead of from the scores (CUDA's flash backward).
+  Tensor out = {};  // [tokens, q_heads, head_dim] (strided)
+  Tensor kept = {};
 };
 TrainRequest describe(const AttentionBackwardArgs& a);
 

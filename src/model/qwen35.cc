@@ -160,6 +160,7 @@ Status Qwen35Model::attention_layer(const LayerWeights& L, int64_t layer, const 
   // A bf16 checkpoint's projections already round to bf16, so its attention products may too
   // (tensor cores); f32 checkpoints (the test fixtures) keep f32 attention.
   if (L.attn.q_proj.dtype() == DType::kBF16) attend.compute = DType::kBF16;
+  if (ws.trace != nullptr) attend.kept = &ws.trace->attn_kept;
   KILN_RETURN_IF_ERROR(att.attend(attend));
   MatmulArgs o{ws.attn.reshape({T, Hq * D}), L.attn.o_proj, ws.x};
   o.accumulate = true;  // x += attn W_o^T

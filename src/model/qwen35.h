@@ -33,6 +33,7 @@ struct LayerTrace {
   Tensor h_post;          // post-normed x_mid: the MLP's input
   Tensor qg_raw, k_raw;   // attention: q_proj (query + gate per head) and k_proj outputs before the q/k norms (copies)
   Tensor qg, k, v, attn;  // attention: q and k after norm and RoPE, v; attn = o_proj's input (gated)
+  Tensor attn_kept;       // attention: what the backend kept of its softmax for its backward (AttentionArgs::kept), if anything
   Tensor mixed, conv, z, a, b, core, normed;  // GDN: projections, conv + silu output, delta rule, gated norm
   Tensor gdn_kept;        // GDN: what the backend kept of the delta rule for its backward (GdnArgs::kept), if anything
   Tensor gate_raw, up, act;  // MLP: gate_proj output (before silu-mul), up_proj output, silu(gate) * up

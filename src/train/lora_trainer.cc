@@ -352,6 +352,10 @@ Status TrainerImpl::attention_backward(Pass& p, int64_t layer, const LayerTrace&
     ab.gate = heads(tr.qg, Hq, qrow, per_head, D);
     ab.dgate = heads(dqg, Hq, qrow, per_head, D);
   }
+  if (tr.attn_kept.defined()) {  // the forward's softmax statistics: the backend need not recompute them
+    ab.out = tr.attn.reshape({T, Hq, D});
+    ab.kept = tr.attn_kept;
+  }
   ab.layout = &p.layout;
   ab.scale = 1.f / std::sqrt(static_cast<float>(D));
   // As in the forward: a bf16 checkpoint's attention products may run at reduced precision.

@@ -82,6 +82,7 @@ Status Attention::attend(const AttentionArgs& a) {
   const LayoutView lv(a.layout);
   const int64_t Hq = r.q_heads, D = r.head_dim, group = r.q_heads / r.kv_heads;
   const int64_t kv_row = r.kv_heads * D;
+  if (a.kept != nullptr) *a.kept = Tensor();  // the CPU backward recomputes the softmax
   for (int64_t row = 0; row < r.rows; ++row)
     if (lv.kv_lens[row] < lv.row_len(row))
       return invalid_argument(req + ": row " + std::to_string(row) + " has fewer K/V entries than query tokens");

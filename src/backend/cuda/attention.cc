@@ -140,9 +140,14 @@ Status Attention::attend(const AttentionArgs& a) {
     f.kv_lens = a.layout->kv_lens.data<int32_t>();
     f.block_tables = a.layout->block_tables.data<int32_t>();
     f.scale = a.scale;
+    if (a.kept != nullptr) {  // each query's log-sum-exp, for the training backward (flash_backward.h)
+      KILN_ASSIGN_OR_RETURN(*a.kept, ctx_->empty({r.tokens, r.q_heads}, DType::kF32));
+      f.lse = a.kept->data<float>();
+    }
     ProfileScope prof(ctx_->profiler.get(), [&] { return "attention flash prefill tokens=" + std::to_string(r.tokens); });
     return in_context(flash_prefill(f, ctx_->stream), a);
   }
+  if (a.kept != nullptr) *a.kept = Tensor();  // the backward recomputes the softmax
   PagedAttentionParams p;
   p.rows = r.rows;
   p.tokens = r.tokens;

@@ -5,7 +5,8 @@
 //                          weight's dtype, f32 x f32 stays f32) on Context::blas()
 //   training_pointwise.cc  norm, silu-mul and RoPE backward (kernels/training_pointwise.cu)
 //   training_conv.cc       conv1d backward (kernels/conv_backward.cu)
-//   training_attention.cc  attention backward (kernels/attention_backward.cu + cuBLAS)
+//   training_attention.cc  attention backward (kernels/attention_backward.cu + cuBLAS; the flash
+//                          form in kernels/flash_backward.cu)
 //   training_gdn.cc        gated delta rule backward (kernels/gdn_backward.cu)
 //   training_logprobs.cc   fused linear log-probs and their backward (kernels/token_logprobs.cu + cuBLAS)
 //   optimizer.cc           Muon, AdamW, SGD (kernels/optimizer.cu)

@@ -11,7 +11,11 @@
 // matches the CPU to f32 rounding (the tests hold it to 2e-5 relative); a request that allows bf16
 // products (AttentionBackwardArgs::compute, a bf16 checkpoint's) runs the GEMMs on TF32 tensor
 // cores instead (CUBLAS_COMPUTE_32F_FAST_TF32: operands rounded to a 10-bit mantissa, f32
-// accumulation), the row-wise steps unchanged.
+// accumulation), the row-wise steps unchanged. Where such a request also brings the forward's
+// output and log-sum-exps (AttentionBackwardArgs::out and kept, left by flash_prefill) and its
+// head_dim has an instance, it runs on bf16 tensor cores in flash form instead
+// (kernels/flash_backward.h): tiles of probabilities recomputed from the log-sum-exps, nothing of
+// size tokens^2 in memory.
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -20,6 +24,8 @@
 
 #include "backend/cuda/blas.h"
 #include "backend/cuda/kernels/attention_backward.h"
+#include "backend/cuda/kernels/flash_backward.h"
+#include "backend/cuda/tuning.h"
 #include "backend/cuda/training.h"
 #include "backend/training_checks.h"
 
@@ -71,6 +77,59 @@ AttnHeads heads(const Tensor& t) {
   return {t.data<float>(), t.stride(0), t.stride(1)};
 }
 
+bool use_flash_backward(const AttentionBackwardArgs& a) {
+  return tuning().flash_backward && a.compute == DType::kBF16 && a.kept.defined() &&
+         flash_backward_supports(a.q.dim(2));
+}
+
+// The flash form (kernels/flash_backward.h), its scratch pool-cached and ordered on the stream.
+Status flash_attention_backward(Context& ctx, const AttentionBackwardArgs& a, int64_t max_len, const std::string& req) {
+  const int64_t T = a.q.dim(0), Hq = a.q.dim(1), Hkv = a.k.dim(1), D = a.q.dim(2);
+  if (a.kept.rank() != 2 || a.kept.dim(0) != T || a.kept.dim(1) != Hq || a.kept.dtype() != DType::kF32 ||
+      !a.kept.is_contiguous())
+    return invalid_argument(req + ": 'kept' is " + a.kept.describe() + ", not the flash forward's [" +
+                            std::to_string(T) + ", " + std::to_string(Hq) + "] log-sum-exps");
+  KILN_ASSIGN_OR_RETURN(Tensor qb, ctx.empty({T, Hq, D}, DType::kBF16));
+  KILN_ASSIGN_OR_RETURN(Tensor dob, ctx.empty({T, Hq, D}, DType::kBF16));
+  KILN_ASSIGN_OR_RETURN(Tensor kb, ctx.empty({T, Hkv, D}, DType::kBF16));
+  KILN_ASSIGN_OR_RETURN(Tensor vb, ctx.empty({T, Hkv, D}, DType::kBF16));
+  KILN_ASSIGN_OR_RETURN(Tensor di, ctx.empty({T, Hq}, DType::kF32));
+  FlashBackwardParams f;
+  f.rows = a.layout->rows;
+  f.tokens = T;
+  f.max_len = max_len;
+  f.q_heads = Hq;
+  f.kv_heads = Hkv;
+  f.head_dim = D;
+  f.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
+  auto in = [](const Tensor& t, const float*& data, int64_t& ts, int64_t& hs) {
+    data = t.data<float>(), ts = t.stride(0), hs = t.stride(1);
+  };
+  auto out = [](const Tensor& t, float*& data, int64_t& ts, int64_t& hs) {
+    data = t.data<float>(), ts = t.stride(0), hs = t.stride(1);
+  };
+  in(a.q, f.q, f.q_ts, f.q_hs);
+  in(a.k, f.k, f.k_ts, f.k_hs);
+  in(a.v, f.v, f.v_ts, f.v_hs);
+  in(a.out, f.out, f.out_ts, f.out_hs);
+  in(a.dout, f.dout, f.dout_ts, f.dout_hs);
+  out(a.dq, f.dq, f.dq_ts, f.dq_hs);
+  out(a.dk, f.dk, f.dk_ts, f.dk_hs);
+  out(a.dv, f.dv, f.dv_ts, f.dv_hs);
+  if (a.gate.defined()) {
+    in(a.gate, f.gate, f.gate_ts, f.gate_hs);
+    out(a.dgate, f.dgate, f.dgate_ts, f.dgate_hs);
+  }
+  f.lse = a.kept.data<float>();
+  f.qb = qb.raw();
+  f.dob = dob.raw();
+  f.kb = kb.raw();
+  f.vb = vb.raw();
+  f.di = di.data<float>();
+  f.scale = a.scale;
+  return flash_backward(f, ctx.stream).with_context(req);
+}
+
 }  // namespace
 
 Support Training::supports_attention(const TrainRequest& r) {
@@ -102,11 +161,12 @@ Status Training::attention_backward(const AttentionBackwardArgs& a) {
                                      req + ": reading cu_seqlens"));
     KILN_RETURN_IF_ERROR(ctx_->synchronize(req + ": reading cu_seqlens"));
   }
-  int64_t kv_elems = 0, chunk_rows = 0, score_elems = 0;
+  int64_t kv_elems = 0, chunk_rows = 0, score_elems = 0, max_len = 0;
   for (int64_t r = 0; r < R; ++r) {
     if (cu[r] < 0 || cu[r + 1] < cu[r] || cu[r + 1] > T)
       return invalid_argument(req + ": row " + std::to_string(r) + " of cu_seqlens is outside the tokens");
     const int64_t n = cu[r + 1] - cu[r];
+    max_len = std::max(max_len, n);
     if (n == 0) continue;
     const ChunkPlan c = plan_chunks(n, Hkv, group);
     kv_elems = std::max(kv_elems, Hkv * n * D);
@@ -114,6 +174,7 @@ Status Training::attention_backward(const AttentionBackwardArgs& a) {
     score_elems = std::max(score_elems, c.kv_heads * c.q_heads * c.positions * n);
   }
   if (chunk_rows == 0) return {};  // every row empty: no gradient to write
+  if (use_flash_backward(a)) return flash_attention_backward(*ctx_, a, max_len, req);
   KILN_ASSIGN_OR_RETURN(cublasHandle_t h, ctx_->blas());
   const cublasComputeType_t compute = a.compute == DType::kBF16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 

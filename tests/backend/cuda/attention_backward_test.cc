@@ -11,7 +11,12 @@
 // 1e-4 for the chunked rows, whose sums run over up to 8200 keys or queries. A request that
 // allows bf16 products (compute = bf16) runs its GEMMs on TF32 tensor cores: each operand rounded
 // to 11 significant bits (unit roundoff 2^-11 = 4.9e-4), through the chain S, P, dP, dS, dQ/dK;
-// 5e-3 holds that, and the error must exceed the f32 bound (the TF32 path ran).
+// 5e-3 holds that, and the error must exceed the f32 bound (the TF32 path ran). Given also the
+// forward's output and log-sum-exps (flash_prefill, AttentionArgs::kept), such a request runs in
+// flash form on bf16 tensor cores: Q, K, V, dO, P and dS rounded to 8 significant bits (unit
+// roundoff 2^-9 = 2e-3) with f32 accumulation, on top of the forward's own bf16 rounding in the
+// output and log-sum-exps it starts from; 1e-2 holds that (2e-3 .. 4e-3 measured on the H200),
+// and again the error must exceed the f32 bound.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,6 +39,11 @@ using testing::to_host;
 constexpr double kF32Tol = 2e-5;
 constexpr double kLongTol = 1e-4;
 constexpr double kTf32Tol = 5e-3;
+constexpr double kFlashTol = 1e-2;
+
+// How the device computes: f32 products, TF32 GEMMs (compute = bf16), or the flash form
+// (compute = bf16, with the forward's output and log-sum-exps from a bf16 attend on the device).
+enum class Products { kF32, kTf32, kFlash };
 
 std::unique_ptr<Backend> cpu() { return std::move(create_backend("cpu").value()); }
 
@@ -61,11 +71,15 @@ Tensor packed(const Tensor& v) {
   return out;
 }
 
+// Rows from position 0, their K/V blocks numbered in turn (read only by the flash form's forward:
+// the backward's K/V are dense).
 HostBatchLayout rows_from_zero(const std::vector<int64_t>& lens) {
   HostBatchLayout h;
+  int32_t next = 0;
   for (int64_t n : lens) {
     std::vector<int32_t> blocks(static_cast<size_t>((n + h.block_size - 1) / h.block_size));
-    std::iota(blocks.begin(), blocks.end(), 0);  // never read: training K/V is dense
+    std::iota(blocks.begin(), blocks.end(), next);
+    next += static_cast<int32_t>(blocks.size());
     h.add_row(0, n, blocks, 0);
   }
   return h;
@@ -79,8 +93,10 @@ struct Case {
 
 // Runs one case on both backends and compares every gradient. host_offsets false: the device
 // layout carries no host copy of its row offsets, so the op reads them back from the device.
+// k_pad: the floats past each token's K (3: k's rows not 16-byte aligned, as dk's never are).
 void check_case(Backend& be, Backend& ref, const Case& c, bool gated, double tol, uint32_t seed,
-                bool host_offsets = true, DType compute = DType::kF32, double* worst = nullptr) {
+                bool host_offsets = true, Products products = Products::kF32, double* worst = nullptr,
+                int64_t k_pad = 3) {
   SCOPED_TRACE(::testing::Message() << c.name << (gated ? " gated" : " ungated")
                                     << (host_offsets ? "" : ", offsets read back"));
   const int64_t T = std::accumulate(c.rows.begin(), c.rows.end(), int64_t{0});
@@ -90,7 +106,7 @@ void check_case(Backend& be, Backend& ref, const Case& c, bool gated, double tol
   BatchLayout dl = make_batch_layout(hl, be.storage()).value();
   if (!host_offsets) dl.host_cu_seqlens.clear();
   Pair qg(be, random_tensor({T, qrow}, seed++));
-  Pair kb(be, random_tensor({T, Hkv * D + 3}, seed++));
+  Pair kb(be, random_tensor({T, Hkv * D + k_pad}, seed++));
   Pair v(be, random_tensor({T, Hkv, D}, seed++));
   Pair dout(be, random_tensor({T, Hq, D}, seed++));
   // The outputs start random: the op overwrites them.
@@ -101,7 +117,7 @@ void check_case(Backend& be, Backend& ref, const Case& c, bool gated, double tol
     return p.view(p.host_base.as_strided({T, h, D}, {ts, hs, 1}, off));
   };
   const Pair q = heads(qg, Hq, qrow, per_head, 0), dq = heads(dqg, Hq, qrow, per_head, 0);
-  const Pair k = heads(kb, Hkv, Hkv * D + 3, D, 0), dk = heads(dkb, Hkv, Hkv * D + 5, D, 0);
+  const Pair k = heads(kb, Hkv, Hkv * D + k_pad, D, 0), dk = heads(dkb, Hkv, Hkv * D + 5, D, 0);
   Pair gate, dgate;
   if (gated) gate = heads(qg, Hq, qrow, per_head, D), dgate = heads(dqg, Hq, qrow, per_head, D);
   const float scale = 1.f / std::sqrt(static_cast<float>(D));
@@ -109,7 +125,24 @@ void check_case(Backend& be, Backend& ref, const Case& c, bool gated, double tol
   AttentionBackwardArgs ha{q.host, k.host, v.host, gate.host, dout.host, dq.host, dk.host, dv.host, dgate.host,
                            &cl, scale};
   AttentionBackwardArgs da{q.dev, k.dev, v.dev, gate.dev, dout.dev, dq.dev, dk.dev, dv.dev, dgate.dev, &dl, scale};
-  da.compute = compute;
+  if (products != Products::kF32) da.compute = DType::kBF16;
+  if (products == Products::kFlash) {  // the forward on the device: K/V into a cache, then attend
+    int64_t blocks = 0;
+    for (const auto& b : hl.block_tables) blocks += static_cast<int64_t>(b.size());
+    Tensor kc = to_device(be, random_tensor({blocks, hl.block_size, Hkv, D}, seed++));
+    Tensor vc = to_device(be, random_tensor({blocks, hl.block_size, Hkv, D}, seed++));
+    const Status w = be.attention().write_kv({k.dev, v.dev, kc, vc, dl.slot_mapping});
+    ASSERT_TRUE(w.ok()) << w.to_string();
+    Tensor y = to_device(be, random_tensor({T, Hq, D}, seed++)), kept;
+    AttentionArgs fa{q.dev, gate.dev, y, kc, vc, &dl, scale};
+    fa.compute = DType::kBF16;
+    fa.kept = &kept;
+    const Status f = be.attention().attend(fa);
+    ASSERT_TRUE(f.ok()) << f.to_string();
+    ASSERT_TRUE(kept.defined()) << "the forward kept no log-sum-exps (not the flash prefill?)";
+    da.out = y;
+    da.kept = kept;
+  }
   const Status rs = ref.training().attention_backward(ha);
   ASSERT_TRUE(rs.ok()) << rs.to_string();
   const Status ds = be.training().attention_backward(da);
@@ -174,11 +207,35 @@ TEST(CudaAttentionBackward, Tf32WhereBf16ProductsAreAllowed) {
   uint32_t seed = 300;
   for (const Case& c : cases) {
     double worst = 0;
-    check_case(*be, *ref, c, true, kTf32Tol, seed, true, DType::kBF16, &worst);
+    check_case(*be, *ref, c, true, kTf32Tol, seed, true, Products::kTf32, &worst);
     EXPECT_GT(worst, kF32Tol) << c.name << ": no TF32 rounding to be seen";
     std::printf("attention backward, TF32 products: %s: max rel err %.3g\n", c.name, worst);
     seed += 10;
   }
+}
+
+// compute = bf16 with the forward's output and log-sum-exps: the flash form (flash_backward.cu),
+// on the head_dims it has (128, 256), rows shorter and longer than its 64-token tiles. The gated
+// cases have K rows 16-byte aligned, as the trainer's are (its first step then reads four floats
+// an access), the others not (one float an access).
+TEST(CudaAttentionBackward, FlashFormFromTheForwardsLogSumExps) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = cpu();
+  const Case cases[] = {
+      {"4B, ragged rows of 7, 64 and 300", {7, 64, 300}, 16, 4, 256},
+      {"4B, one row of 129", {129}, 16, 4, 256},
+      {"head_dim 128, ratio 2", {65, 200}, 8, 4, 128},
+      {"MHA, head_dim 128", {100, 1}, 4, 4, 128},
+  };
+  uint32_t seed = 700;
+  for (const Case& c : cases)
+    for (bool gated : {true, false}) {
+      double worst = 0;
+      check_case(*be, *ref, c, gated, kFlashTol, seed, true, Products::kFlash, &worst, gated ? 4 : 3);
+      EXPECT_GT(worst, kF32Tol) << c.name << ": no bf16 rounding to be seen";
+      std::printf("attention backward, flash form: %s%s: max rel err %.3g\n", c.name, gated ? " gated" : "", worst);
+      seed += 10;
+    }
 }
 
 // The op bounds each score buffer at 2^26 floats (training_attention.cc's kScoreBudget) and
@@ -223,6 +280,11 @@ TEST(CudaAttentionBackward, DeclinesAndInvalidArgumentsNameTheirReason) {
   const Status invalid = be->training().attention_backward(small_args(*be, layout, 4, 2, 9));
   EXPECT_EQ(invalid.code(), ErrorCode::kInvalidArgument) << invalid.to_string();
   EXPECT_NE(invalid.message().find("'dv'"), std::string::npos) << invalid.to_string();
+  AttentionBackwardArgs lone = small_args(*be, layout, 4, 2, 8);
+  lone.kept = to_device(*be, random_tensor({layout.tokens, 4}, 8));  // without the forward's output
+  const Status half = be->training().attention_backward(lone);
+  EXPECT_EQ(half.code(), ErrorCode::kInvalidArgument) << half.to_string();
+  EXPECT_NE(half.message().find("'out' and 'kept' come together"), std::string::npos) << half.to_string();
 }
 
 TEST(CudaAttentionBackward, PredicateDeclinesWhatItCannotRun) {

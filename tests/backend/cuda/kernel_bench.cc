@@ -14,6 +14,7 @@
 #include <functional>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/tuning.h"
@@ -292,6 +293,52 @@ void bench_gdn_backward(Backend& be) {
               (long long)R, (long long)N, us[0], us[1]);
 }
 
+// The 4B attention layer's backward over rows x N tokens (gated, bf16 products allowed): the
+// flash form from the forward's log-sum-exps against the TF32 GEMMs over whole score rows. FLOPs:
+// the causal products a backward needs (dV, dP, dK, dQ and the recomputed S: 5 x 2 x N^2 / 2 x D
+// per head and row), whatever a form recomputes on top.
+void bench_attention_backward(Backend& be) {
+  const int64_t hq = 16, hkv = 4, D = 256;
+  for (const auto& [R, N] : {std::pair<int64_t, int64_t>{2, 2048}, {1, 4096}}) {
+    const int64_t T = R * N, blocks = T / 64;
+    HostBatchLayout h = one_row_per_sequence(std::vector<int64_t>(R, 0), std::vector<int64_t>(R, N));
+    BatchLayout l = make_batch_layout(h, be.storage()).value();
+    Tensor qg = filled(be, {T, hq * 2 * D}, DType::kF32), k = filled(be, {T, hkv, D}, DType::kF32, 1.f, 2);
+    Tensor v = filled(be, {T, hkv, D}, DType::kF32, 1.f, 3), dout = filled(be, {T, hq, D}, DType::kF32, 1.f, 4);
+    Tensor kc = be.storage().allocate({blocks, 64, hkv, D}, DType::kBF16).value();
+    Tensor vc = be.storage().allocate({blocks, 64, hkv, D}, DType::kBF16).value();
+    Tensor y = be.storage().allocate({T, hq, D}, DType::kF32).value(), kept;
+    Tensor dqg = be.storage().allocate({T, hq * 2 * D}, DType::kF32).value();
+    Tensor dk = be.storage().allocate({T, hkv, D}, DType::kF32).value();
+    Tensor dv = be.storage().allocate({T, hkv, D}, DType::kF32).value();
+    auto heads = [&](const Tensor& t, int64_t off) { return t.as_strided({T, hq, D}, {hq * 2 * D, 2 * D, 1}, off); };
+    const float scale = 1.f / 16.f;
+    (void)be.attention().write_kv({k, v, kc, vc, l.slot_mapping});
+    AttentionArgs f{heads(qg, 0), heads(qg, D), y, kc, vc, &l, scale};
+    f.compute = DType::kBF16;
+    f.kept = &kept;
+    const Status fs = be.attention().attend(f);
+    if (!fs.ok() || !kept.defined()) {
+      std::printf("attn  backward: the forward kept nothing (%s)\n", fs.to_string().c_str());
+      return;
+    }
+    AttentionBackwardArgs b{heads(qg, 0), k, v, heads(qg, D), dout, heads(dqg, 0), dk, dv, heads(dqg, D), &l, scale};
+    b.compute = DType::kBF16;
+    b.out = y;
+    b.kept = kept;
+    double us[2];
+    for (int s = 0; s < 2; ++s) {
+      cuda::tuning().flash_backward = s == 1;
+      us[s] = time_us(be, [&] { return be.training().attention_backward(b); });
+    }
+    cuda::tuning().flash_backward = true;
+    const double flops = 5.0 * 2 * R * hq * D * (double(N) * (N + 1) / 2);
+    std::printf("attn  backward rows=%lld x %lld (4B layer, gated)  flash %9.1f us (%5.1f TFLOPS)  tf32 GEMMs %9.1f us "
+                "(%.1fx)\n",
+                (long long)R, (long long)N, us[1], flops / us[1] * 1e-6, us[0], us[0] / us[1]);
+  }
+}
+
 void bench_conv(Backend& be) {
   const int64_t C = 8192, K = 4;
   for (int64_t T : {512, 2048, 4096}) {
@@ -401,6 +448,7 @@ int main(int argc, char** argv) {
     else if (w == "gemm") kiln::bench_gemm(*be.value(), only_m);
     else if (w == "gdn") kiln::bench_gdn(*be.value(), only_m);
     else if (w == "gdn_backward") kiln::bench_gdn_backward(*be.value());
+    else if (w == "attention_backward") kiln::bench_attention_backward(*be.value());
     else if (w == "conv") kiln::bench_conv(*be.value());
     else if (w == "attention") kiln::bench_attention(*be.value(), only_m);
     else std::printf("unknown benchmark '%s'\n", w.c_str());

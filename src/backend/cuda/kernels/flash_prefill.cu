@@ -248,6 +248,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_prefill_kernel(FlashPrefill
     if (idx >= row_len) continue;
     const float inv = l[hr] > 0.f ? 1.f / l[hr] : 0.f;
     const int64_t tok = row_begin + idx;
+    if (p.lse != nullptr && c4 == 0) p.lse[tok * p.q_heads + h] = m[hr] + log2f(l[hr]);
     float* dst = p.out + tok * p.out_token_stride + h * p.out_head_stride;
     const float* gt = p.gate != nullptr ? p.gate + tok * p.gate_token_stride + h * p.gate_head_stride : nullptr;
 #pragma unroll

@@ -29,6 +29,9 @@ struct FlashPrefillParams {
   const int32_t* kv_lens = nullptr;       // [rows]: past + new tokens of each row
   const int32_t* block_tables = nullptr;  // [rows, max_blocks]
   float scale = 1.f;
+  // Optional [tokens, q_heads] f32: each query's log-sum-exp of its scores, as max + log2(sum) in
+  // units of S scale log2(e) (what flash_backward recomputes the probabilities from).
+  float* lse = nullptr;
 };
 
 // The head_dims with a kernel instance (128 and 256).

@@ -1,0 +1,55 @@
+// The backward of causal GQA attention with the fused output gate on tensor cores (flash form):
+// nothing of size tokens^2 is kept. It starts from what the forward (flash_prefill, with
+// FlashPrefillParams::lse) left: the gated output Y and each query's log-sum-exp, so a tile of
+// probabilities is recomputed as P = exp2(S scale log2(e) - lse) without a softmax pass. Three
+// launches:
+//   prep  per (token, head): Q, K, V and dO = dY sigmoid(gate) rounded to bf16 scratch;
+//         Di = rowsum(dY Y) (= rowsum(dO O)); dgate = dY Y (1 - sigmoid(gate)).
+//   dK/dV per (row, kv head, 64 keys): over every query head of the group and every query tile
+//         that sees the keys: S^T = K Q^T, dP^T = V dO^T, then dV += P^T dO, dK += dS^T Q with
+//         dS = P (dP - Di); the group's sums stay in registers, so no atomics.
+//   dQ    per (row, query head, 64 queries): over the key tiles it sees, S and dP again, then
+//         dQ += dS K.
+// Every product is bf16 mma.sync (m16n8k16) with f32 accumulation, P and dS rounded to bf16 for
+// theirs; rows start at position 0 (training). So callers opt in through
+// AttentionBackwardArgs::compute = bf16, as for the forward.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace kiln::cuda {
+
+struct FlashBackwardParams {
+  int64_t rows = 0, tokens = 0, max_len = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
+  const int32_t* cu_seqlens = nullptr;  // [rows + 1]
+  // [tokens, heads, head_dim] f32 views: element (t, h, e) at data[t * ts + h * hs + e].
+  const float* q = nullptr; int64_t q_ts = 0, q_hs = 0;
+  const float* k = nullptr; int64_t k_ts = 0, k_hs = 0;
+  const float* v = nullptr; int64_t v_ts = 0, v_hs = 0;
+  const float* gate = nullptr; int64_t gate_ts = 0, gate_hs = 0;  // null: no gate
+  const float* out = nullptr; int64_t out_ts = 0, out_hs = 0;     // Y: the forward's gated output
+  const float* dout = nullptr; int64_t dout_ts = 0, dout_hs = 0;  // dY
+  const float* lse = nullptr;  // [tokens, q_heads]: max + log2(sum), in units of S scale log2(e)
+  float* dq = nullptr; int64_t dq_ts = 0, dq_hs = 0;
+  float* dk = nullptr; int64_t dk_ts = 0, dk_hs = 0;
+  float* dv = nullptr; int64_t dv_ts = 0, dv_hs = 0;
+  float* dgate = nullptr; int64_t dgate_ts = 0, dgate_hs = 0;
+  // Scratch: Q and dO [tokens, q_heads, head_dim] bf16, K and V [tokens, kv_heads, head_dim]
+  // bf16 (16-byte aligned), Di [tokens, q_heads] f32.
+  void* qb = nullptr;
+  void* dob = nullptr;
+  void* kb = nullptr;
+  void* vb = nullptr;
+  float* di = nullptr;
+  float scale = 1.f;
+};
+
+// The head_dims with a kernel instance (128 and 256: those of flash_prefill).
+bool flash_backward_supports(int64_t head_dim);
+Status flash_backward(const FlashBackwardParams& p, cudaStream_t stream);
+
+}  // namespace kiln::cuda
