@@ -3,19 +3,24 @@
 // the queue's 503 + Retry-After; the webhook received by a local HTTP server; the default
 // adapter; adapter download -> upload round trips (the archive read by the system's `tar` too),
 // uploads validated before they land; merges; and an SFT job end to end whose adapter is
-// published, auto-loaded as the default and used by the next request.
+// published, auto-loaded as the default and used by the next request (its webhook heard of the
+// completion); refused requests publish nothing; the maintenance profile as /v1/config shows it.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "backend/registry.h"
+#include "config/config_loader.h"
+#include "config/config_render.h"
 #include "model/init.h"
 #include "model/lora_adapter.h"
 #include "server/serving_stack.h"
@@ -58,8 +63,8 @@ KilnConfig test_config() {
 }
 
 struct Server {
-  explicit Server(const KilnConfig& c = test_config()) : config(c) {
-    auto s = ServingStack::start(c);
+  explicit Server(const KilnConfig& c = test_config(), json config_report = nullptr) : config(c) {
+    auto s = ServingStack::start(c, std::move(config_report));
     if (!s.ok()) ADD_FAILURE() << s.status().to_string();
     else stack = std::move(*s);
   }
@@ -94,6 +99,44 @@ struct Server {
   }
   KilnConfig config;
   std::unique_ptr<ServingStack> stack;
+};
+
+// A local receiver for training.webhook_url: the bodies it was posted, in order.
+class Webhook {
+ public:
+  Webhook() {
+    server_.Post("/hook", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> lock(mu_);
+      received_.push_back(json::parse(req.body));
+      res.status = 204;
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~Webhook() {
+    server_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/hook"; }
+  // What has arrived once `n` bodies have (or 10 s have passed).
+  std::vector<json> wait_for(size_t n) {
+    for (int i = 0; i < 1000; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (received_.size() >= n) return received_;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    return received_;
+  }
+
+ private:
+  httplib::Server server_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<json> received_;
+  int port_ = 0;
 };
 
 json conversation(const std::string& user, const std::string& assistant) {
@@ -184,34 +227,19 @@ TEST(TrainHttp, BadTrainingRequestsAre400NamingTheField) {
   json nf = s.post("/v1/train/sft", {{"examples", ok}, {"config", {{"base_adapter", "missing"}}}}, 404);
   EXPECT_EQ(nf["error"]["param"], "config.base_adapter");
   EXPECT_EQ(s.get("/v1/train/queue")["data"].size(), 0u);
+  std::error_code ec;
+  EXPECT_TRUE(!fs::exists(s.config.model.adapter_dir) || fs::is_empty(s.config.model.adapter_dir, ec))
+      << "a refused request published something in " << s.config.model.adapter_dir;
+  EXPECT_EQ(s.get("/v1/adapters")["data"].size(), 0u);
   EXPECT_EQ(s.get("/v1/train/status/job-nope", 404)["error"]["param"], "job_id");
   EXPECT_EQ(s.call("DELETE", "/v1/train/queue/job-nope", nullptr, 404)["error"]["param"], "job_id");
 }
 
 TEST(TrainHttp, QueueFullIs503WithRetryAfterAndCancelEndsJobsWithTheWebhookCalled) {
-  // A local receiver for training.webhook_url.
-  httplib::Server hook;
-  std::mutex mu;
-  std::vector<json> received;
-  hook.Post("/hook", [&](const httplib::Request& req, httplib::Response& res) {
-    std::lock_guard<std::mutex> lock(mu);
-    received.push_back(json::parse(req.body));
-    res.status = 204;
-  });
-  const int hook_port = hook.bind_to_any_port("127.0.0.1");
-  std::thread hook_thread([&] { hook.listen_after_bind(); });
-  struct Joiner {
-    httplib::Server& server;
-    std::thread& thread;
-    ~Joiner() {
-      server.stop();
-      if (thread.joinable()) thread.join();
-    }
-  } joiner{hook, hook_thread};
-
+  Webhook hook;
   KilnConfig c = test_config();
   c.training.max_queued_jobs = 1;
-  c.training.webhook_url = "http://127.0.0.1:" + std::to_string(hook_port) + "/hook";
+  c.training.webhook_url = hook.url();
   {
     Server s(c);
     ASSERT_TRUE(s.stack);
@@ -241,7 +269,7 @@ TEST(TrainHttp, QueueFullIs503WithRetryAfterAndCancelEndsJobsWithTheWebhookCalle
     EXPECT_EQ(s.call("DELETE", "/v1/train/queue/" + a["job_id"].get<std::string>(), nullptr, 409)["error"]["code"], "conflict");
     EXPECT_TRUE(s.get("/v1/train/status/" + b["job_id"].get<std::string>())["adapter_name"].is_null());
   }
-  std::lock_guard<std::mutex> lock(mu);
+  const std::vector<json> received = hook.wait_for(2);
   ASSERT_EQ(received.size(), 2u);
   for (const json& r : received) {
     EXPECT_EQ(r["job_type"], "sft");
@@ -354,7 +382,10 @@ TEST(TrainHttp, MergeConcatPublishesAnAdapterThatServes) {
 }
 
 TEST(TrainHttp, SftJobEndToEndPublishesAndAutoLoadsItsAdapter) {
-  Server s;
+  Webhook hook;
+  KilnConfig c = test_config();
+  c.training.webhook_url = hook.url();
+  Server s(c);
   ASSERT_TRUE(s.stack);
   // The template renders a past assistant turn with an empty think block, so ask without
   // thinking: the prompt then ends where the trained targets begin.
@@ -403,16 +434,31 @@ TEST(TrainHttp, SftJobEndToEndPublishesAndAutoLoadsItsAdapter) {
   EXPECT_NE(after, before);
   json full = s.post("/v1/chat/completions", chat("What is the password?", {{"max_tokens", 16}}));
   EXPECT_NE(after.find("swordfish"), std::string::npos) << full.dump();
+  // The webhook heard of the completion, naming the published adapter.
+  const std::vector<json> heard = hook.wait_for(1);
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_EQ(heard[0]["job_id"], job["job_id"]);
+  EXPECT_EQ(heard[0]["status"], "completed");
+  EXPECT_EQ(heard[0]["adapter_name"], "pw");
+  EXPECT_TRUE(heard[0]["error"].is_null()) << heard[0].dump();
 }
 
 TEST(TrainHttp, MaintenanceProfileRefusesInferenceButAdmitsTrainingAndAdapters) {
   KilnConfig c = test_config();
-  c.server.profile = "maintenance";
-  Server s(c);
+  // The profile as `kiln serve --set server.profile=maintenance` resolves it, and that
+  // resolution as GET /v1/config reports it.
+  ConfigInputs in;
+  in.default_file = "";
+  in.flags = {{"server.profile", "maintenance", "--set"}};
+  const ResolvedConfig resolved = load_config(in).value();
+  c.server.profile = resolved.config.server.profile;
+  Server s(c, config_to_json(resolved));
   ASSERT_TRUE(s.stack);
   json h = s.get("/health", 503);
   EXPECT_EQ(h["status"], "maintenance");
   EXPECT_EQ(h["profile"], "maintenance");
+  EXPECT_EQ(s.get("/v1/config")["server"]["profile"],
+            json({{"value", "maintenance"}, {"source", "flag"}, {"flag", "--set"}}));
   EXPECT_EQ(s.post("/v1/chat/completions", chat("Hello"), 503)["error"]["code"], "maintenance");
   write_random_adapter(c.model.adapter_dir + "/m", 2, 3);
   s.post("/v1/adapters/load", {{"name", "m"}});
