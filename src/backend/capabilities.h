@@ -18,6 +18,10 @@ struct BackendCapabilities {
     bool zero_copy_host_weights = false;   // mmapped weights are used in place
     uint64_t device_memory_bytes = 0;      // 0 when unknown
   } storage;
+  struct Compute {
+    std::string capability;  // the device's compute capability ("9.0"); "" when it has none (the CPU)
+    int multiprocessors = 0;  // its streaming multiprocessors; 0 when it has none
+  } compute;
   struct Startup {
     bool precompiles_kernels = false;
     bool prewarms = false;

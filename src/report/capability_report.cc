@@ -90,6 +90,7 @@ json capabilities_json(const BackendCapabilities& c) {
       {"storage", {{"weight_dtypes", dts(c.storage.weight_dtypes)},
                    {"activation_dtype", std::string(dtype_name(c.storage.activation_dtype))},
                    {"zero_copy_host_weights", c.storage.zero_copy_host_weights}}},
+      {"compute", {{"capability", c.compute.capability}, {"multiprocessors", c.compute.multiprocessors}}},
       {"matmul", {{"engine", c.matmul.engine}, {"weight_dtypes", dts(c.matmul.weight_dtypes)},
                   {"algorithm_cache", c.matmul.algorithm_cache}}},
       {"attention", {{"prefill", c.attention.prefill}, {"paged_decode", c.attention.paged_decode},

@@ -20,9 +20,12 @@ BackendCapabilities cuda_capabilities(const cudaDeviceProp& p) {
   c.storage.activation_dtype = DType::kF32;
   c.storage.zero_copy_host_weights = false;  // weights are uploaded once to device memory
   c.storage.device_memory_bytes = p.totalGlobalMem;
+  c.compute.capability = std::to_string(p.major) + "." + std::to_string(p.minor);
+  c.compute.multiprocessors = p.multiProcessorCount;
   c.startup.precompiles_kernels = true;  // sm_90a machine code is in the binary
   c.matmul.engine =
-      "gemv kernel for m <= 8 on bf16/f16 weights (f32 x, f32 accumulate); cublaslt otherwise (bf16/f16 weights: x "
+      "gemv kernel for m <= 8 on bf16/f16 weights (f32 x, f32 accumulate); a wgmma skinny GEMM for m <= 16 where it "
+      "measured faster than cublaslt (every projection but the LM head); cublaslt otherwise (bf16/f16 weights: x "
       "rounded to the weight dtype, f32 accumulate; f32: no tf32)";
   c.matmul.weight_dtypes = {DType::kF32, DType::kBF16, DType::kF16};
   c.matmul.algorithm_cache = true;
@@ -35,7 +38,7 @@ BackendCapabilities cuda_capabilities(const cudaDeviceProp& p) {
   if (cuda::tuning().kv_bf16) c.attention.kv_dtypes.insert(c.attention.kv_dtypes.begin(), DType::kBF16);
   c.gdn.chunked_prefill = true;  // chunks of 64 (dk 16..256; others run the recurrent kernel)
   c.gdn.recurrent_decode = true;
-  c.gdn.fused_decode = true;     // conv, delta rule and gated norm in one kernel
+  c.gdn.fused_decode = true;     // conv, delta rule and gated norm fused: a vectors kernel and a state kernel a step
   c.gdn.state_dtype = DType::kF32;
   // Prompts of 8192 tokens and up prefill in passes of 4096 tokens a row: a 32k prompt's
   // activations shrink 8-fold while the prompts measured so far (4096 and below) keep their

@@ -83,7 +83,8 @@ bool use_flash_backward(const AttentionBackwardArgs& a) {
 }
 
 // The flash form (kernels/flash_backward.h), its scratch pool-cached and ordered on the stream.
-Status flash_attention_backward(Context& ctx, const AttentionBackwardArgs& a, int64_t max_len, const std::string& req) {
+Status flash_attention_backward(Context& ctx, const AttentionBackwardArgs& a, const std::vector<int32_t>& cu,
+                                int64_t max_len, const std::string& req) {
   const int64_t T = a.q.dim(0), Hq = a.q.dim(1), Hkv = a.k.dim(1), D = a.q.dim(2);
   if (a.kept.rank() != 2 || a.kept.dim(0) != T || a.kept.dim(1) != Hq || a.kept.dtype() != DType::kF32 ||
       !a.kept.is_contiguous())
@@ -94,6 +95,12 @@ Status flash_attention_backward(Context& ctx, const AttentionBackwardArgs& a, in
   KILN_ASSIGN_OR_RETURN(Tensor kb, ctx.empty({T, Hkv, D}, DType::kBF16));
   KILN_ASSIGN_OR_RETURN(Tensor vb, ctx.empty({T, Hkv, D}, DType::kBF16));
   KILN_ASSIGN_OR_RETURN(Tensor di, ctx.empty({T, Hq}, DType::kF32));
+  // The dS tiles for a dQ pass of one GEMM, where they fit the tuning's budget.
+  const int64_t ds_bytes = flash_backward_ds_bytes(cu.data(), a.layout->rows, Hq);
+  Tensor ds;
+  if (ds_bytes <= tuning().flash_backward_ds_mb * (int64_t{1} << 20)) {
+    KILN_ASSIGN_OR_RETURN(ds, ctx.empty({ds_bytes / 2}, DType::kBF16));
+  }
   FlashBackwardParams f;
   f.rows = a.layout->rows;
   f.tokens = T;
@@ -126,6 +133,7 @@ Status flash_attention_backward(Context& ctx, const AttentionBackwardArgs& a, in
   f.kb = kb.raw();
   f.vb = vb.raw();
   f.di = di.data<float>();
+  if (ds.defined()) f.ds = ds.raw();
   f.scale = a.scale;
   return flash_backward(f, ctx.stream).with_context(req);
 }
@@ -174,7 +182,7 @@ Status Training::attention_backward(const AttentionBackwardArgs& a) {
     score_elems = std::max(score_elems, c.kv_heads * c.q_heads * c.positions * n);
   }
   if (chunk_rows == 0) return {};  // every row empty: no gradient to write
-  if (use_flash_backward(a)) return flash_attention_backward(*ctx_, a, max_len, req);
+  if (use_flash_backward(a)) return flash_attention_backward(*ctx_, a, cu, max_len, req);
   KILN_ASSIGN_OR_RETURN(cublasHandle_t h, ctx_->blas());
   const cublasComputeType_t compute = a.compute == DType::kBF16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 

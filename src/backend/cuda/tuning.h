@@ -44,6 +44,8 @@
 //                               stays on the f32 kernels instead of the tensor-core flash kernel
 //   KILN_CUDA_FLASH_BACKWARD=0  the attention backward that allows bf16 products keeps the TF32
 //                               cuBLAS GEMMs over whole score rows instead of flash_backward.cu
+//   KILN_CUDA_FLASH_DS_MB=<mb>  the most scratch its dS tiles may take for a dQ pass of one GEMM
+//                               (1024; 0: dQ recomputes S and dP instead)
 //   KILN_CUDA_NORM_VEC4=0       RMSNorm keeps the strided loop for every row (rms_norm.cu)
 //   KILN_CUDA_GDN_TF32=0        the two-pass GDN keeps 3xTF32 products even where GdnArgs::compute
 //                               allows rounding (gdn_chunked.cu)
@@ -94,6 +96,7 @@ struct Tuning {
   bool flash_prefill = true;          // bf16-allowed prefill attention on tensor cores (flash_prefill.cu)
   long long flash_prefill_min_q_len = 64;  // ... when the longest query row has at least this many tokens
   bool flash_backward = true;  // bf16-allowed attention backward on tensor cores from the forward's lse (flash_backward.cu)
+  long long flash_backward_ds_mb = 1024;  // ... its dQ from kept dS tiles while they take at most this many MB
   bool graphs = true;        // decode steps recorded as CUDA graphs and replayed (replay.cc)
   bool lora_kernel = true;   // short LoRA segments through kernels/lora.h (linear_lora.cc)
   bool bf16_operands = true;  // 16-bit GEMM operands written by their producer (silu-mul, prefill)
@@ -148,6 +151,8 @@ inline Tuning tuning_from_env() {
     t.attention_split = false;
   t.flash_prefill = flag("KILN_CUDA_FLASH_PREFILL", true);
   t.flash_backward = flag("KILN_CUDA_FLASH_BACKWARD", true);
+  if (const char* n = std::getenv("KILN_CUDA_FLASH_DS_MB"); n != nullptr && n[0] != '\0')
+    t.flash_backward_ds_mb = std::max(0LL, std::atoll(n));
   t.attention_key_groups = flag("KILN_CUDA_ATTN_KEY_GROUPS", true);
   t.attention_decode_mma = flag("KILN_CUDA_ATTN_DECODE_MMA", true);
   if (const char* n = std::getenv("KILN_CUDA_ATTN_MMA_UNITS"); n != nullptr && std::atoi(n) > 0)

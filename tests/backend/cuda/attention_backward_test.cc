@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_test_util.h"
+#include "backend/cuda/tuning.h"
 
 namespace kiln {
 namespace {
@@ -217,25 +218,32 @@ TEST(CudaAttentionBackward, Tf32WhereBf16ProductsAreAllowed) {
 // compute = bf16 with the forward's output and log-sum-exps: the flash form (flash_backward.cu),
 // on the head_dims it has (128, 256), rows shorter and longer than its 64-token tiles. The gated
 // cases have K rows 16-byte aligned, as the trainer's are (its first step then reads four floats
-// an access), the others not (one float an access).
+// an access), the others not (one float an access). Every case runs twice: dQ from the dS tiles
+// the dK/dV kernel keeps (the default), and with no budget for them (S and dP again).
 TEST(CudaAttentionBackward, FlashFormFromTheForwardsLogSumExps) {
   KILN_CUDA_OR_SKIP(be);
   auto ref = cpu();
+  const long long saved_ds_mb = cuda::tuning().flash_backward_ds_mb;
   const Case cases[] = {
       {"4B, ragged rows of 7, 64 and 300", {7, 64, 300}, 16, 4, 256},
       {"4B, one row of 129", {129}, 16, 4, 256},
       {"head_dim 128, ratio 2", {65, 200}, 8, 4, 128},
       {"MHA, head_dim 128", {100, 1}, 4, 4, 128},
   };
-  uint32_t seed = 700;
-  for (const Case& c : cases)
-    for (bool gated : {true, false}) {
-      double worst = 0;
-      check_case(*be, *ref, c, gated, kFlashTol, seed, true, Products::kFlash, &worst, gated ? 4 : 3);
-      EXPECT_GT(worst, kF32Tol) << c.name << ": no bf16 rounding to be seen";
-      std::printf("attention backward, flash form: %s%s: max rel err %.3g\n", c.name, gated ? " gated" : "", worst);
-      seed += 10;
-    }
+  for (long long ds_mb : {saved_ds_mb, 0LL}) {
+    cuda::tuning().flash_backward_ds_mb = ds_mb;
+    uint32_t seed = 700;
+    for (const Case& c : cases)
+      for (bool gated : {true, false}) {
+        double worst = 0;
+        check_case(*be, *ref, c, gated, kFlashTol, seed, true, Products::kFlash, &worst, gated ? 4 : 3);
+        EXPECT_GT(worst, kF32Tol) << c.name << ": no bf16 rounding to be seen";
+        std::printf("attention backward, flash form, dQ %s: %s%s: max rel err %.3g\n",
+                    ds_mb > 0 ? "from kept dS" : "recomputing S and dP", c.name, gated ? " gated" : "", worst);
+        seed += 10;
+      }
+  }
+  cuda::tuning().flash_backward_ds_mb = saved_ds_mb;
 }
 
 // The op bounds each score buffer at 2^26 floats (training_attention.cc's kScoreBudget) and

@@ -1,6 +1,7 @@
 // A CUDA support predicate that says yes must not be contradicted by its method, and a request it
 // declines must be refused by the method with kUnsupported naming the request. Also: the
 // capabilities come from the device, and the policy is strict.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include "backend/fallback.h"
@@ -145,6 +146,12 @@ TEST(CudaSupport, CapabilitiesComeFromTheDeviceAndThePolicyIsStrict) {
   EXPECT_EQ(be->identity().device.kind, DeviceKind::kCuda);
   EXPECT_GT(c.storage.device_memory_bytes, uint64_t{1} << 30);
   EXPECT_NE(be->identity().device_name.find("SMs"), std::string::npos);
+  // The compute capability, SM count and memory are the runtime's own answers for device 0.
+  cudaDeviceProp p{};
+  ASSERT_EQ(cudaGetDeviceProperties(&p, 0), cudaSuccess);
+  EXPECT_EQ(c.compute.capability, std::to_string(p.major) + "." + std::to_string(p.minor));
+  EXPECT_EQ(c.compute.multiprocessors, p.multiProcessorCount);
+  EXPECT_EQ(c.storage.device_memory_bytes, p.totalGlobalMem);
   EXPECT_EQ(c.fallback.generic_op, FallbackMode::kStrict);
   EXPECT_EQ(c.fallback.decode_hot_path, FallbackMode::kNativeRequired);
   EXPECT_EQ(c.fallback.training_optimizer, FallbackMode::kNativeRequired);

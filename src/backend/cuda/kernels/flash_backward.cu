@@ -161,16 +161,20 @@ __device__ __forceinline__ void stage_stat(float* dst, const float* src, int64_t
 // acc[m][n] += A B over a tile's 64 positions: A's 16 MT rows at `a` (a P or dS tile, stride kSP,
 // the positions along its rows), B's 64 rows at `b` (a Q, dO or K tile, stride D + 8: the
 // positions are its rows, so its fragments come transposed), 8 NS columns.
-template <int D, int MT, int NS>
+// kATrans: A's tile is stored transposed (the positions are its rows, A's rows its columns: a dS^T
+// tile read as dS), its fragments then come transposed too.
+template <int D, int MT, int NS, bool kATrans = false>
 __device__ __forceinline__ void tile_mma(float (&acc)[MT][NS][4], const bf16* a, const bf16* b, int lane) {
   constexpr int SD = D + 8;
-  const bf16* pa = a + ((lane & 7) + ((lane >> 3) & 1) * 8) * kSP + (lane >> 4) * 8;
+  const bf16* pa = kATrans ? a + (((lane >> 4) & 1) * 8 + (lane & 7)) * kSP + ((lane >> 3) & 1) * 8
+                           : a + ((lane & 7) + ((lane >> 3) & 1) * 8) * kSP + (lane >> 4) * 8;
   const bf16* pb = b + (lane & 15) * SD + (lane >> 4) * 8;
 #pragma unroll
   for (int kk = 0; kk < kTile / 16; ++kk) {
     uint32_t af[MT][4];
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) ldmatrix_x4<false>(af[mt], pa + mt * 16 * kSP + kk * 16);
+    for (int mt = 0; mt < MT; ++mt)
+      ldmatrix_x4<kATrans>(af[mt], kATrans ? pa + kk * 16 * kSP + mt * 16 : pa + mt * 16 * kSP + kk * 16);
 #pragma unroll
     for (int i = 0; i < NS; i += 2) {
       uint32_t bf[4];
@@ -235,6 +239,21 @@ __device__ __forceinline__ void store_rows(const float (&acc)[2][NS][4], float* 
     }
 }
 
+constexpr int kTileBf16 = kTile * kTile;  // a dS tile in FlashBackwardParams::ds
+
+// The first dS tile of (row, head) in FlashBackwardParams::ds: each row before holds q_heads
+// triangles of t (t + 1) / 2 tiles (t: its query tiles), tile (query tile qt, key tile kt) of a
+// triangle at qt (qt + 1) / 2 + kt.
+__device__ __forceinline__ int64_t ds_tile0(const FlashBackwardParams& p, int64_t row, int64_t head) {
+  auto tri = [&](int64_t r) {
+    const int64_t t = (p.cu_seqlens[r + 1] - p.cu_seqlens[r] + kTile - 1) / kTile;
+    return t * (t + 1) / 2;
+  };
+  int64_t off = 0;
+  for (int64_t r = 0; r < row; ++r) off += p.q_heads * tri(r);
+  return off + head * tri(row);
+}
+
 // Grid (rows * kv_heads, key tiles): the key tiles in order, so that those with the most query
 // tiles start first. Phase 1 (S^T, dP^T): a warp per 16 keys x 32 queries; phase 2 (dV, dK): a
 // warp per 32 keys x D / 4 dims, its accumulators kept across the whole loop.
@@ -263,6 +282,9 @@ __global__ void __launch_bounds__(kThreads, 1) flash_backward_dkdv_kernel(FlashB
   const bf16* dob = static_cast<const bf16*>(p.dob);
 
   auto q_start = [&](int64_t it) { return (kt + it % q_tiles) * kTile; };
+  // The dS tiles of the group's first query head; each next head's triangle follows.
+  const int64_t ds0 = p.ds != nullptr ? ds_tile0(p, row, kvh * group) : 0;
+  const int64_t ds_tri = (kt + q_tiles) * (kt + q_tiles + 1) / 2;
   auto stage = [&](int64_t it) {
     if (it >= iters) return;
     const int64_t h = kvh * group + it / q_tiles, q0 = q_start(it);
@@ -297,6 +319,13 @@ __global__ void __launch_bounds__(kThreads, 1) flash_backward_dkdv_kernel(FlashB
     if (live) two_products<D>(st, dpt, Ks + kw * SD, Qs + qw * SD, Vs + kw * SD, dOs + qw * SD, lane);
     score_grads<true>(st, dpt, kw, qw, k0, q0, n, lse_s + b * kTile, di_s + b * kTile, sl2, live, Pt, dSt, lane);
     __syncthreads();
+    if (p.ds != nullptr) {  // dS^T for the dQ kernel: 64 rows of 128 bytes, 16 a thread-step
+      const int64_t qt = q0 / kTile;
+      bf16* dst = static_cast<bf16*>(p.ds) + (ds0 + (it / q_tiles) * ds_tri + qt * (qt + 1) / 2 + kt) * kTileBf16;
+      for (int e = tid; e < kTile * 8; e += kThreads)
+        *reinterpret_cast<uint4*>(dst + (e >> 3) * kTile + (e & 7) * 8) =
+            *reinterpret_cast<const uint4*>(dSt + (e >> 3) * kSP + (e & 7) * 8);
+    }
     tile_mma<D, 2, NS>(dv, Pt + kw2 * kSP, dOs + dw, lane);
     tile_mma<D, 2, NS>(dk, dSt + kw2 * kSP, Qs + dw, lane);
   }
@@ -304,6 +333,18 @@ __global__ void __launch_bounds__(kThreads, 1) flash_backward_dkdv_kernel(FlashB
   store_rows(dk, p.dk + kvh * p.dk_hs, p.dk_ts, begin, k0 + kw2, n, dw, p.scale, lane);
   store_rows(dv, p.dv + kvh * p.dv_hs, p.dv_ts, begin, k0 + kw2, n, dw, 1.f, lane);
 }
+
+// The block's (query head, row, query tile) in a dQ grid (rows * q_heads, query tiles), the query
+// tiles in reverse so that those that see the most keys start first.
+struct QueryTile {
+  int64_t h, row, begin, n, qt;
+  __device__ explicit QueryTile(const FlashBackwardParams& p)
+      : h(blockIdx.x % p.q_heads),
+        row(blockIdx.x / p.q_heads),
+        begin(p.cu_seqlens[row]),
+        n(p.cu_seqlens[row + 1] - begin),
+        qt(static_cast<int64_t>(gridDim.y) - 1 - blockIdx.y) {}
+};
 
 // Grid (rows * q_heads, query tiles): the query tiles in reverse, so that those that see the most
 // keys start first. Phase 1 (S, dP): a warp per 16 queries x 32 keys; phase 2 (dQ): a warp per 32
@@ -321,9 +362,8 @@ __global__ void __launch_bounds__(kThreads, 1) flash_backward_dq_kernel(FlashBac
   float* di_s = lse_s + kTile;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int64_t h = blockIdx.x % p.q_heads, row = blockIdx.x / p.q_heads;
-  const int64_t begin = p.cu_seqlens[row], n = p.cu_seqlens[row + 1] - begin;
-  const int64_t qt = static_cast<int64_t>(gridDim.y) - 1 - blockIdx.y, q0 = qt * kTile;
+  const QueryTile qtile(p);
+  const int64_t h = qtile.h, begin = qtile.begin, n = qtile.n, qt = qtile.qt, q0 = qt * kTile;
   if (q0 >= n) return;
   const int64_t kvh = h / (p.q_heads / p.kv_heads), tiles = qt + 1;
   const bf16* kb = static_cast<const bf16*>(p.kb);
@@ -366,6 +406,44 @@ __global__ void __launch_bounds__(kThreads, 1) flash_backward_dq_kernel(FlashBac
   store_rows(dq, p.dq + h * p.dq_hs, p.dq_ts, begin, q0 + qw2, n, dw, p.scale, lane);
 }
 
+// dQ from the dS tiles the dK/dV kernel left: grid (rows * q_heads, query tiles), the query tiles
+// in reverse; a warp per 32 queries x D / 4 dims. Key tile t and its dS^T tile in buffer t % 2.
+template <int D>
+__global__ void __launch_bounds__(kThreads, 2) flash_backward_dq_from_ds_kernel(FlashBackwardParams p) {
+  constexpr int kT = kTileElems<D>, NS = D / 32;
+  extern __shared__ float4 smem4[];
+  bf16* Kbuf = reinterpret_cast<bf16*>(smem4);  // [2] tiles
+  bf16* dSbuf = Kbuf + 2 * kT;                    // [2][64 keys][kSP]
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const QueryTile qtile(p);
+  const int64_t h = qtile.h, row = qtile.row, begin = qtile.begin, n = qtile.n, qt = qtile.qt, q0 = qt * kTile;
+  if (q0 >= n) return;
+  const int64_t kvh = h / (p.q_heads / p.kv_heads), tiles = qt + 1;
+  const bf16* kb = static_cast<const bf16*>(p.kb);
+  const bf16* ds = static_cast<const bf16*>(p.ds) + (ds_tile0(p, row, h) + qt * (qt + 1) / 2) * kTileBf16;
+  auto stage = [&](int64_t t) {
+    if (t >= tiles) return;
+    const int b = static_cast<int>(t & 1);
+    stage_tile<D>(Kbuf + b * kT, kb, begin + t * kTile, n - t * kTile, p.kv_heads, kvh, tid);
+    for (int e = tid; e < kTile * 8; e += kThreads)
+      __pipeline_memcpy_async(dSbuf + b * kTile * kSP + (e >> 3) * kSP + (e & 7) * 8,
+                              ds + t * kTileBf16 + (e >> 3) * kTile + (e & 7) * 8, 16);
+  };
+  stage(0);
+  __pipeline_commit();
+  const int qw = 32 * (warp & 1), dw = (D / 4) * (warp >> 1);
+  float dq[2][NS][4] = {};
+  for (int64_t t = 0; t < tiles; ++t) {
+    __pipeline_wait_prior(0);
+    __syncthreads();  // tile t landed; every warp is done with tile t - 1
+    stage(t + 1);
+    __pipeline_commit();
+    const int b = static_cast<int>(t & 1);
+    tile_mma<D, 2, NS, true>(dq, dSbuf + b * kTile * kSP + qw, Kbuf + b * kT + dw, lane);
+  }
+  store_rows(dq, p.dq + h * p.dq_hs, p.dq_ts, begin, q0 + qw, n, dw, p.scale, lane);
+}
+
 template <int D>
 constexpr size_t dkdv_smem() {
   return (6 * kTileElems<D> + 2 * kTile * kSP) * sizeof(bf16) + 4 * kTile * sizeof(float);
@@ -373,6 +451,10 @@ constexpr size_t dkdv_smem() {
 template <int D>
 constexpr size_t dq_smem() {
   return (6 * kTileElems<D> + kTile * kSP) * sizeof(bf16) + 2 * kTile * sizeof(float);
+}
+template <int D>
+constexpr size_t dq_from_ds_smem() {
+  return (2 * kTileElems<D> + 2 * kTile * kSP) * sizeof(bf16);
 }
 
 template <typename Shape>
@@ -392,16 +474,23 @@ Status launch_all(const FlashBackwardParams& p, const Shape& shape, cudaStream_t
   KILN_RETURN_IF_ERROR(launch_status("flash_backward_prep_kernel", shape, stream));
   auto run = [&](auto dim) -> Status {
     constexpr int D = decltype(dim)::value;
-    constexpr size_t s1 = dkdv_smem<D>(), s2 = dq_smem<D>();
+    constexpr size_t s1 = dkdv_smem<D>(), s2 = dq_smem<D>(), s3 = dq_from_ds_smem<D>();
     static const cudaError_t a1 = cudaFuncSetAttribute(flash_backward_dkdv_kernel<D>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(s1));
     static const cudaError_t a2 = cudaFuncSetAttribute(flash_backward_dq_kernel<D>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(s2));
-    (void)a1, (void)a2;  // a failure surfaces as the launch's error
+    static const cudaError_t a3 = cudaFuncSetAttribute(flash_backward_dq_from_ds_kernel<D>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(s3));
+    (void)a1, (void)a2, (void)a3;  // a failure surfaces as the launch's error
     flash_backward_dkdv_kernel<D>
         <<<dim3(static_cast<unsigned>(p.rows * p.kv_heads), tiles), kThreads, s1, stream>>>(p);
     KILN_RETURN_IF_ERROR(launch_status("flash_backward_dkdv_kernel", shape, stream));
-    flash_backward_dq_kernel<D><<<dim3(static_cast<unsigned>(p.rows * p.q_heads), tiles), kThreads, s2, stream>>>(p);
+    const dim3 dq_grid(static_cast<unsigned>(p.rows * p.q_heads), tiles);
+    if (p.ds != nullptr) {
+      flash_backward_dq_from_ds_kernel<D><<<dq_grid, kThreads, s3, stream>>>(p);
+      return launch_status("flash_backward_dq_from_ds_kernel", shape, stream);
+    }
+    flash_backward_dq_kernel<D><<<dq_grid, kThreads, s2, stream>>>(p);
     return launch_status("flash_backward_dq_kernel", shape, stream);
   };
   if (p.head_dim == 128) return run(std::integral_constant<int, 128>());
@@ -411,6 +500,15 @@ Status launch_all(const FlashBackwardParams& p, const Shape& shape, cudaStream_t
 }  // namespace
 
 bool flash_backward_supports(int64_t head_dim) { return head_dim == 128 || head_dim == 256; }
+
+int64_t flash_backward_ds_bytes(const int32_t* cu, int64_t rows, int64_t q_heads) {
+  int64_t tiles = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = (cu[r + 1] - cu[r] + kTile - 1) / kTile;
+    tiles += q_heads * t * (t + 1) / 2;
+  }
+  return tiles * kTileBf16 * static_cast<int64_t>(sizeof(bf16));
+}
 
 Status flash_backward(const FlashBackwardParams& p, cudaStream_t stream) {
   auto shape = [&] {
@@ -425,7 +523,7 @@ Status flash_backward(const FlashBackwardParams& p, cudaStream_t stream) {
     return invalid_argument("flash_backward: q_heads must be a multiple of kv_heads (" + shape() + ")");
   if (p.max_len < 1 || (p.max_len + kTile - 1) / kTile > 65535 || p.rows * p.q_heads > 0x7fffffff)
     return invalid_argument("flash_backward: grid out of range (" + shape() + ")");
-  for (const void* s : {p.qb, p.dob, p.kb, p.vb})
+  for (const void* s : {p.qb, p.dob, p.kb, p.vb, p.ds})
     if (reinterpret_cast<uintptr_t>(s) % 16 != 0)
       return invalid_argument("flash_backward: bf16 scratch must be 16-byte aligned (" + shape() + ")");
   return launch_all(p, shape, stream);

@@ -8,8 +8,9 @@
 //   dK/dV per (row, kv head, 64 keys): over every query head of the group and every query tile
 //         that sees the keys: S^T = K Q^T, dP^T = V dO^T, then dV += P^T dO, dK += dS^T Q with
 //         dS = P (dP - Di); the group's sums stay in registers, so no atomics.
-//   dQ    per (row, query head, 64 queries): over the key tiles it sees, S and dP again, then
-//         dQ += dS K.
+//   dQ    per (row, query head, 64 queries): over the key tiles it sees, dQ += dS K, with dS
+//         as the dK/dV kernel left it in FlashBackwardParams::ds (bf16 tiles of the causal half:
+//         one GEMM), or, without that scratch, S and dP computed again (three products).
 // Every product is bf16 mma.sync (m16n8k16) with f32 accumulation, P and dS rounded to bf16 for
 // theirs; rows start at position 0 (training). So callers opt in through
 // AttentionBackwardArgs::compute = bf16, as for the forward.
@@ -45,8 +46,14 @@ struct FlashBackwardParams {
   void* kb = nullptr;
   void* vb = nullptr;
   float* di = nullptr;
+  // Optional: flash_backward_ds_bytes of bf16 scratch for the dS tiles, 16-byte aligned.
+  void* ds = nullptr;
   float scale = 1.f;
 };
+
+// The bytes of FlashBackwardParams::ds for these rows: a [64, 64] bf16 tile for every query head
+// and every pair (query tile, key tile at or before it) of each row.
+int64_t flash_backward_ds_bytes(const int32_t* host_cu_seqlens, int64_t rows, int64_t q_heads);
 
 // The head_dims with a kernel instance (128 and 256: those of flash_prefill).
 bool flash_backward_supports(int64_t head_dim);
