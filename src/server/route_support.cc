@@ -27,6 +27,22 @@ std::optional<ApiError> parse_body(const httplib::Request& req, Json& body) {
   return std::nullopt;
 }
 
+std::optional<ApiError> check_qualified(const ServerContext& ctx, RouteFamily family) {
+  if (ctx.config.server.profile == "experimental") return std::nullopt;
+  const std::vector<std::string> open = ctx.gates.open_gates(family);
+  if (open.empty()) return std::nullopt;
+  std::string gates;
+  for (const std::string& g : open) gates += (gates.empty() ? "" : ", ") + g;
+  ApiError e;
+  e.http_status = 503;
+  e.type = "server_unavailable";
+  e.code = "route_under_qualification";
+  e.message = std::string(route_family_name(family)) + " on the '" + ctx.backend +
+              "' backend is still under qualification (no passing evidence for: " + gates + "); the '" +
+              ctx.config.server.profile + "' profile refuses it, server.profile = \"experimental\" admits it";
+  return e;
+}
+
 std::optional<ApiError> check_target(const ServerContext& ctx, const GenerationRequest& gen) {
   if (ctx.config.server.profile == "maintenance") {
     ApiError e;
@@ -36,6 +52,7 @@ std::optional<ApiError> check_target(const ServerContext& ctx, const GenerationR
     e.message = "the server runs the 'maintenance' profile: inference is refused (training and adapter changes only)";
     return e;
   }
+  if (auto e = check_qualified(ctx, RouteFamily::kInference)) return e;
   if (!gen.model.empty() && gen.model != ctx.model_id) {
     ApiError e = ApiError::invalid("model", "model '" + gen.model + "' is not served here; this server serves '" +
                                                 ctx.model_id + "'");

@@ -24,8 +24,11 @@ void send_error(httplib::Response& res, const ApiError& e);
 // Parses the body as JSON; the error names the byte offset of a syntax error.
 std::optional<ApiError> parse_body(const httplib::Request& req, Json& body);
 
+// 503 when the route family is still under qualification on the serving backend (some gate it
+// rests on has no passing evidence: route_gates.h) and the profile is not `experimental`.
+std::optional<ApiError> check_qualified(const ServerContext& ctx, RouteFamily family);
 // 404 for a model id other than the served one or an adapter that is not loaded; 503 in the
-// maintenance profile.
+// maintenance profile, or while inference is under qualification (check_qualified).
 std::optional<ApiError> check_target(const ServerContext& ctx, const GenerationRequest& gen);
 // Token ids inside the vocabulary; prompt shorter than the context (413); max_tokens within
 // what the context leaves (400). Sets `max_tokens` (the default when the request gave none).

@@ -14,6 +14,7 @@
 #include "engine/adapter_registry.h"
 #include "engine/engine_actor.h"
 #include "server/metrics.h"
+#include "server/route_gates.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "train/job_queue.h"
@@ -37,6 +38,7 @@ struct ServerContext {
   const ChatTemplate* chat_template = nullptr;  // null: the model has none (chat routes answer 400)
   std::string model_id;
   std::string backend;       // the backend's name, for /health and /v1/config
+  RouteGates gates;          // what the capability report's evidence qualifies on this backend
   const Backend* backend_impl = nullptr;  // the backend itself (its memory use for /health); may be null
   int64_t vocab_size = 0;    // the model's
   int64_t max_context = 0;   // prompt + generated tokens one request may hold

@@ -81,6 +81,7 @@ class Stack final : public ServingStack {
     if (dir.empty()) return invalid_argument("model.path is empty: name a checkpoint directory (--model DIR)");
     KILN_ASSIGN_OR_RETURN(backend_, open_backend(cfg.model.backend));
     ctx_.backend = backend_->identity().name;
+    ctx_.gates = RouteGates::from_report(capability_report_, ctx_.backend);
     ctx_.backend_impl = backend_.get();
     KILN_ASSIGN_OR_RETURN(model_, Qwen35Model::load(dir, *backend_));
     if (cfg.memory.kv_cache_fp8) {
@@ -164,6 +165,7 @@ class Stack final : public ServingStack {
   }
 
   void set_config_report(nlohmann::json report) { ctx_.config_report = std::move(report); }
+  void set_capability_report(nlohmann::json report) { capability_report_ = std::move(report); }
 
   // The training queue: each job's steps run on the engine's thread between serving cycles; a
   // job's end is posted to training.webhook_url when one is set.
@@ -322,6 +324,7 @@ class Stack final : public ServingStack {
   std::unique_ptr<httplib::Server> server_;
   std::thread listener_;
   int port_ = -1;
+  nlohmann::json capability_report_;
   int listen_fd_ = -1;
   std::mutex mu_;
   std::condition_variable stopped_cv_;
@@ -330,9 +333,16 @@ class Stack final : public ServingStack {
 
 }  // namespace
 
-Result<std::unique_ptr<ServingStack>> ServingStack::start(const KilnConfig& config, nlohmann::json config_report) {
+Result<std::unique_ptr<ServingStack>> ServingStack::start(const KilnConfig& config, nlohmann::json config_report,
+                                                          nlohmann::json capability_report) {
   auto stack = std::make_unique<Stack>();
   stack->set_config_report(std::move(config_report));
+  if (capability_report.is_null()) {
+    capability_report = nlohmann::json::parse(embedded_capability_report(), nullptr, /*allow_exceptions=*/false);
+    if (capability_report.is_discarded())
+      return internal_error("the capability report built into this binary is not valid JSON");
+  }
+  stack->set_capability_report(std::move(capability_report));
   KILN_RETURN_IF_ERROR(stack->open(config));
   return std::unique_ptr<ServingStack>(std::move(stack));
 }

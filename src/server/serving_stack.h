@@ -17,7 +17,10 @@ class ServingStack {
  public:
   // Loads everything and starts listening; returns once requests can be served. `config_report`
   // is what GET /v1/config answers (each field's value and source).
-  static Result<std::unique_ptr<ServingStack>> start(const KilnConfig& config, nlohmann::json config_report = nullptr);
+  // `capability_report` decides which routes the stable profile admits (route_gates.h); null: the
+  // report built into the binary.
+  static Result<std::unique_ptr<ServingStack>> start(const KilnConfig& config, nlohmann::json config_report = nullptr,
+                                                     nlohmann::json capability_report = nullptr);
   virtual ~ServingStack() = default;  // stops the server and the engine
 
   virtual int port() const = 0;               // the bound port

@@ -19,6 +19,7 @@ ApiError job_not_found(const std::string& id, const Status& st) {
 
 void submit_job(ServerContext& ctx, TrainSpec::Kind kind, const httplib::Request& req, httplib::Response& res) {
   if (!ctx.training) return send_error(res, ApiError::from_status(failed_precondition("training is not available on this server")));
+  if (auto e = check_qualified(ctx, RouteFamily::kTraining)) return send_error(res, *e);
   Json body;
   if (auto e = parse_body(req, body)) return send_error(res, *e);
   std::shared_ptr<TrainJobRequest> job;

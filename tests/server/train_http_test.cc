@@ -4,9 +4,11 @@
 // adapter; adapter download -> upload round trips (the archive read by the system's `tar` too),
 // uploads validated before they land; merges; and an SFT job end to end whose adapter is
 // published, auto-loaded as the default and used by the next request (its webhook heard of the
-// completion); refused requests publish nothing; the maintenance profile as /v1/config shows it.
+// completion); refused requests publish nothing; the maintenance profile as /v1/config shows it;
+// the stable and experimental profiles on a backend whose training is under qualification.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +25,7 @@
 #include "config/config_render.h"
 #include "model/init.h"
 #include "model/lora_adapter.h"
+#include "server/route_gates.h"
 #include "server/serving_stack.h"
 #include "server/tar_gz.h"
 #include "tokenizer/qwen3_fixture.h"
@@ -63,8 +66,9 @@ KilnConfig test_config() {
 }
 
 struct Server {
-  explicit Server(const KilnConfig& c = test_config(), json config_report = nullptr) : config(c) {
-    auto s = ServingStack::start(c, std::move(config_report));
+  explicit Server(const KilnConfig& c = test_config(), json config_report = nullptr, json capability_report = nullptr)
+      : config(c) {
+    auto s = ServingStack::start(c, std::move(config_report), std::move(capability_report));
     if (!s.ok()) ADD_FAILURE() << s.status().to_string();
     else stack = std::move(*s);
   }
@@ -465,6 +469,39 @@ TEST(TrainHttp, MaintenanceProfileRefusesInferenceButAdmitsTrainingAndAdapters) 
   EXPECT_EQ(s.get("/v1/adapters")["data"].size(), 1u);
   json job = s.post("/v1/train/sft", {{"examples", {conversation("a", "b")}}, {"config", {{"lora_rank", 2}}}});
   EXPECT_EQ(s.wait_job(job["job_id"])["state"], "completed");
+}
+
+// A backend whose training gates have no passing evidence (the built-in report with the CPU's
+// rows of them marked failed): `stable` refuses training with a 503 naming the gates and still
+// serves inference; `experimental` admits training too.
+TEST(TrainHttp, StableRefusesTrainingUnderQualificationAndExperimentalAdmitsIt) {
+  json report = json::parse(embedded_capability_report());
+  const auto& training_gates = RouteGates::gates_of(RouteFamily::kTraining);
+  for (auto& gate : report["gates"])
+    if (std::find(training_gates.begin(), training_gates.end(), gate["name"]) != training_gates.end())
+      for (auto& row : gate["backends"])
+        if (row["backend"] == "cpu") row["status"] = "failed";
+  const json job = {{"examples", {conversation("a", "b")}}, {"config", {{"lora_rank", 2}}}};
+  {
+    Server s(test_config(), nullptr, report);
+    ASSERT_TRUE(s.stack);
+    json refused = s.post("/v1/train/sft", job, 503);
+    EXPECT_EQ(refused["error"]["code"], "route_under_qualification");
+    const std::string msg = refused["error"]["message"];
+    EXPECT_NE(msg.find("optimizer_parity (failed)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("one_step_training_proof (failed)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("experimental"), std::string::npos) << msg;
+    EXPECT_EQ(s.post("/v1/train/grpo", json::object(), 503)["error"]["code"], "route_under_qualification");
+    EXPECT_EQ(s.get("/v1/train/queue")["data"].size(), 0u);
+    s.post("/v1/chat/completions", chat("Hello"));  // inference's gates are covered: served
+  }
+  KilnConfig c = test_config();
+  c.server.profile = "experimental";
+  Server s(c, nullptr, report);
+  ASSERT_TRUE(s.stack);
+  EXPECT_EQ(s.get("/health")["profile"], "experimental");
+  json admitted = s.post("/v1/train/sft", job);
+  EXPECT_EQ(s.wait_job(admitted["job_id"])["state"], "completed");
 }
 
 TEST(TrainHttp, GrpoJobCompletesWithoutAutoLoad) {
