@@ -1,5 +1,6 @@
 #include "backend/arg_checks.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kiln {
@@ -228,14 +229,28 @@ Status validate(const SampleArgs& a, DeviceKind d, const std::string& r) {
   if (static_cast<int64_t>(a.rows.size()) != a.logits.dim(0))
     return invalid_argument(r + ": " + std::to_string(a.rows.size()) + " sample rows for " +
                             std::to_string(a.logits.dim(0)) + " logits rows");
+  int64_t top = 0;  // the width top_ids and top_logprobs must have
+  for (const SampleRow& x : a.rows) top = std::max<int64_t>(top, x.top_logprobs);
+  if (top > 0 || a.top_ids.defined() || a.top_logprobs.defined()) {
+    CHECK(check_tensor(a.top_ids, "top_ids", 2, DType::kI32, DeviceKind::kHost, r));
+    CHECK(check_tensor(a.top_logprobs, "top_logprobs", 2, F, DeviceKind::kHost, r));
+    for (const Tensor* t : {&a.top_ids, &a.top_logprobs}) {
+      const char* name = t == &a.top_ids ? "top_ids" : "top_logprobs";
+      CHECK(check_dim(*t, name, 0, a.logits.dim(0), r));
+      if (!t->is_contiguous() || t->dim(1) < top)
+        return invalid_argument(r + ": " + name + " is " + t->describe() + ", expected a contiguous [" +
+                                std::to_string(a.logits.dim(0)) + ", >= " + std::to_string(top) + "]");
+    }
+  }
   for (size_t i = 0; i < a.rows.size(); ++i) {
     const SampleRow& x = a.rows[i];
     auto bad = [&](const char* field, const char* rule, double v) {
       return invalid_argument(r + ": row " + std::to_string(i) + ": " + field + " must be " + rule + ", got " +
                               std::to_string(v));
     };
-    if (!(x.temperature > 0.f) || !std::isfinite(x.temperature))
-      return bad("temperature", "> 0 (greedy rows take argmax)", x.temperature);
+    if (!(x.temperature >= 0.f) || !std::isfinite(x.temperature)) return bad("temperature", ">= 0", x.temperature);
+    if (x.top_logprobs < 0 || x.top_logprobs > kMaxTopLogprobs)
+      return bad("top_logprobs", "in [0, 20]", x.top_logprobs);
     if (x.top_k < 0) return bad("top_k", ">= 0", x.top_k);
     if (!(x.top_p > 0.f && x.top_p <= 1.f)) return bad("top_p", "in (0, 1]", x.top_p);
     if (!(x.min_p >= 0.f && x.min_p <= 1.f)) return bad("min_p", "in [0, 1]", x.min_p);

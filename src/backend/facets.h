@@ -267,21 +267,28 @@ SampleRequest describe(const ArgmaxArgs& a);
 
 // One row's sampling request, applied in spec/engine.md's order (backend/sampling_math.h):
 // repetition penalty over `seen` (each distinct token once), presence and frequency penalties over
-// `generated` (with occurrence counts), temperature, top-k, softmax, min-p, top-p, then the token
-// whose cumulative-probability interval (in index order) holds u. Temperature > 0 only: greedy
-// rows are `argmax`'s (or the host's, with penalties or logprobs).
+// `generated` (with occurrence counts), then at temperature 0 the first largest logit, its logprob
+// under their softmax; at temperature > 0 temperature, top-k, softmax, min-p, top-p, and the token
+// whose cumulative-probability interval (in index order) holds u. Rows that want only the argmax
+// of raw logits are `argmax`'s.
 struct SampleRow {
   float temperature = 1.f, top_p = 1.f, min_p = 0.f;
   int32_t top_k = 0;
   float repetition_penalty = 1.f, presence_penalty = 0.f, frequency_penalty = 0.f;
-  double u = 0;  // [0, 1)
+  double u = 0;  // [0, 1); unused at temperature 0
   std::span<const int32_t> seen, generated;  // host token ids; out-of-range ids are ignored
+  int32_t top_logprobs = 0;  // [0, kMaxTopLogprobs]: the most likely tokens of the final distribution
 };
+constexpr int32_t kMaxTopLogprobs = 20;
 struct SampleArgs {
   Tensor logits;                   // [rows, vocab] f32 on the backend's device, rows may be strided
   std::span<const SampleRow> rows;  // one per logits row
   Tensor ids;                      // [rows] i32, host
   Tensor logprobs;                 // [rows] f32, host: log p(token) under the final distribution
+  // [rows, n] host, n >= every row's top_logprobs (undefined when no row asks): a row's first
+  // top_logprobs entries, most likely first (ties: lower id first), the rest unspecified.
+  Tensor top_ids;       // i32
+  Tensor top_logprobs;  // f32
 };
 SampleRequest describe(const SampleArgs& a);
 

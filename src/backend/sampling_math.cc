@@ -112,4 +112,17 @@ int32_t draw(const std::vector<double>& probs, double u) {
   return last;  // u beyond the rounded total: the last token with mass
 }
 
+RowPick pick_token(std::span<float> logits, const SamplingParams& p, double u, bool want_probs) {
+  RowPick out;
+  if (p.temperature == 0.f) {
+    out.token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    // The softmax over a 250k vocabulary costs more than the argmax: only when asked for.
+    if (want_probs) out.probs = softmax(logits);
+  } else {
+    out.probs = sampled_distribution(logits, p);
+    out.token = draw(out.probs, u);
+  }
+  return out;
+}
+
 }  // namespace kiln

@@ -22,6 +22,10 @@ struct SamplingParams {
   bool logprobs = true;            // false: greedy skips the softmax and reports logprob 0
 };
 
+// Whether a greedy row reports logprobs (its softmax is computed only then); rows at
+// temperature > 0 always have their distribution at hand.
+inline bool wants_logprobs(const SamplingParams& p) { return p.logprobs || p.top_logprobs > 0; }
+
 // Repetition penalty over `seen` (divide positive logits, multiply negative ones, once per
 // distinct token); presence (once per distinct token) and frequency (per occurrence) penalties
 // over `generated`.
@@ -40,6 +44,15 @@ void apply_top_p(std::vector<double>& probs, float top_p);
 std::vector<double> sampled_distribution(std::span<float> logits, const SamplingParams& p);
 // The token whose cumulative-probability interval holds `u` in [0, 1).
 int32_t draw(const std::vector<double>& probs, double u);
+
+// One row, its penalties already applied (`logits` is changed in place): at temperature 0 the
+// first largest logit, and softmax(logits) as its distribution where `want_probs`; else the token
+// `u` draws from sampled_distribution. `probs` is what the token came from (empty: not computed).
+struct RowPick {
+  int32_t token = 0;
+  std::vector<double> probs;
+};
+RowPick pick_token(std::span<float> logits, const SamplingParams& p, double u, bool want_probs);
 
 // Indices of the n largest entries of `v`, largest first (ties: lower index first).
 std::vector<int32_t> top_indices(const std::vector<double>& v, size_t n);

@@ -1,13 +1,13 @@
 #include "engine/row_sampling.h"
 
+#include <algorithm>
+
 namespace kiln {
 
 bool needs_only_argmax(const SamplingParams& p) {
   return p.temperature == 0.f && !p.logprobs && p.top_logprobs == 0 && p.repetition_penalty == 1.f &&
          p.presence_penalty == 0.f && p.frequency_penalty == 0.f;
 }
-
-bool samples_on_device(const SamplingParams& p) { return p.temperature > 0.f && p.top_logprobs == 0; }
 
 namespace {
 
@@ -33,14 +33,31 @@ Status sample_on_device(Backend& backend, const Tensor& logits, std::span<const 
   }
   std::vector<SampleRow> requests;
   requests.reserve(picks.size());
+  int64_t top = 0;
   for (size_t i : picks) {
     Sequence& s = *rows[i].seq;
     requests.push_back(s.sampler.sample_row(s.tokens, s.generated()));
+    top = std::max<int64_t>(top, requests.back().top_logprobs);
   }
   Tensor ids = Tensor::empty({n}, DType::kI32), logprobs = Tensor::empty({n}, DType::kF32);
-  KILN_RETURN_IF_ERROR(backend.sampling().sample({src, requests, ids, logprobs}));
-  for (size_t k = 0; k < picks.size(); ++k)
-    out[picks[k]] = {ids.data<int32_t>()[k], logprobs.data<float>()[k], {}};
+  SampleArgs args{src, requests, ids, logprobs};
+  if (top > 0) {
+    args.top_ids = Tensor::empty({n, top}, DType::kI32);
+    args.top_logprobs = Tensor::empty({n, top}, DType::kF32);
+  }
+  KILN_RETURN_IF_ERROR(backend.sampling().sample(args));
+  for (size_t k = 0; k < picks.size(); ++k) {
+    const SamplingParams& p = rows[picks[k]].seq->spec.sampling;
+    SampledToken& t = out[picks[k]];
+    t.token = ids.data<int32_t>()[k];
+    // A greedy row that asked for no logprobs reports 0, as the host Sampler does.
+    t.logprob = p.temperature == 0.f && !wants_logprobs(p) ? 0.f : logprobs.data<float>()[k];
+    t.top.clear();
+    for (int64_t j = 0; j < requests[k].top_logprobs; ++j) {
+      const int64_t at = static_cast<int64_t>(k) * top + j;
+      t.top.push_back({args.top_ids.data<int32_t>()[at], args.top_logprobs.data<float>()[at]});
+    }
+  }
   return {};
 }
 
@@ -76,12 +93,13 @@ Result<std::vector<SampledToken>> sample_rows(Backend& backend, const Tensor& lo
     KILN_RETURN_IF_ERROR(st.copy_to_host(dev_ids, ids));
   }
   auto from_device = [&](const Sequence& s) { return use_device && needs_only_argmax(s.spec.sampling); };
-  // Rows drawn at temperature > 0 (no alternatives asked for): the backend's `sample`, one call.
+  // Every other row (drawn at temperature > 0, or greedy with penalties or logprobs): the
+  // backend's `sample`, one call.
   std::vector<size_t> sampled;
   std::vector<char> done(rows.size(), 0);
   if (device_sampling) {
     for (size_t i = 0; i < rows.size(); ++i)
-      if (!rows[i].seq->must_close_reasoning() && samples_on_device(rows[i].seq->spec.sampling)) sampled.push_back(i);
+      if (!rows[i].seq->must_close_reasoning() && !needs_only_argmax(rows[i].seq->spec.sampling)) sampled.push_back(i);
     if (!sampled.empty() &&
         backend.sampling().supports(SampleRequest{static_cast<int64_t>(sampled.size()), V, false}).runs_natively()) {
       KILN_RETURN_IF_ERROR(sample_on_device(backend, logits, rows, sampled, out));

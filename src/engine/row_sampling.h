@@ -21,10 +21,9 @@ struct RowToSample {
 };
 
 // True when the token is the argmax of the raw logits and nothing else is reported: greedy, no
-// penalties, no logprobs. Such a row needs only its id from the device.
+// penalties, no logprobs. Such a row needs only its id from the device; every other row is the
+// backend's `sample`'s.
 bool needs_only_argmax(const SamplingParams& p);
-// True when the backend's `sample` can draw the row: temperature > 0, no alternatives reported.
-bool samples_on_device(const SamplingParams& p);
 
 // The next token of each entry, in order: the reasoning span's closing token where the thinking
 // budget is spent, otherwise the row's sample. `device_sampling` false (EngineConfig's switch)

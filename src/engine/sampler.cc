@@ -27,7 +27,7 @@ Status validate(const SamplingParams& p) {
   if (!(p.presence_penalty >= -2.f && p.presence_penalty <= 2.f)) return bad("presence_penalty", "in [-2, 2]", p.presence_penalty);
   if (!(p.frequency_penalty >= -2.f && p.frequency_penalty <= 2.f))
     return bad("frequency_penalty", "in [-2, 2]", p.frequency_penalty);
-  if (p.top_logprobs < 0 || p.top_logprobs > 20) return bad("top_logprobs", "in [0, 20]", p.top_logprobs);
+  if (p.top_logprobs < 0 || p.top_logprobs > kMaxTopLogprobs) return bad("top_logprobs", "in [0, 20]", p.top_logprobs);
   return {};
 }
 
@@ -35,19 +35,13 @@ SampledToken Sampler::sample(std::span<const float> logits_in, std::span<const i
                              std::span<const int32_t> generated) {
   std::vector<float> logits(logits_in.begin(), logits_in.end());
   apply_penalties(logits, params_, seen, generated);
+  const bool greedy = params_.temperature == 0.f;
+  const RowPick pick = pick_token(logits, params_, greedy ? 0.0 : next_u(), wants_logprobs(params_));
   SampledToken out;
-  std::vector<double> probs;
-  if (params_.temperature == 0.f) {
-    out.token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    // The softmax over a 250k vocabulary costs more than the argmax: only when asked for.
-    if (!params_.logprobs && params_.top_logprobs == 0) return out;
-    probs = softmax(logits);
-  } else {
-    probs = sampled_distribution(logits, params_);
-    out.token = draw(probs, next_u());
-  }
-  out.logprob = static_cast<float>(std::log(probs[static_cast<size_t>(out.token)]));
-  out.top = top_logprobs(probs, params_.top_logprobs);
+  out.token = pick.token;
+  if (pick.probs.empty()) return out;
+  out.logprob = static_cast<float>(std::log(pick.probs[static_cast<size_t>(out.token)]));
+  out.top = top_logprobs(pick.probs, params_.top_logprobs);
   return out;
 }
 
@@ -60,7 +54,8 @@ SampleRow Sampler::sample_row(std::span<const int32_t> seen, std::span<const int
   r.repetition_penalty = params_.repetition_penalty;
   r.presence_penalty = params_.presence_penalty;
   r.frequency_penalty = params_.frequency_penalty;
-  r.u = next_u();
+  r.top_logprobs = params_.top_logprobs;
+  r.u = params_.temperature == 0.f ? 0.0 : next_u();  // a greedy row draws nothing, as sample()
   r.seen = seen;
   r.generated = generated;
   return r;

@@ -1,5 +1,5 @@
 // The reference `sample`: each row through the transforms of backend/sampling_math.h, exactly as
-// the engine's Sampler runs them at temperature > 0, with the row's own u.
+// the engine's Sampler runs them, with the row's own u.
 #include <cmath>
 #include <vector>
 
@@ -26,10 +26,15 @@ Status Sampling::sample(const SampleArgs& a) {
     p.presence_penalty = r.presence_penalty;
     p.frequency_penalty = r.frequency_penalty;
     apply_penalties(logits, p, r.seen, r.generated);
-    const std::vector<double> probs = sampled_distribution(logits, p);
-    const int32_t token = draw(probs, r.u);
-    a.ids.data<int32_t>()[i] = token;
-    a.logprobs.data<float>()[i] = static_cast<float>(std::log(probs[static_cast<size_t>(token)]));
+    const RowPick pick = pick_token(logits, p, r.u, true);
+    a.ids.data<int32_t>()[i] = pick.token;
+    a.logprobs.data<float>()[i] = static_cast<float>(std::log(pick.probs[static_cast<size_t>(pick.token)]));
+    const std::vector<int32_t> top = top_indices(pick.probs, static_cast<size_t>(r.top_logprobs));
+    for (size_t k = 0; k < top.size(); ++k) {
+      const int64_t at = static_cast<int64_t>(i) * a.top_ids.dim(1) + static_cast<int64_t>(k);
+      a.top_ids.data<int32_t>()[at] = top[k];
+      a.top_logprobs.data<float>()[at] = static_cast<float>(std::log(pick.probs[static_cast<size_t>(top[k])]));
+    }
   }
   return {};
 }

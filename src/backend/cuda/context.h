@@ -89,6 +89,9 @@ struct Context {
   // a step whose wall time is mostly host wait is device-bound, one with little is host-bound.
   Status synchronize(const std::string& what);
   std::atomic<uint64_t> host_wait_ns{0}, synchronizations{0};
+  // Bytes copied from the device to the host (the storage facet's copies and the sampling
+  // results): a decode step that samples on the device moves ids, not logits rows.
+  std::atomic<uint64_t> bytes_to_host{0};
 
  private:
   void* staging_ = nullptr;

@@ -150,6 +150,7 @@ Result<CudaBackendStats> cuda_backend_stats(Backend& backend) {
   s.graph_replays = be->replay_impl().replays();
   s.synchronizations = be->context().synchronizations.load();
   s.host_wait_seconds = static_cast<double>(be->context().host_wait_ns.load()) * 1e-9;
+  s.bytes_to_host = be->context().bytes_to_host.load();
   s.gdn_backward = cuda::gdn_backward_kernel_name(cuda::gdn_backward_kernel_from_env());
   cuda::PoolStats p = be->context().pool->stats();
   s.pool_hits = p.hits;

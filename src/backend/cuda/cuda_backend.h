@@ -31,6 +31,8 @@ struct CudaBackendStats {
   // Host waits on the device (Context::synchronize): how many, and the time spent blocked in them.
   uint64_t synchronizations = 0;
   double host_wait_seconds = 0;
+  // Bytes copied from the device to the host (storage copies, sampling results).
+  uint64_t bytes_to_host = 0;
   // The GDN backward's form asked for (KILN_CUDA_GDN_BACKWARD): chunked (the default) or registers.
   std::string gdn_backward;
 };

@@ -1,5 +1,6 @@
 // Greedy selection on the device (kernels/argmax.cu); host logits are staged through the device.
-// Sampling at temperature > 0 on the device (kernels/sample.cu): only ids and logprobs come back.
+// Sampling on the device (kernels/sample.cu): only ids, logprobs and the alternatives asked for
+// come back.
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -68,6 +69,7 @@ Status Sampling::argmax(const ArgmaxArgs& a) {
   }
   KILN_RETURN_IF_ERROR(cuda::argmax(p, ctx_->stream).with_context(req));
   if (!host) return {};
+  ctx_->bytes_to_host.fetch_add(a.ids.nbytes(), std::memory_order_relaxed);
   KILN_RETURN_IF_ERROR(cuda_status(
       cudaMemcpyAsync(a.ids.raw(), ids.raw(), a.ids.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream), req + ": ids back"));
   return ctx_->synchronize(req + ": synchronize");
@@ -101,6 +103,7 @@ Status Sampling::sample(const SampleArgs& a) {
     q.presence_penalty = x.presence_penalty;
     q.frequency_penalty = x.frequency_penalty;
     q.top_k = x.top_k;
+    q.top_n = x.top_logprobs;
     if (x.repetition_penalty != 1.f) {
       q.seen_offset = static_cast<int32_t>(seen.size());
       for (int32_t t : x.seen)
@@ -120,12 +123,15 @@ Status Sampling::sample(const SampleArgs& a) {
     }
   }
   // One device buffer and one staging buffer, laid out alike: parameters, seen, generated, then
-  // the ids and logprobs coming back.
+  // the ids, logprobs and alternatives coming back.
   const size_t params_bytes = params.size() * sizeof(SampleRowParams);
   const size_t seen_at = params_bytes, gen_at = seen_at + seen.size() * 4;
   const size_t up_bytes = gen_at + generated.size() * 4;
-  const size_t ids_at = align8(up_bytes), logprobs_at = ids_at + static_cast<size_t>(r.rows) * 4;
-  const size_t total = logprobs_at + static_cast<size_t>(r.rows) * 4;
+  const auto rows = static_cast<size_t>(r.rows);
+  const size_t top = a.top_ids.defined() ? static_cast<size_t>(a.top_ids.dim(1)) : 0;
+  const size_t ids_at = align8(up_bytes), logprobs_at = ids_at + rows * 4;
+  const size_t top_ids_at = logprobs_at + rows * 4, top_logprobs_at = top_ids_at + rows * top * 4;
+  const size_t total = top_logprobs_at + rows * top * 4;
   KILN_ASSIGN_OR_RETURN(Tensor buf, ctx_->empty({static_cast<int64_t>(total)}, DType::kU8));
   auto* dev = static_cast<char*>(buf.raw());
   std::unique_lock<std::mutex> staging_lock(ctx_->staging_mu);  // until the results are read back
@@ -153,14 +159,24 @@ Status Sampling::sample(const SampleArgs& a) {
     p.probs = static_cast<double*>(probs.raw());
     p.ids = reinterpret_cast<int32_t*>(dev + ids_at) + row0;
     p.logprobs = reinterpret_cast<float*>(dev + logprobs_at) + row0;
+    if (top > 0) {
+      p.top_stride = static_cast<int64_t>(top);
+      p.top_ids = reinterpret_cast<int32_t*>(dev + top_ids_at) + row0 * p.top_stride;
+      p.top_logprobs = reinterpret_cast<float*>(dev + top_logprobs_at) + row0 * p.top_stride;
+    }
     KILN_RETURN_IF_ERROR(cuda::sample(p, ctx_->stream).with_context(req));
   }
+  ctx_->bytes_to_host.fetch_add(total - ids_at, std::memory_order_relaxed);
   KILN_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(stage + ids_at, dev + ids_at, total - ids_at,
                                                    cudaMemcpyDeviceToHost, ctx_->stream),
                                    req + ": ids back"));
   KILN_RETURN_IF_ERROR(ctx_->synchronize(req + ": synchronize"));
-  std::memcpy(a.ids.raw(), stage + ids_at, static_cast<size_t>(r.rows) * 4);
-  std::memcpy(a.logprobs.raw(), stage + logprobs_at, static_cast<size_t>(r.rows) * 4);
+  std::memcpy(a.ids.raw(), stage + ids_at, rows * 4);
+  std::memcpy(a.logprobs.raw(), stage + logprobs_at, rows * 4);
+  if (top > 0) {
+    std::memcpy(a.top_ids.raw(), stage + top_ids_at, rows * top * 4);
+    std::memcpy(a.top_logprobs.raw(), stage + top_logprobs_at, rows * top * 4);
+  }
   return {};
 }
 

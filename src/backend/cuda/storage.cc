@@ -62,6 +62,7 @@ Status Storage::copy_from_host(const Tensor& s, const Tensor& d) {
 Status Storage::copy_to_host(const Tensor& s, const Tensor& d) {
   KILN_RETURN_IF_ERROR(check_pair(d, s, "copy_to_host"));
   ProfileScope prof(ctx_->profiler.get(), [] { return std::string("storage copy_to_host (synchronises)"); });
+  ctx_->bytes_to_host.fetch_add(s.nbytes(), std::memory_order_relaxed);
   if (s.nbytes() >= kStagedBytes) {  // through page-locked memory: the logits of every step
     std::lock_guard<std::mutex> lock(ctx_->staging_mu);
     KILN_ASSIGN_OR_RETURN(void* buf, ctx_->staging(s.nbytes()));

@@ -1,5 +1,5 @@
 // The CPU reference `sample`: the transforms of backend/sampling_math.h (what the engine's
-// Sampler runs at temperature > 0) applied to each row with its own u, checked against those
+// Sampler runs) applied to each row with its own u, checked against those
 // transforms run directly and against hand-computed rows; bad input names the problem.
 #include <gtest/gtest.h>
 
@@ -123,6 +123,50 @@ TEST(CpuSample, HandComputedRows) {
   EXPECT_EQ(got[2].logprob, 0.f);
 }
 
+// Greedy rows (temperature 0: the first largest penalised logit, its logprob under their softmax)
+// and the alternatives of the final distribution, most likely first, ties by lower id.
+TEST(CpuSample, GreedyRowsAndAlternativesByHand) {
+  auto be = create_backend("cpu").value();
+  Tensor logits = Tensor::from_values(std::vector<float>{1, 2, 3, 4, 1, 2, 3, 4, 5, 5, 1, 0, 1, 2, 3, 4}, {4, 4});
+  const std::vector<int32_t> seen = {3};
+  std::vector<SampleRow> rows(4);
+  rows[0].temperature = 0.f;  // token 3
+  rows[0].top_logprobs = 2;
+  rows[1].temperature = 0.f;  // repetition penalty 2 on token 3: logits 1, 2, 3, 2, token 2
+  rows[1].repetition_penalty = 2.f;
+  rows[1].seen = seen;
+  rows[2].temperature = 0.f;  // a tie: the first of the largest
+  rows[3].top_k = 2;          // temperature 1: p = 0, 0, p2, 1 - p2
+  rows[3].u = 0.2;
+  rows[3].top_logprobs = 3;
+  Tensor ids = Tensor::empty({4}, DType::kI32), lp = Tensor::empty({4}, DType::kF32);
+  Tensor top_ids = Tensor::empty({4, 3}, DType::kI32), top_lp = Tensor::empty({4, 3}, DType::kF32);
+  SampleArgs args{logits, rows, ids, lp};
+  args.top_ids = top_ids;
+  args.top_logprobs = top_lp;
+  ASSERT_TRUE(be->sampling().sample(args).ok());
+  const double z0 = std::exp(1.0) + std::exp(2.0) + std::exp(3.0) + std::exp(4.0);
+  EXPECT_EQ(ids.data<int32_t>()[0], 3);
+  EXPECT_NEAR(lp.data<float>()[0], std::log(std::exp(4.0) / z0), 1e-6);
+  EXPECT_EQ(top_ids.data<int32_t>()[0], 3);
+  EXPECT_EQ(top_ids.data<int32_t>()[1], 2);
+  EXPECT_NEAR(top_lp.data<float>()[1], std::log(std::exp(3.0) / z0), 1e-6);
+  const double z1 = std::exp(1.0) + 2 * std::exp(2.0) + std::exp(3.0);
+  EXPECT_EQ(ids.data<int32_t>()[1], 2);
+  EXPECT_NEAR(lp.data<float>()[1], std::log(std::exp(3.0) / z1), 1e-6);
+  EXPECT_EQ(ids.data<int32_t>()[2], 0);
+  const double p2 = std::exp(3.0) / (std::exp(3.0) + std::exp(4.0));
+  EXPECT_EQ(ids.data<int32_t>()[3], 2);
+  const int32_t* t = top_ids.data<int32_t>() + 9;
+  const float* l = top_lp.data<float>() + 9;
+  EXPECT_EQ(t[0], 3);
+  EXPECT_NEAR(l[0], std::log(1 - p2), 1e-6);
+  EXPECT_EQ(t[1], 2);
+  EXPECT_NEAR(l[1], std::log(p2), 1e-6);
+  EXPECT_EQ(t[2], 0);  // probability 0, tied with token 1: the lower id
+  EXPECT_EQ(l[2], -INFINITY);
+}
+
 TEST(CpuSample, BadInputNamesTheProblem) {
   auto be = create_backend("cpu").value();
   Tensor logits = testing::random_tensor({2, 10}, 3);
@@ -131,10 +175,24 @@ TEST(CpuSample, BadInputNamesTheProblem) {
   Status s = be->sampling().sample({logits, std::span<const SampleRow>(rows).first(1), ids, lp});
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("1 sample rows for 2 logits rows"), std::string::npos) << s.to_string();
-  rows[1].temperature = 0.f;
+  rows[1].temperature = -1.f;
   s = be->sampling().sample({logits, rows, ids, lp});
-  EXPECT_NE(s.message().find("row 1: temperature must be > 0"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find("row 1: temperature must be >= 0"), std::string::npos) << s.to_string();
   rows[1].temperature = 1.f;
+  rows[1].top_logprobs = 21;
+  s = be->sampling().sample({logits, rows, ids, lp});
+  EXPECT_NE(s.message().find("'top_ids' is missing"), std::string::npos) << s.to_string();
+  SampleArgs with_top{logits, rows, ids, lp};
+  with_top.top_ids = Tensor::empty({2, 21}, DType::kI32);
+  with_top.top_logprobs = Tensor::empty({2, 21}, DType::kF32);
+  s = be->sampling().sample(with_top);
+  EXPECT_NE(s.message().find("row 1: top_logprobs must be in [0, 20]"), std::string::npos) << s.to_string();
+  rows[1].top_logprobs = 4;
+  with_top.top_logprobs = Tensor::empty({2, 3}, DType::kF32);
+  s = be->sampling().sample(with_top);
+  EXPECT_NE(s.message().find("top_logprobs is f32[2, 3], expected a contiguous [2, >= 4]"), std::string::npos)
+      << s.to_string();
+  rows[1].top_logprobs = 0;
   rows[0].top_p = 0.f;
   s = be->sampling().sample({logits, rows, ids, lp});
   EXPECT_NE(s.message().find("row 0: top_p"), std::string::npos) << s.to_string();

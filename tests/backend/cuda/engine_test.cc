@@ -1,11 +1,14 @@
 // Sampling on the device through the Engine (row_sampling.h): greedy rows take their token from one
 // batched argmax on the device and copy only ids; the tokens must equal those of the old path
 // (every row's logits copied to the host and sampled there) and of the CPU backend's engine, on the
-// committed fixtures. Rows that need the distribution in the same batch must get the host path's
-// tokens and logprobs: exactly for greedy rows with logprobs (copied to the host one by one or the
-// whole logits tensor at once), to 1e-5 for temperature rows (the device `sample`).
+// committed fixtures. Rows that need the distribution in the same batch (temperature, penalties,
+// logprobs, top_logprobs) are the device `sample`'s: the host path's tokens and alternatives, their
+// logprobs to 1e-5 (double math in another summation order), and no logits row crosses to the host.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_test_util.h"
 #include "engine/engine.h"
 #include "engine/row_sampling.h"
@@ -19,6 +22,7 @@ std::string fixture_dir(const char* name) { return std::string(KILN_FIXTURES_DIR
 struct Output {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;
+  std::vector<std::vector<TokenLogprob>> top;
 };
 
 // Runs `specs` to completion on an engine over `be`, all submitted before the first cycle.
@@ -55,6 +59,7 @@ std::vector<Output> run_engine(Backend& be, const char* config, const std::vecto
       if (e->token < 0) continue;
       out[i].tokens.push_back(e->token);
       out[i].logprobs.push_back(e->logprob);
+      out[i].top.push_back(e->top_logprobs);
     }
   return out;
 }
@@ -99,48 +104,72 @@ TEST(CudaEngine, DeviceArgmaxTokensEqualHostPathAndCpu) {
   }
 }
 
-// `sampled` of `rows` requests need the host (seeded temperature sampling with top-k, or greedy
-// with logprobs); the others take the device argmax.
+// `sampled` of `rows` requests need the distribution: seeded temperature sampling with top-k
+// (even rows), greedy with logprobs (odd rows), penalties on every third, three alternatives on
+// every second; the others take the device argmax. Everything is picked on the device: what comes
+// back to the host is ids and logprobs, less than one logits row a step.
 void expect_mixed_batch_matches_host(size_t rows, size_t sampled) {
   KILN_CUDA_OR_SKIP(be);
+  const int64_t max_tokens = 12;
   std::vector<RequestSpec> specs;
   for (size_t i = 0; i < rows; ++i) {
-    RequestSpec r = greedy(prompt(10 + 7 * static_cast<int64_t>(i), static_cast<int64_t>(i), 300), 12);
+    RequestSpec r = greedy(prompt(10 + 7 * static_cast<int64_t>(i), static_cast<int64_t>(i), 300), max_tokens);
     if (i < sampled) {
       if (i % 2 == 0) {
         r.sampling.temperature = 0.8f;
         r.sampling.top_k = 20;
         r.seed = 1234 + i;
       }
+      if (i % 3 == 1) {
+        r.sampling.repetition_penalty = 1.3f;
+        r.sampling.presence_penalty = 0.4f;
+        r.sampling.frequency_penalty = 0.2f;
+      }
+      if (i % 2 == 1) r.sampling.top_logprobs = 3;
       r.sampling.logprobs = true;
     }
     specs.push_back(r);
   }
+  auto model = Qwen35Model::load(fixture_dir("gqa_untied"), *be);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const int64_t V = (*model)->config().vocab_size;
+  const uint64_t before = cuda_backend_stats(*be)->bytes_to_host;
   std::vector<Output> dev = run_engine(*be, "gqa_untied", specs, true);
+  const uint64_t moved = cuda_backend_stats(*be)->bytes_to_host - before;
   std::vector<Output> host = run_engine(*be, "gqa_untied", specs, false);
   ASSERT_EQ(dev.size(), rows);
   ASSERT_EQ(host.size(), rows);
+  // A step per token, the first (prefill) included.
+  std::printf("%zu rows, %zu sampled: %llu bytes to the host over %lld steps (a logits row is %lld)\n", rows,
+              sampled, static_cast<unsigned long long>(moved), static_cast<long long>(max_tokens),
+              static_cast<long long>(V * 4));
+  EXPECT_LT(moved, static_cast<uint64_t>(max_tokens * V * 4)) << "logits rows crossed to the host";
   for (size_t i = 0; i < rows; ++i) {
     EXPECT_EQ(dev[i].tokens.size(), 12u) << "request " << i;
     EXPECT_EQ(dev[i].tokens, host[i].tokens) << "request " << i;
-    if (i < sampled && i % 2 == 0) {
-      // Temperature rows are drawn by the device `sample` (kernels/sample.h): the same u, logprobs
-      // from double math in another summation order.
-      ASSERT_EQ(dev[i].logprobs.size(), host[i].logprobs.size()) << "request " << i;
-      for (size_t t = 0; t < dev[i].logprobs.size(); ++t)
-        EXPECT_NEAR(dev[i].logprobs[t], host[i].logprobs[t], 1e-5) << "request " << i << " token " << t;
-    } else {
-      EXPECT_EQ(dev[i].logprobs, host[i].logprobs) << "request " << i;
+    ASSERT_EQ(dev[i].logprobs.size(), host[i].logprobs.size()) << "request " << i;
+    for (size_t t = 0; t < dev[i].logprobs.size(); ++t) {
+      EXPECT_NEAR(dev[i].logprobs[t], host[i].logprobs[t], 1e-5) << "request " << i << " token " << t;
+      ASSERT_EQ(dev[i].top[t].size(), host[i].top[t].size()) << "request " << i << " token " << t;
+      for (size_t k = 0; k < host[i].top[t].size(); ++k) {
+        EXPECT_EQ(dev[i].top[t][k].token, host[i].top[t][k].token) << "request " << i << " token " << t;
+        EXPECT_NEAR(dev[i].top[t][k].logprob, host[i].top[t][k].logprob, 1e-5) << "request " << i << " token " << t;
+      }
     }
     if (i < sampled) {
       for (float lp : dev[i].logprobs) EXPECT_LT(lp, 0.f) << "request " << i << " reports its logprobs";
+      if (i % 2 == 1) {
+        EXPECT_EQ(dev[i].top[0].size(), 3u) << "request " << i;
+      }
+    } else {
+      for (float lp : dev[i].logprobs) EXPECT_EQ(lp, 0.f) << "request " << i << " asked for no logprobs";
     }
   }
 }
 
-TEST(CudaEngine, MixedBatchOneHostRowCopiedAlone) { expect_mixed_batch_matches_host(5, 1); }
-TEST(CudaEngine, MixedBatchManyHostRowsCopiedTogether) { expect_mixed_batch_matches_host(3, 2); }
-// Temperature rows 0, 2 and 4 are not consecutive logits rows: gathered for one `sample` call.
+TEST(CudaEngine, MixedBatchOneSampledRow) { expect_mixed_batch_matches_host(5, 1); }
+TEST(CudaEngine, MixedBatchTwoSampledRows) { expect_mixed_batch_matches_host(3, 2); }
+// Sampled rows 0..4 of 6 beside an argmax row; temperature rows are not consecutive logits rows.
 TEST(CudaEngine, MixedBatchSampledRowsGathered) { expect_mixed_batch_matches_host(6, 5); }
 
 }  // namespace

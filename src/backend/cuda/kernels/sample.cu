@@ -80,6 +80,29 @@ __device__ __forceinline__ T block_reduce(T v, T* scratch, Op op) {
   return t;
 }
 
+// The better of two candidates (probability, index) in the host's top_indices order: larger
+// probability, then lower index.
+__device__ __forceinline__ bool better(double p, int i, double q, int j) { return p > q || (p == q && i < j); }
+
+// The best candidate over the block (all kThreads threads call it); every thread gets it.
+__device__ __forceinline__ void block_best(double& p, int& i, double* scratch_p, int* scratch_i) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  auto warp_best = [&] {
+    for (int o = 16; o > 0; o >>= 1) {
+      const double q = __shfl_xor_sync(kFull, p, o);
+      const int j = __shfl_xor_sync(kFull, i, o);
+      if (better(q, j, p, i)) p = q, i = j;
+    }
+  };
+  warp_best();
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch_p[warp] = p, scratch_i[warp] = i;
+  __syncthreads();
+  p = scratch_p[lane];  // kWarps == 32
+  i = scratch_i[lane];
+  warp_best();
+}
+
 // Exclusive prefix sum over the block in thread order (all kThreads threads call it).
 template <typename T>
 __device__ __forceinline__ T block_exclusive_scan(T v, T* scratch) {
@@ -116,6 +139,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
   __shared__ double scratch_d[kWarps];
   __shared__ float scratch_f[kWarps];
   __shared__ unsigned scratch_u[kWarps];
+  __shared__ int scratch_i[kWarps];
   __shared__ unsigned long long s_key, s_above;
   __shared__ unsigned s_count;
   __shared__ int s_best, s_last;
@@ -132,10 +156,12 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
   const int seg_begin = min(V, tid * seg), seg_end = min(V, seg_begin + seg);
 
   // ---- penalties and temperature (float ops rounded one by one, as on the host) ----
+  // Greedy rows keep their logits (no temperature) and skip the cuts; the softmax gives the logprob.
+  const bool greedy = rp.temperature == 0.f;
   const bool repetition = rp.repetition_penalty != 1.f;
   const bool additive = rp.presence_penalty != 0.f || rp.frequency_penalty != 0.f;
   if (!repetition && !additive) {
-    for (int i = tid; i < V; i += kThreads) w[i] = __fdiv_rn(in[i], rp.temperature);
+    for (int i = tid; i < V; i += kThreads) w[i] = greedy ? in[i] : __fdiv_rn(in[i], rp.temperature);
   } else {
     for (int i = tid; i < V; i += kThreads) w[i] = in[i];
     __syncthreads();
@@ -161,12 +187,13 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
       }
       __syncthreads();
     }
-    for (int i = tid; i < V; i += kThreads) w[i] = __fdiv_rn(w[i], rp.temperature);
+    if (!greedy)
+      for (int i = tid; i < V; i += kThreads) w[i] = __fdiv_rn(w[i], rp.temperature);
   }
   __syncthreads();
 
   // ---- top-k: the k-th largest value by radix select, 8 bits a pass from the top ----
-  if (rp.top_k > 0 && rp.top_k < V) {
+  if (!greedy && rp.top_k > 0 && rp.top_k < V) {
     unsigned prefix = 0u, mask = 0u, remaining = static_cast<unsigned>(rp.top_k);
     for (int shift = 24; shift >= 0; shift -= 8) {
       for (int i = tid; i < 256; i += kThreads) hist[i] = 0u;
@@ -214,7 +241,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
     for (int i = tid; i < V; i += kThreads) P[i] = P[i] / total;
 
   // ---- min-p (each thread touches only its own strided elements until the next barrier) ----
-  if (rp.min_p > 0.f) {
+  if (!greedy && rp.min_p > 0.f) {
     double pm = 0;
     for (int i = tid; i < V; i += kThreads) pm = fmax(pm, P[i]);
     pm = block_reduce(pm, scratch_d, MaxOp());
@@ -232,7 +259,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
   __syncthreads();
 
   // ---- top-p: the last kept probability by radix select over masses ----
-  if (rp.top_p < 1.f) {
+  if (!greedy && rp.top_p < 1.f) {
     const double target = static_cast<double>(rp.top_p) - 1e-6;
     const unsigned long long target_q = target > 0 ? __double2ull_rn(target * kFixed) : 0ull;
     unsigned long long prefix = 0ull, mask = 0ull, above = 0ull;
@@ -318,34 +345,64 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
     __syncthreads();
   }
 
-  // ---- the draw: the first token, in index order, with u < cumulative probability ----
-  double slice = 0;
-  for (int i = seg_begin; i < seg_end; ++i) slice += P[i];
-  const double start = block_exclusive_scan(slice, scratch_d);
+  // ---- the token: the first largest logit (greedy), or the draw: the first token, in index
+  // order, with u < cumulative probability ----
   if (tid == 0) {
     s_best = INT_MAX;
     s_last = -1;
   }
   __syncthreads();
-  double cum = start;
-  int last = -1, hit = -1;
-  for (int i = seg_begin; i < seg_end; ++i) {
-    const double q = P[i];
-    if (!(q > 0)) continue;
-    last = i;
-    cum += q;
-    if (rp.u < cum) {
-      hit = i;
-      break;
+  if (greedy) {
+    int first = INT_MAX;
+    for (int i = tid; i < V; i += kThreads)
+      if (w[i] == m) {
+        first = i;
+        break;
+      }
+    if (first != INT_MAX) atomicMin(&s_best, first);
+  } else {
+    double slice = 0;
+    for (int i = seg_begin; i < seg_end; ++i) slice += P[i];
+    double cum = block_exclusive_scan(slice, scratch_d);
+    int last = -1, hit = -1;
+    for (int i = seg_begin; i < seg_end; ++i) {
+      const double q = P[i];
+      if (!(q > 0)) continue;
+      last = i;
+      cum += q;
+      if (rp.u < cum) {
+        hit = i;
+        break;
+      }
     }
+    if (hit >= 0) atomicMin(&s_best, hit);
+    if (last >= 0) atomicMax(&s_last, last);  // only read when no slice hit, i.e. none stopped early
   }
-  if (hit >= 0) atomicMin(&s_best, hit);
-  if (last >= 0) atomicMax(&s_last, last);  // only read when no slice hit, i.e. none stopped early
   __syncthreads();
   if (tid == 0) {
     const int token = s_best != INT_MAX ? s_best : (s_last >= 0 ? s_last : 0);
     p.ids[row] = token;
     p.logprobs[row] = static_cast<float>(log(P[token]));
+  }
+
+  // ---- the top_n alternatives of the final distribution, one block reduction each ----
+  double prev_p = 2.0;  // above every probability: the first pass may take any token
+  int prev_i = -1;
+  for (int k = 0; k < rp.top_n; ++k) {
+    double bp = -1.0;  // no candidate
+    int bi = INT_MAX;
+    for (int i = tid; i < V; i += kThreads) {
+      const double q = P[i];
+      if (better(prev_p, prev_i, q, i) && better(q, i, bp, bi)) bp = q, bi = i;
+    }
+    block_best(bp, bi, scratch_d, scratch_i);
+    if (bi == INT_MAX) break;  // fewer tokens than asked for
+    if (tid == 0) {
+      p.top_ids[row * p.top_stride + k] = bi;
+      p.top_logprobs[row * p.top_stride + k] = static_cast<float>(log(bp));
+    }
+    prev_p = bp;
+    prev_i = bi;
   }
 }
 

@@ -15,6 +15,10 @@
 //   - draw: each thread owns a contiguous slice of the row; a block-wide prefix sum of the slice
 //     masses gives each slice's start, and the first token (index order) with u < cumulative wins;
 //     u beyond the total takes the last token with mass.
+//   - greedy (temperature 0): the first index holding the largest penalised logit, its logprob
+//     under their softmax; no temperature, top-k, min-p or top-p.
+//   - top_n alternatives: n passes, each a block reduction to the next (probability, index) in
+//     the host's order (larger first, then lower index) after the previous pass's.
 // Tolerance against the host: its sums are sequential doubles, these are tree and fixed-point
 // sums, so a draw whose u lies within ~1e-12 of an interval boundary, or a top-p target within
 // ~1e-12 of a prefix mass, may pick the neighbouring token. Everything else is equal.
@@ -36,7 +40,7 @@ struct SampleRowParams {
   int32_t top_k = 0;
   int32_t seen_offset = 0, seen_count = 0;  // into `seen`: token ids, duplicates allowed
   int32_t gen_offset = 0, gen_count = 0;    // into `generated`: (token, count) pairs, distinct tokens
-  int32_t pad = 0;
+  int32_t top_n = 0;                        // alternatives to report, <= the top_stride
 };
 
 struct SampleParams {
@@ -49,6 +53,9 @@ struct SampleParams {
   double* probs = nullptr;                      // [rows, vocab] scratch
   int32_t* ids = nullptr;                       // [rows]
   float* logprobs = nullptr;                    // [rows]
+  int32_t* top_ids = nullptr;                   // [rows, top_stride] where a row has top_n > 0
+  float* top_logprobs = nullptr;                // [rows, top_stride]
+  int64_t top_stride = 0;
 };
 
 // The dynamic shared memory one row needs (the penalty bitmap), and the most the kernel may use.
