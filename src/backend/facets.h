@@ -287,8 +287,8 @@ struct SampleArgs {
   Tensor logprobs;                 // [rows] f32, host: log p(token) under the final distribution
   // [rows, n] host, n >= every row's top_logprobs (undefined when no row asks): a row's first
   // top_logprobs entries, most likely first (ties: lower id first), the rest unspecified.
-  Tensor top_ids;       // i32
-  Tensor top_logprobs;  // f32
+  Tensor top_ids = {};       // i32
+  Tensor top_logprobs = {};  // f32
 };
 SampleRequest describe(const SampleArgs& a);
 

@@ -359,8 +359,8 @@ Status run(const BenchOpts& o) {
     const std::string picked = o.temperature > 0.f ? "sampled at temperature " + std::to_string(o.temperature) +
                                                          ", top_p " + std::to_string(o.top_p)
                                                    : std::string("greedy");
-    // Rows with adapters run eagerly: only adapter-free decode steps are recorded.
-    const bool replayed = !o.eager && o.adapters == 0 && model->backend().replay().available();
+    // Rows with adapters are replayed too, a recording per adapter composition (model/decode_replay.h).
+    const bool replayed = !o.eager && model->backend().replay().available();
     j["decode_batches"] = {{"sampling", picked + (o.host_sampling ? ", on the host (every row's logits copied)" : ", on the device (ids only)")},
                            {"execution", replayed ? "graph_replay" : "eager"},
                            {"adapters", o.adapters == 0 ? std::string("none")

@@ -270,6 +270,8 @@ EngineStats Engine::stats() const {
   if (replay_) {
     s.decode_replays = replay_->stats().replays;
     s.decode_recordings = replay_->stats().recordings;
+    s.decode_adapter_recordings = replay_->stats().adapter_recordings;
+    s.decode_recordings_invalidated = replay_->stats().invalidated;
   }
   return s;
 }

@@ -29,8 +29,8 @@ struct EngineConfig {
   // Greedy rows that report nothing else take their token from one argmax on the device, and only
   // ids cross to the host (row_sampling.h); false copies every row's logits to the host.
   bool device_sampling = true;
-  // Decode steps of adapter-free rows are recorded once per shape bucket and replayed where the
-  // backend can (CUDA graphs; model/decode_replay.h); false runs every step eagerly.
+  // Decode steps are recorded once per shape bucket (and adapter composition) and replayed where
+  // the backend can (CUDA graphs; model/decode_replay.h); false runs every step eagerly.
   bool decode_replay = true;
 };
 
@@ -42,8 +42,10 @@ struct EngineStats {
   // decode_rows / decode_cycles), prompt tokens prefilled.
   int64_t decode_cycles = 0, decode_rows = 0, prefill_tokens = 0;
   int64_t max_running = 0;
-  // Decode steps replayed, and shape buckets recorded (0 where the backend runs eagerly).
+  // Decode steps replayed, and shape buckets recorded (0 where the backend runs eagerly); of the
+  // recordings, those for an adapter composition, and those dropped since (their adapters gone).
   int64_t decode_replays = 0, decode_recordings = 0;
+  int64_t decode_adapter_recordings = 0, decode_recordings_invalidated = 0;
 };
 
 struct CycleReport {

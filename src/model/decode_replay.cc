@@ -63,10 +63,50 @@ int64_t DecodeReplay::block_bucket(int64_t blocks) const {
 bool DecodeReplay::applies(std::span<const SequenceInput> rows) const {
   if (!disabled_.ok() || rows.empty() || static_cast<int64_t>(rows.size()) > max_rows_) return false;
   for (const SequenceInput& r : rows) {
-    if (r.tokens.size() != 1 || !r.lora.empty() || r.seq == nullptr || r.seq->slot < 0) return false;
+    if (r.tokens.size() != 1 || r.seq == nullptr || r.seq->slot < 0) return false;
     if ((r.seq->length + ModelState::kBlockSize) / ModelState::kBlockSize > max_blocks_) return false;
+    for (const LoraTerm& t : r.lora)
+      if (t.adapter == nullptr || t.adapter->weak_from_this().expired()) return false;
   }
   return true;
+}
+
+DecodeReplay::Stacks DecodeReplay::stacks_of(std::span<const SequenceInput> rows, int64_t bucket) {
+  bool any = false, uniform = true;
+  for (const SequenceInput& r : rows) {
+    any |= !r.lora.empty();
+    uniform &= std::equal(r.lora.begin(), r.lora.end(), rows[0].lora.begin(), rows[0].lora.end());
+  }
+  if (!any) return {};
+  Stacks stacks(static_cast<size_t>(bucket));
+  for (size_t i = 0; i < stacks.size(); ++i) {
+    const std::span<const LoraTerm> src = i < rows.size() ? rows[i].lora : uniform ? rows[0].lora : std::span<const LoraTerm>();
+    stacks[i].assign(src.begin(), src.end());
+  }
+  return stacks;
+}
+
+size_t DecodeReplay::adapter_recordings_held() const {
+  size_t n = 0;
+  for (const auto& [key, e] : recordings_) n += !e.held.empty();
+  return n;
+}
+
+void DecodeReplay::invalidate_adapter_recordings() {
+  // An adapter whose every holder is a recording of ours: nothing can ask for it again.
+  std::map<const LoraAdapter*, std::pair<long, long>> holds;  // (ours, everyone's)
+  for (const auto& [key, e] : recordings_)
+    for (const auto& a : e.held) {
+      auto& h = holds[a.get()];
+      ++h.first;
+      h.second = a.use_count();
+    }
+  stats_.invalidated += static_cast<int64_t>(std::erase_if(recordings_, [&](const auto& kv) {
+    return std::any_of(kv.second.held.begin(), kv.second.held.end(), [&](const auto& a) {
+      const auto& h = holds.at(a.get());
+      return h.first == h.second;
+    });
+  }));
 }
 
 BatchLayout DecodeReplay::layout(int64_t rows, int64_t width) const {
@@ -110,49 +150,86 @@ Status DecodeReplay::upload(std::span<const SequenceInput> rows, int64_t bucket,
   return model_.backend().storage().copy_from_host(Tensor::from_values(host_, {n}), inputs_.slice(0, 0, n));
 }
 
-Status DecodeReplay::step(int64_t bucket, int64_t width) {
+void DecodeReplay::evict_beyond_limit() {
+  while (adapter_recordings_held() > kMaxAdapterRecordings) {
+    auto oldest = recordings_.end();
+    for (auto it = recordings_.begin(); it != recordings_.end(); ++it)
+      if (!it->second.held.empty() && (oldest == recordings_.end() || it->second.last_use < oldest->second.last_use))
+        oldest = it;
+    recordings_.erase(oldest);
+    ++stats_.invalidated;
+  }
+}
+
+Status DecodeReplay::step(int64_t bucket, int64_t width, const Stacks& stacks) {
   const BatchLayout bl = layout(bucket, width);
   const Tensor ids = inputs_.slice(0, 0, bucket), logits = logits_.slice(0, 0, bucket);
-  return model_.decode_step(ids, bl, state_, logits);
+  const std::vector<std::span<const LoraTerm>> lora(stacks.begin(), stacks.end());
+  return model_.decode_step(ids, bl, state_, logits, lora);
 }
 
 Result<Tensor> DecodeReplay::forward(std::span<const SequenceInput> rows) {
   if (!applies(rows))
-    return invalid_argument("decode replay: the batch is not one adapter-free token a row within " +
-                            std::to_string(max_rows_) + " rows and " + std::to_string(max_blocks_) + " blocks");
+    return invalid_argument("decode replay: the batch is not one token a row within " + std::to_string(max_rows_) +
+                            " rows and " + std::to_string(max_blocks_) +
+                            " blocks, its adapters held by shared pointers");
   int64_t blocks = 1;
   for (const SequenceInput& r : rows) {
     KILN_RETURN_IF_ERROR(state_.reserve(*r.seq, 1));
     blocks = std::max<int64_t>(blocks, static_cast<int64_t>(r.seq->blocks.size()));
   }
   const int64_t bucket = row_bucket(static_cast<int64_t>(rows.size())), width = block_bucket(blocks);
-  const auto key = std::make_pair(bucket, width);
+  Stacks stacks = stacks_of(rows, bucket);
+  const bool adapted = !stacks.empty();
+  if (adapted) invalidate_adapter_recordings();
+  Key key{bucket, width, stacks};
   auto it = recordings_.find(key);
+  auto advance = [&] {
+    for (const SequenceInput& r : rows) r.seq->length += 1;
+    return logits_.slice(0, 0, static_cast<int64_t>(rows.size()));
+  };
+  if (!eager_ && it == recordings_.end() && adapted && seen_once_ != key) {
+    // A composition's first step runs eagerly; it is recorded if the next step repeats it.
+    seen_once_ = std::move(key);
+    KILN_RETURN_IF_ERROR(upload(rows, bucket, width));
+    KILN_RETURN_IF_ERROR(step(bucket, width, stacks));
+    ++stats_.eager;
+    return advance();
+  }
   if (!eager_ && it == recordings_.end()) {
     // One eager step of padding rows alone first (they touch only their own block and slot):
     // it creates what first use creates (GEMM plans, handles, lazily loaded kernels) outside
     // the recording.
     KILN_RETURN_IF_ERROR(upload({}, bucket, width));
-    KILN_RETURN_IF_ERROR(step(bucket, width));
-    auto rec = replay_.record([this, bucket, width] { return step(bucket, width); });
+    KILN_RETURN_IF_ERROR(step(bucket, width, stacks));
+    auto rec = replay_.record([this, bucket, width, stacks] { return step(bucket, width, stacks); });
     if (!rec.ok()) {
       // Nothing of the batch has run: it goes the eager way, and so does every later batch.
       disabled_ = rec.status();
       return model_.forward_on_device(rows, LogitsMode::kLast, state_);
     }
-    it = recordings_.emplace(key, std::move(rec).value()).first;
+    Entry e;
+    e.recording = std::move(rec).value();
+    for (const std::vector<LoraTerm>& stack : stacks)
+      for (const LoraTerm& t : stack)
+        if (std::none_of(e.held.begin(), e.held.end(), [&](const auto& h) { return h.get() == t.adapter; }))
+          e.held.push_back(t.adapter->shared_from_this());
+    e.last_use = ++uses_;
+    it = recordings_.emplace(std::move(key), std::move(e)).first;
     ++stats_.recordings;
+    stats_.adapter_recordings += adapted;
+    if (adapted) evict_beyond_limit();
   }
   KILN_RETURN_IF_ERROR(upload(rows, bucket, width));
   if (eager_) {
-    KILN_RETURN_IF_ERROR(step(bucket, width));
+    KILN_RETURN_IF_ERROR(step(bucket, width, stacks));
     ++stats_.eager;
   } else {
-    KILN_RETURN_IF_ERROR(replay_.replay(*it->second));
+    it->second.last_use = ++uses_;
+    KILN_RETURN_IF_ERROR(replay_.replay(*it->second.recording));
     ++stats_.replays;
   }
-  for (const SequenceInput& r : rows) r.seq->length += 1;
-  return logits_.slice(0, 0, static_cast<int64_t>(rows.size()));
+  return advance();
 }
 
 }  // namespace kiln

@@ -10,15 +10,27 @@
 // every step that fits its bucket; the eager twin (set_eager) runs the very same padded step
 // without recording, which is what replays are checked against.
 //
-// Rows with adapters, prefill chunks and batches over the limits are not taken (applies() says
-// so); the caller runs them through Qwen35Model::forward_on_device.
+// Rows with adapters are taken where every adapter is held by a shared pointer: a recording is
+// made per adapter composition (each padded row's stack; where all real rows share one stack the
+// padding rows take it too, so the composition does not depend on the row count), at its second
+// step in a row (a composition seen once runs the eager padded step, so churning batches do not
+// pay for recordings they never replay). A recording holds the adapters it reads, so their memory
+// and addresses stay theirs; it is dropped once nothing but recordings holds one of them (the
+// adapter was unloaded or replaced and its last request finished: the adapter set changed), and
+// the least recently used goes beyond kMaxAdapterRecordings.
+//
+// Prefill chunks, batches over the limits and adapters not held by a shared pointer are not taken
+// (applies() says so); the caller runs them through Qwen35Model::forward_on_device.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <span>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "backend/replay.h"
 #include "model/qwen35.h"
@@ -26,9 +38,11 @@
 namespace kiln {
 
 struct DecodeReplayStats {
-  int64_t recordings = 0;  // buckets recorded
-  int64_t replays = 0;     // steps replayed
-  int64_t eager = 0;       // steps run as the eager twin (set_eager)
+  int64_t recordings = 0;          // (bucket, adapter composition) pairs recorded
+  int64_t replays = 0;             // steps replayed
+  int64_t eager = 0;               // steps run as the eager twin (set_eager, or a composition's first step)
+  int64_t adapter_recordings = 0;  // of `recordings`, those with adapters
+  int64_t invalidated = 0;         // adapter recordings dropped (their adapters gone, or evicted)
 };
 
 class DecodeReplay {
@@ -42,8 +56,10 @@ class DecodeReplay {
   DecodeReplay(const DecodeReplay&) = delete;
   DecodeReplay& operator=(const DecodeReplay&) = delete;
 
-  // Whether forward() takes `rows`: one token each, no adapters, at most max_rows rows, each
-  // within max_blocks blocks after this step.
+  static constexpr size_t kMaxAdapterRecordings = 32;
+
+  // Whether forward() takes `rows`: one token each, at most max_rows rows, each within max_blocks
+  // blocks after this step, every adapter held by a shared pointer.
   bool applies(std::span<const SequenceInput> rows) const;
   // As model.forward_on_device(rows, kLast, state) for rows that apply(): every row's sequence
   // advances by its token, and the logits [rows, vocab] stay on the device (a view of a buffer
@@ -54,6 +70,7 @@ class DecodeReplay {
   // replay must equal bit for bit).
   void set_eager(bool eager) { eager_ = eager; }
   const DecodeReplayStats& stats() const { return stats_; }
+  size_t adapter_recordings_held() const;
   // Why replay stopped (a recording failed; that batch and every later one ran eagerly), or OK.
   const Status& disabled() const { return disabled_; }
 
@@ -65,9 +82,22 @@ class DecodeReplay {
   DecodeReplay(Qwen35Model& model, ModelState& state, ReplayFacet& replay, int64_t max_rows, int64_t max_blocks);
   // The layout of a (rows, width) bucket as views of inputs_.
   BatchLayout layout(int64_t rows, int64_t width) const;
+  // Each padded row's adapter stack (empty: the base model), as a recording is keyed by.
+  using Stacks = std::vector<std::vector<LoraTerm>>;
+  using Key = std::tuple<int64_t, int64_t, Stacks>;  // rows bucket, width bucket, stacks
+  struct Entry {
+    std::unique_ptr<Recording> recording;
+    std::vector<std::shared_ptr<const LoraAdapter>> held;  // the adapters it reads
+    uint64_t last_use = 0;
+  };
+  static Stacks stacks_of(std::span<const SequenceInput> rows, int64_t bucket);
+  // Drops adapter recordings that hold an adapter nothing else holds.
+  void invalidate_adapter_recordings();
+  // Drops the least recently used adapter recordings beyond kMaxAdapterRecordings.
+  void evict_beyond_limit();
   // Fills host_ for `rows` (padded to `bucket` rows, `width` blocks) and copies it to inputs_.
   Status upload(std::span<const SequenceInput> rows, int64_t bucket, int64_t width);
-  Status step(int64_t bucket, int64_t width);
+  Status step(int64_t bucket, int64_t width, const Stacks& stacks);
 
   Qwen35Model& model_;
   ModelState& state_;
@@ -77,7 +107,9 @@ class DecodeReplay {
   Tensor inputs_;              // i32 [6 max_rows + 1 + max_rows max_blocks]: ids, layout
   Tensor logits_;              // f32 [max_rows, vocab]
   std::vector<int32_t> host_;  // the next upload
-  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Recording>> recordings_;
+  std::map<Key, Entry> recordings_;
+  std::optional<Key> seen_once_;  // the adapter composition of the last step, run eagerly
+  uint64_t uses_ = 0;
   bool eager_ = false;
   Status disabled_;
   DecodeReplayStats stats_;

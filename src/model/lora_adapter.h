@@ -5,7 +5,9 @@
 #pragma once
 
 #include <array>
+#include <compare>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,7 +24,9 @@ struct LoraFactors {
   bool defined() const { return a.defined(); }
 };
 
-class LoraAdapter {
+// Held through shared pointers where it serves (engine/adapter_registry.h): weak_from_this() lets
+// a decode replay (model/decode_replay.h) keep the adapters its recordings read.
+class LoraAdapter : public std::enable_shared_from_this<LoraAdapter> {
  public:
   static constexpr const char* kFlatPrefix = "base_model.model.model.";
   static constexpr const char* kNestedPrefix = "base_model.model.model.language_model.";
@@ -67,6 +71,7 @@ struct LoraTerm {
   const LoraAdapter* adapter = nullptr;
   float weight = 1.f;
   bool operator==(const LoraTerm&) const = default;
+  auto operator<=>(const LoraTerm&) const = default;  // orders replay recordings by composition
 };
 
 }  // namespace kiln

@@ -367,11 +367,21 @@ Result<Tensor> Qwen35Model::forward_pass(std::span<const SequenceInput> rows, Lo
   return logits;
 }
 
-Status Qwen35Model::decode_step(const Tensor& ids, const BatchLayout& bl, ModelState& state, const Tensor& logits) {
+Status Qwen35Model::decode_step(const Tensor& ids, const BatchLayout& bl, ModelState& state, const Tensor& logits,
+                               std::span<const std::span<const LoraTerm>> lora) {
   if (bl.phase != Phase::kDecode || bl.rows != bl.tokens)
     return invalid_argument("decode_step: the layout is not one token a row (" + std::to_string(bl.rows) + " rows, " +
                             std::to_string(bl.tokens) + " tokens)");
-  return run(ids, bl, {}, LogitsMode::kLast, state, logits);
+  if (lora.empty()) return run(ids, bl, {}, LogitsMode::kLast, state, logits);
+  if (static_cast<int64_t>(lora.size()) != bl.rows)
+    return invalid_argument("decode_step: " + std::to_string(lora.size()) + " adapter stacks for " +
+                            std::to_string(bl.rows) + " rows");
+  // The rows as the LoRA grouping reads them: one token each (its value is never read) and a stack.
+  static const int32_t kOneToken = 0;
+  std::vector<SequenceInput> rows;
+  rows.reserve(lora.size());
+  for (std::span<const LoraTerm> stack : lora) rows.push_back({nullptr, std::span<const int32_t>(&kOneToken, 1), stack});
+  return run(ids, bl, rows, LogitsMode::kLast, state, logits);
 }
 
 Status Qwen35Model::run(const Tensor& ids, const BatchLayout& bl, std::span<const SequenceInput> rows, LogitsMode mode,

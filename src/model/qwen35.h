@@ -91,10 +91,11 @@ class Qwen35Model {
 
   // The device work of a decode forward on inputs already on the device: the embedding of `ids`
   // (one token a row of `bl`), every layer, the final norm and the LM head into `logits`
-  // [bl.rows, vocab]; no adapters. Sequence lengths do not advance. Calls only facets, allocates
-  // only temporaries and reads its inputs only from the tensors given: what a decode replay
-  // records (model/decode_replay.h).
-  Status decode_step(const Tensor& ids, const BatchLayout& bl, ModelState& state, const Tensor& logits);
+  // [bl.rows, vocab]; `lora`, where given, one stack a row (the adapters' deltas). Sequence lengths
+  // do not advance. Calls only facets, allocates only temporaries and reads its inputs only from
+  // the tensors given: what a decode replay records (model/decode_replay.h).
+  Status decode_step(const Tensor& ids, const BatchLayout& bl, ModelState& state, const Tensor& logits,
+                     std::span<const std::span<const LoraTerm>> lora = {});
 
   // One decoder layer on the residual `x` [tokens, hidden] (updated in place), for training,
   // which recomputes layers from checkpoints. `bl` is the rows' layout, their K/V blocks reserved;

@@ -99,6 +99,12 @@ std::string Metrics::render(const EngineStats& e) const {
   sample(out, "kiln_decode_replays_total", static_cast<double>(e.decode_replays));
   header(out, "kiln_decode_recordings", "gauge", "Decode shape buckets recorded as CUDA graphs.");
   sample(out, "kiln_decode_recordings", static_cast<double>(e.decode_recordings));
+  header(out, "kiln_decode_adapter_recordings_total", "counter",
+         "Decode recordings made for an adapter composition (each padded row's LoRA stack).");
+  sample(out, "kiln_decode_adapter_recordings_total", static_cast<double>(e.decode_adapter_recordings));
+  header(out, "kiln_decode_recordings_invalidated_total", "counter",
+         "Adapter decode recordings dropped: their adapters unloaded or replaced, or evicted.");
+  sample(out, "kiln_decode_recordings_invalidated_total", static_cast<double>(e.decode_recordings_invalidated));
   header(out, "kiln_prefill_tokens_total", "counter", "Prompt tokens prefilled (prefix-cache hits excluded).");
   sample(out, "kiln_prefill_tokens_total", static_cast<double>(e.prefill_tokens));
   header(out, "kiln_kv_blocks", "gauge", "64-token K/V blocks by state (cached: held only by the prefix cache).");

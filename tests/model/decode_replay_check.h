@@ -3,7 +3,8 @@
 // ways from identical prefilled states (replayed, the eager twin of the same padded step, and
 // the plain forward), and the replayed logits must equal the twin's bit for bit and the plain
 // forward's within `forward_tol` (relative to the largest logit; padding and the attention's
-// key-split plan change the order of f32 sums).
+// key-split plan change the order of f32 sums). With `stacks`, row r of an n-row batch applies
+// stacks(r, n): a composition's first step runs as the eager twin, later ones replay.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,11 +12,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <vector>
 
 #include "backend/backend.h"
 #include "model/decode_replay.h"
+#include "model/random_adapter.h"
 #include "test_util.h"
 
 namespace kiln::testing {
@@ -34,8 +37,33 @@ struct DecodeWay {
   std::unique_ptr<DecodeReplay> replay;
 };
 
+// The adapters row r of an n-row batch applies (empty: the base model).
+using RowStacks = std::function<std::span<const LoraTerm>(int64_t r, int64_t n)>;
+
+// Two random adapters held by shared pointers, as the registry holds them, and the stacks the
+// adapter check gives its rows: one adapter over a whole batch at 1 and 3 rows (the 3-row
+// bucket's padding row takes it too), mixed stacks at 8 and 13 (none, one, two adapters).
+struct TwoAdapters {
+  std::shared_ptr<const LoraAdapter> a, b;
+  std::vector<LoraTerm> only_a, only_b, both;
+  TwoAdapters(const Qwen35Model& model, StorageFacet& storage)
+      : a(std::make_shared<LoraAdapter>(random_adapter(model.config(), storage, 3))),
+        b(std::make_shared<LoraAdapter>(random_adapter(model.config(), storage, 4))),
+        only_a{{a.get(), 1.f}},
+        only_b{{b.get(), 1.f}},
+        both{{a.get(), 0.5f}, {b.get(), 1.f}} {}
+  RowStacks stacks() const {
+    return [this](int64_t r, int64_t n) -> std::span<const LoraTerm> {
+      if (n == 1) return only_b;
+      if (n == 3) return only_a;
+      return r % 3 == 0 ? std::span<const LoraTerm>(only_a) : r % 3 == 1 ? std::span<const LoraTerm>() : both;
+    };
+  }
+};
+
 inline void expect_replay_matches_eager_and_forward(Backend& be, ReplayFacet& replay, Qwen35Model& model,
-                                                    double forward_tol) {
+                                                    double forward_tol, const RowStacks& stacks = {}) {
+  auto stack = [&](int64_t r, int64_t n) { return stacks ? stacks(r, n) : std::span<const LoraTerm>(); };
   const ModelConfig& c = model.config();
   const int64_t max_rows = 16, steps = 12;
   std::set<std::pair<int64_t, int64_t>> buckets;
@@ -65,7 +93,7 @@ inline void expect_replay_matches_eager_and_forward(Backend& be, ReplayFacet& re
       for (int64_t r = 0; r < n; ++r) {
         std::vector<int32_t> prompt;
         for (int64_t i = 0; i < 58 + 3 * r; ++i) prompt.push_back(static_cast<int32_t>((i * 37 + r * 11 + 5) % c.vocab_size));
-        SequenceInput row{&way.seqs[r], prompt};
+        SequenceInput row{&way.seqs[r], prompt, stack(r, n)};
         auto l = model.forward({&row, 1}, LogitsMode::kLast, way.state);
         ASSERT_TRUE(l.ok()) << l.status().to_string();
       }
@@ -76,7 +104,8 @@ inline void expect_replay_matches_eager_and_forward(Backend& be, ReplayFacet& re
       Tensor got[3];
       for (int w = 0; w < 3; ++w) {
         std::vector<SequenceInput> rows;
-        for (int64_t r = 0; r < n; ++r) rows.push_back({&ways[w].seqs[r], std::span<const int32_t>(&tokens[r], 1)});
+        for (int64_t r = 0; r < n; ++r)
+          rows.push_back({&ways[w].seqs[r], std::span<const int32_t>(&tokens[r], 1), stack(r, n)});
         if (w < 2) {
           ASSERT_TRUE(ways[w].replay->applies(rows));
         }
@@ -99,9 +128,19 @@ inline void expect_replay_matches_eager_and_forward(Backend& be, ReplayFacet& re
     for (DecodeWay& way : ways)
       for (SequenceState& seq : way.seqs) way.state.release(seq);
   }
+  const DecodeReplayStats& st = ways[0].replay->stats();
   EXPECT_TRUE(ways[0].replay->disabled().ok()) << ways[0].replay->disabled().to_string();
-  EXPECT_EQ(ways[0].replay->stats().replays, replays);
-  EXPECT_EQ(ways[0].replay->stats().recordings, static_cast<int64_t>(buckets.size()));
+  if (!stacks) {
+    EXPECT_EQ(st.replays, replays);
+    EXPECT_EQ(st.recordings, static_cast<int64_t>(buckets.size()));
+    EXPECT_EQ(st.adapter_recordings, 0);
+  } else {
+    // Every (bucket, composition) runs its first step eagerly and replays the rest.
+    EXPECT_EQ(st.replays + st.eager, replays);
+    EXPECT_EQ(st.eager, static_cast<int64_t>(buckets.size()));
+    EXPECT_EQ(st.adapter_recordings, st.recordings);
+    EXPECT_EQ(st.invalidated, 0);  // the test holds every adapter throughout
+  }
   EXPECT_EQ(ways[1].replay->stats().eager, replays);
   EXPECT_EQ(ways[1].replay->stats().recordings, 0);
 }

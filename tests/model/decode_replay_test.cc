@@ -51,6 +51,69 @@ TEST(DecodeReplay, ReplayEqualsTheEagerStepAndThePlainForward) {
   testing::expect_replay_matches_eager_and_forward(be, be.replay(), *model, 5e-5);
 }
 
+// Rows with adapters are replayed too: one adapter over a whole batch (1 and 3 rows: the padding
+// row of the 3-row bucket takes it too) and mixed stacks (8 and 13 rows: none, one, two).
+TEST(DecodeReplay, AdapterRowsReplayEqualsTheEagerStepAndThePlainForward) {
+  CpuWithRerun be;
+  auto model = load_fixture(be);
+  ASSERT_NE(model, nullptr);
+  testing::TwoAdapters ad(*model, be.storage());
+  testing::expect_replay_matches_eager_and_forward(be, be.replay(), *model, 5e-5, ad.stacks());
+}
+
+// A recording holds its adapters; once nothing else does (unloaded, its requests finished) it is
+// dropped at the next adapter step, and the adapter freed. Beyond kMaxAdapterRecordings the least
+// recently used go. An adapter not held by a shared pointer is not taken.
+TEST(DecodeReplay, AdapterRecordingsAreInvalidatedWhenTheirAdaptersGo) {
+  CpuWithRerun be;
+  auto model = load_fixture(be);
+  ASSERT_NE(model, nullptr);
+  auto state = model->create_state({3, 8}).value();
+  auto d = DecodeReplay::create(*model, state, be.replay(), /*max_rows=*/2, /*max_blocks=*/4).value();
+  auto seq = state.new_sequence().value();
+  std::vector<int32_t> token{7};
+  auto decode = [&](std::span<const LoraTerm> stack) {
+    SequenceInput row{&seq, token, stack};
+    EXPECT_TRUE(d->applies({&row, 1}));
+    auto l = d->forward({&row, 1});
+    EXPECT_TRUE(l.ok()) << l.status().to_string();
+  };
+  auto a = std::make_shared<const LoraAdapter>(testing::random_adapter(model->config(), be.storage(), 5));
+  std::weak_ptr<const LoraAdapter> watch = a;
+  const LoraTerm with_a{a.get(), 1.f};
+  decode({&with_a, 1});  // first sight: eager
+  EXPECT_EQ(d->stats().eager, 1);
+  EXPECT_EQ(d->stats().adapter_recordings, 0);
+  decode({&with_a, 1});  // second: recorded and replayed
+  decode({&with_a, 1});
+  EXPECT_EQ(d->stats().adapter_recordings, 1);
+  EXPECT_EQ(d->stats().replays, 2);
+  a.reset();  // unloaded: only the recording holds it now
+  EXPECT_FALSE(watch.expired());
+  auto b = std::make_shared<const LoraAdapter>(testing::random_adapter(model->config(), be.storage(), 6));
+  const LoraTerm with_b{b.get(), 1.f};
+  decode({&with_b, 1});
+  EXPECT_EQ(d->stats().invalidated, 1);
+  EXPECT_TRUE(watch.expired()) << "the dropped recording still holds the adapter";
+  EXPECT_EQ(d->adapter_recordings_held(), 0u);
+  // Compositions past the limit (the same adapter at other weights): the oldest go.
+  std::vector<LoraTerm> terms;
+  for (size_t i = 0; i <= DecodeReplay::kMaxAdapterRecordings + 1; ++i) terms.push_back({b.get(), 0.5f + 0.01f * i});
+  for (const LoraTerm& t : terms) {
+    decode({&t, 1});
+    decode({&t, 1});
+  }
+  EXPECT_EQ(d->adapter_recordings_held(), DecodeReplay::kMaxAdapterRecordings);
+  EXPECT_EQ(d->stats().invalidated, 1 + 2);
+  // Not held by a shared pointer: the row goes the plain way.
+  LoraAdapter loose = testing::random_adapter(model->config(), be.storage(), 7);
+  const LoraTerm with_loose{&loose, 1.f};
+  SequenceInput row{&seq, token, {&with_loose, 1}};
+  EXPECT_FALSE(d->applies({&row, 1}));
+  d.reset();
+  state.release(seq);
+}
+
 TEST(DecodeReplay, BucketsPadRowsAndWidths) {
   CpuWithRerun be;
   auto model = load_fixture(be);
@@ -67,7 +130,7 @@ TEST(DecodeReplay, BucketsPadRowsAndWidths) {
   EXPECT_EQ(d->block_bucket(65), 100);
 }
 
-TEST(DecodeReplay, KeepsOneSlotAndBlockAndTakesOnlyAdapterFreeDecodeRows) {
+TEST(DecodeReplay, KeepsOneSlotAndBlockAndTakesOnlyOneTokenRowsWithinItsLimits) {
   CpuWithRerun be;
   auto model = load_fixture(be);
   ASSERT_NE(model, nullptr);
@@ -86,7 +149,7 @@ TEST(DecodeReplay, KeepsOneSlotAndBlockAndTakesOnlyAdapterFreeDecodeRows) {
     EXPECT_FALSE(d->applies(rows));  // over max_rows
     LoraTerm term{nullptr, 1.f};
     SequenceInput adapted{&seq, std::span<const int32_t>(two.data(), 1), std::span<const LoraTerm>(&term, 1)};
-    EXPECT_FALSE(d->applies({&adapted, 1}));
+    EXPECT_FALSE(d->applies({&adapted, 1}));  // a null adapter
     seq.length = 128;  // the next token needs a third block, over max_blocks
     EXPECT_FALSE(d->applies({&decode, 1}));
     auto refused = d->forward({&decode, 1});

@@ -12,6 +12,7 @@
 #include "backend/registry.h"
 #include "model/lora_adapter.h"
 #include "model/qwen35.h"
+#include "model/random_adapter.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -66,20 +67,8 @@ struct LoraModel {
   }
   // A second adapter: fresh (B zero), then B drawn at random so that it changes the output.
   LoraAdapter random_adapter(uint64_t seed, int64_t rank = 8, double alpha = 16) {
-    LoraConfig cfg;
-    cfg.rank = rank;
-    cfg.alpha = alpha;
-    for (int t = 0; t < kLoraTargetCount; ++t) cfg.targets.push_back(static_cast<LoraTarget>(t));
-    LoraAdapter a = LoraAdapter::init(cfg, model->config(), seed, storage()).value();
-    for (int64_t l = 0; l < a.num_layers(); ++l)
-      for (int t = 0; t < kLoraTargetCount; ++t) {
-        LoraFactors& f = a.factors(l, static_cast<LoraTarget>(t));
-        if (!f.defined()) continue;
-        Tensor b = testing::random_tensor(f.b.shape(), static_cast<uint32_t>(seed * 100 + l * 10 + t),
-                                          0.25f / std::sqrt(static_cast<float>(rank)));
-        EXPECT_TRUE(storage().copy_from_host(b, f.b).ok());
-      }
-    return a;
+    return testing::random_adapter(model->config(), storage(), seed, rank, alpha,
+                                   0.25f / std::sqrt(static_cast<float>(rank)));
   }
   // Logits of one fresh sequence over `n` ids (every position, or the last).
   Tensor run(Qwen35Model& m, const int32_t* tokens, int64_t n, std::span<const LoraTerm> lora,

@@ -47,7 +47,7 @@ BackendCapabilities cuda_capabilities(const cudaDeviceProp& p) {
   c.streaming_prefill = {true, 8192, 4096};
   c.decode.batched = true;
   c.decode.max_batch = 65535;  // grid limit of the per-row kernels
-  // The engine replays the decode step of adapter-free batches (model/decode_replay.h).
+  // The engine replays the decode step, rows with adapters included (model/decode_replay.h).
   c.decode_execution.mode = cuda::tuning().graphs ? "graph_replay" : "eager";
   c.training.supported = true;  // every backward op and optimizer step on the device, f32 LoRA factors and state
   c.training.lora_dtypes = {DType::kF32};

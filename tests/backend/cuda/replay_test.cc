@@ -1,7 +1,7 @@
 // CUDA graphs (issue #5, replay parity): the decode step recorded and replayed equals the same
 // padded step run eagerly, bit for bit, over batch buckets and K/V block boundaries, and the
 // plain eager forward within a stated tolerance (tests/model/decode_replay_check.h), on the f32
-// fixture and on a bf16 checkpoint (the GEMV and bf16 GEMM paths).
+// fixture (with and without adapters) and on a bf16 checkpoint (the GEMV and bf16 GEMM paths).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -25,6 +25,18 @@ TEST(CudaReplay, F32FixtureReplayEqualsTheEagerStep) {
   auto stats = cuda_backend_stats(*be);
   ASSERT_TRUE(stats.ok());
   EXPECT_GT(stats->graph_replays, 0u);
+}
+
+// Rows with adapters (the LoRA kernels' segments baked into the graph, the adapters held by it).
+TEST(CudaReplay, AdapterRowsReplayEqualsTheEagerStep) {
+  KILN_CUDA_OR_SKIP(be);
+  ASSERT_TRUE(be->replay().available()) << "KILN_CUDA_GRAPHS=0 or KILN_CUDA_PROFILE set";
+  auto model = Qwen35Model::load(std::string(KILN_FIXTURES_DIR) + "/reference/gqa_untied", *be);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  testing::TwoAdapters ad(**model, be->storage());
+  const uint64_t before = cuda_backend_stats(*be)->graph_replays;
+  testing::expect_replay_matches_eager_and_forward(*be, be->replay(), **model, 1e-4, ad.stacks());
+  EXPECT_GT(cuda_backend_stats(*be)->graph_replays, before);
 }
 
 TEST(CudaReplay, Bf16CheckpointReplayEqualsTheEagerStep) {

@@ -3,8 +3,9 @@
 // steps, rows of every sampling kind the engine serves from the device (greedy ids only, greedy
 // with logprobs, temperature with top-p). Facts held: every request streams its 256 tokens without
 // an error, the host-fallback counters stay at zero, and once every prompt is in, a decode step is
-// one graph replay plus at most kMaxLaunchesPerSteadyStep kernel launches (argmax, sample, the
-// logprob row's gather), recordings aside: the bound per decode token is that over 8 rows. The
+// one graph replay plus at most kMaxLaunchesPerSteadyStep kernel launches (argmax, sample),
+// recordings aside (the bound per decode token is that over 8 rows), with no cudaMalloc (pool
+// misses) and less than a logits row copied to the host. The
 // figures over the whole run (prefills and recordings included) are printed and recorded.
 #include <gtest/gtest.h>
 
@@ -93,6 +94,10 @@ TEST(CudaServing, EightRowsFor256StepsWithoutFallbackAndBoundedLaunches) {
     ++steady_steps;
     EXPECT_EQ(after->graph_replays - before->graph_replays, 1u) << "cycle " << cycles;
     EXPECT_LE(after->launches - before->launches, kMaxLaunchesPerSteadyStep) << "cycle " << cycles;
+    // Nothing allocated by cudaMalloc on the hot path (the pool serves every temporary), and ids,
+    // logprobs only to the host: less than one logits row for the 8 rows.
+    EXPECT_EQ(after->pool_misses - before->pool_misses, 0u) << "cycle " << cycles;
+    EXPECT_LT(after->bytes_to_host - before->bytes_to_host, static_cast<uint64_t>(V) * 4) << "cycle " << cycles;
   }
   const auto stats1 = cuda_backend_stats(*be);
   ASSERT_TRUE(stats1.ok());

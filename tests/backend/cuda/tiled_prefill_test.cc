@@ -1,10 +1,13 @@
 // Tiled prefill on the CUDA backend: the passes' logits and the state they leave equal one untiled
-// forward's, with forced tiles and with the backend's own policy (8192 and up, tiles of 4096).
+// forward's, with forced tiles and with the backend's own policy (8192 and up, tiles of 4096); a
+// 32,768-token prompt's activations are bounded by the tile.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_test_util.h"
 #include "backend/fallback.h"
 #include "model/qwen35.h"
@@ -85,6 +88,42 @@ TEST(CudaTiledPrefill, F32FixtureTiledEqualsUntiled) {
   expect_equal(prefill(**m, ids, {8300, 30}, LogitsMode::kLast, -1), prefill(**m, ids, {8300, 30}, LogitsMode::kLast, 0),
                1e-4);
   EXPECT_EQ(FallbackCounters::global().total("cuda"), 0u);
+}
+
+// Device memory a one-row prefill of `n` tokens takes beyond what was in use before it (the pool's
+// peak: activations, scratch and logits; the K/V and GDN state are allocated beforehand).
+uint64_t prefill_peak_bytes(Backend& be, Qwen35Model& m, const std::vector<int32_t>& ids, int64_t n, int64_t tile) {
+  auto state = m.create_state({1, n / 64 + 2}).value();
+  auto seq = state.new_sequence().value();
+  SequenceInput row{&seq, {ids.data(), static_cast<size_t>(n)}};
+  EXPECT_TRUE(cuda_reset_peak_memory(be).ok());
+  const uint64_t base = cuda_backend_stats(be)->pool_in_use_bytes;
+  m.options().prefill_tile = tile;
+  auto logits = m.forward_on_device({&row, 1}, LogitsMode::kLast, state);
+  m.options().prefill_tile = -1;
+  EXPECT_TRUE(logits.ok()) << logits.status().to_string();
+  EXPECT_EQ(seq.length, n);
+  return cuda_backend_stats(be)->pool_peak_in_use_bytes - base;
+}
+
+// A 32,768-token prompt under the backend's policy (passes of 4,096) peaks at about what one
+// 4,096-token pass does (within 1.5x: the kLast logits and the pass bookkeeping), and several
+// times below the same prompt untiled: the activations scale with the tile, not the prompt.
+TEST(CudaTiledPrefill, A32kPromptsActivationsAreBoundedByTheTile) {
+  KILN_CUDA_OR_SKIP(be);
+  auto m = Qwen35Model::load(std::string(KILN_FIXTURES_DIR) + "/reference/gqa_untied", *be);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const std::vector<int32_t> ids = prompt_ids(32768, 300);
+  std::vector<SequenceState> probe(1);
+  SequenceInput r32k{&probe[0], {ids.data(), ids.size()}};
+  ASSERT_EQ((*m)->prefill_tile({&r32k, 1}).value(), 4096);
+  const uint64_t one_pass = prefill_peak_bytes(*be, **m, ids, 4096, -1);
+  const uint64_t tiled = prefill_peak_bytes(*be, **m, ids, 32768, -1);
+  const uint64_t untiled = prefill_peak_bytes(*be, **m, ids, 32768, 0);
+  std::printf("prefill activation peaks: 4,096 tokens %.1f MB; 32,768 tiled %.1f MB, untiled %.1f MB\n",
+              one_pass / 1e6, tiled / 1e6, untiled / 1e6);
+  EXPECT_LE(static_cast<double>(tiled), 1.5 * static_cast<double>(one_pass));
+  EXPECT_GE(static_cast<double>(untiled), 4.0 * static_cast<double>(tiled));
 }
 
 // A bf16 checkpoint: passes of at least 64 tokens run the tensor-core prefill attention as the

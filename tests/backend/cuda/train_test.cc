@@ -15,6 +15,7 @@
 #include "model/init.h"
 #include "model/tiny_checkpoint.h"
 #include "model/qwen35.h"
+#include "model/random_adapter.h"
 #include "model/safetensors.h"
 #include "train/lora_trainer.h"
 #include "train/train_run.h"
@@ -55,23 +56,8 @@ std::vector<TrainSequence> sequences(int64_t vocab, std::vector<int64_t> lengths
 }
 using testing::sft_coef;
 
-// Every target, rank 4, B drawn non-zero so that the gradients of A are too; the same factors on
-// whichever backend `storage` belongs to.
-LoraAdapter random_adapter(const ModelConfig& config, StorageFacet& storage, uint64_t seed) {
-  LoraConfig cfg;
-  cfg.rank = 4;
-  cfg.alpha = 8;
-  for (int t = 0; t < kLoraTargetCount; ++t) cfg.targets.push_back(static_cast<LoraTarget>(t));
-  LoraAdapter ad = LoraAdapter::init(cfg, config, seed, storage).value();
-  for (int64_t l = 0; l < ad.num_layers(); ++l)
-    for (int t = 0; t < kLoraTargetCount; ++t) {
-      LoraFactors& f = ad.factors(l, static_cast<LoraTarget>(t));
-      if (!f.defined()) continue;
-      Tensor b = testing::random_tensor(f.b.shape(), static_cast<uint32_t>(seed * 100 + l * 10 + t), 0.25f);
-      EXPECT_TRUE(storage.copy_from_host(b, f.b).ok());
-    }
-  return ad;
-}
+// Every target, rank 4, B drawn non-zero so that the gradients of A are too (random_adapter.h).
+using testing::random_adapter;
 
 // How far `got` is from `want` over every factor: the L2 norm of the difference of all factors
 // concatenated over that of `want` (the gradient direction as a whole), and the worst factor's
