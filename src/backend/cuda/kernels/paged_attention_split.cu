@@ -332,10 +332,17 @@ __global__ void __launch_bounds__(kThreads, 4) attention_key_groups_kernel(Paged
   merge.store(p, s, t, kvh, split, m, l, acc);
 }
 
-// Merges the splits of one (token, query head). Grid: (tokens, q_heads).
-__global__ void __launch_bounds__(kThreads) attention_combine_kernel(PagedAttentionParams p, AttentionSplit s) {
+// Merges the splits of one (token, query head). Grid: (tokens, q_heads), kCombineThreads a block.
+// The weighted sum over the splits is split too: groups of threads take every groups-th split of
+// each 4-column slice, so a thread's loads are few and independent (a thread walking all 64
+// splits of its columns waited on each load: 16 us at one row, ncu), and the groups' partial sums
+// add in group order (deterministic).
+constexpr int kCombineThreads = 512;
+
+__global__ void __launch_bounds__(kCombineThreads) attention_combine_kernel(PagedAttentionParams p, AttentionSplit s) {
   pdl_begin();
   __shared__ float f_s[kAttentionMaxSplits];
+  __shared__ float4 part_s[kCombineThreads];  // [groups][cols]
   __shared__ float inv_l;
   const int64_t t = blockIdx.x, h = blockIdx.y, D = p.head_dim;
   const int64_t base = (t * p.q_heads + h) * s.splits;
@@ -366,12 +373,35 @@ __global__ void __launch_bounds__(kThreads) attention_combine_kernel(PagedAttent
     if (lane == 0) inv_l = 1.f / L;
   }
   __syncthreads();
-  for (int64_t d = threadIdx.x; d < D; d += kThreads) {
-    float O = 0.f;
-#pragma unroll 8
-    for (int64_t x = 0; x < s.splits; ++x) O += s.part_o[(base + x) * D + d] * f_s[x];
-    p.out[t * p.out_token_stride + h * p.out_head_stride + d] = gated(p, t, h, d, O * inv_l);
+  const int cols = static_cast<int>(D / 4), groups = kCombineThreads / cols;  // D % 4 == 0, cols <= kCombineThreads
+  const int c = static_cast<int>(threadIdx.x) % cols, g = static_cast<int>(threadIdx.x) / cols;
+  if (g < groups) {
+    const float4* src = reinterpret_cast<const float4*>(s.part_o + base * D) + c;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+    for (int64_t x = g; x < s.splits; x += groups) {
+      const float4 v = src[x * cols];
+      const float f = f_s[x];
+      acc.x = fmaf(v.x, f, acc.x);
+      acc.y = fmaf(v.y, f, acc.y);
+      acc.z = fmaf(v.z, f, acc.z);
+      acc.w = fmaf(v.w, f, acc.w);
+    }
+    part_s[g * cols + c] = acc;
   }
+  __syncthreads();
+  if (static_cast<int>(threadIdx.x) >= cols) return;
+  float4 O = part_s[c];
+  for (int j = 1; j < groups; ++j) {
+    const float4 q = part_s[j * cols + c];
+    O.x += q.x, O.y += q.y, O.z += q.z, O.w += q.w;
+  }
+  float* out = p.out + t * p.out_token_stride + h * p.out_head_stride;
+  const int64_t d = 4 * static_cast<int64_t>(c);
+  out[d] = gated(p, t, h, d, O.x * inv_l);
+  out[d + 1] = gated(p, t, h, d + 1, O.y * inv_l);
+  out[d + 2] = gated(p, t, h, d + 2, O.z * inv_l);
+  out[d + 3] = gated(p, t, h, d + 3, O.w * inv_l);
 }
 
 // Prefill mode. Grid: (ceil(max_q_len / 8), rows, kv_heads * splits). A block takes 8
@@ -577,8 +607,11 @@ Status paged_attention_split(const PagedAttentionParams& p, const AttentionSplit
 
 Status attention_combine(const PagedAttentionParams& p, const AttentionSplit& s, cudaStream_t stream) {
   if (s.splits == 1 || p.tokens == 0) return {};
+  if (p.head_dim % 4 != 0 || p.head_dim / 4 > kCombineThreads || s.splits > kAttentionMaxSplits)
+    return invalid_argument("attention_combine_kernel: head_dim " + std::to_string(p.head_dim) + " or splits " +
+                            std::to_string(s.splits) + " out of range");
   dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>(p.q_heads));
-  launch_pdl(attention_combine_kernel, grid, kThreads, 0, stream, p, s);
+  launch_pdl(attention_combine_kernel, grid, kCombineThreads, 0, stream, p, s);
   return launch_status("attention_combine_kernel", [&] {
     return "tokens=" + std::to_string(p.tokens) + " q_heads=" + std::to_string(p.q_heads) + " head_dim=" +
            std::to_string(p.head_dim) + " splits=" + std::to_string(s.splits);

@@ -6,19 +6,28 @@ namespace kiln::cuda {
 
 namespace {
 
+constexpr int kMaxHalf = 256;  // rotary_dim / 2 at most (head_dim 512)
+
 // One block per token; threads over (head, i < half). inv_freq and the angle are rounded to f32
-// exactly as the CPU reference does (angle = float(pos) * inv_freq), cos/sin taken in double.
+// exactly as the CPU reference does (angle = float(pos) * inv_freq), cos/sin taken in double,
+// once a frequency (not once a head) and before pdl_begin: positions are written only by copies,
+// never by a kernel, so the predecessor's tail hides them.
 __global__ void rope_kernel(RopeParams p) {
-  pdl_begin();
+  __shared__ float cos_s[kMaxHalf], sin_s[kMaxHalf];
   const int64_t t = blockIdx.x;
   const int64_t half = p.rotary_dim / 2, heads = p.q_heads + p.kv_heads;
   const float pos = static_cast<float>(p.positions[t]);
-  for (int64_t idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
-    const int64_t h = idx / half, i = idx % half;
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
     const float inv_freq = static_cast<float>(1.0 / pow(static_cast<double>(p.theta), (2.0 * i) / p.rotary_dim));
     const float angle = pos * inv_freq;
-    const float c = static_cast<float>(cos(static_cast<double>(angle)));
-    const float s = static_cast<float>(sin(static_cast<double>(angle)));
+    cos_s[i] = static_cast<float>(cos(static_cast<double>(angle)));
+    sin_s[i] = static_cast<float>(sin(static_cast<double>(angle)));
+  }
+  __syncthreads();
+  pdl_begin();
+  for (int64_t idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
+    const int64_t h = idx / half, i = idx % half;
+    const float c = cos_s[i], s = sin_s[i];
     float* v = h < p.q_heads ? p.q + t * p.q_token_stride + h * p.q_head_stride
                              : p.k + t * p.k_token_stride + (h - p.q_heads) * p.k_head_stride;
     const float x1 = v[i], x2 = v[i + half];
@@ -34,6 +43,8 @@ Status rope(const RopeParams& p, cudaStream_t stream) {
                             " kv_heads=" + std::to_string(p.kv_heads) + " head_dim=" + std::to_string(p.head_dim) +
                             " rotary_dim=" + std::to_string(p.rotary_dim); };
   if (p.tokens == 0) return {};
+  if (p.rotary_dim < 0 || p.rotary_dim / 2 > kMaxHalf || p.rotary_dim > p.head_dim)
+    return invalid_argument("rope_kernel: rotary_dim out of range (" + shape() + ")");
   launch_pdl(rope_kernel, static_cast<unsigned>(p.tokens), 128, 0, stream, p);
   return launch_status("rope_kernel", shape, stream);
 }
