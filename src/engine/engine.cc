@@ -128,19 +128,24 @@ void Engine::fail(Sequence& seq, const Status& st) {
 
 Status Engine::run_decode(const Cycle& c) {
   if (c.decode.empty()) return {};
+  // The rows grouped by adapter stack (base-model rows first), otherwise in the scheduler's order:
+  // a batch keeps its adapter composition whatever the scheduler's rotation, so its decode replay
+  // is found again, and the rows of one stack form one LoRA run.
+  std::vector<Sequence*> order(c.decode.begin(), c.decode.end());
+  std::stable_sort(order.begin(), order.end(), [](const Sequence* a, const Sequence* b) { return a->lora < b->lora; });
   std::vector<SequenceInput> rows;
-  for (Sequence* s : c.decode) rows.push_back({&s->state, std::span<const int32_t>(&s->tokens.back(), 1), s->lora});
+  for (Sequence* s : order) rows.push_back({&s->state, std::span<const int32_t>(&s->tokens.back(), 1), s->lora});
   auto logits = replay_ && replay_->applies(rows) ? replay_->forward(rows)
                                                   : model_.forward_on_device(rows, LogitsMode::kLast, state_);
   std::vector<RowToSample> picks;
-  for (size_t i = 0; i < c.decode.size(); ++i) picks.push_back({c.decode[i], static_cast<int64_t>(i)});
+  for (size_t i = 0; i < order.size(); ++i) picks.push_back({order[i], static_cast<int64_t>(i)});
   Result<std::vector<SampledToken>> tokens =
       logits.ok() ? sample_rows(model_.backend(), *logits, picks, config_.device_sampling) : logits.status();
   if (!tokens.ok()) {
-    for (Sequence* s : c.decode) fail(*s, tokens.status());
+    for (Sequence* s : order) fail(*s, tokens.status());
     return tokens.status();
   }
-  for (size_t i = 0; i < c.decode.size(); ++i) emit(*c.decode[i], (*tokens)[i]);
+  for (size_t i = 0; i < order.size(); ++i) emit(*order[i], (*tokens)[i]);
   return {};
 }
 

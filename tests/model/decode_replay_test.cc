@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/registry.h"
+#include "engine/adapter_registry.h"
 #include "engine/engine.h"
 #include "forwarding_backend.h"
 #include "model/decode_replay_check.h"
@@ -165,47 +166,71 @@ TEST(DecodeReplay, KeepsOneSlotAndBlockAndTakesOnlyOneTokenRowsWithinItsLimits) 
   EXPECT_FALSE(none.ok());
 }
 
-// The engine replays adapter-free decode steps where the backend can, and its greedy tokens are
-// those of the eager engine.
+// Runs six greedy requests to completion on an engine over the rerunning backend, every other one
+// through the PEFT fixture adapter when `adapters` is set; their tokens and the engine's stats.
+std::vector<std::vector<int32_t>> run_engine(bool replay, bool adapters, EngineStats* stats) {
+  CpuWithRerun be;
+  auto model = load_fixture(be);
+  AdapterRegistry registry(model->config(), be.storage());
+  if (adapters) {
+    auto loaded = registry.load("tuned", std::string(KILN_FIXTURES_DIR) + "/lora_reference/gqa_untied");
+    EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
+  }
+  EngineConfig ec;
+  ec.kv_blocks = 32;
+  ec.scheduler.max_running = 8;
+  ec.prefix_cache.enabled = false;
+  ec.decode_replay = replay;
+  ec.adapters = &registry;
+  auto engine = Engine::create(*model, ec).value();
+  std::vector<Submission> subs;
+  for (int i = 0; i < 6; ++i) {
+    RequestSpec r;
+    for (int t = 0; t < 20 + 7 * i; ++t) r.prompt.push_back((t * 17 + i * 5 + 3) % 300);
+    r.max_tokens = 24;
+    r.ignore_eos = true;
+    r.sampling.temperature = 0.f;
+    if (adapters && i % 2 == 0) r.adapter = "tuned";
+    subs.push_back(engine->submit(r).value());
+  }
+  while (engine->has_work()) EXPECT_TRUE(engine->step().ok());
+  *stats = engine->stats();
+  std::vector<std::vector<int32_t>> out;
+  for (auto& s : subs) {
+    out.emplace_back();
+    while (auto e = s.channel->try_pop())
+      if (e->token >= 0) out.back().push_back(e->token);
+  }
+  return out;
+}
+
+// The engine replays decode steps where the backend can, and its greedy tokens are those of the
+// eager engine.
 TEST(DecodeReplay, EngineReplaysAndDecodesTheSameTokens) {
-  auto run = [](bool replay, EngineStats* stats) {
-    CpuWithRerun be;
-    auto model = load_fixture(be);
-    EngineConfig ec;
-    ec.kv_blocks = 32;
-    ec.scheduler.max_running = 8;
-    ec.prefix_cache.enabled = false;
-    ec.decode_replay = replay;
-    auto engine = Engine::create(*model, ec).value();
-    std::vector<Submission> subs;
-    for (int i = 0; i < 6; ++i) {
-      RequestSpec r;
-      for (int t = 0; t < 20 + 7 * i; ++t) r.prompt.push_back((t * 17 + i * 5 + 3) % 300);
-      r.max_tokens = 24;
-      r.ignore_eos = true;
-      r.sampling.temperature = 0.f;
-      subs.push_back(engine->submit(r).value());
-    }
-    while (engine->has_work()) EXPECT_TRUE(engine->step().ok());
-    *stats = engine->stats();
-    std::vector<std::vector<int32_t>> out;
-    for (auto& s : subs) {
-      out.emplace_back();
-      while (auto e = s.channel->try_pop())
-        if (e->token >= 0) out.back().push_back(e->token);
-    }
-    return out;
-  };
   EngineStats with{}, without{};
-  const auto replayed = run(true, &with), eager = run(false, &without);
+  const auto replayed = run_engine(true, false, &with), eager = run_engine(false, false, &without);
   EXPECT_EQ(replayed, eager);
   for (const auto& t : replayed) EXPECT_EQ(t.size(), 24u);
   EXPECT_GT(with.decode_replays, 0);
   EXPECT_GT(with.decode_recordings, 0);
   EXPECT_LE(with.decode_recordings, with.decode_replays);
+  EXPECT_EQ(with.decode_adapter_recordings, 0);
   EXPECT_EQ(without.decode_replays, 0);
   EXPECT_EQ(with.total_blocks, 32);  // the padding block is the engine's own
   EXPECT_EQ(with.total_slots, without.total_slots);
+}
+
+// Requests through a loaded adapter (held by the registry and the requests) beside base-model
+// ones: their batches are replayed too, and decode the eager engine's tokens.
+TEST(DecodeReplay, EngineReplaysAdapterRowsAndDecodesTheSameTokens) {
+  EngineStats with{}, without{}, base{};
+  const auto replayed = run_engine(true, true, &with), eager = run_engine(false, true, &without);
+  EXPECT_EQ(replayed, eager);
+  for (const auto& t : replayed) EXPECT_EQ(t.size(), 24u);
+  EXPECT_NE(replayed, run_engine(false, false, &base)) << "the adapter should change some tokens";
+  EXPECT_GT(with.decode_adapter_recordings, 0);
+  EXPECT_GT(with.decode_replays, 0);
+  EXPECT_EQ(without.decode_replays, 0);
 }
 
 }  // namespace
