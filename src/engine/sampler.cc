@@ -35,8 +35,7 @@ SampledToken Sampler::sample(std::span<const float> logits_in, std::span<const i
                              std::span<const int32_t> generated) {
   std::vector<float> logits(logits_in.begin(), logits_in.end());
   apply_penalties(logits, params_, seen, generated);
-  const bool greedy = params_.temperature == 0.f;
-  const RowPick pick = pick_token(logits, params_, greedy ? 0.0 : next_u(), wants_logprobs(params_));
+  const RowPick pick = pick_token(logits, params_, step_u(), wants_logprobs(params_));
   SampledToken out;
   out.token = pick.token;
   if (pick.probs.empty()) return out;
@@ -55,7 +54,7 @@ SampleRow Sampler::sample_row(std::span<const int32_t> seen, std::span<const int
   r.presence_penalty = params_.presence_penalty;
   r.frequency_penalty = params_.frequency_penalty;
   r.top_logprobs = params_.top_logprobs;
-  r.u = params_.temperature == 0.f ? 0.0 : next_u();  // a greedy row draws nothing, as sample()
+  r.u = step_u();
   r.seen = seen;
   r.generated = generated;
   return r;

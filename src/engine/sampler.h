@@ -49,11 +49,14 @@ class Sampler {
   // The next uniform double in [0, 1) of this request's generator (53 random bits, independent of
   // the standard library): what `sample` draws with at temperature > 0.
   double next_u() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
-  // This step's request for a backend's `sample` (temperature > 0): the parameters, the spans
-  // (which must outlive the call) and the next u, consumed as `sample` would consume it.
+  // This step's request for a backend's `sample`: the parameters, the spans (which must outlive
+  // the call) and this step's u, consumed as `sample` would consume it.
   SampleRow sample_row(std::span<const int32_t> seen, std::span<const int32_t> generated);
 
  private:
+  // This step's u: the next one at temperature > 0; a greedy row draws nothing.
+  double step_u() { return params_.temperature == 0.f ? 0.0 : next_u(); }
+
   SamplingParams params_;
   std::mt19937_64 rng_;
 };

@@ -184,19 +184,10 @@ Result<Tensor> DecodeReplay::forward(std::span<const SequenceInput> rows) {
   if (adapted) invalidate_adapter_recordings();
   Key key{bucket, width, stacks};
   auto it = recordings_.find(key);
-  auto advance = [&] {
-    for (const SequenceInput& r : rows) r.seq->length += 1;
-    return logits_.slice(0, 0, static_cast<int64_t>(rows.size()));
-  };
-  if (!eager_ && it == recordings_.end() && adapted && seen_once_ != key) {
-    // A composition's first step runs eagerly; it is recorded if the next step repeats it.
-    seen_once_ = std::move(key);
-    KILN_RETURN_IF_ERROR(upload(rows, bucket, width));
-    KILN_RETURN_IF_ERROR(step(bucket, width, stacks));
-    ++stats_.eager;
-    return advance();
-  }
-  if (!eager_ && it == recordings_.end()) {
+  // A composition's first step runs as the eager twin; it is recorded if the next step repeats it.
+  const bool first_sight = !eager_ && it == recordings_.end() && adapted && seen_once_ != key;
+  if (first_sight) seen_once_ = key;
+  if (!eager_ && !first_sight && it == recordings_.end()) {
     // One eager step of padding rows alone first (they touch only their own block and slot):
     // it creates what first use creates (GEMM plans, handles, lazily loaded kernels) outside
     // the recording.
@@ -221,7 +212,7 @@ Result<Tensor> DecodeReplay::forward(std::span<const SequenceInput> rows) {
     if (adapted) evict_beyond_limit();
   }
   KILN_RETURN_IF_ERROR(upload(rows, bucket, width));
-  if (eager_) {
+  if (eager_ || first_sight) {
     KILN_RETURN_IF_ERROR(step(bucket, width, stacks));
     ++stats_.eager;
   } else {
@@ -229,7 +220,8 @@ Result<Tensor> DecodeReplay::forward(std::span<const SequenceInput> rows) {
     KILN_RETURN_IF_ERROR(replay_.replay(*it->second.recording));
     ++stats_.replays;
   }
-  return advance();
+  for (const SequenceInput& r : rows) r.seq->length += 1;
+  return logits_.slice(0, 0, static_cast<int64_t>(rows.size()));
 }
 
 }  // namespace kiln
