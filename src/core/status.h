@@ -70,6 +70,9 @@ class [[nodiscard]] Result {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
+  // The value, or `fallback` when this holds an error.
+  T value_or(T fallback) const& { return ok() ? value() : std::move(fallback); }
+  T value_or(T fallback) && { return ok() ? std::get<T>(std::move(v_)) : std::move(fallback); }
 
  private:
   std::variant<T, Status> v_;

@@ -1,4 +1,5 @@
 #include "eval/scorer.h"
+#include "core/json_text.h"
 
 #include <cctype>
 #include <cmath>
@@ -61,9 +62,9 @@ std::string unfence(const std::string& s) {
 std::optional<json> expected_structure(const json& expected) {
   if (expected.is_null()) return std::nullopt;
   if (!expected.is_string()) return json(expected);
-  json v = json::parse(trim(expected.get<std::string>()), nullptr, false);
-  if (v.is_discarded() || !(v.is_object() || v.is_array())) return std::nullopt;
-  return v;
+  auto v = parse_json(trim(expected.get<std::string>()), "expected");
+  if (!v.ok() || !(v->is_object() || v->is_array())) return std::nullopt;
+  return std::move(*v);
 }
 
 bool regex_compiles(const std::string& pattern, std::string& why) {
@@ -338,20 +339,15 @@ ScoreResult score(const ScorerSpec& spec, const json& expected, const std::strin
     }
     case ScorerType::kJsonValidity: {
       const std::string body = unfence(output);
-      json parsed;
-      try {
-        parsed = json::parse(body);
-      } catch (const json::parse_error& e) {
-        return {false, "invalid JSON at byte " + std::to_string(e.byte) + ": " + e.what()};
-      }
+      auto read = parse_json(body, "the output");
+      if (!read.ok()) return {false, read.status().message()};
+      const json parsed = std::move(*read);
       auto want = expected_structure(expected);
       const bool match = spec.require_match.value_or(!exp.empty());
       if (!match) return {true, "valid JSON"};
       if (!want) {
         // A non-structured expected (e.g. a plain string) is compared as a JSON value.
-        json w = json::parse(exp, nullptr, false);
-        if (w.is_discarded()) w = json(exp);
-        want = w;
+        want = parse_json(exp, "expected").value_or(json(exp));
       }
       if (parsed == *want) return {true, "valid JSON, equal to expected"};
       return {false, "valid JSON, differs from expected " + want->dump().substr(0, 200)};

@@ -1,4 +1,5 @@
 #include "eval/suite.h"
+#include "core/json_text.h"
 
 #include <atomic>
 #include <chrono>
@@ -235,7 +236,7 @@ Result<EvalSuite> SuiteStore::load(const std::string& name) const {
   if (!fs::is_directory(d)) return not_found("no eval suite '" + name + "'");
   KILN_ASSIGN_OR_RETURN(std::string manifest_bytes, read_file((d / "manifest.json").string()));
   KILN_ASSIGN_OR_RETURN(std::string lines, read_file((d / "examples.jsonl").string()));
-  json m = json::parse(manifest_bytes, nullptr, false);
+  json m = parse_json(manifest_bytes, "manifest.json").value_or(json());
   if (!m.is_object()) return internal_error(d.string() + "/manifest.json is not a JSON object");
   EvalSuite s;
   s.name = name;
@@ -252,7 +253,7 @@ Result<EvalSuite> SuiteStore::load(const std::string& name) const {
   while (std::getline(in, line)) {
     ++n;
     if (line.empty()) continue;
-    json e = json::parse(line, nullptr, false);
+    json e = parse_json(line, "examples.jsonl").value_or(json());
     if (!e.is_object() || !e.contains("messages") || !e.contains("expected"))
       return internal_error(d.string() + "/examples.jsonl line " + std::to_string(n) + " is not {messages, expected, scorer}");
     s.examples.push_back({e["messages"], e["expected"], e.value("scorer", json()), {}});

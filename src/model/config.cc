@@ -1,4 +1,5 @@
 #include "model/config.h"
+#include "core/json_text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -27,9 +28,9 @@ Result<json> read_json(const std::string& path) {
   if (!f) return not_found(path + ": no such file");
   std::stringstream ss;
   ss << f.rdbuf();
-  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return format_error(path + ": not valid JSON");
-  return j;
+  auto j = parse_json(ss.str(), path);
+  if (!j.ok()) return format_error(j.status().message());
+  return std::move(*j);
 }
 
 Status get_int(const json& j, const char* key, int64_t& out, const std::string& src) {

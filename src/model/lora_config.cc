@@ -1,4 +1,5 @@
 #include "model/lora_config.h"
+#include "core/json_text.h"
 
 #include <algorithm>
 #include <array>
@@ -197,9 +198,9 @@ Result<LoraConfig> LoraConfig::load(const std::string& adapter_dir) {
   if (!f) return not_found(path + ": cannot open (an adapter directory holds adapter_config.json)");
   std::stringstream ss;
   ss << f.rdbuf();
-  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return format_error(path + ": not valid JSON");
-  return from_json(j, path);
+  auto j = parse_json(ss.str(), path);
+  if (!j.ok()) return format_error(j.status().message());
+  return from_json(*j, path);
 }
 
 json LoraConfig::to_json() const {

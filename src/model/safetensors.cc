@@ -1,4 +1,5 @@
 #include "model/safetensors.h"
+#include "core/json_text.h"
 
 #include <cerrno>
 #include <cstring>
@@ -50,8 +51,10 @@ Status Checkpoint::add_file(const std::string& path) {
   if (header_len > size - 8)
     return format_error(path + ": truncated file: header claims " + std::to_string(header_len) + " bytes, file has " +
                         std::to_string(size - 8) + " after the length");
-  json header = json::parse(file->bytes_ptr() + 8, file->bytes_ptr() + 8 + header_len, nullptr, false);
-  if (header.is_discarded() || !header.is_object()) return format_error(path + ": corrupt header JSON");
+  auto parsed = parse_json(std::string_view(reinterpret_cast<const char*>(file->bytes_ptr()) + 8, header_len), path + ": the header");
+  if (!parsed.ok() || !parsed->is_object())
+    return format_error(path + ": corrupt header JSON" + (parsed.ok() ? std::string() : " (" + parsed.status().message() + ")"));
+  const json header = std::move(*parsed);
   const uint64_t data_start = 8 + header_len, data_size = size - data_start;
   total_bytes_ += size;
   for (auto it = header.begin(); it != header.end(); ++it) {
@@ -114,8 +117,8 @@ Result<Checkpoint> Checkpoint::open(const std::string& dir) {
   }
   std::stringstream ss;
   ss << index.rdbuf();
-  json j = json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object())
+  json j = parse_json(ss.str(), index_path).value_or(json());
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
     return format_error(index_path + ": not a safetensors index (no weight_map object)");
   std::set<std::string> files;
   for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {

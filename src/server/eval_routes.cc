@@ -9,6 +9,7 @@
 #include "eval/synthesize.h"
 #include "server/route_support.h"
 #include "server/routes.h"
+#include "core/json_text.h"
 
 namespace kiln {
 
@@ -106,9 +107,9 @@ std::optional<ApiError> read_dataset(const Json& body, nlohmann::json& out, std:
   while (std::getline(in, line)) {
     ++n;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded()) return ApiError::invalid("dataset_path", "dataset_path: line " + std::to_string(n) + " is not JSON");
-    out.push_back(std::move(j));
+    auto j = parse_json(line, "dataset_path: line " + std::to_string(n));
+    if (!j.ok()) return ApiError::invalid("dataset_path", j.status().message());
+    out.push_back(std::move(*j));
   }
   path = "dataset_path";  // errors then name the line's 0-based example: dataset_path[i]
   return std::nullopt;

@@ -1,4 +1,5 @@
 #include "server/request_log.h"
+#include "core/json_text.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -280,9 +281,8 @@ Result<std::vector<nlohmann::json>> parse_request_log(const std::string& text, c
     const size_t nl = text.find('\n', pos);
     if (nl == std::string::npos) break;
     ++line_no;
-    auto row = nlohmann::json::parse(text.begin() + static_cast<std::ptrdiff_t>(pos),
-                                     text.begin() + static_cast<std::ptrdiff_t>(nl), nullptr, false);
-    if (row.is_discarded() || !row.is_object())
+    auto row = parse_json(std::string_view(text).substr(pos, nl - pos), name).value_or(nlohmann::json());
+    if (!row.is_object())
       return format_error(name + " line " + std::to_string(line_no) + " is not a JSON object");
     rows.push_back(std::move(row));
     pos = nl + 1;

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <random>
 
+#include "core/json_text.h"
+
 namespace kiln {
 
 std::string dump_json(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
@@ -19,11 +21,9 @@ void send_error(httplib::Response& res, const ApiError& e) {
 }
 
 std::optional<ApiError> parse_body(const httplib::Request& req, Json& body) {
-  try {
-    body = Json::parse(req.body);
-  } catch (const Json::parse_error& e) {
-    return ApiError::invalid("", std::string("the request body is not valid JSON: ") + e.what());
-  }
+  auto parsed = parse_ordered_json(req.body, "the request body");
+  if (!parsed.ok()) return ApiError::invalid("", parsed.status().message());
+  body = std::move(*parsed);
   return std::nullopt;
 }
 

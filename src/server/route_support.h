@@ -21,7 +21,8 @@ namespace kiln {
 std::string dump_json(const Json& j);
 void send_json(httplib::Response& res, int status, const Json& body);
 void send_error(httplib::Response& res, const ApiError& e);
-// Parses the body as JSON; the error names the byte offset of a syntax error.
+// Parses the body as JSON of at most kMaxJsonDepth levels (core/json_text.h); the error names
+// the byte offset of a syntax error or of the level too deep.
 std::optional<ApiError> parse_body(const httplib::Request& req, Json& body);
 
 // 503 when the route family is still under qualification on the serving backend (some gate it

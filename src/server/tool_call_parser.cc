@@ -2,6 +2,7 @@
 // XML-ish parameter values follows the tool's JSON schema, as the chat template showed it to the
 // model.
 #include "server/tool_call_parser.h"
+#include "core/json_text.h"
 
 #include <cstdint>
 #include <optional>
@@ -63,9 +64,10 @@ bool has_type(const ojson& value, const std::string& type) {
 }
 
 ojson typed_value(const std::string& raw, const ojson* type) {
-  ojson parsed = ojson::parse(raw, nullptr, false);
-  if (type == nullptr) return parsed.is_discarded() ? ojson(raw) : parsed;
-  if (parsed.is_discarded()) return raw;
+  auto read = parse_ordered_json(raw, "a parameter");
+  if (!read.ok()) return raw;
+  ojson parsed = std::move(*read);
+  if (type == nullptr) return parsed;
   if (type->is_string() && has_type(parsed, type->get<std::string>())) return parsed;
   if (type->is_array()) {
     for (const ojson& t : *type) {
@@ -83,14 +85,14 @@ struct ParsedCall {
 // {"name": ..., "arguments": {...}} ("parameters" is accepted for "arguments"; arguments given as
 // a string must hold a JSON object).
 std::optional<ParsedCall> parse_json_body(std::string_view body) {
-  const ojson j = ojson::parse(body, nullptr, false);
+  const ojson j = parse_ordered_json(body, "a tool call").value_or(ojson());
   const ojson* name = child(&j, "name");
   if (name == nullptr || !name->is_string() || name->get<std::string>().empty()) return std::nullopt;
   const ojson* args = child(&j, "arguments");
   if (args == nullptr) args = child(&j, "parameters");
   ojson arguments = ojson::object();
   if (args != nullptr && args->is_string()) {
-    arguments = ojson::parse(args->get<std::string>(), nullptr, false);
+    arguments = parse_ordered_json(args->get<std::string>(), "arguments").value_or(ojson());
   } else if (args != nullptr && !args->is_null()) {
     arguments = *args;
   }

@@ -1,6 +1,7 @@
 // Builds the variables transformers passes to the template: messages, tools, documents (None),
 // add_generation_prompt, the special tokens map, then the caller's extra variables.
 #include "tokenizer/chat_template.h"
+#include "core/json_text.h"
 
 #include <filesystem>
 #include <fstream>
@@ -53,8 +54,9 @@ Result<ChatTemplate> ChatTemplate::load(const std::string& dir) {
   std::error_code ec;
   if (std::filesystem::exists(config_path, ec)) {
     KILN_ASSIGN_OR_RETURN(std::string text, read_file(config_path));
-    config = nlohmann::ordered_json::parse(text, nullptr, false);
-    if (config.is_discarded()) return format_error(config_path.string() + " is not valid JSON");
+    auto parsed = parse_ordered_json(text, config_path.string());
+    if (!parsed.ok()) return format_error(parsed.status().message());
+    config = std::move(*parsed);
   }
   std::string source;
   std::string origin;

@@ -1,6 +1,7 @@
 // The encode pipeline (added tokens on raw text, normalise, added tokens on normalised text,
 // pre-tokenize, BPE) and decode through per-id byte strings.
 #include "tokenizer/tokenizer.h"
+#include "core/json_text.h"
 
 #include <atomic>
 #include <deque>
@@ -52,9 +53,9 @@ Result<Tokenizer> Tokenizer::load(const std::string& path) {
   if (!in) return not_found("tokenizer file " + file.string() + " cannot be opened");
   std::stringstream buffer;
   buffer << in.rdbuf();
-  nlohmann::json config = nlohmann::json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded()) return format_error(file.string() + " is not valid JSON");
-  return from_json(config, file.string());
+  auto config = parse_json(buffer.str(), file.string());
+  if (!config.ok()) return format_error(config.status().message());
+  return from_json(*config, file.string());
 }
 
 Result<Tokenizer> Tokenizer::from_json(const nlohmann::json& config, const std::string& source) {

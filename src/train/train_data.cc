@@ -2,6 +2,7 @@
 // model's chat template and tokenizer. Spans are found on the rendered text and each span is
 // tokenized on its own, so the tokens of a prompt are exactly those inference would see for it.
 #include "train/train_data.h"
+#include "core/json_text.h"
 
 #include <cmath>
 #include <fstream>
@@ -82,10 +83,10 @@ Result<std::vector<std::pair<std::string, Json>>> read_jsonl(const std::string& 
   std::string line;
   for (int64_t n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    Json j = Json::parse(line, nullptr, false);
     const std::string where = path + ":" + std::to_string(n);
-    if (j.is_discarded()) return format_error(where + ": not valid JSON");
-    rows.emplace_back(where, std::move(j));
+    auto j = parse_json(line, where);
+    if (!j.ok()) return format_error(j.status().message());
+    rows.emplace_back(where, std::move(*j));
   }
   if (rows.empty()) return invalid_argument(path + ": no lines with data");
   return rows;

@@ -138,7 +138,7 @@ TEST(TrainData, ExamplesAndJsonlGiveTheSameSequences) {
   }
   auto bad = sft_sequences_from_jsonl(path, q->ctx());
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("data.jsonl:2: not valid JSON"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("data.jsonl:2 is not valid JSON: "), std::string::npos) << bad.status().message();
   {
     std::ofstream f(path);
     f << examples[0].dump() << "\n" << R"({"messages": [{"role": "user", "content": "x"}]})" << "\n";
