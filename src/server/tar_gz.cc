@@ -42,20 +42,6 @@ std::string header(const std::string& name, uint64_t size) {
   return h;
 }
 
-std::string gzip(const std::string& raw) {
-  z_stream z{};
-  deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&z, raw.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
-  z.avail_in = static_cast<uInt>(raw.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
-
 Result<std::string> gunzip(std::string_view gz, uint64_t max_bytes) {
   z_stream z{};
   if (inflateInit2(&z, 15 + 32) != Z_OK) return internal_error("zlib: inflateInit2 failed");
@@ -103,6 +89,20 @@ bool plain_name(const std::string& n) {
 
 }  // namespace
 
+std::string gzip_bytes(std::string_view raw) {
+  z_stream z{};
+  deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&z, raw.size()) + 64, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
+  z.avail_in = static_cast<uInt>(raw.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
 std::string write_tar_gz(const std::vector<ArchiveFile>& files) {
   std::vector<const ArchiveFile*> order;
   for (const auto& f : files) order.push_back(&f);
@@ -114,7 +114,7 @@ std::string write_tar_gz(const std::vector<ArchiveFile>& files) {
     tar.append((kBlock - f->data.size() % kBlock) % kBlock, '\0');
   }
   tar.append(2 * kBlock, '\0');
-  return gzip(tar);
+  return gzip_bytes(tar);
 }
 
 Result<std::vector<ArchiveFile>> read_tar_gz(std::string_view gz, uint64_t max_bytes) {

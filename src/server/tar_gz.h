@@ -21,6 +21,8 @@ struct ArchiveFile {
 };
 
 std::string write_tar_gz(const std::vector<ArchiveFile>& files);
+// One gzip member holding `raw` (what write_tar_gz compresses its archive with).
+std::string gzip_bytes(std::string_view raw);
 Result<std::vector<ArchiveFile>> read_tar_gz(std::string_view gz, uint64_t max_bytes);
 
 // The regular files directly inside `dir`, by name (subfolders are an error naming them).
