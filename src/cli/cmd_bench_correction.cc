@@ -73,6 +73,7 @@ Result<json> one_correction(ServerClient& client, const CorrectionBenchOpts& o, 
   const json body = {{"examples", json::array({correction_conversation(o.tokens, o.seed + static_cast<uint64_t>(i))})},
                      {"config",
                       {{"output_name", o.name},
+                       {"replace", true},  // each correction is the next revision of one adapter
                        {"lora_rank", o.rank},
                        {"learning_rate", o.learning_rate},
                        {"epochs", 1},

@@ -1,4 +1,6 @@
 #include "eval/suite.h"
+
+#include "core/names.h"
 #include "core/json_text.h"
 
 #include <atomic>
@@ -56,12 +58,7 @@ Status write_file(const std::string& path, const std::string& bytes) {
 
 }  // namespace
 
-Status check_suite_name(const std::string& name) {
-  static const std::regex re("[A-Za-z0-9._-]{1,64}");
-  if (!std::regex_match(name, re) || name == "." || name == "..")
-    return invalid_argument("suite name '" + name + "' must be [A-Za-z0-9._-]{1,64} (a directory name)");
-  return Status();
-}
+Status check_suite_name(const std::string& name) { return check_folder_name("suite name", name); }
 
 std::string EvalSuite::examples_jsonl() const {
   std::string out;
