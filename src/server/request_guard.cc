@@ -113,6 +113,16 @@ bool same_bytes(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+Result<std::string> read_api_key_file(const std::string& path, const std::string& source) {
+  std::ifstream in(path);
+  if (!in) return not_found(source + ": cannot read " + path);
+  std::string line;
+  std::getline(in, line);
+  std::string key = trim(line);
+  if (key.empty()) return invalid_argument(source + ": " + path + " holds no key on its first line");
+  return key;
+}
+
 bool is_loopback_host(const std::string& host) {
   const std::string h = host_name(host);
   if (h == "localhost" || h == "::1") return true;
@@ -133,12 +143,7 @@ Result<GuardOptions> guard_options(const KilnConfig& config) {
     return invalid_argument("server.api_key and server.api_key_file are both set: give one");
   o.api_key = s.api_key;
   if (!s.api_key_file.empty()) {
-    std::ifstream in(s.api_key_file);
-    if (!in) return not_found("server.api_key_file: cannot read " + s.api_key_file);
-    std::string line;
-    std::getline(in, line);
-    o.api_key = trim(line);
-    if (o.api_key.empty()) return invalid_argument("server.api_key_file: " + s.api_key_file + " holds no key on its first line");
+    KILN_ASSIGN_OR_RETURN(o.api_key, read_api_key_file(s.api_key_file, "server.api_key_file"));
   }
   if (o.api_key.empty() && !is_loopback_host(s.host))
     return failed_precondition(

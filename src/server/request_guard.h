@@ -41,6 +41,10 @@ struct GuardOptions {
 // refused, saying why: anyone who reaches the port could then upload, train and load adapters.
 Result<GuardOptions> guard_options(const KilnConfig& config);
 
+// The key in the file at `path`: its first line without surrounding blanks. Errors name `source`
+// (the setting or flag that gave the path) and the path. The CLI's clients read theirs this way too.
+Result<std::string> read_api_key_file(const std::string& path, const std::string& source);
+
 // True for 127.0.0.0/8, ::1 and "localhost".
 bool is_loopback_host(const std::string& host);
 
