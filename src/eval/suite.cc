@@ -1,17 +1,16 @@
 #include "eval/suite.h"
 
-#include "core/names.h"
-#include "core/json_text.h"
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
+#include "core/json_text.h"
+#include "core/names.h"
+#include "core/regex.h"
 #include "qualify/sha256.h"
 
 namespace kiln {
@@ -122,17 +121,19 @@ std::optional<FieldError> resolve_scorers(EvalSuite& suite) {
     const ScorerSpec& s = ex.resolved;
     if (s.type == ScorerType::kRegex && s.pattern.empty()) {
       if (!ex.expected.is_string()) return FieldError{p + ".expected", "a regex scorer needs a string pattern"};
-      try {
-        std::regex re(ex.expected.get<std::string>());
-      } catch (const std::regex_error& err) {
-        return FieldError{p + ".expected", std::string("the regex does not compile: ") + err.what()};
-      }
+      if (Result<Regex> re = Regex::compile(ex.expected.get<std::string>()); !re.ok())
+        return FieldError{p + ".expected", re.status().message()};
     }
-    if (s.type == ScorerType::kNumericTolerance && !parse_number_exact(expected_text(ex.expected)) &&
-        !last_number(expected_text(ex.expected)))
-      return FieldError{p + ".expected", "numeric_tolerance needs a number"};
-    if (s.type == ScorerType::kMultipleChoice && !chosen_letter(expected_text(ex.expected), s.choices))
-      return FieldError{p + ".expected", "multiple_choice needs one of the letters " + s.choices};
+    if (s.type == ScorerType::kNumericTolerance) {
+      Result<std::optional<double>> n = expected_number(expected_text(ex.expected));
+      if (!n.ok()) return FieldError{p + ".expected", n.status().message()};
+      if (!*n) return FieldError{p + ".expected", "numeric_tolerance needs a number"};
+    }
+    if (s.type == ScorerType::kMultipleChoice) {
+      Result<std::optional<char>> letter = chosen_letter(expected_text(ex.expected), s.choices);
+      if (!letter.ok()) return FieldError{p + ".expected", letter.status().message()};
+      if (!*letter) return FieldError{p + ".expected", "multiple_choice needs one of the letters " + s.choices};
+    }
     if (s.type != ScorerType::kJsonValidity && !ex.expected.is_string() && !ex.expected.is_number())
       return FieldError{p + ".expected", "must be a string (or a number)"};
   }
