@@ -16,9 +16,11 @@ Status AdapterRegistry::check_name(const std::string& name) {
 
 Result<LoadedAdapter> AdapterRegistry::load(const std::string& name, const std::string& dir) {
   KILN_RETURN_IF_ERROR(check_name(name));
-  // Read and validated outside the lock: requests keep resolving the old entry meanwhile.
-  auto adapter = LoraAdapter::load(dir, model_, storage_);
-  if (!adapter.ok()) return adapter.status().with_context("adapter '" + name + "' from " + dir);
+  // Read, validated and uploaded outside the lock: requests keep resolving the old entry meanwhile.
+  auto host = HostLoraAdapter::read(dir, model_);
+  if (!host.ok()) return host.status().with_context("adapter '" + name + "' from " + dir);
+  auto adapter = run_on_device(run_on_device_, [&] { return LoraAdapter::upload(*host, storage_); });
+  if (!adapter.ok()) return adapter.status().with_context("adapter '" + name + "' from " + dir + ": upload");
   LoadedAdapter e{name, std::make_shared<const LoraAdapter>(std::move(adapter).value()), 0, dir};
   std::lock_guard<std::mutex> lock(mu_);
   e.revision = ++revisions_[name];
