@@ -56,6 +56,11 @@ void Metrics::request_finished(const std::string& route, int status, double seco
   latency_[route].observe(seconds);
 }
 
+void Metrics::request_refused(const std::string& code) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++refused_[code];
+}
+
 std::string Metrics::render(const EngineStats& e) const {
   std::string out;
   {
@@ -66,6 +71,9 @@ std::string Metrics::render(const EngineStats& e) const {
              "route=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"");
     header(out, "kiln_request_duration_seconds", "histogram", "Time from request arrival to the last byte, by route.");
     for (const auto& [route, h] : latency_) h.render("kiln_request_duration_seconds", "route=\"" + route + "\"", out);
+    header(out, "kiln_requests_refused_total", "counter",
+           "Requests refused before routing (host, origin, API key, body framing, size or type), by error code.");
+    for (const auto& [code, n] : refused_) sample(out, "kiln_requests_refused_total", static_cast<double>(n), "code=\"" + code + "\"");
   }
   header(out, "kiln_time_to_first_token_seconds", "histogram", "Time from request arrival to its first generated token.");
   ttft_.render("kiln_time_to_first_token_seconds", "", out);

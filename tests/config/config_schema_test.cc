@@ -19,11 +19,12 @@ TEST(ConfigSchema, ListsEveryFieldOfKilnConfigInOrder) {
   const std::vector<std::string> expected = {
       "server.host", "server.port", "server.max_batch_tokens", "server.max_decode_batch",
       "server.max_queued_requests", "server.request_timeout_secs", "server.max_body_bytes", "server.http_threads",
-      "server.profile", "model.path", "model.served_model_id", "model.adapter_dir", "model.tokenizer_path",
+      "server.profile", "server.api_key", "server.api_key_file", "server.metrics_public", "server.allowed_hosts",
+      "server.allowed_origins", "server.state_dir", "model.path", "model.served_model_id", "model.adapter_dir", "model.tokenizer_path",
       "model.backend", "model.max_context", "memory.kv_blocks", "memory.memory_fraction", "memory.kv_cache_fp8",
       "batching.channel_capacity", "prefix_cache.enabled", "prefix_cache.max_blocks", "prefix_cache.max_bytes",
       "training.webhook_url", "training.max_queued_jobs", "training.checkpoint_interval",
-      "training.trace_memory_fraction", "logging.level", "logging.request_log", "logging.request_log_dir",
+      "training.trace_memory_fraction", "training.data_dir", "training.max_dataset_bytes", "logging.level", "logging.request_log", "logging.request_log_dir",
       "logging.request_log_max_bytes"};
   std::vector<std::string> names;
   for (const ConfigField& f : config_schema()) names.push_back(f.name());

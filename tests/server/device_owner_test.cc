@@ -211,6 +211,7 @@ TEST(DeviceOwner, EveryDeviceCallComesFromTheEngineThreadWhileAdaptersChurnUnder
   c.model.backend = "cpu";
   c.model.max_context = 512;
   c.model.adapter_dir = dir.path + "/adapters";
+  c.server.state_dir = dir.path;
   c.server.port = 0;
   c.server.max_decode_batch = 8;
   c.memory.kv_blocks = 64;

@@ -146,6 +146,7 @@ TEST(HotSwap, SixteenStreamingClientsSeeOneRevisionPerResponseAcrossAnAutoLoad) 
   c.model.backend = "cpu";
   c.model.max_context = 512;
   c.model.adapter_dir = dir.path + "/adapters";
+  c.server.state_dir = dir.path;
   c.server.port = 0;
   c.server.max_decode_batch = kClients;
   c.memory.kv_blocks = 2 * kClients + 8;

@@ -47,6 +47,7 @@ KilnConfig test_config() {
   c.server.max_decode_batch = 8;
   c.server.max_queued_requests = 16;
   c.server.max_body_bytes = 1 << 20;
+  c.server.state_dir = model_dir();
   c.memory.kv_blocks = 256;
   return c;
 }

@@ -277,6 +277,7 @@ KilnConfig server_config(const std::string& log_dir, bool on) {
   c.memory.kv_blocks = 64;
   c.logging.request_log = on;
   c.logging.request_log_dir = log_dir;
+  c.server.state_dir = model_dir();
   return c;
 }
 

@@ -47,6 +47,7 @@ struct Fixture {
     config.model.backend = "cpu";
     config.model.max_context = 512;
     config.model.adapter_dir = dir + "/adapters";
+    config.server.state_dir = dir;
     config.server.port = 0;
     config.memory.kv_blocks = 32;
     auto s = ServingStack::start(config);
