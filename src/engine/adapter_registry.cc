@@ -22,9 +22,11 @@ void AdapterRegistry::set_limits(int64_t count, int64_t bytes) {
 
 Result<LoadedAdapter> AdapterRegistry::load(const std::string& name, const std::string& dir, std::vector<std::string>* evicted) {
   KILN_RETURN_IF_ERROR(check_folder_name("adapter name", name));  // Kiln's own names load too
-  // Read and validated outside the lock: requests keep resolving the old entry meanwhile.
-  auto adapter = LoraAdapter::load(dir, model_, storage_);
-  if (!adapter.ok()) return adapter.status().with_context("adapter '" + name + "' from " + dir);
+  // Read, validated and uploaded outside the lock: requests keep resolving the old entry meanwhile.
+  auto host = HostLoraAdapter::read(dir, model_);
+  if (!host.ok()) return host.status().with_context("adapter '" + name + "' from " + dir);
+  auto adapter = run_on_device(run_on_device_, [&] { return LoraAdapter::upload(*host, storage_); });
+  if (!adapter.ok()) return adapter.status().with_context("adapter '" + name + "' from " + dir + ": upload");
   LoadedAdapter e{name, std::make_shared<const LoraAdapter>(std::move(adapter).value()), 0, dir};
   std::lock_guard<std::mutex> lock(mu_);
   // What stays loaded beside the new adapter (the one it replaces goes), within the limits:

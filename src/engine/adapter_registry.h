@@ -1,7 +1,9 @@
 // AdapterRegistry: the LoRA adapters a server has loaded, by name. Each load reads and validates
-// the adapter (LoraAdapter::load against the served model) before it replaces the entry of that
-// name, and gives it the next revision of that name (revisions keep counting across unloads, so
-// a prefix-cache key naming (name, revision) never matches weights it was not computed with).
+// the adapter's files on the caller's thread (HostLoraAdapter::read against the served model),
+// uploads it through the registry's DeviceRunner (a server's: on the engine's thread, between two
+// cycles), and only then replaces the entry of that name, giving it the next revision of that
+// name (revisions keep counting across unloads, so a prefix-cache key naming (name, revision)
+// never matches weights it was not computed with).
 // Requests resolve names to shared pointers when they are submitted: an unload or a reload
 // changes what later requests get, never the weights of one in flight. One loaded adapter may be
 // the default: requests that name no adapter (and do not ask for the base model) resolve it at
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "backend/facets.h"
+#include "engine/device_runner.h"
 #include "model/config.h"
 #include "model/lora_adapter.h"
 
@@ -31,8 +34,10 @@ struct LoadedAdapter {
 
 class AdapterRegistry {
  public:
-  // `model` and `storage` must outlive the registry and every adapter it hands out.
-  AdapterRegistry(const ModelConfig& model, StorageFacet& storage) : model_(model), storage_(storage) {}
+  // `model` and `storage` must outlive the registry and every adapter it hands out. Uploads run
+  // through `run_on_device` (empty: on the caller's thread).
+  AdapterRegistry(const ModelConfig& model, StorageFacet& storage, DeviceRunner run_on_device = {})
+      : model_(model), storage_(storage), run_on_device_(std::move(run_on_device)) {}
 
   // The names clients may give: check_folder_name's rule (core/names.h), and none that Kiln keeps
   // for its own folders (is_reserved_adapter_name). load() takes Kiln's own names too.
@@ -62,6 +67,7 @@ class AdapterRegistry {
  private:
   const ModelConfig& model_;
   StorageFacet& storage_;
+  const DeviceRunner run_on_device_;
   mutable std::mutex mu_;
   std::map<std::string, LoadedAdapter> loaded_;
   mutable std::map<std::string, uint64_t> used_;  // name -> when last resolved or loaded (a counter)

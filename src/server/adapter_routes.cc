@@ -7,6 +7,7 @@
 // the served model before it lands, atomically); POST /v1/adapters/merge combines loaded or
 // on-disk adapters (train/adapter_merge.h). The default adapter (used by requests naming none)
 // is shown in the list, set by load's "default": true, and cleared by unloading it.
+#include <deque>
 #include <filesystem>
 #include <fstream>
 
@@ -31,17 +32,19 @@ Json adapter_json(const LoadedAdapter& a, const std::string& default_name = "") 
               {"rank", c.rank},   {"alpha", c.alpha},    {"targets", targets},   {"default", a.name == default_name}};
 }
 
-// Where an adapter named in a merge comes from: the loaded one, else <adapter_dir>/<name>.
-Result<std::shared_ptr<const LoraAdapter>> find_adapter(const ServerContext& ctx, const std::string& name) {
+// Where an adapter named in a merge comes from: the loaded one (its factors copied to the host on
+// the engine's thread), else <adapter_dir>/<name> read from disk.
+Result<HostLoraAdapter> find_adapter(const ServerContext& ctx, const std::string& name) {
   KILN_RETURN_IF_ERROR(AdapterRegistry::check_name(name));
   if (ctx.adapters)
-    if (auto a = ctx.adapters->resolve(name); a.ok()) return a->adapter;
+    if (auto a = ctx.adapters->resolve(name); a.ok()) {
+      StorageFacet& storage = ctx.train_env.model->backend().storage();
+      return run_on_device(ctx.train_env.run_on_device, [&] { return a->adapter->download(storage); });
+    }
   const std::string dir = (fs::path(ctx.adapter_dir) / name).string();
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return not_found("adapter '" + name + "' is neither loaded nor in " + ctx.adapter_dir);
-  const Qwen35Model& m = *ctx.train_env.model;
-  KILN_ASSIGN_OR_RETURN(LoraAdapter a, LoraAdapter::load(dir, m.config(), ctx.train_env.model->backend().storage()));
-  return std::shared_ptr<const LoraAdapter>(std::make_shared<LoraAdapter>(std::move(a)));
+  return HostLoraAdapter::read(dir, ctx.train_env.model->config());
 }
 
 // 409: publishing `name` would replace an adapter the request did not ask to replace.
@@ -211,8 +214,7 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
         return send_error(res, ApiError::from_status(io_error("cannot write " + f.name + " into " + *staged)));
       }
     }
-    const Qwen35Model& m = *ctx.train_env.model;
-    auto path = publish_staged(*staged, m.config(), ctx.train_env.model->backend().storage(), ctx.adapter_dir, name);
+    auto path = publish_staged(*staged, ctx.train_env.model->config(), ctx.adapter_dir, name);
     if (!path.ok()) return send_error(res, ApiError::invalid("body", path.status().message()));
     Json out = {{"name", name}, {"object", "adapter"}, {"path", *path}, {"files", files->size()}, {"loaded", false}};
     if (*load && ctx.adapters) {
@@ -253,7 +255,7 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
     if (Status st = AdapterRegistry::check_name(output); !st.ok()) return send_error(res, ApiError::invalid("output_name", st.message()));
     if (std::error_code ec; !replace && fs::exists(fs::path(ctx.adapter_dir) / output, ec))
       return send_error(res, exists(output, ctx.adapter_dir));
-    std::vector<std::shared_ptr<const LoraAdapter>> held;
+    std::deque<HostLoraAdapter> held;  // MergeSource points into it
     std::vector<MergeSource> sources;
     for (size_t i = 0; i < src->size(); ++i) {
       const std::string path = "sources[" + std::to_string(i) + "]";
@@ -269,26 +271,26 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
                                                                 : ApiError::invalid(path + ".name", a.status().message());
         return send_error(res, e);
       }
-      held.push_back(*a);
-      s.adapter = held.back().get();
+      held.push_back(std::move(a).value());
+      s.adapter = &held.back();
       sources.push_back(s);
     }
     // Concatenation stacks the sources' ranks; the other methods give `rank` or the largest source's.
     int64_t merged_rank = 0;
     for (const MergeSource& s : sources)
-      merged_rank = opt.method == MergeMethod::kTies ? std::max(merged_rank, s.adapter->config().rank) : merged_rank + s.adapter->config().rank;
+      merged_rank = opt.method == MergeMethod::kTies ? std::max(merged_rank, s.adapter->config.rank) : merged_rank + s.adapter->config.rank;
     if (opt.method == MergeMethod::kTies && opt.rank > 0) merged_rank = opt.rank;
     if (merged_rank > max_rank)
       return send_error(res, ApiError::invalid("sources", "the merged adapter would have rank " + std::to_string(merged_rank) +
                                                               "; the " + ctx.backend + " backend serves at most rank " +
                                                               std::to_string(max_rank)));
-    Qwen35Model& m = *ctx.train_env.model;
-    auto merged = merge_adapters(sources, opt, m.config(), m.backend().storage());
+    const ModelConfig& mc = ctx.train_env.model->config();
+    auto merged = merge_adapters(sources, opt, mc);
     if (!merged.ok()) return send_error(res, ApiError::from_status(merged.status(), "sources"));
-    auto path = publish_adapter(*merged, nullptr, m.config(), m.backend().storage(), ctx.adapter_dir, output);
+    auto path = publish_adapter(*merged, nullptr, mc, ctx.adapter_dir, output);
     if (!path.ok()) return send_error(res, ApiError::from_status(path.status()));
-    Json out = {{"name", output}, {"object", "adapter"}, {"path", *path}, {"rank", merged->config().rank},
-                {"alpha", merged->config().alpha}, {"loaded", false}};
+    Json out = {{"name", output}, {"object", "adapter"}, {"path", *path}, {"rank", merged->config.rank},
+                {"alpha", merged->config.alpha}, {"loaded", false}};
     if (load && ctx.adapters) {
       auto loaded = ctx.adapters->load(output, *path);
       if (!loaded.ok()) return send_error(res, loaded.status().code() == ErrorCode::kResourceExhausted ? no_room(loaded.status())

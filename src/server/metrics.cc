@@ -113,6 +113,9 @@ std::string Metrics::render(const EngineStats& e) const {
   header(out, "kiln_decode_recordings_invalidated_total", "counter",
          "Adapter decode recordings dropped: their adapters unloaded or replaced, or evicted.");
   sample(out, "kiln_decode_recordings_invalidated_total", static_cast<double>(e.decode_recordings_invalidated));
+  header(out, "kiln_decode_record_failures_total", "counter",
+         "Decode recordings that failed: that step ran eagerly, and its composition records again later.");
+  sample(out, "kiln_decode_record_failures_total", static_cast<double>(e.decode_record_failures));
   header(out, "kiln_prefill_tokens_total", "counter", "Prompt tokens prefilled (prefix-cache hits excluded).");
   sample(out, "kiln_prefill_tokens_total", static_cast<double>(e.prefill_tokens));
   header(out, "kiln_kv_blocks", "gauge", "64-token K/V blocks by state (cached: held only by the prefix cache).");

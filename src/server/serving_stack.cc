@@ -126,7 +126,9 @@ class Stack final : public ServingStack {
     if (std::error_code ec; cfg.model.adapter_dir.empty() && fs::is_directory(fs::path(dir) / "adapters", ec))
       std::fprintf(stderr, "kiln: %s/adapters is not read: adapters live in %s (set model.adapter_dir to use the other)\n",
                    dir.c_str(), ctx_.adapter_dir.c_str());
-    KILN_ASSIGN_OR_RETURN(backend_, open_backend(cfg.model.backend));
+    if (!backend_) {
+      KILN_ASSIGN_OR_RETURN(backend_, open_backend(cfg.model.backend));
+    }
     ctx_.backend = backend_->identity().name;
     ctx_.gates = RouteGates::from_report(capability_report_, ctx_.backend);
     ctx_.backend_impl = backend_.get();
@@ -166,7 +168,13 @@ class Stack final : public ServingStack {
     ec.prefix_cache.max_bytes = cfg.prefix_cache.max_bytes;
     ec.channel_capacity = static_cast<size_t>(cfg.batching.channel_capacity);
     ec.model_identity = ctx_.model_id + "@" + fs::absolute(dir).string();
-    adapters_ = std::make_unique<AdapterRegistry>(mc, backend_->storage());
+    // Adapter uploads, and every other device call of the routes and jobs, run on the engine's
+    // thread between cycles (actor_ is made below, before anything can ask).
+    const DeviceRunner on_engine = [this](const std::function<Status()>& work) {
+      return actor_ ? actor_->run_between_cycles(work) : failed_precondition("the engine is not running");
+    };
+    ctx_.train_env.run_on_device = on_engine;
+    adapters_ = std::make_unique<AdapterRegistry>(mc, backend_->storage(), on_engine);
     adapters_->set_limits(cfg.server.max_loaded_adapters, cfg.server.max_adapter_memory_bytes);
     ec.adapters = adapters_.get();
     ctx_.adapters = adapters_.get();
@@ -209,15 +217,14 @@ class Stack final : public ServingStack {
 
   void set_config_report(nlohmann::json report) { ctx_.config_report = std::move(report); }
   void set_capability_report(nlohmann::json report) { capability_report_ = std::move(report); }
+  void set_backend(std::unique_ptr<Backend> backend) { backend_ = std::move(backend); }
 
-  // The training queue: each job's steps run on the engine's thread between serving cycles; a
-  // job's end is posted to training.webhook_url when one is set.
+  // The training queue: each job's device work runs on the engine's thread between serving cycles
+  // (train_env.run_on_device); a job's end is posted to training.webhook_url when one is set.
   void start_training(const KilnConfig& cfg, const std::string& dir) {
-    EngineActor* actor = actor_.get();
     ctx_.train_env.model = model_.get();
     ctx_.train_env.registry = adapters_.get();
     ctx_.train_env.adapter_dir = ctx_.adapter_dir;
-    ctx_.train_env.run_step = [actor](const std::function<Status()>& step) { return actor->run_between_cycles(step); };
     auto config_hash = qualify::sha256_file((fs::path(dir) / "config.json").string());
     ctx_.train_env.base_model = {{"model_id", ctx_.model_id},
                                  {"path", fs::absolute(dir).string()},
@@ -380,8 +387,10 @@ class Stack final : public ServingStack {
 }  // namespace
 
 Result<std::unique_ptr<ServingStack>> ServingStack::start(const KilnConfig& config, nlohmann::json config_report,
-                                                          nlohmann::json capability_report) {
+                                                          nlohmann::json capability_report,
+                                                          std::unique_ptr<Backend> backend) {
   auto stack = std::make_unique<Stack>();
+  stack->set_backend(std::move(backend));
   stack->set_config_report(std::move(config_report));
   if (capability_report.is_null()) {
     capability_report = nlohmann::json::parse(embedded_capability_report(), nullptr, /*allow_exceptions=*/false);

@@ -70,23 +70,22 @@ Result<std::string> make_staging_dir(const std::string& adapter_dir, const std::
   return dir;
 }
 
-Result<std::string> publish_staged(const std::string& staged, const ModelConfig& model, StorageFacet& storage,
-                                   const std::string& adapter_dir, const std::string& name) {
+Result<std::string> publish_staged(const std::string& staged, const ModelConfig& model, const std::string& adapter_dir,
+                                   const std::string& name) {
   RemoveOnExit cleanup{staged};
   KILN_RETURN_IF_ERROR(AdapterRegistry::check_name(name));
-  auto loaded = LoraAdapter::load(staged, model, storage);
+  auto loaded = HostLoraAdapter::read(staged, model);
   if (!loaded.ok()) return loaded.status().with_context("adapter '" + name + "' failed validation, nothing was published");
   const std::string dest = (fs::path(adapter_dir) / name).string();
   KILN_RETURN_IF_ERROR(move_into_place(staged, dest));
   return dest;
 }
 
-Result<std::string> publish_adapter(const LoraAdapter& adapter, const nlohmann::json& receipt,
-                                    const ModelConfig& model, StorageFacet& storage, const std::string& adapter_dir,
-                                    const std::string& name) {
+Result<std::string> publish_adapter(const HostLoraAdapter& adapter, const nlohmann::json& receipt,
+                                    const ModelConfig& model, const std::string& adapter_dir, const std::string& name) {
   KILN_ASSIGN_OR_RETURN(std::string staged, make_staging_dir(adapter_dir, name));
   RemoveOnExit cleanup{staged};
-  KILN_RETURN_IF_ERROR(adapter.save(staged, storage));
+  KILN_RETURN_IF_ERROR(adapter.write(staged));
   if (!receipt.is_null()) {
     const std::string path = staged + "/" + kTrainReceiptFile;
     std::ofstream out(path);
@@ -95,7 +94,7 @@ Result<std::string> publish_adapter(const LoraAdapter& adapter, const nlohmann::
     if (!out) return io_error("cannot write " + path);
   }
   cleanup.dir.clear();  // publish_staged owns it from here
-  return publish_staged(staged, model, storage, adapter_dir, name);
+  return publish_staged(staged, model, adapter_dir, name);
 }
 
 }  // namespace kiln

@@ -17,12 +17,11 @@ std::function<void(const TrainProgress&)> with_checkpoints(const TrainJobEnv& en
                                                            std::function<void(const TrainProgress&)> progress) {
   if (req.spec.checkpoint_interval <= 0) return progress;
   const std::string dir = checkpoint_dir(env.adapter_dir, req.output_name);
-  // The callback runs inside a step's device work (on the engine's thread, which the job's thread
-  // waits on), the progress function after the step on the job's thread: never at once.
+  // The callback and the progress function both run on the job's thread, after the step.
   auto written = std::make_shared<std::vector<TrainCheckpoint>>();
   bool first = true;
   const TrainJobRequest* r = &req;  // the job holds req for its whole run
-  req.spec.checkpoint = [env, r, dir, written, first](int64_t step, const LoraAdapter& adapter) mutable -> Status {
+  req.spec.checkpoint = [env, r, dir, written, first](int64_t step, const HostLoraAdapter& adapter) mutable -> Status {
     if (first) {  // the folder holds this job's checkpoints only
       std::error_code ec;
       std::filesystem::remove_all(dir, ec);
@@ -40,8 +39,7 @@ std::function<void(const TrainProgress&)> with_checkpoints(const TrainJobEnv& en
                                     {"data_sha256", r->data_sha256},
                                     {"base_model", env.base_model},
                                     {"written_at", now}};
-    auto path = publish_adapter(adapter, receipt, env.model->config(), env.model->backend().storage(), dir,
-                                "step-" + std::to_string(step));
+    auto path = publish_adapter(adapter, receipt, env.model->config(), dir, "step-" + std::to_string(step));
     if (!path.ok()) return path.status().with_context("checkpoint at step " + std::to_string(step));
     written->push_back({step, *path});
     return {};

@@ -84,15 +84,17 @@ JobWork make_train_job(const TrainJobEnv& env, std::shared_ptr<TrainJobRequest> 
       mark = now;
       return s;
     };
-    KILN_ASSIGN_OR_RETURN(TrainResult result, run_training(*env.model, req->spec, report, cancel, env.run_step));
+    KILN_ASSIGN_OR_RETURN(TrainResult result, run_training(*env.model, req->spec, report, cancel, env.run_on_device));
     if (cancel.load()) return failed_precondition("cancelled");
     JobOutcome out;
     out.train_seconds = lap();
     out.trained_tokens = result.tokens;
     const nlohmann::json receipt = train_receipt(*req, result, env.base_model);
+    StorageFacet& storage = env.model->backend().storage();
+    KILN_ASSIGN_OR_RETURN(HostLoraAdapter trained,
+                          run_on_device(env.run_on_device, [&] { return result.adapter.download(storage); }));
     KILN_ASSIGN_OR_RETURN(std::string path,
-                          publish_adapter(result.adapter, receipt, env.model->config(),
-                                          env.model->backend().storage(), env.adapter_dir, req->output_name));
+                          publish_adapter(trained, receipt, env.model->config(), env.adapter_dir, req->output_name));
     out.adapter_name = req->output_name;
     out.adapter_path = path;
     out.publish_seconds = lap();

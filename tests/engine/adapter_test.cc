@@ -190,6 +190,33 @@ TEST(AdapterRegistry, LimitsUnloadTheLeastRecentlyUsedNonDefaultAdapter) {
   EXPECT_TRUE(f.registry.resolve("a").ok());
 }
 
+// A load reads and checks the files on the caller's thread and only the upload goes through the
+// registry's DeviceRunner (a server's runs it on the engine's thread): a bad directory never
+// reaches the runner, a good one reaches it once, and a runner that refuses (the engine
+// stopping) fails the load and leaves the loaded revision in place.
+TEST(AdapterRegistry, OnlyTheUploadGoesThroughTheDeviceRunner) {
+  testing::TinyModel m;
+  int runs = 0;
+  bool refuse = false;
+  AdapterRegistry registry(m.model->config(), m.backend->storage(), [&](const std::function<Status()>& work) {
+    ++runs;
+    return refuse ? failed_precondition("the engine is stopping") : work();
+  });
+  EXPECT_EQ(registry.load("peft", "/nonexistent/adapter").status().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(runs, 0) << "a load that fails its reading asked for the device";
+  auto first = registry.load("peft", peft_dir());
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_EQ(runs, 1);
+  refuse = true;
+  auto refused = registry.load("peft", peft_dir());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("upload"), std::string::npos) << refused.status().to_string();
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(registry.resolve("peft")->revision, 1u);
+  EXPECT_EQ(registry.resolve("peft")->adapter, first->adapter);
+}
+
 TEST(EngineAdapters, RequestEqualsDirectForwardWithItsTerm) {
   Fixture f;
   auto peft = f.registry.load("peft", peft_dir()).value();

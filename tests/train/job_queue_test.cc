@@ -220,6 +220,14 @@ LoraAdapter random_adapter(testing::TinyModel& m, int64_t rank, double alpha, ui
   return a;
 }
 
+// An adapter's factors on the host (what merges and publication take), and back on the device.
+HostLoraAdapter host_of(testing::TinyModel& m, const LoraAdapter& a) {
+  return a.download(m.backend->storage()).value();
+}
+LoraAdapter device_of(testing::TinyModel& m, const HostLoraAdapter& a) {
+  return LoraAdapter::upload(a, m.backend->storage()).value();
+}
+
 std::vector<float> logits(testing::TinyModel& m, const std::vector<LoraTerm>& lora) {
   const std::vector<int32_t> prompt = testing::prompt_of(24, 3);
   auto state = m.model->create_state({1, 1}).value();
@@ -261,9 +269,8 @@ std::string file_bytes(const std::string& path) {
 TEST(AdapterPublish, PublishesAtomicallyAndAFailedValidationLeavesNothing) {
   testing::TinyModel m;
   TempDir tmp;
-  const LoraAdapter first = random_adapter(m, 4, 8, 1), second = random_adapter(m, 2, 2, 2);
-  StorageFacet& storage = m.backend->storage();
-  auto path = publish_adapter(first, {{"seed", 1}}, m.model->config(), storage, tmp.path, "tuned");
+  const HostLoraAdapter first = host_of(m, random_adapter(m, 4, 8, 1)), second = host_of(m, random_adapter(m, 2, 2, 2));
+  auto path = publish_adapter(first, {{"seed", 1}}, m.model->config(), tmp.path, "tuned");
   ASSERT_TRUE(path.ok()) << path.status().to_string();
   EXPECT_EQ(*path, tmp.path + "/tuned");
   EXPECT_EQ(entries(tmp.path), std::vector<std::string>{"tuned"});
@@ -275,17 +282,17 @@ TEST(AdapterPublish, PublishesAtomicallyAndAFailedValidationLeavesNothing) {
   // staging directory is left behind.
   ModelConfig other = m.model->config();
   other.hidden_size *= 2;
-  auto bad = publish_adapter(second, nullptr, other, storage, tmp.path, "tuned");
+  auto bad = publish_adapter(second, nullptr, other, tmp.path, "tuned");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("nothing was published"), std::string::npos) << bad.status().to_string();
   EXPECT_EQ(entries(tmp.path), std::vector<std::string>{"tuned"});
   EXPECT_EQ(file_bytes(*path + "/adapter_model.safetensors"), weights);
-  auto bad_new = publish_adapter(second, nullptr, other, storage, tmp.path, "fresh");
+  auto bad_new = publish_adapter(second, nullptr, other, tmp.path, "fresh");
   ASSERT_FALSE(bad_new.ok());
   EXPECT_EQ(entries(tmp.path), std::vector<std::string>{"tuned"});
 
   // A valid replacement swaps the directory whole: the new rank, no receipt, nothing left aside.
-  auto replaced = publish_adapter(second, nullptr, m.model->config(), storage, tmp.path, "tuned");
+  auto replaced = publish_adapter(second, nullptr, m.model->config(), tmp.path, "tuned");
   ASSERT_TRUE(replaced.ok()) << replaced.status().to_string();
   EXPECT_EQ(entries(tmp.path), std::vector<std::string>{"tuned"});
   EXPECT_EQ(entries(*replaced), (std::vector<std::string>{"adapter_config.json", "adapter_model.safetensors"}));
@@ -295,16 +302,17 @@ TEST(AdapterPublish, PublishesAtomicallyAndAFailedValidationLeavesNothing) {
 TEST(AdapterMerge, ConcatAndWeightedAverageEqualTheSourcesStackedAsTerms) {
   testing::TinyModel m;
   const LoraAdapter a = random_adapter(m, 4, 8, 11), b = random_adapter(m, 2, 16, 12);
-  StorageFacet& storage = m.backend->storage();
+  const HostLoraAdapter ha = host_of(m, a), hb = host_of(m, b);
   const std::vector<float> base = logits(m, {});
   for (MergeMethod method : {MergeMethod::kConcat, MergeMethod::kWeightedAverage}) {
     const double wa = 0.7, wb = -0.4;
-    auto merged = merge_adapters({{&a, "a", wa}, {&b, "b", wb}}, {method}, m.model->config(), storage);
+    auto merged = merge_adapters({{&ha, "a", wa}, {&hb, "b", wb}}, {method}, m.model->config());
     ASSERT_TRUE(merged.ok()) << merged.status().to_string();
-    EXPECT_EQ(merged->config().rank, 6);
+    EXPECT_EQ(merged->config.rank, 6);
+    const LoraAdapter served = device_of(m, *merged);
     const double norm = method == MergeMethod::kConcat ? 1.0 : wa + wb;
     const std::vector<float> stacked = logits(m, {{&a, static_cast<float>(wa / norm)}, {&b, static_cast<float>(wb / norm)}});
-    const std::vector<float> single = logits(m, {{&*merged, 1.f}});
+    const std::vector<float> single = logits(m, {{&served, 1.f}});
     EXPECT_GT(max_rel_diff(stacked, base), 1e-3) << "the adapters must change the logits for the check to mean anything";
     EXPECT_LT(max_rel_diff(single, stacked), 2e-5) << "method " << static_cast<int>(method);
   }
@@ -313,14 +321,14 @@ TEST(AdapterMerge, ConcatAndWeightedAverageEqualTheSourcesStackedAsTerms) {
 TEST(AdapterMerge, TiesOfOneSourceAtFullDensityReproducesItsDelta) {
   testing::TinyModel m;
   const LoraAdapter a = random_adapter(m, 3, 6, 21);
-  StorageFacet& storage = m.backend->storage();
+  const HostLoraAdapter ha = host_of(m, a);
   MergeOptions opt;
   opt.method = MergeMethod::kTies;
   opt.density = 1.0;
-  auto merged = merge_adapters({{&a, "a", 1.5}}, opt, m.model->config(), storage);
+  auto merged = merge_adapters({{&ha, "a", 1.5}}, opt, m.model->config());
   ASSERT_TRUE(merged.ok()) << merged.status().to_string();
-  EXPECT_EQ(merged->config().rank, 3);
-  EXPECT_FLOAT_EQ(merged->scale(), 1.f);
+  EXPECT_EQ(merged->config.rank, 3);
+  EXPECT_FLOAT_EQ(merged->config.scale(), 1.f);
   // The delta 1.5 * scale * B A in double, against the merged B' A' (scale 1).
   int checked = 0;
   for (int64_t l = 0; l < a.num_layers(); ++l)
@@ -352,14 +360,15 @@ TEST(AdapterMerge, TiesKeepsOnlyAgreeingSignsOfTheTrimmedDeltas) {
   // and the disjoint mean keeps only its entries, so the result is exactly that delta.
   testing::TinyModel m;
   const LoraAdapter a = random_adapter(m, 2, 2, 31);
-  StorageFacet& storage = m.backend->storage();
+  const HostLoraAdapter ha = host_of(m, a);
   MergeOptions opt;
   opt.method = MergeMethod::kTies;
   opt.density = 1.0;
-  auto merged = merge_adapters({{&a, "a", 2.0}, {&a, "a2", -1.0}}, opt, m.model->config(), storage);
+  auto merged = merge_adapters({{&ha, "a", 2.0}, {&ha, "a2", -1.0}}, opt, m.model->config());
   ASSERT_TRUE(merged.ok()) << merged.status().to_string();
+  const LoraAdapter served = device_of(m, *merged);
   const std::vector<float> want = logits(m, {{&a, 2.f}});
-  const std::vector<float> got = logits(m, {{&*merged, 1.f}});
+  const std::vector<float> got = logits(m, {{&served, 1.f}});
   EXPECT_LT(max_rel_diff(got, want), 1e-4);
 }
 
