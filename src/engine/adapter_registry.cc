@@ -10,7 +10,8 @@ Status AdapterRegistry::check_name(const std::string& name) {
                     c == '_' || c == '-';
     if (!ok) return invalid_argument("adapter name '" + name + "' may hold only letters, digits, '.', '_' and '-'");
   }
-  if (name == "." || name == "..") return invalid_argument("adapter name '" + name + "' is not a directory name");
+  // A leading '.' is reserved for staging and leftover folders (core/atomic_publish.h).
+  if (name[0] == '.') return invalid_argument("adapter name '" + name + "' may not start with '.'");
   return {};
 }
 

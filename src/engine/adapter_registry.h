@@ -34,7 +34,7 @@ class AdapterRegistry {
   // `model` and `storage` must outlive the registry and every adapter it hands out.
   AdapterRegistry(const ModelConfig& model, StorageFacet& storage) : model_(model), storage_(storage) {}
 
-  // Names are [A-Za-z0-9._-]{1,64}, other than "." and "..": they double as directory names.
+  // Names are [A-Za-z0-9._-]{1,64}, not starting with '.': they double as directory names.
   static Status check_name(const std::string& name);
 
   // Loads `dir` as `name`, replacing a loaded adapter of that name once the new one is valid

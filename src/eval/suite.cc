@@ -1,7 +1,7 @@
 #include "eval/suite.h"
+#include "core/atomic_publish.h"
 #include "core/json_text.h"
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -46,20 +46,13 @@ Result<std::string> read_file(const std::string& path) {
   return s.str();
 }
 
-Status write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-  out.close();
-  if (!out) return internal_error("cannot write " + path);
-  return Status();
-}
-
 }  // namespace
 
 Status check_suite_name(const std::string& name) {
-  static const std::regex re("[A-Za-z0-9._-]{1,64}");
-  if (!std::regex_match(name, re) || name == "." || name == "..")
-    return invalid_argument("suite name '" + name + "' must be [A-Za-z0-9._-]{1,64} (a directory name)");
+  // A leading '.' is reserved for staging folders (core/atomic_publish.h).
+  static const std::regex re("[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}");
+  if (!std::regex_match(name, re))
+    return invalid_argument("suite name '" + name + "' must be [A-Za-z0-9._-]{1,64}, not starting with '.' (a directory name)");
   return Status();
 }
 
@@ -204,30 +197,13 @@ std::optional<FieldError> parse_suite(const json& body, EvalSuite& out, bool* ov
 
 Status SuiteStore::save(const EvalSuite& suite, bool overwrite) {
   KILN_RETURN_IF_ERROR(check_suite_name(suite.name));
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) return internal_error("cannot create " + dir_ + ": " + ec.message());
-  const fs::path final_dir = fs::path(dir_) / suite.name;
-  if (fs::exists(final_dir) && !overwrite)
+  KILN_ASSIGN_OR_RETURN(StagedFolder staged, StagedFolder::create(dir_, suite.name));
+  KILN_RETURN_IF_ERROR(write_file_atomically(staged.path() + "/manifest.json", suite.manifest().dump(2) + "\n"));
+  KILN_RETURN_IF_ERROR(write_file_atomically(staged.path() + "/examples.jsonl", suite.examples_jsonl()));
+  auto published = staged.publish(overwrite ? PublishMode::kReplace : PublishMode::kCreateNew);
+  if (!published.ok() && published.status().code() == ErrorCode::kFailedPrecondition)
     return failed_precondition("suite '" + suite.name + "' exists (give overwrite: true to replace it)");
-  static std::atomic<uint64_t> counter{0};
-  const fs::path staging = fs::path(dir_) / (".staging-" + suite.name + "-" + std::to_string(++counter));
-  fs::remove_all(staging, ec);
-  fs::create_directories(staging, ec);
-  if (ec) return internal_error("cannot create " + staging.string() + ": " + ec.message());
-  Status st = write_file((staging / "manifest.json").string(), suite.manifest().dump(2) + "\n");
-  if (st.ok()) st = write_file((staging / "examples.jsonl").string(), suite.examples_jsonl());
-  if (!st.ok()) {
-    fs::remove_all(staging, ec);
-    return st;
-  }
-  // Replace: the old directory moves aside first (rename cannot replace a non-empty directory).
-  const fs::path old = fs::path(dir_) / (".old-" + suite.name + "-" + std::to_string(counter.load()));
-  if (fs::exists(final_dir)) fs::rename(final_dir, old, ec);
-  fs::rename(staging, final_dir, ec);
-  if (ec) return internal_error("cannot publish suite " + final_dir.string() + ": " + ec.message());
-  fs::remove_all(old, ec);
-  return Status();
+  return published.status();
 }
 
 Result<EvalSuite> SuiteStore::load(const std::string& name) const {
@@ -282,10 +258,7 @@ std::vector<EvalSuite> SuiteStore::list() const {
 Status SuiteStore::remove(const std::string& name) {
   if (!check_suite_name(name).ok() || !fs::is_directory(fs::path(dir_) / name))
     return not_found("no eval suite '" + name + "'");
-  std::error_code ec;
-  fs::remove_all(fs::path(dir_) / name, ec);
-  if (ec) return internal_error("cannot delete suite " + name + ": " + ec.message());
-  return Status();
+  return remove_published(dir_, name);
 }
 
 }  // namespace kiln

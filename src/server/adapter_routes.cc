@@ -58,6 +58,14 @@ std::optional<ApiError> read_name(FieldReader& r, std::string& name) {
   return std::nullopt;
 }
 
+ApiError exists(const ServerContext& ctx, const std::string& name) {
+  ApiError e = ApiError::invalid("name", "adapter '" + name + "' already exists in " + ctx.adapter_dir + " (add replace=true)");
+  e.http_status = 409;
+  e.type = "conflict_error";
+  e.code = "conflict";
+  return e;
+}
+
 std::optional<ApiError> read_object(const httplib::Request& req, Json& body) {
   if (auto e = parse_body(req, body)) return e;
   if (!body.is_object()) return ApiError::invalid("", "the request body must be a JSON object");
@@ -122,11 +130,8 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
     const bool on_disk = fs::exists(dir, ec);
     if (!unloaded && !on_disk)
       return send_error(res, not_loaded("name", "adapter '" + name + "' is neither loaded nor in " + ctx.adapter_dir));
-    if (on_disk) {
-      fs::remove_all(dir, ec);
-      if (ec)
-        return send_error(res, ApiError::from_status(io_error("cannot remove " + dir.string() + ": " + ec.message())));
-    }
+    if (on_disk)
+      if (Status st = remove_published(ctx.adapter_dir, name); !st.ok()) return send_error(res, ApiError::from_status(st));
     send_json(res, 200, {{"name", name}, {"object", "adapter"}, {"deleted", true}, {"unloaded", unloaded},
                          {"removed", on_disk ? Json(dir.string()) : Json(nullptr)}});
   });
@@ -163,29 +168,23 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
     if (!load) return send_error(res, ApiError::invalid("load", "load must be true or false"));
     const fs::path dest = fs::path(ctx.adapter_dir) / name;
     std::error_code ec;
-    if (fs::exists(dest, ec) && !*replace) {
-      ApiError e = ApiError::invalid("name", "adapter '" + name + "' already exists in " + ctx.adapter_dir + " (add replace=true)");
-      e.http_status = 409;
-      e.type = "conflict_error";
-      e.code = "conflict";
-      return send_error(res, e);
-    }
+    if (fs::exists(dest, ec) && !*replace) return send_error(res, exists(ctx, name));
     // An adapter is at most a few times the body; refuse archives that inflate far beyond it.
     auto files = read_tar_gz(req.body, std::max<uint64_t>(64ull << 20, 16 * static_cast<uint64_t>(req.body.size())));
     if (!files.ok()) return send_error(res, ApiError::invalid("body", "the body is not an adapter archive: " + files.status().message()));
-    auto staged = make_staging_dir(ctx.adapter_dir, name);
+    auto staged = stage_adapter(ctx.adapter_dir, name);
     if (!staged.ok()) return send_error(res, ApiError::from_status(staged.status()));
     for (const ArchiveFile& f : *files) {
-      std::ofstream out(fs::path(*staged) / f.name, std::ios::binary);
+      std::ofstream out(fs::path(staged->path()) / f.name, std::ios::binary);
       out.write(f.data.data(), static_cast<std::streamsize>(f.data.size()));
       out.close();
-      if (!out) {
-        fs::remove_all(*staged, ec);
-        return send_error(res, ApiError::from_status(io_error("cannot write " + f.name + " into " + *staged)));
-      }
+      if (!out) return send_error(res, ApiError::from_status(io_error("cannot write " + f.name + " into " + staged->path())));
     }
     const Qwen35Model& m = *ctx.train_env.model;
-    auto path = publish_staged(*staged, m.config(), ctx.train_env.model->backend().storage(), ctx.adapter_dir, name);
+    auto path = publish_staged(*staged, m.config(), ctx.train_env.model->backend().storage(),
+                               *replace ? PublishMode::kReplace : PublishMode::kCreateNew);
+    if (!path.ok() && path.status().code() == ErrorCode::kFailedPrecondition) return send_error(res, exists(ctx, name));
+    if (!path.ok() && path.status().code() == ErrorCode::kIoError) return send_error(res, ApiError::from_status(path.status()));
     if (!path.ok()) return send_error(res, ApiError::invalid("body", path.status().message()));
     Json out = {{"name", name}, {"object", "adapter"}, {"path", *path}, {"files", files->size()}, {"loaded", false}};
     if (*load && ctx.adapters) {

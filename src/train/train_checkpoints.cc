@@ -24,9 +24,9 @@ std::function<void(const TrainProgress&)> with_checkpoints(const TrainJobEnv& en
   const TrainJobRequest* r = &req;  // the job holds req for its whole run
   req.spec.checkpoint = [env, r, dir, written, first](int64_t step, const LoraAdapter& adapter) mutable -> Status {
     if (first) {  // the folder holds this job's checkpoints only
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-      if (ec) return io_error("cannot clear the old checkpoints in " + dir + ": " + ec.message());
+      Status cleared = remove_published(env.adapter_dir, r->output_name + ".checkpoints");
+      if (!cleared.ok() && cleared.code() != ErrorCode::kNotFound)
+        return cleared.with_context("clearing the old checkpoints");
       first = false;
     }
     const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -2,9 +2,9 @@
 // refused with 400 naming the field before anything is queued; job status, queue and cancel;
 // the queue's 503 + Retry-After; the webhook received by a local HTTP server; the default
 // adapter; adapter download -> upload round trips (the archive read by the system's `tar` too),
-// uploads validated before they land; merges; and an SFT job end to end whose adapter is
-// published, auto-loaded as the default and used by the next request (its webhook heard of the
-// completion); refused requests publish nothing; the maintenance profile as /v1/config shows it;
+// uploads validated before they land; the startup sweep; merges; and an SFT job end to end whose
+// adapter is published, auto-loaded as the default and used by the next request (its webhook heard
+// of the completion); refused requests publish nothing; the maintenance profile as /v1/config shows it;
 // the stable and experimental profiles on a backend whose training is under qualification.
 #include <gtest/gtest.h>
 
@@ -647,6 +647,30 @@ TEST(TarGz, ReadsWhatTarWritesAndRefusesLinksNestingAndEscapes) {
   ASSERT_EQ(tar("-czPf escape.tgz flat/../flat/a.json"), 0);
   EXPECT_FALSE(read_tar_gz(file_bytes((root / "escape.tgz").string()), 1 << 20).ok());
   fs::remove_all(root);
+}
+
+// What a crash left in the adapter and eval-suite folders is cleared when a server starts: staging
+// leftovers go, a version moved aside returns to its missing name, a failed publication stays.
+TEST(TrainHttp, StartupSweepsStagingLeftoversAndKeepsFailedPublications) {
+  KilnConfig c = test_config();
+  const std::string dir = c.model.adapter_dir;
+  const std::string suites = c.server.state_dir + "/eval-suites";
+  const std::string hex = "-0123456789abcdef";
+  write_random_adapter(dir + "/.replaced-back" + hex, 2, 3);
+  write_random_adapter(dir + "/.failed-pw" + hex, 2, 4);
+  fs::create_directories(dir + "/.staging-pw" + hex);
+  fs::create_directories(dir + "/pw.checkpoints/.staging-step-4" + hex);
+  fs::create_directories(suites + "/.staging-caps" + hex);
+  std::ofstream(dir + "/.staging-pw.upload" + hex) << "half a body";
+  Server s(c);
+  ASSERT_TRUE(s.stack);
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{".failed-pw" + hex, "back", "pw.checkpoints"}));
+  EXPECT_TRUE(fs::is_empty(dir + "/pw.checkpoints"));
+  EXPECT_FALSE(fs::exists(suites + "/.staging-caps" + hex));
+  EXPECT_EQ(s.post("/v1/adapters/load", {{"name", "back"}})["name"], "back");
 }
 
 }  // namespace
