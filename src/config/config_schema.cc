@@ -97,6 +97,9 @@ std::vector<ConfigField> build_schema() {
       KILN_CONFIG_FIELD(training, webhook_url, "URL that receives a POST when a training job ends; empty: none"),
       KILN_CONFIG_FIELD(training, max_queued_jobs, "Training jobs that may wait in the queue", at_least(1)),
       KILN_CONFIG_FIELD(training, checkpoint_interval, "Optimizer steps between checkpoints; 0: none", at_least(0)),
+      KILN_CONFIG_FIELD(training, checkpoint_keep,
+                        "Checkpoints a job keeps on disk, the last ones; older ones are deleted as new ones land; 0: all",
+                        at_least(0)),
       KILN_CONFIG_FIELD(training, trace_memory_fraction,
                         "Share of the device memory free when a job starts that it may keep as layer traces, "
                         "sparing their recomputation (faster, more memory); 0: recompute every layer",

@@ -55,6 +55,7 @@ struct TrainingSection {
   std::string webhook_url;
   int64_t max_queued_jobs = 16;
   int64_t checkpoint_interval = 0;  // optimizer steps between checkpoints; 0: none
+  int64_t checkpoint_keep = 3;      // a job's last N checkpoints stay on disk; 0: all
   double trace_memory_fraction = 0.5;  // of free device memory, for layer traces (TrainerOptions)
   std::string data_dir;               // "" : <server.state_dir>/datasets
   int64_t max_dataset_bytes = int64_t{1} << 30;  // one dataset file, uploaded or named by a job

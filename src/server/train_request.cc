@@ -171,6 +171,7 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
   int64_t checkpoint_interval = ctx.config.training.checkpoint_interval;
   if (auto v = c.integer("checkpoint_interval", 0, int64_t{1} << 40)) checkpoint_interval = *v;
   spec.checkpoint_interval = checkpoint_interval;
+  req->checkpoint_keep = ctx.config.training.checkpoint_keep;
   spec.trainer.trace_memory_fraction = ctx.config.training.trace_memory_fraction;
   if (auto v = c.boolean("auto_load")) req->auto_load = *v;
   auto exclude_suite = c.string("exclude_suite");

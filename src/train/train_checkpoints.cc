@@ -1,6 +1,7 @@
 #include "train/train_checkpoints.h"
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -44,6 +45,15 @@ std::function<void(const TrainProgress&)> with_checkpoints(const TrainJobEnv& en
                                 "step-" + std::to_string(step));
     if (!path.ok()) return path.status().with_context("checkpoint at step " + std::to_string(step));
     written->push_back({step, *path});
+    while (r->checkpoint_keep > 0 && static_cast<int64_t>(written->size()) > r->checkpoint_keep) {
+      const std::string oldest = std::filesystem::path(written->front().path).filename().string();
+      if (Status st = remove_published(dir, oldest); !st.ok()) {
+        // It stays on disk and in the list; the run is worth more than the space.
+        std::fprintf(stderr, "kiln: training.checkpoint_keep: %s\n", st.to_string().c_str());
+        break;
+      }
+      written->erase(written->begin());
+    }
     return {};
   };
   return [progress = std::move(progress), written](const TrainProgress& p) {

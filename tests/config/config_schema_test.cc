@@ -24,7 +24,7 @@ TEST(ConfigSchema, ListsEveryFieldOfKilnConfigInOrder) {
       "model.backend", "model.max_context", "memory.kv_blocks", "memory.memory_fraction", "memory.kv_cache_fp8",
       "batching.channel_capacity", "prefix_cache.enabled", "prefix_cache.max_blocks", "prefix_cache.max_bytes",
       "training.webhook_url", "training.max_queued_jobs", "training.checkpoint_interval",
-      "training.trace_memory_fraction", "training.data_dir", "training.max_dataset_bytes", "logging.level", "logging.request_log", "logging.request_log_dir",
+      "training.checkpoint_keep", "training.trace_memory_fraction", "training.data_dir", "training.max_dataset_bytes", "logging.level", "logging.request_log", "logging.request_log_dir",
       "logging.request_log_max_bytes"};
   std::vector<std::string> names;
   for (const ConfigField& f : config_schema()) names.push_back(f.name());
@@ -38,6 +38,7 @@ TEST(ConfigSchema, DefaultsComeFromADefaultConstructedKilnConfig) {
   EXPECT_EQ(std::get<int64_t>(field("server.port").default_value()), 8420);
   EXPECT_EQ(std::get<int64_t>(field("server.max_batch_tokens").default_value()), 512);
   EXPECT_EQ(std::get<int64_t>(field("server.max_body_bytes").default_value()), 8 << 20);
+  EXPECT_EQ(std::get<int64_t>(field("training.checkpoint_keep").default_value()), 3);
   EXPECT_EQ(std::get<std::string>(field("server.host").default_value()), "127.0.0.1");
   EXPECT_EQ(std::get<std::string>(field("server.profile").default_value()), "stable");
   EXPECT_EQ(std::get<std::string>(field("model.backend").default_value()), "auto");
@@ -78,6 +79,7 @@ TEST(ConfigSchema, TypesAndConstraintsFollowTheSpec) {
       {"server.max_queued_requests", FieldType::kInteger, ">= 1"},
       {"server.request_timeout_secs", FieldType::kInteger, ">= 1"},
       {"server.max_body_bytes", FieldType::kInteger, ">= 1024"},
+      {"training.checkpoint_keep", FieldType::kInteger, ">= 0"},
       {"server.profile", FieldType::kEnum, "stable | experimental | maintenance"},
       {"model.backend", FieldType::kEnum, "auto | cpu | cuda"},
       {"memory.kv_blocks", FieldType::kInteger, ">= 0"},
