@@ -151,7 +151,7 @@ Result<GuardOptions> guard_options(const KilnConfig& config) {
   o.allowed_hosts = split_list(s.allowed_hosts);
   o.allowed_origins = split_list(s.allowed_origins);
   o.max_json_bytes = s.max_body_bytes;
-  o.max_archive_bytes = s.max_body_bytes;
+  o.max_archive_bytes = s.max_adapter_bytes;
   o.max_dataset_bytes = config.training.max_dataset_bytes;
   return o;
 }
@@ -209,7 +209,7 @@ std::optional<ApiError> RequestGuard::check_body(const httplib::Request& req) co
                       : kind == BodyKind::kArchive ? o_.max_archive_bytes
                                                    : o_.max_dataset_bytes;
   const char* cap_key = kind == BodyKind::kJson      ? "server.max_body_bytes"
-                        : kind == BodyKind::kArchive ? "server.max_body_bytes"
+                        : kind == BodyKind::kArchive ? "server.max_adapter_bytes"
                                                      : "training.max_dataset_bytes";
   int64_t length = 0;
   if (lengths == 1) {
@@ -284,6 +284,8 @@ constexpr int64_t kDrainBytes = int64_t{16} << 20;
 constexpr const char* kRefusedPath = "/.kiln-refused";
 thread_local std::optional<ApiError> pending_refusal;
 
+}  // namespace
+
 // The refusal as the whole answer of a connection that then closes: the body was not read, so
 // its bytes must not be taken for the next request. cpp-httplib 0.11 keeps a connection open
 // whatever the response's headers say; a content provider that reports failure after writing the
@@ -300,6 +302,8 @@ void send_and_close(httplib::Response& res, const ApiError& e) {
                              return false;
                            });
 }
+
+namespace {
 
 // Content-Length when it is the body's only framing, else -1.
 int64_t drainable_length(const httplib::Request& req) {

@@ -44,6 +44,10 @@ Result<GuardOptions> guard_options(const KilnConfig& config);
 // True for 127.0.0.0/8, ::1 and "localhost".
 bool is_loopback_host(const std::string& host);
 
+// Answers `e` and closes the connection after it: for an answer given before the request's body
+// was read whole, whose bytes must not be taken for the next request.
+void send_and_close(httplib::Response& res, const ApiError& e);
+
 class RequestGuard {
  public:
   explicit RequestGuard(GuardOptions options);
