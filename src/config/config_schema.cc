@@ -84,6 +84,13 @@ std::vector<ConfigField> build_schema() {
       KILN_CONFIG_FIELD(server, state_dir,
                         "Folder of Kiln's writable state (adapters, datasets, eval suites, request log); empty: "
                         "~/.cache/kiln/state/<model id>"),
+      KILN_CONFIG_FIELD(server, max_loaded_adapters,
+                        "Adapters loaded at once; a load beyond it unloads the least recently used one other than "
+                        "the default (507 when none can go)",
+                        at_least(1)),
+      KILN_CONFIG_FIELD(server, max_adapter_memory_bytes,
+                        "Bytes of adapter factors loaded at once, with the same rule as max_loaded_adapters",
+                        at_least(1 << 20)),
       KILN_CONFIG_FIELD(model, path, "Model directory; empty: the embedded random-weight demo model"),
       KILN_CONFIG_FIELD(model, served_model_id, "The id clients name in `model`; empty: the model directory's name"),
       KILN_CONFIG_FIELD(model, adapter_dir, "Folder of LoRA adapters; empty: adapters/ in server.state_dir"),
@@ -114,10 +121,17 @@ std::vector<ConfigField> build_schema() {
                         "Folder of training datasets (uploaded through /v1/datasets); a job's dataset_path must "
                         "name a file in it; empty: datasets/ in server.state_dir"),
       KILN_CONFIG_FIELD(training, max_dataset_bytes, "Largest dataset file a job reads or an upload writes", at_least(1024)),
+      KILN_CONFIG_FIELD(training, max_job_tokens,
+                        "Tokens one job may train on, every epoch counted; a larger job is refused when it is posted",
+                        at_least(1)),
+      KILN_CONFIG_FIELD(training, max_job_seconds, "A job still running after this many seconds fails", at_least(1)),
       KILN_CONFIG_FIELD(logging, level, "Least severe log level printed", one_of({"error", "warn", "info", "debug"})),
       KILN_CONFIG_FIELD(logging, request_log, "Record each request and its response in request_log_dir"),
       KILN_CONFIG_FIELD(logging, request_log_dir, "Folder of the request log; empty: request-log/ in server.state_dir"),
       KILN_CONFIG_FIELD(logging, request_log_max_bytes, "Most bytes the request log may hold", at_least(0)),
+      KILN_CONFIG_FIELD(logging, request_log_redact,
+                        "Request-log rows keep no message, prompt, completion or log-probability text (each becomes "
+                        "\"[redacted: N bytes]\"); routes, status, timing, adapters and usage stay"),
   };
 }
 

@@ -25,6 +25,8 @@ struct ServerSection {
   std::string allowed_hosts;           // Host names accepted besides this machine's addresses; "*": any
   std::string allowed_origins;         // cross-origin callers allowed (CORS), e.g. "https://app.example"
   std::string state_dir;               // "" : ~/.cache/kiln/state/<model id>
+  int64_t max_loaded_adapters = 32;    // beyond it the least recently used non-default adapter unloads
+  int64_t max_adapter_memory_bytes = int64_t{4} << 30;  // loaded adapters' factors together, likewise
 };
 
 struct ModelSection {
@@ -60,6 +62,8 @@ struct TrainingSection {
   double trace_memory_fraction = 0.5;  // of free device memory, for layer traces (TrainerOptions)
   std::string data_dir;               // "" : <server.state_dir>/datasets
   int64_t max_dataset_bytes = int64_t{1} << 30;  // one dataset file, uploaded or named by a job
+  int64_t max_job_tokens = 1000000000;  // tokens one job trains on, every epoch counted
+  int64_t max_job_seconds = 86400;      // a job running longer fails
 };
 
 struct LoggingSection {
@@ -67,6 +71,7 @@ struct LoggingSection {
   bool request_log = false;
   std::string request_log_dir;  // "" : <server.state_dir>/request-log
   int64_t request_log_max_bytes = int64_t{1} << 30;
+  bool request_log_redact = false;  // rows keep no message, prompt or completion text
 };
 
 struct KilnConfig {

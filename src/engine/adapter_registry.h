@@ -34,12 +34,19 @@ class AdapterRegistry {
   // `model` and `storage` must outlive the registry and every adapter it hands out.
   AdapterRegistry(const ModelConfig& model, StorageFacet& storage) : model_(model), storage_(storage) {}
 
-  // Names are [A-Za-z0-9._-]{1,64}, not starting with '.': they double as directory names.
+  // The names clients may give: check_folder_name's rule (core/names.h), and none that Kiln keeps
+  // for its own folders (is_reserved_adapter_name). load() takes Kiln's own names too.
   static Status check_name(const std::string& name);
 
+  // At most `count` adapters of at most `bytes` together stay loaded (0: no limit). A load that
+  // would pass either unloads the least recently resolved adapters other than the default and the
+  // one being replaced; when that is not enough it fails with kResourceExhausted saying why.
+  void set_limits(int64_t count, int64_t bytes);
+
   // Loads `dir` as `name`, replacing a loaded adapter of that name once the new one is valid
-  // (a failed load leaves the old one in place).
-  Result<LoadedAdapter> load(const std::string& name, const std::string& dir);
+  // (a failed load leaves the old one in place). `evicted`, when given, receives the names the
+  // limits unloaded.
+  Result<LoadedAdapter> load(const std::string& name, const std::string& dir, std::vector<std::string>* evicted = nullptr);
   // kNotFound naming `name` when it is not loaded. Unloading the default adapter clears the default.
   Status unload(const std::string& name);
   Result<LoadedAdapter> resolve(const std::string& name) const;
@@ -57,6 +64,9 @@ class AdapterRegistry {
   StorageFacet& storage_;
   mutable std::mutex mu_;
   std::map<std::string, LoadedAdapter> loaded_;
+  mutable std::map<std::string, uint64_t> used_;  // name -> when last resolved or loaded (a counter)
+  mutable uint64_t clock_ = 0;
+  int64_t max_count_ = 0, max_bytes_ = 0;
   std::map<std::string, uint64_t> revisions_;  // last revision given to each name ever loaded
   std::string default_;                        // "" : none; always a key of loaded_ otherwise
 };

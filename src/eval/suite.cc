@@ -1,15 +1,16 @@
 #include "eval/suite.h"
-#include "core/atomic_publish.h"
-#include "core/json_text.h"
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
+#include "core/atomic_publish.h"
+#include "core/json_text.h"
+#include "core/names.h"
+#include "core/regex.h"
 #include "qualify/sha256.h"
 
 namespace kiln {
@@ -48,13 +49,7 @@ Result<std::string> read_file(const std::string& path) {
 
 }  // namespace
 
-Status check_suite_name(const std::string& name) {
-  // A leading '.' is reserved for staging folders (core/atomic_publish.h).
-  static const std::regex re("[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}");
-  if (!std::regex_match(name, re))
-    return invalid_argument("suite name '" + name + "' must be [A-Za-z0-9._-]{1,64}, not starting with '.' (a directory name)");
-  return Status();
-}
+Status check_suite_name(const std::string& name) { return check_folder_name("suite name", name); }
 
 std::string EvalSuite::examples_jsonl() const {
   std::string out;
@@ -118,17 +113,19 @@ std::optional<FieldError> resolve_scorers(EvalSuite& suite) {
     const ScorerSpec& s = ex.resolved;
     if (s.type == ScorerType::kRegex && s.pattern.empty()) {
       if (!ex.expected.is_string()) return FieldError{p + ".expected", "a regex scorer needs a string pattern"};
-      try {
-        std::regex re(ex.expected.get<std::string>());
-      } catch (const std::regex_error& err) {
-        return FieldError{p + ".expected", std::string("the regex does not compile: ") + err.what()};
-      }
+      if (Result<Regex> re = Regex::compile(ex.expected.get<std::string>()); !re.ok())
+        return FieldError{p + ".expected", re.status().message()};
     }
-    if (s.type == ScorerType::kNumericTolerance && !parse_number_exact(expected_text(ex.expected)) &&
-        !last_number(expected_text(ex.expected)))
-      return FieldError{p + ".expected", "numeric_tolerance needs a number"};
-    if (s.type == ScorerType::kMultipleChoice && !chosen_letter(expected_text(ex.expected), s.choices))
-      return FieldError{p + ".expected", "multiple_choice needs one of the letters " + s.choices};
+    if (s.type == ScorerType::kNumericTolerance) {
+      Result<std::optional<double>> n = expected_number(expected_text(ex.expected));
+      if (!n.ok()) return FieldError{p + ".expected", n.status().message()};
+      if (!*n) return FieldError{p + ".expected", "numeric_tolerance needs a number"};
+    }
+    if (s.type == ScorerType::kMultipleChoice) {
+      Result<std::optional<char>> letter = chosen_letter(expected_text(ex.expected), s.choices);
+      if (!letter.ok()) return FieldError{p + ".expected", letter.status().message()};
+      if (!*letter) return FieldError{p + ".expected", "multiple_choice needs one of the letters " + s.choices};
+    }
     if (s.type != ScorerType::kJsonValidity && !ex.expected.is_string() && !ex.expected.is_number())
       return FieldError{p + ".expected", "must be a string (or a number)"};
   }

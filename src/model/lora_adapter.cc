@@ -43,6 +43,14 @@ Result<std::vector<Slot>> adapted_slots(const LoraConfig& cfg, const ModelConfig
 
 }  // namespace
 
+int64_t LoraAdapter::bytes() const {
+  int64_t n = 0;
+  for (const auto& layer : layers_)
+    for (const LoraFactors& f : layer)
+      if (f.defined()) n += static_cast<int64_t>(f.a.nbytes() + f.b.nbytes());
+  return n;
+}
+
 std::string LoraAdapter::tensor_name(int64_t layer, LoraTarget t, bool b) const {
   return prefix_ + "layers." + std::to_string(layer) + "." + std::string(lora_target_parent(t)) + "." +
          std::string(lora_target_name(t)) + (b ? ".lora_B.weight" : ".lora_A.weight");

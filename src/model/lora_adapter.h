@@ -48,6 +48,7 @@ class LoraAdapter : public std::enable_shared_from_this<LoraAdapter> {
   Status save(const std::string& dir, StorageFacet& storage) const;
 
   const LoraConfig& config() const { return config_; }
+  int64_t bytes() const;  // of every factor, on its backend
   float scale() const { return config_.scale(); }
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
   // The factors of one projection; undefined where the adapter has none (layer kind, targets).

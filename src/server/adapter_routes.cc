@@ -16,7 +16,7 @@
 #include <filesystem>
 #include <optional>
 
-#include "server/request_guard.h"
+#include "core/confined_path.h"
 #include "server/route_support.h"
 #include "server/routes.h"
 #include "server/tar_gz.h"
@@ -39,6 +39,7 @@ Json adapter_json(const LoadedAdapter& a, const std::string& default_name = "") 
 
 // Where an adapter named in a merge comes from: the loaded one, else <adapter_dir>/<name>.
 Result<std::shared_ptr<const LoraAdapter>> find_adapter(const ServerContext& ctx, const std::string& name) {
+  KILN_RETURN_IF_ERROR(AdapterRegistry::check_name(name));
   if (ctx.adapters)
     if (auto a = ctx.adapters->resolve(name); a.ok()) return a->adapter;
   const std::string dir = (fs::path(ctx.adapter_dir) / name).string();
@@ -47,6 +48,24 @@ Result<std::shared_ptr<const LoraAdapter>> find_adapter(const ServerContext& ctx
   const Qwen35Model& m = *ctx.train_env.model;
   KILN_ASSIGN_OR_RETURN(LoraAdapter a, LoraAdapter::load(dir, m.config(), ctx.train_env.model->backend().storage()));
   return std::shared_ptr<const LoraAdapter>(std::make_shared<LoraAdapter>(std::move(a)));
+}
+
+// 409: publishing `name` would replace an adapter the request did not ask to replace.
+ApiError exists(const std::string& name, const std::string& dir) {
+  ApiError e = ApiError::invalid("output_name", "adapter '" + name + "' already exists in " + dir + " (add \"replace\": true)");
+  e.http_status = 409;
+  e.type = "conflict_error";
+  e.code = "conflict";
+  return e;
+}
+
+// 507: the loaded-adapter limits leave no room (AdapterRegistry::set_limits).
+ApiError no_room(const Status& st) {
+  ApiError e = ApiError::invalid("name", st.message());
+  e.http_status = 507;
+  e.type = "server_error";
+  e.code = "adapter_capacity";
+  return e;
 }
 
 ApiError not_loaded(const std::string& param, const std::string& message) {
@@ -110,24 +129,31 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
     FieldReader r(body, "", {"name", "path", "default"});
     std::string name;
     if (auto e = read_name(r, name)) return send_error(res, *e);
-    std::string path = (fs::path(ctx.adapter_dir) / name).string();
+    std::string path = name;
     if (auto v = r.string("path")) path = *v;
     const bool make_default = r.boolean("default").value_or(false);
     if (!r.ok()) return send_error(res, *r.error());
     if (!ctx.adapters) return send_error(res, ApiError::from_status(failed_precondition("adapters cannot be loaded here")));
-    std::error_code ec;
-    if (!fs::is_directory(path, ec))
-      return send_error(res, not_loaded("path", "no adapter directory at '" + path + "'"));
-    auto loaded = ctx.adapters->load(name, path);
+    // A path names a folder inside model.adapter_dir (relative to it, or absolute inside it).
+    auto dir = confined_dir({ctx.adapter_dir, "model.adapter_dir"}, path, "path");
+    if (!dir.ok())
+      return send_error(res, dir.status().code() == ErrorCode::kNotFound ? not_loaded("path", "no adapter directory at '" + path + "' in " + ctx.adapter_dir)
+                                                                        : ApiError::invalid("path", dir.status().message()));
+    path = *dir;
+    std::vector<std::string> evicted;
+    auto loaded = ctx.adapters->load(name, path, &evicted);
     if (!loaded.ok()) {
       // Files that are there but do not make an adapter of this model are the request's fault.
       ApiError e = ApiError::invalid("path", loaded.status().message());
       if (loaded.status().code() == ErrorCode::kNotFound) e = not_loaded("path", loaded.status().message());
+      if (loaded.status().code() == ErrorCode::kResourceExhausted) e = no_room(loaded.status());
       return send_error(res, e);
     }
     if (make_default)
       if (Status st = ctx.adapters->set_default(name); !st.ok()) return send_error(res, ApiError::from_status(st, "name"));
-    send_json(res, 200, adapter_json(*loaded, ctx.adapters->default_name()));
+    Json out = adapter_json(*loaded, ctx.adapters->default_name());
+    out["unloaded"] = evicted;  // what the loaded-adapter limits made room by unloading
+    send_json(res, 200, out);
   });
 
   server.Post("/v1/adapters/unload", [&ctx](const httplib::Request& req, httplib::Response& res) {
@@ -193,7 +219,7 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
     // A refusal before the body is spooled still reads it, so that the client gets the answer.
     auto refuse = [&](const ApiError& e) {
       if (discard_body(read_body, cap)) send_error(res, e);
-      else send_and_close(res, e);
+      else send_error_and_close(res, e);
     };
     const std::string name = req.get_param_value("name");
     if (name.empty()) return refuse(ApiError::invalid("name", "name is required (the query parameter ?name=NAME)"));
@@ -234,9 +260,9 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
       return true;
     });
     ::close(fd);
-    if (received > cap) return send_and_close(res, too_large("the adapter archive is larger than", cap));
+    if (received > cap) return send_error_and_close(res, too_large("the adapter archive is larger than", cap));
     if (!whole)
-      return send_and_close(res, ApiError::invalid("body", "the body ended early, after " + std::to_string(received) + " bytes"));
+      return send_error_and_close(res, ApiError::invalid("body", "the body ended early, after " + std::to_string(received) + " bytes"));
     if (!write_error.empty()) return send_error(res, ApiError::from_status(io_error(write_error)));
     auto staged = stage_adapter(ctx.adapter_dir, name);
     if (!staged.ok()) return send_error(res, ApiError::from_status(staged.status()));
@@ -256,7 +282,8 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
     Json out = {{"name", name}, {"object", "adapter"}, {"path", *path}, {"files", *files}, {"loaded", false}};
     if (*load && ctx.adapters) {
       auto loaded = ctx.adapters->load(name, *path);
-      if (!loaded.ok()) return send_error(res, ApiError::from_status(loaded.status()));
+      if (!loaded.ok()) return send_error(res, loaded.status().code() == ErrorCode::kResourceExhausted ? no_room(loaded.status())
+                                                                                                   : ApiError::from_status(loaded.status()));
       out["loaded"] = true;
       out["revision"] = loaded->revision;
     }
@@ -266,7 +293,7 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
   server.Post("/v1/adapters/merge", [&ctx](const httplib::Request& req, httplib::Response& res) {
     Json body;
     if (auto e = read_object(req, body)) return send_error(res, *e);
-    FieldReader r(body, "", {"sources", "method", "output_name", "density", "rank", "load"});
+    FieldReader r(body, "", {"sources", "method", "output_name", "density", "rank", "load", "replace"});
     MergeOptions opt;
     if (auto m = r.string("method")) {
       if (*m == "concat") opt.method = MergeMethod::kConcat;
@@ -280,12 +307,17 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
     if (auto v = r.string("output_name")) output = *v;
     else if (r.ok()) r.fail("output_name", "output_name is required");
     if (auto v = r.number("density", 0.0, 1.0, /*lo_open=*/true)) opt.density = *v;
-    if (auto v = r.integer("rank", 1, 4096)) opt.rank = *v;
+    const int64_t max_rank = max_lora_rank(ctx);
+    if (auto v = r.integer("rank", 1, max_rank)) opt.rank = *v;
     const bool load = r.boolean("load").value_or(false);
+    const bool replace = r.boolean("replace").value_or(false);
     const Json* src = r.get("sources");
-    if (r.ok() && (!src || !src->is_array() || src->empty())) r.fail("sources", "sources must be a non-empty list of {\"name\", \"weight\"}");
+    if (r.ok() && (!src || !src->is_array() || src->empty() || src->size() > kMaxMergeSources))
+      r.fail("sources", "sources must be a list of 1 to " + std::to_string(kMaxMergeSources) + " {\"name\", \"weight\"}");
     if (!r.ok()) return send_error(res, *r.error());
     if (Status st = AdapterRegistry::check_name(output); !st.ok()) return send_error(res, ApiError::invalid("output_name", st.message()));
+    if (std::error_code ec; !replace && fs::exists(fs::path(ctx.adapter_dir) / output, ec))
+      return send_error(res, exists(output, ctx.adapter_dir));
     std::vector<std::shared_ptr<const LoraAdapter>> held;
     std::vector<MergeSource> sources;
     for (size_t i = 0; i < src->size(); ++i) {
@@ -306,6 +338,15 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
       s.adapter = held.back().get();
       sources.push_back(s);
     }
+    // Concatenation stacks the sources' ranks; the other methods give `rank` or the largest source's.
+    int64_t merged_rank = 0;
+    for (const MergeSource& s : sources)
+      merged_rank = opt.method == MergeMethod::kTies ? std::max(merged_rank, s.adapter->config().rank) : merged_rank + s.adapter->config().rank;
+    if (opt.method == MergeMethod::kTies && opt.rank > 0) merged_rank = opt.rank;
+    if (merged_rank > max_rank)
+      return send_error(res, ApiError::invalid("sources", "the merged adapter would have rank " + std::to_string(merged_rank) +
+                                                              "; the " + ctx.backend + " backend serves at most rank " +
+                                                              std::to_string(max_rank)));
     Qwen35Model& m = *ctx.train_env.model;
     auto merged = merge_adapters(sources, opt, m.config(), m.backend().storage());
     if (!merged.ok()) return send_error(res, ApiError::from_status(merged.status(), "sources"));
@@ -315,7 +356,8 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
                 {"alpha", merged->config().alpha}, {"loaded", false}};
     if (load && ctx.adapters) {
       auto loaded = ctx.adapters->load(output, *path);
-      if (!loaded.ok()) return send_error(res, ApiError::from_status(loaded.status()));
+      if (!loaded.ok()) return send_error(res, loaded.status().code() == ErrorCode::kResourceExhausted ? no_room(loaded.status())
+                                                                                                   : ApiError::from_status(loaded.status()));
       out["loaded"] = true;
       out["revision"] = loaded->revision;
     }

@@ -113,6 +113,16 @@ bool same_bytes(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+Result<std::string> read_api_key_file(const std::string& path, const std::string& source) {
+  std::ifstream in(path);
+  if (!in) return not_found(source + ": cannot read " + path);
+  std::string line;
+  std::getline(in, line);
+  std::string key = trim(line);
+  if (key.empty()) return invalid_argument(source + ": " + path + " holds no key on its first line");
+  return key;
+}
+
 bool is_loopback_host(const std::string& host) {
   const std::string h = host_name(host);
   if (h == "localhost" || h == "::1") return true;
@@ -133,12 +143,7 @@ Result<GuardOptions> guard_options(const KilnConfig& config) {
     return invalid_argument("server.api_key and server.api_key_file are both set: give one");
   o.api_key = s.api_key;
   if (!s.api_key_file.empty()) {
-    std::ifstream in(s.api_key_file);
-    if (!in) return not_found("server.api_key_file: cannot read " + s.api_key_file);
-    std::string line;
-    std::getline(in, line);
-    o.api_key = trim(line);
-    if (o.api_key.empty()) return invalid_argument("server.api_key_file: " + s.api_key_file + " holds no key on its first line");
+    KILN_ASSIGN_OR_RETURN(o.api_key, read_api_key_file(s.api_key_file, "server.api_key_file"));
   }
   if (o.api_key.empty() && !is_loopback_host(s.host))
     return failed_precondition(
@@ -218,7 +223,7 @@ std::optional<ApiError> RequestGuard::check_body(const httplib::Request& req) co
       return refusal(400, "invalid_framing", "Content-Length", "Content-Length '" + v + "' is not a byte count");
     length = std::stoll(v);
   } else if (chunked) {
-    if (kind == BodyKind::kJson || !o_.stream_uploads)
+    if (kind == BodyKind::kJson || (kind == BodyKind::kArchive && !o_.stream_archives))
       return refusal(411, "length_required", "Content-Length",
                      "send the body with Content-Length: bodies in chunked transfer encoding are refused on " + req.path);
   } else if (req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
@@ -275,35 +280,13 @@ std::optional<ApiError> RequestGuard::check(const httplib::Request& req) const {
 
 namespace {
 
-// Refusals of bodies up to this size are answered after the body is read and dropped, so that the
-// client, still sending, hears the answer and the connection stays usable. Larger bodies, chunked
-// ones and bodies of unknown length are not read: the connection closes after the answer.
-constexpr int64_t kDrainBytes = int64_t{16} << 20;
+// Refusals of bodies up to kDrainBytes are answered after the body is read and dropped; larger
+// bodies, chunked ones and bodies of unknown length are not read: the connection closes after the
+// answer.
 // Where a refused request with a body to drain is routed (its path rewritten by the guard); the
 // refusal waits for it on the thread that handles the request.
 constexpr const char* kRefusedPath = "/.kiln-refused";
 thread_local std::optional<ApiError> pending_refusal;
-
-}  // namespace
-
-// The refusal as the whole answer of a connection that then closes: the body was not read, so
-// its bytes must not be taken for the next request. cpp-httplib 0.11 keeps a connection open
-// whatever the response's headers say; a content provider that reports failure after writing the
-// whole answer makes it close.
-void send_and_close(httplib::Response& res, const ApiError& e) {
-  send_error(res, e);
-  res.set_header("Connection", "close");
-  auto body = std::make_shared<std::string>(std::move(res.body));
-  res.body.clear();
-  res.headers.erase("Content-Type");  // set again by set_content_provider
-  res.set_content_provider(body->size(), "application/json",
-                           [body](size_t offset, size_t length, httplib::DataSink& sink) {
-                             sink.write(body->data() + offset, length);
-                             return false;
-                           });
-}
-
-namespace {
 
 // Content-Length when it is the body's only framing, else -1.
 int64_t drainable_length(const httplib::Request& req) {
@@ -340,7 +323,7 @@ void RequestGuard::install(httplib::Server& server, Metrics& metrics) const {
       return httplib::Server::HandlerResponse::Unhandled;
     }
     if (length == 0) send_error(res, *e);
-    else send_and_close(res, *e);
+    else send_error_and_close(res, *e);
     return httplib::Server::HandlerResponse::Handled;
   });
   auto drain = [](const httplib::Request&, httplib::Response& res, const httplib::ContentReader& read) {
@@ -360,7 +343,7 @@ void RequestGuard::install(httplib::Server& server, Metrics& metrics) const {
     if (!e) return 100;
     metrics.request_refused(e->code);
     if (e->http_status == 401) res.set_header("WWW-Authenticate", "Bearer realm=\"kiln\"");
-    send_and_close(res, *e);
+    send_error_and_close(res, *e);
     return e->http_status;
   });
 }

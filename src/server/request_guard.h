@@ -33,7 +33,7 @@ struct GuardOptions {
   int64_t max_json_bytes = 0;                // server.max_body_bytes
   int64_t max_archive_bytes = 0;             // an adapter upload
   int64_t max_dataset_bytes = 0;             // training.max_dataset_bytes
-  bool stream_uploads = false;               // archive and dataset routes read chunked bodies themselves
+  bool stream_archives = false;              // the archive route reads chunked bodies itself (datasets always do)
 };
 
 // The key from server.api_key or server.api_key_file (its first line; both set is an error),
@@ -41,12 +41,12 @@ struct GuardOptions {
 // refused, saying why: anyone who reaches the port could then upload, train and load adapters.
 Result<GuardOptions> guard_options(const KilnConfig& config);
 
+// The key in the file at `path`: its first line without surrounding blanks. Errors name `source`
+// (the setting or flag that gave the path) and the path. The CLI's clients read theirs this way too.
+Result<std::string> read_api_key_file(const std::string& path, const std::string& source);
+
 // True for 127.0.0.0/8, ::1 and "localhost".
 bool is_loopback_host(const std::string& host);
-
-// Answers `e` and closes the connection after it: for an answer given before the request's body
-// was read whole, whose bytes must not be taken for the next request.
-void send_and_close(httplib::Response& res, const ApiError& e);
 
 class RequestGuard {
  public:

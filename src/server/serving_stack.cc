@@ -168,6 +168,7 @@ class Stack final : public ServingStack {
     ec.channel_capacity = static_cast<size_t>(cfg.batching.channel_capacity);
     ec.model_identity = ctx_.model_id + "@" + fs::absolute(dir).string();
     adapters_ = std::make_unique<AdapterRegistry>(mc, backend_->storage());
+    adapters_->set_limits(cfg.server.max_loaded_adapters, cfg.server.max_adapter_memory_bytes);
     ec.adapters = adapters_.get();
     ctx_.adapters = adapters_.get();
     ctx_.max_context = std::min(context, ec.kv_blocks * ModelState::kBlockSize);
@@ -311,6 +312,7 @@ class Stack final : public ServingStack {
     add_info_routes(*server_, ctx_);
     add_adapter_routes(*server_, ctx_);
     add_train_routes(*server_, ctx_);
+    add_dataset_routes(*server_, ctx_);
     add_eval_routes(*server_, ctx_);
     add_ui_routes(*server_, ctx_);
     server_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {

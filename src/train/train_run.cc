@@ -180,6 +180,7 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
                                  const std::function<void(const TrainProgress&)>& progress,
                                  const std::atomic<bool>& cancel, const StepRunner& run_step) {
   KILN_RETURN_IF_ERROR(check_spec(spec));
+  const auto t_start = Clock::now();
   const bool sft = spec.kind == TrainSpec::Kind::kSft;
   const GrpoLossOptions gopts{spec.advantage, spec.clip_epsilon, spec.kl, spec.kl_coeff, spec.echo_lambda};
 
@@ -224,6 +225,10 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
     const int64_t total = static_cast<int64_t>(batches.size());
     for (int64_t step = 1; step <= total; ++step) {
       if (cancel.load()) return failed_precondition("cancelled");
+      if (spec.max_seconds > 0 && seconds_since(t_start) > spec.max_seconds)
+        return resource_exhausted("the job ran longer than its limit of " + std::to_string(static_cast<int64_t>(spec.max_seconds)) +
+                                  " s (training.max_job_seconds) and stopped before step " + std::to_string(step) + " of " +
+                                  std::to_string(total));
       const auto& batch = batches[static_cast<size_t>(step - 1)];
       std::vector<TrainSequence> seqs;
       std::vector<GrpoGroup> groups;

@@ -54,6 +54,8 @@ struct TrainSpec {
   // Every `checkpoint_interval` steps (0: never), `checkpoint` gets the step and the adapter as it
   // stands; it runs inside the step's device work (so a StepRunner orders it with the device), and
   // its error ends the run. (The API's checkpoint_interval: the job saves a partial adapter.)
+  // The run fails once it has run this long (0: no limit), checked before each step.
+  double max_seconds = 0;
   int64_t checkpoint_interval = 0;
   std::function<Status(int64_t step, const LoraAdapter& adapter)> checkpoint;
   // Tests only: builds a stand-in trainer over the run's adapter; empty: LoraTrainer::create.

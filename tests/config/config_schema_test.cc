@@ -21,12 +21,14 @@ TEST(ConfigSchema, ListsEveryFieldOfKilnConfigInOrder) {
       "server.max_queued_requests", "server.request_timeout_secs", "server.max_body_bytes", "server.max_adapter_bytes",
       "server.http_threads",
       "server.profile", "server.api_key", "server.api_key_file", "server.metrics_public", "server.allowed_hosts",
-      "server.allowed_origins", "server.state_dir", "model.path", "model.served_model_id", "model.adapter_dir", "model.tokenizer_path",
+      "server.allowed_origins", "server.state_dir", "server.max_loaded_adapters", "server.max_adapter_memory_bytes",
+      "model.path", "model.served_model_id", "model.adapter_dir", "model.tokenizer_path",
       "model.backend", "model.max_context", "memory.kv_blocks", "memory.memory_fraction", "memory.kv_cache_fp8",
       "batching.channel_capacity", "prefix_cache.enabled", "prefix_cache.max_blocks", "prefix_cache.max_bytes",
       "training.webhook_url", "training.max_queued_jobs", "training.checkpoint_interval",
-      "training.checkpoint_keep", "training.trace_memory_fraction", "training.data_dir", "training.max_dataset_bytes", "logging.level", "logging.request_log", "logging.request_log_dir",
-      "logging.request_log_max_bytes"};
+      "training.checkpoint_keep", "training.trace_memory_fraction", "training.data_dir", "training.max_dataset_bytes", "training.max_job_tokens",
+      "training.max_job_seconds", "logging.level", "logging.request_log", "logging.request_log_dir",
+      "logging.request_log_max_bytes", "logging.request_log_redact"};
   std::vector<std::string> names;
   for (const ConfigField& f : config_schema()) names.push_back(f.name());
   EXPECT_EQ(names, expected);

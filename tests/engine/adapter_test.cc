@@ -150,6 +150,47 @@ TEST(AdapterRegistry, NamesRevisionsAndReplacement) {
   EXPECT_EQ(f.registry.load("peft", peft_dir())->revision, 3u);
 }
 
+TEST(AdapterRegistry, ReservedNamesAreRefusedToClientsButLoadForKilnItself) {
+  Fixture f;
+  for (const char* reserved : {"job.checkpoints", "post-eval.job"})
+    EXPECT_EQ(AdapterRegistry::check_name(reserved).code(), ErrorCode::kInvalidArgument) << reserved;
+  EXPECT_TRUE(f.registry.load("post-eval.job", peft_dir()).ok());  // the post-training eval's own name
+}
+
+// With a count or byte limit, a load unloads the least recently resolved adapters other than the
+// default until the new one fits, and fails (kResourceExhausted) when only the default is left.
+TEST(AdapterRegistry, LimitsUnloadTheLeastRecentlyUsedNonDefaultAdapter) {
+  Fixture f;
+  const std::string dir = f.write_random("r3", 3);
+  const int64_t one = LoraAdapter::load(dir, f.m.model->config(), f.m.backend->storage())->bytes();
+  ASSERT_GT(one, 0);
+  f.registry.set_limits(3, 0);
+  for (const char* n : {"a", "b", "c"}) ASSERT_TRUE(f.registry.load(n, dir).ok()) << n;
+  ASSERT_TRUE(f.registry.set_default("a").ok());
+  ASSERT_TRUE(f.registry.resolve("b").ok());  // b is used after c: c is now the least recently used
+  std::vector<std::string> evicted;
+  ASSERT_TRUE(f.registry.load("d", dir, &evicted).ok());
+  EXPECT_EQ(evicted, std::vector<std::string>{"c"});
+  EXPECT_FALSE(f.registry.resolve("c").ok());
+  // Reloading a loaded name replaces it in place: nothing else goes.
+  ASSERT_TRUE(f.registry.load("d", dir, &evicted).ok());
+  EXPECT_TRUE(evicted.empty());
+  EXPECT_EQ(f.registry.list().size(), 3u);
+
+  // Bytes: room for two; the default stays, so "b" and "d" make way for one more, then nothing can.
+  f.registry.set_limits(0, 2 * one);
+  ASSERT_TRUE(f.registry.load("e", dir, &evicted).ok());
+  EXPECT_EQ(evicted.size(), 2u);
+  EXPECT_EQ(f.registry.list().size(), 2u);
+  EXPECT_TRUE(f.registry.resolve("a").ok());
+  f.registry.set_limits(0, one);
+  auto full = f.registry.load("g", dir);
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.status().code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(full.status().message().find("only the default adapter is left"), std::string::npos) << full.status().message();
+  EXPECT_TRUE(f.registry.resolve("a").ok());
+}
+
 TEST(EngineAdapters, RequestEqualsDirectForwardWithItsTerm) {
   Fixture f;
   auto peft = f.registry.load("peft", peft_dir()).value();

@@ -33,6 +33,8 @@ TEST(Suite, MalformedBodiesNameTheField) {
       {{{"name", "s"}, {"examples", {{{"messages", {{{"role", "user"}}}}, {"expected", "a"}}}}}, "examples[0].messages[0].content"},
       {{{"name", "s"}, {"examples", {ok, {{"prompt", "q"}, {"expected", "a"}, {"scorer", "fuzzy"}}}}}, "examples[1].scorer"},
       {{{"name", "s"}, {"examples", {{{"prompt", "q"}, {"expected", "(x"}, {"scorer", "regex"}}}}}, "examples[0].expected"},
+      {{{"name", "s"}, {"examples", {{{"prompt", "q"}, {"expected", std::string(5000, 'x')}, {"scorer", "regex"}}}}},
+       "examples[0].expected"},
       {{{"name", "s"}, {"examples", {{{"prompt", "q"}, {"expected", "many"}, {"scorer", "numeric_tolerance"}}}}},
        "examples[0].expected"},
       {{{"name", "s"}, {"examples", {{{"prompt", "q"}, {"expected", "a"}, {"extra", 1}}}}}, "examples[0].extra"},

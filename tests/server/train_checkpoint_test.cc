@@ -91,7 +91,7 @@ json sft_body(const std::string& name, int epochs, int checkpoint_interval) {
     examples.push_back({{"messages", {{{"role", "user"}, {"content", "Say it"}}, {{"role", "assistant"}, {"content", answer}}}}});
   return {{"examples", examples},
           {"config", {{"lora_rank", 2}, {"learning_rate", 0.01}, {"epochs", epochs}, {"seed", 9},
-                      {"optimizer", {{"kind", "adam_w"}}}, {"output_name", name}, {"auto_load", false},
+                      {"optimizer", {{"kind", "adam_w"}}}, {"output_name", name}, {"replace", true}, {"auto_load", false},
                       {"checkpoint_interval", checkpoint_interval}}}};
 }
 

@@ -6,6 +6,9 @@
 // continuations; GRPO raises the log-probability of the rewarded completion.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -212,6 +215,23 @@ TEST(RunTraining, CancelIsPolledBetweenSteps) {
   EXPECT_EQ(r.status().message(), "cancelled");
   EXPECT_EQ(steps, 2);
   EXPECT_EQ(calls.batches.size(), 2u);
+}
+
+// training.max_job_seconds: a run that has gone on past its limit stops before its next step,
+// saying so (the progress callback here makes the second step start late).
+TEST(RunTraining, AJobPastItsTimeLimitStopsBeforeTheNextStep) {
+  Calls calls;
+  TrainSpec spec = fake_spec(&calls);
+  spec.epochs = 4;
+  spec.max_seconds = 0.2;
+  std::atomic<bool> cancel{false};
+  auto r = run_training(*tiny().model, spec, [&](const TrainProgress&) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); },
+                        cancel);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(r.status().message().find("training.max_job_seconds"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("before step 2 of"), std::string::npos) << r.status().message();
+  EXPECT_EQ(calls.batches.size(), 1u);
 }
 
 TEST(RunTraining, StepRunnerRunsEveryStepAndItsErrorStopsTheRun) {

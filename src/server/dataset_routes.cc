@@ -1,0 +1,201 @@
+// The dataset routes: training data larger than a request body, kept in training.data_dir.
+// POST /v1/datasets?name=NAME[&replace=true] streams its body (JSONL: one JSON object a line) to
+// a staging file, checks every line, and renames it into place; GET /v1/datasets lists them;
+// DELETE /v1/datasets/{name} removes one. A job names a dataset by `dataset_path`: NAME.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "core/json_text.h"
+#include "core/names.h"
+#include "server/route_support.h"
+#include "server/routes.h"
+
+namespace kiln {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+ApiError conflict(const std::string& message) {
+  ApiError e = ApiError::invalid("name", message);
+  e.http_status = 409;
+  e.type = "conflict_error";
+  e.code = "conflict";
+  return e;
+}
+
+// A file written by one request: removed on destruction unless published.
+class StagedFile {
+ public:
+  static Result<StagedFile> create(const std::string& dir, const std::string& name) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return io_error("training.data_dir " + dir + ": cannot create it: " + ec.message());
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    StagedFile f;
+    f.path_ = (fs::path(dir) / (".upload-" + name + "-" + std::to_string(rng()))).string();
+    f.fd_ = ::open(f.path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (f.fd_ < 0) return io_error("cannot create " + f.path_ + ": " + std::strerror(errno));
+    return f;
+  }
+  StagedFile() = default;
+  StagedFile(StagedFile&& o) noexcept : path_(std::move(o.path_)), fd_(std::exchange(o.fd_, -1)) { o.path_.clear(); }
+  ~StagedFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!path_.empty()) ::unlink(path_.c_str());
+  }
+
+  bool write(const char* data, size_t n) {
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, data, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      data += w;
+      n -= static_cast<size_t>(w);
+    }
+    return true;
+  }
+  // fsync, close, rename to `dest`, fsync the folder.
+  Status publish(const std::string& dest) {
+    if (::fsync(fd_) != 0) return io_error("cannot sync " + path_ + ": " + std::strerror(errno));
+    ::close(std::exchange(fd_, -1));
+    if (::rename(path_.c_str(), dest.c_str()) != 0) return io_error("cannot rename " + path_ + " to " + dest + ": " + std::strerror(errno));
+    path_.clear();
+    if (const int dir = ::open(fs::path(dest).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir >= 0) {
+      ::fsync(dir);
+      ::close(dir);
+    }
+    return {};
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// Every non-blank line is a JSON object of at most `max_line` bytes; returns the line count or
+// the first bad line (1-based) and why.
+Result<int64_t> check_jsonl(const std::string& path, int64_t max_line) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return io_error("cannot read back " + path);
+  std::string line;
+  int64_t n = 0, lines = 0;
+  Status bad;
+  auto finish_line = [&]() {
+    ++n;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) return;
+    auto j = parse_json(line, "line " + std::to_string(n));
+    if (!j.ok()) bad = j.status();
+    else if (!j->is_object()) bad = invalid_argument("line " + std::to_string(n) + " is not a JSON object");
+    ++lines;
+  };
+  char buf[1 << 16];
+  size_t got = 0;
+  while (bad.ok() && (got = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    for (size_t i = 0; i < got && bad.ok(); ++i) {
+      if (buf[i] == '\n') {
+        finish_line();
+        line.clear();
+      } else if (static_cast<int64_t>(line.size()) >= max_line) {
+        bad = invalid_argument("line " + std::to_string(n + 1) + " is longer than " + std::to_string(max_line) +
+                               " bytes (server.max_body_bytes)");
+      } else {
+        line += buf[i];
+      }
+    }
+  }
+  std::fclose(f);
+  if (bad.ok() && !line.empty()) finish_line();
+  if (!bad.ok()) return bad;
+  if (lines == 0) return invalid_argument("the dataset holds no lines with data");
+  return lines;
+}
+
+std::optional<ApiError> read_name(const httplib::Request& req, std::string& name) {
+  name = req.get_param_value("name");
+  if (name.empty()) return ApiError::invalid("name", "name is required (the query parameter ?name=NAME)");
+  if (Status st = check_folder_name("dataset name", name); !st.ok()) return ApiError::invalid("name", st.message());
+  return std::nullopt;
+}
+
+}  // namespace
+
+void add_dataset_routes(httplib::Server& server, ServerContext& ctx) {
+  server.Post("/v1/datasets", [&ctx](const httplib::Request& req, httplib::Response& res,
+                                     const httplib::ContentReader& read) {
+    // Refusals before the body is read close the connection (its bytes must not be taken for a
+    // request).
+    std::string name;
+    if (auto e = read_name(req, name)) return send_error_and_close(res, *e);
+    const std::string replace = req.has_param("replace") ? req.get_param_value("replace") : "false";
+    if (replace != "true" && replace != "false")
+      return send_error_and_close(res, ApiError::invalid("replace", "replace must be true or false"));
+    const std::string dest = (fs::path(ctx.data_dir) / name).string();
+    if (std::error_code ec; fs::exists(dest, ec) && replace != "true")
+      return send_error_and_close(res, conflict("dataset '" + name + "' already exists (add replace=true)"));
+    auto staged = StagedFile::create(ctx.data_dir, name);
+    if (!staged.ok()) return send_error_and_close(res, ApiError::from_status(staged.status()));
+    const int64_t cap = ctx.config.training.max_dataset_bytes;
+    int64_t bytes = 0;
+    bool write_failed = false;
+    // Past the cap the rest is read and dropped, up to kDrainBytes more, so that the client, still
+    // sending, hears the 413 on a connection that stays usable; beyond that the connection closes.
+    const bool complete = read([&](const char* data, size_t n) {
+      bytes += static_cast<int64_t>(n);
+      if (bytes > cap) return bytes <= cap + kDrainBytes;
+      if (!staged->write(data, n)) return !(write_failed = true);
+      return true;
+    });
+    if (bytes > cap) {
+      ApiError e = ApiError::invalid("body", "the dataset is larger than training.max_dataset_bytes (" + std::to_string(cap) + ")");
+      e.http_status = 413;
+      e.code = "body_too_large";
+      return complete ? send_error(res, e) : send_error_and_close(res, e);
+    }
+    if (write_failed)
+      return send_error_and_close(res, ApiError::from_status(io_error("cannot write " + staged->path() + ": " + std::strerror(errno))));
+    if (!complete) return send_error_and_close(res, ApiError::invalid("body", "the body ended before its announced length"));
+    auto lines = check_jsonl(staged->path(), ctx.config.server.max_body_bytes);
+    if (!lines.ok()) return send_error(res, ApiError::invalid("body", "the dataset is not JSONL: " + lines.status().message()));
+    if (Status st = staged->publish(dest); !st.ok()) return send_error(res, ApiError::from_status(st));
+    send_json(res, 200, {{"object", "dataset"}, {"name", name}, {"bytes", bytes}, {"lines", *lines}, {"dataset_path", name}});
+  });
+
+  server.Get("/v1/datasets", [&ctx](const httplib::Request&, httplib::Response& res) {
+    Json data = Json::array();
+    std::error_code ec;
+    std::vector<fs::directory_entry> entries;
+    for (const auto& e : fs::directory_iterator(ctx.data_dir, ec)) entries.push_back(e);
+    std::sort(entries.begin(), entries.end());
+    for (const auto& e : entries) {
+      const std::string name = e.path().filename().string();
+      if (!check_folder_name("dataset name", name).ok() || !e.is_regular_file(ec)) continue;
+      data.push_back({{"object", "dataset"}, {"name", name}, {"bytes", e.file_size(ec)}});
+    }
+    send_json(res, 200, {{"object", "list"}, {"data", data}});
+  });
+
+  server.Delete(R"(/v1/datasets/([^/]+))", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    const std::string name = req.matches[1];
+    if (Status st = check_folder_name("dataset name", name); !st.ok()) return send_error(res, ApiError::invalid("name", st.message()));
+    const fs::path file = fs::path(ctx.data_dir) / name;
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::symlink_status(file, ec))) {
+      ApiError e = ApiError::invalid("name", "no dataset '" + name + "' in " + ctx.data_dir);
+      e.http_status = 404;
+      e.code = "dataset_not_found";
+      return send_error(res, e);
+    }
+    if (!fs::remove(file, ec) || ec) return send_error(res, ApiError::from_status(io_error("cannot remove " + file.string() + ": " + ec.message())));
+    send_json(res, 200, {{"object", "dataset"}, {"name", name}, {"deleted", true}});
+  });
+}
+
+}  // namespace kiln
