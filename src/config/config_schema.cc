@@ -58,7 +58,13 @@ std::vector<ConfigField> build_schema() {
       KILN_CONFIG_FIELD(server, max_decode_batch, "Sequences decoding at once (GDN state slots in use)", between(1, 1024)),
       KILN_CONFIG_FIELD(server, max_queued_requests, "Requests waiting for admission; beyond it 503 with Retry-After", at_least(1)),
       KILN_CONFIG_FIELD(server, request_timeout_secs, "A request running longer is cancelled", at_least(1)),
-      KILN_CONFIG_FIELD(server, max_body_bytes, "Request bodies larger than this get 413", at_least(1024)),
+      KILN_CONFIG_FIELD(server, max_body_bytes, "Request bodies larger than this get 413 (adapter uploads: max_adapter_bytes)",
+                        at_least(1024)),
+      KILN_CONFIG_FIELD(server, max_adapter_bytes,
+                        "Largest adapter archive an upload may send, and may extract to; beyond it 413. Default 512 "
+                        "MiB: a rank-64 f32 LoRA of Qwen3.5-4B on every target is 465 MiB (64 x 4 bytes x 1,904,640, "
+                        "the inputs plus outputs of its 200 adapted projections), plus 10% for headers and receipts",
+                        at_least(1024)),
       KILN_CONFIG_FIELD(server, http_threads, "HTTP worker threads; 0: max(8, 2 * max_decode_batch)", at_least(0)),
       KILN_CONFIG_FIELD(server, profile,
                         "Serving profile: stable (inference and training), experimental (also routes under "
@@ -104,6 +110,9 @@ std::vector<ConfigField> build_schema() {
       KILN_CONFIG_FIELD(training, webhook_url, "URL that receives a POST when a training job ends; empty: none"),
       KILN_CONFIG_FIELD(training, max_queued_jobs, "Training jobs that may wait in the queue", at_least(1)),
       KILN_CONFIG_FIELD(training, checkpoint_interval, "Optimizer steps between checkpoints; 0: none", at_least(0)),
+      KILN_CONFIG_FIELD(training, checkpoint_keep,
+                        "Checkpoints a job keeps on disk, the last ones; older ones are deleted as new ones land; 0: all",
+                        at_least(0)),
       KILN_CONFIG_FIELD(training, trace_memory_fraction,
                         "Share of the device memory free when a job starts that it may keep as layer traces, "
                         "sparing their recomputation (faster, more memory); 0: recompute every layer",

@@ -16,6 +16,7 @@ struct ServerSection {
   int64_t max_queued_requests = 256;   // waiting requests; beyond it 503 + Retry-After
   int64_t request_timeout_secs = 600;  // a request running longer is cancelled
   int64_t max_body_bytes = 8 << 20;    // larger bodies get 413
+  int64_t max_adapter_bytes = int64_t{512} << 20;  // an adapter upload, compressed and extracted; 413 beyond
   int64_t http_threads = 0;            // 0: max(8, 2 * max_decode_batch)
   std::string profile = "stable";      // stable | experimental | maintenance
   std::string api_key;                 // "" : none (only allowed on a loopback host)
@@ -57,6 +58,7 @@ struct TrainingSection {
   std::string webhook_url;
   int64_t max_queued_jobs = 16;
   int64_t checkpoint_interval = 0;  // optimizer steps between checkpoints; 0: none
+  int64_t checkpoint_keep = 3;      // a job's last N checkpoints stay on disk; 0: all
   double trace_memory_fraction = 0.5;  // of free device memory, for layer traces (TrainerOptions)
   std::string data_dir;               // "" : <server.state_dir>/datasets
   int64_t max_dataset_bytes = int64_t{1} << 30;  // one dataset file, uploaded or named by a job

@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "core/atomic_publish.h"
 #include "model/safetensors.h"
 
 namespace kiln {
@@ -38,20 +39,6 @@ Result<std::vector<Slot>> adapted_slots(const LoraConfig& cfg, const ModelConfig
   if (slots.empty())
     return invalid_argument(src + ": target_modules and layers_to_transform select no projection of this model");
   return slots;
-}
-
-Status write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return io_error(tmp + ": cannot open for writing: " + std::strerror(errno));
-    f << text;
-    if (!f.flush()) return io_error(tmp + ": write failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return io_error(path + ": rename from " + tmp + " failed: " + ec.message());
-  return {};
 }
 
 }  // namespace
@@ -146,12 +133,12 @@ Status HostLoraAdapter::write(const std::string& dir) const {
         order.push_back(&x);
       }
     }
-  const std::string path = dir + "/" + kWeightsFile, tmp = path + ".tmp";
-  KILN_ASSIGN_OR_RETURN(auto writer, SafetensorsWriter::create(tmp, specs, {{"format", "pt"}}));
-  for (const Tensor* x : order) KILN_RETURN_IF_ERROR(writer->write(x->raw(), x->nbytes()));
-  KILN_RETURN_IF_ERROR(writer->finish());
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return io_error(path + ": rename from " + tmp + " failed: " + ec.message());
+  // Each file replaced whole, so an adapter saved over its own folder is never half-written.
+  KILN_RETURN_IF_ERROR(write_file_atomically(dir + "/" + kWeightsFile, [&](const std::string& staged) -> Status {
+    KILN_ASSIGN_OR_RETURN(auto writer, SafetensorsWriter::create(staged, specs, {{"format", "pt"}}));
+    for (const Tensor* x : order) KILN_RETURN_IF_ERROR(writer->write(x->raw(), x->nbytes()));
+    return writer->finish();
+  }));
   return write_file_atomically(dir + "/" + kConfigFile, config.to_json().dump(2) + "\n");
 }
 

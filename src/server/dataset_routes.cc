@@ -1,16 +1,14 @@
 // The dataset routes: training data larger than a request body, kept in training.data_dir.
 // POST /v1/datasets?name=NAME[&replace=true] streams its body (JSONL: one JSON object a line) to
-// a staging file, checks every line, and renames it into place; GET /v1/datasets lists them;
-// DELETE /v1/datasets/{name} removes one. A job names a dataset by `dataset_path`: NAME.
-#include <fcntl.h>
-#include <unistd.h>
-
+// a staging file, checks every line, and renames it into place (core/atomic_publish);
+// GET /v1/datasets lists them; DELETE /v1/datasets/{name} removes one. A job names a dataset by
+// `dataset_path`: NAME.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <random>
 
+#include "core/atomic_publish.h"
 #include "core/json_text.h"
 #include "core/names.h"
 #include "server/route_support.h"
@@ -21,64 +19,6 @@ namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
-
-ApiError conflict(const std::string& message) {
-  ApiError e = ApiError::invalid("name", message);
-  e.http_status = 409;
-  e.type = "conflict_error";
-  e.code = "conflict";
-  return e;
-}
-
-// A file written by one request: removed on destruction unless published.
-class StagedFile {
- public:
-  static Result<StagedFile> create(const std::string& dir, const std::string& name) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) return io_error("training.data_dir " + dir + ": cannot create it: " + ec.message());
-    static thread_local std::mt19937_64 rng{std::random_device{}()};
-    StagedFile f;
-    f.path_ = (fs::path(dir) / (".upload-" + name + "-" + std::to_string(rng()))).string();
-    f.fd_ = ::open(f.path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (f.fd_ < 0) return io_error("cannot create " + f.path_ + ": " + std::strerror(errno));
-    return f;
-  }
-  StagedFile() = default;
-  StagedFile(StagedFile&& o) noexcept : path_(std::move(o.path_)), fd_(std::exchange(o.fd_, -1)) { o.path_.clear(); }
-  ~StagedFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!path_.empty()) ::unlink(path_.c_str());
-  }
-
-  bool write(const char* data, size_t n) {
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, data, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) return false;
-      data += w;
-      n -= static_cast<size_t>(w);
-    }
-    return true;
-  }
-  // fsync, close, rename to `dest`, fsync the folder.
-  Status publish(const std::string& dest) {
-    if (::fsync(fd_) != 0) return io_error("cannot sync " + path_ + ": " + std::strerror(errno));
-    ::close(std::exchange(fd_, -1));
-    if (::rename(path_.c_str(), dest.c_str()) != 0) return io_error("cannot rename " + path_ + " to " + dest + ": " + std::strerror(errno));
-    path_.clear();
-    if (const int dir = ::open(fs::path(dest).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir >= 0) {
-      ::fsync(dir);
-      ::close(dir);
-    }
-    return {};
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
 
 // Every non-blank line is a JSON object of at most `max_line` bytes; returns the line count or
 // the first bad line (1-based) and why.
@@ -139,32 +79,48 @@ void add_dataset_routes(httplib::Server& server, ServerContext& ctx) {
       return send_error_and_close(res, ApiError::invalid("replace", "replace must be true or false"));
     const std::string dest = (fs::path(ctx.data_dir) / name).string();
     if (std::error_code ec; fs::exists(dest, ec) && replace != "true")
-      return send_error_and_close(res, conflict("dataset '" + name + "' already exists (add replace=true)"));
-    auto staged = StagedFile::create(ctx.data_dir, name);
-    if (!staged.ok()) return send_error_and_close(res, ApiError::from_status(staged.status()));
+      return send_error_and_close(res, ApiError::conflict("name", "dataset '" + name + "' already exists (add replace=true)"));
+    if (std::error_code ec; !fs::create_directories(ctx.data_dir, ec) && ec)
+      return send_error_and_close(res, ApiError::from_status(io_error("training.data_dir " + ctx.data_dir + ": " + ec.message())));
     const int64_t cap = ctx.config.training.max_dataset_bytes;
     int64_t bytes = 0;
-    bool write_failed = false;
-    // Past the cap the rest is read and dropped, up to kDrainBytes more, so that the client, still
-    // sending, hears the 413 on a connection that stays usable; beyond that the connection closes.
-    const bool complete = read([&](const char* data, size_t n) {
-      bytes += static_cast<int64_t>(n);
-      if (bytes > cap) return bytes <= cap + kDrainBytes;
-      if (!staged->write(data, n)) return !(write_failed = true);
-      return true;
-    });
+    bool complete = false;
+    Result<int64_t> lines = int64_t{0};
+    // The body streams into a staging file that core/atomic_publish renames into place once every
+    // line checks out; any failure leaves nothing behind.
+    const Status written = write_file_atomically(
+        dest,
+        [&](const std::string& staged) -> Status {
+          std::FILE* f = std::fopen(staged.c_str(), "wb");
+          if (!f) return io_error("cannot create " + staged + ": " + std::strerror(errno));
+          bool write_failed = false;
+          // Past the cap the rest is read and dropped, up to kDrainBytes more, so that the client,
+          // still sending, hears the 413 on a connection that stays usable; beyond that it closes.
+          complete = read([&](const char* data, size_t n) {
+            bytes += static_cast<int64_t>(n);
+            if (bytes > cap) return bytes <= cap + kDrainBytes;
+            if (std::fwrite(data, 1, n, f) != n) return !(write_failed = true);
+            return true;
+          });
+          const bool closed = std::fclose(f) == 0;
+          if (bytes > cap) return resource_exhausted("over the cap");
+          if (write_failed || !closed) return io_error("cannot write " + staged + ": " + std::strerror(errno));
+          if (!complete) return invalid_argument("the body ended before its announced length");
+          lines = check_jsonl(staged, ctx.config.server.max_body_bytes);
+          return lines.ok() ? Status() : lines.status();
+        },
+        replace == "true" ? PublishMode::kReplace : PublishMode::kCreateNew);
     if (bytes > cap) {
       ApiError e = ApiError::invalid("body", "the dataset is larger than training.max_dataset_bytes (" + std::to_string(cap) + ")");
       e.http_status = 413;
       e.code = "body_too_large";
       return complete ? send_error(res, e) : send_error_and_close(res, e);
     }
-    if (write_failed)
-      return send_error_and_close(res, ApiError::from_status(io_error("cannot write " + staged->path() + ": " + std::strerror(errno))));
     if (!complete) return send_error_and_close(res, ApiError::invalid("body", "the body ended before its announced length"));
-    auto lines = check_jsonl(staged->path(), ctx.config.server.max_body_bytes);
     if (!lines.ok()) return send_error(res, ApiError::invalid("body", "the dataset is not JSONL: " + lines.status().message()));
-    if (Status st = staged->publish(dest); !st.ok()) return send_error(res, ApiError::from_status(st));
+    if (written.code() == ErrorCode::kFailedPrecondition)
+      return send_error(res, ApiError::conflict("name", "dataset '" + name + "' already exists (add replace=true)"));
+    if (!written.ok()) return send_error(res, ApiError::from_status(written));
     send_json(res, 200, {{"object", "dataset"}, {"name", name}, {"bytes", bytes}, {"lines", *lines}, {"dataset_path", name}});
   });
 

@@ -156,7 +156,7 @@ Result<GuardOptions> guard_options(const KilnConfig& config) {
   o.allowed_hosts = split_list(s.allowed_hosts);
   o.allowed_origins = split_list(s.allowed_origins);
   o.max_json_bytes = s.max_body_bytes;
-  o.max_archive_bytes = s.max_body_bytes;
+  o.max_archive_bytes = s.max_adapter_bytes;
   o.max_dataset_bytes = config.training.max_dataset_bytes;
   return o;
 }
@@ -214,7 +214,7 @@ std::optional<ApiError> RequestGuard::check_body(const httplib::Request& req) co
                       : kind == BodyKind::kArchive ? o_.max_archive_bytes
                                                    : o_.max_dataset_bytes;
   const char* cap_key = kind == BodyKind::kJson      ? "server.max_body_bytes"
-                        : kind == BodyKind::kArchive ? "server.max_body_bytes"
+                        : kind == BodyKind::kArchive ? "server.max_adapter_bytes"
                                                      : "training.max_dataset_bytes";
   int64_t length = 0;
   if (lengths == 1) {

@@ -16,6 +16,7 @@
 #include <httplib.h>
 
 #include "backend/registry.h"
+#include "core/atomic_publish.h"
 #include "model/qwen35.h"
 #include "qualify/sha256.h"
 #include "eval/eval_jobs.h"
@@ -184,6 +185,10 @@ class Stack final : public ServingStack {
     actor_ = std::make_unique<EngineActor>(std::move(engine));
     ctx_.actor = actor_.get();
     start_training(cfg, dir);
+    // What publications a crash interrupted left, cleared before anything writes there.
+    for (const std::string& d : {ctx_.adapter_dir, suites_->dir(), ctx_.data_dir})
+      if (auto swept = sweep_staging(d); !swept.ok() || !swept->summary().empty())
+        std::fprintf(stderr, "kiln: %s: %s\n", d.c_str(), swept.ok() ? swept->summary().c_str() : swept.status().to_string().c_str());
     KILN_RETURN_IF_ERROR(open_request_log(cfg));
     std::fprintf(stderr,
                  "kiln: model '%s' from %s on %s: %lld layers, vocabulary %lld; %lld K/V blocks (%.1f MiB, %s), "

@@ -174,6 +174,7 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
   int64_t checkpoint_interval = ctx.config.training.checkpoint_interval;
   if (auto v = c.integer("checkpoint_interval", 0, int64_t{1} << 40)) checkpoint_interval = *v;
   spec.checkpoint_interval = checkpoint_interval;
+  req->checkpoint_keep = ctx.config.training.checkpoint_keep;
   spec.trainer.trace_memory_fraction = ctx.config.training.trace_memory_fraction;
   if (auto v = c.boolean("auto_load")) req->auto_load = *v;
   auto exclude_suite = c.string("exclude_suite");
@@ -240,12 +241,8 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
     req->output_name = req->type + "-" + suffix;
   }
   if (std::error_code ec; !replace && std::filesystem::exists(std::filesystem::path(ctx.adapter_dir) / req->output_name, ec)) {
-    ApiError e = ApiError::invalid("config.output_name", "adapter '" + req->output_name + "' already exists in " +
-                                                             ctx.adapter_dir + " (add \"replace\": true to the config)");
-    e.http_status = 409;
-    e.type = "conflict_error";
-    e.code = "conflict";
-    return e;
+    return ApiError::conflict("config.output_name", "adapter '" + req->output_name + "' already exists in " +
+                                                         ctx.adapter_dir + " (add \"replace\": true to the config)");
   }
   if (Status st = spec.lora.validate("config"); !st.ok()) return ApiError::invalid("config", st.message());
   if (!base_adapter.empty()) {

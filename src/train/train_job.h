@@ -44,6 +44,7 @@ struct TrainJobRequest {
   std::string data_sha256;         // of the canonical training input
   std::string post_eval_suite;     // "": no post-training eval
   std::optional<double> post_eval_min_accuracy;  // below it, publish but do not auto-load
+  int64_t checkpoint_keep = 3;     // the last N checkpoints stay on disk; 0: all (training.checkpoint_keep)
 };
 
 // The receipt written beside the adapter (spec/training.md): hyperparameters, data hash, loss

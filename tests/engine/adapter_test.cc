@@ -104,7 +104,8 @@ struct Fixture {
 
 TEST(AdapterRegistry, NamesRevisionsAndReplacement) {
   Fixture f;
-  for (const char* bad : {"", ".", "..", "a/b", "a b", "x\\y", "é"}) {
+  // A leading '.' is reserved for staging folders, so ".staging-x-0123456789abcdef" is no name.
+  for (const char* bad : {"", ".", "..", ".hidden", ".staging-x-0123456789abcdef", "a/b", "a b", "x\\y", "é"}) {
     Status st = AdapterRegistry::check_name(bad);
     EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << bad;
   }

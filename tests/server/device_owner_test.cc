@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
@@ -19,15 +20,20 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/registry.h"
+#include "archive_builder.h"
 #include "forwarding_backend.h"
 #include "model/init.h"
 #include "model/lora_adapter.h"
 #include "server/serving_stack.h"
-#include "server/tar_gz.h"
 #include "tokenizer/qwen3_fixture.h"
 
 namespace kiln {
 namespace {
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -252,7 +258,9 @@ TEST(DeviceOwner, EveryDeviceCallComesFromTheEngineThreadWhileAdaptersChurnUnder
                          {"config", {{"learning_rate", 0.01}, {"epochs", 2}, {"seed", 3}, {"base_adapter", "a"},
                                      {"checkpoint_interval", 1}, {"output_name", "trained"},
                                      {"post_eval", {{"suite", "hi"}}}}}});
-  const std::string archive = write_tar_gz(read_flat_directory(c.model.adapter_dir + "/b").value());
+  const std::string b_dir = c.model.adapter_dir + "/b";
+  const std::string archive = testing::make_tar_gz({{"adapter_config.json", file_bytes(b_dir + "/adapter_config.json")},
+                                                   {"adapter_model.safetensors", file_bytes(b_dir + "/adapter_model.safetensors")}});
   for (int round = 0; round < 2; ++round) {
     post(port, "/v1/adapters/load", {{"name", "b"}});
     const json merged = post(port, "/v1/adapters/merge",

@@ -261,7 +261,7 @@ std::vector<Case> guard_cases() {
       {"a suite name starting with '-': 400", post("/v1/eval/suites", json({{"name", "-x"}, {"examples", {{{"messages", {{{"role", "user"}, {"content", "q"}}}}, {"expected", "a"}}}}}).dump()), 400, "name"},
       {"a download name with an encoded slash is no route: 404", get("/v1/adapters/..%2F..%2Fetc/download"), 404, "not_found"},
       {"a dataset deletion out of the folder is no route: 404", raw("DELETE", "/v1/datasets/..%2Foutside-secret.jsonl", {{"Host", "127.0.0.1"}, {"Authorization", auth}}), 404, "not_found"},
-      {"a dataset deletion of a hidden upload: 400", raw("DELETE", "/v1/datasets/.upload-x", {{"Host", "127.0.0.1"}, {"Authorization", auth}}), 400, "name"},
+      {"a dataset deletion of a staging file: 400", raw("DELETE", "/v1/datasets/.staging-x", {{"Host", "127.0.0.1"}, {"Authorization", auth}}), 400, "name"},
       // Methods and routes.
       {"an unknown route: 404", get("/v1/nothing-here"), 404, "not_found"},
       {"PUT on a POST route is not routed", [=] { return json_request("PUT", "/v1/chat/completions", ok_chat); }, 404, ""},
@@ -355,7 +355,7 @@ TEST(HostileHttp, DatasetUploadsAreCappedCheckedAndLeaveNothingWhenRefused) {
   const Headers jsonl = {{"Content-Type", "application/jsonl"}};
   auto staging_left = [&] {
     for (const auto& e : fs::directory_iterator(data))
-      if (e.path().filename().string().rfind(".upload-", 0) == 0) return true;
+      if (e.path().filename().string().rfind(".", 0) == 0) return true;  // a staging leftover
     return false;
   };
   const auto up = json_request("POST", "/v1/datasets?name=small.jsonl", line + line, jsonl);
@@ -384,7 +384,7 @@ TEST(HostileHttp, DatasetUploadsAreCappedCheckedAndLeaveNothingWhenRefused) {
   // Listed, used by a job by name, deleted.
   const auto list = testing::raw_exchange(env().port(), "GET", "/v1/datasets", with_defaults({}));
   EXPECT_NE(list.body.find("\"small.jsonl\""), std::string::npos) << list.body;
-  EXPECT_EQ(list.body.find(".upload-"), std::string::npos) << list.body;
+  EXPECT_EQ(list.body.find("\".staging-"), std::string::npos) << list.body;
   const auto del = testing::raw_exchange(env().port(), "DELETE", "/v1/datasets/small.jsonl", with_defaults({}));
   EXPECT_EQ(del.status, 200) << del.body;
   EXPECT_FALSE(fs::exists(data / "small.jsonl"));

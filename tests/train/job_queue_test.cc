@@ -1,8 +1,12 @@
 // Training jobs without HTTP: the JobQueue's bounds, states, positions and cancellation; work run
 // on the engine actor's thread between serving cycles while requests are in flight; atomic
-// adapter publication (a failed validation publishes nothing and leaves no staging directory);
+// adapter publication (a failed validation publishes nothing and leaves no staging directory; a
+// publication killed at any step leaves the old adapter or the new one; a failed one keeps the
+// adapter and says where);
 // adapter merges checked against the model run with the sources stacked as LoraTerms.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -297,6 +301,96 @@ TEST(AdapterPublish, PublishesAtomicallyAndAFailedValidationLeavesNothing) {
   EXPECT_EQ(entries(tmp.path), std::vector<std::string>{"tuned"});
   EXPECT_EQ(entries(*replaced), (std::vector<std::string>{"adapter_config.json", "adapter_model.safetensors"}));
   EXPECT_EQ(LoraConfig::load(*replaced)->rank, 2);
+}
+
+// A child process publishes a new adapter over the old one and is killed (core/atomic_publish.h's
+// hook) before its n-th step: each file is a publication of its own inside the staging folder
+// (sync, rename, sync parent: weights, config, receipt = calls 1 to 9), then the folder (sync 10,
+// rename 11, sync parent 12, removal of the old one 13). The name then holds the old adapter or
+// the new one, whole and loadable, and the sweep leaves nothing else.
+TEST(AdapterPublish, KilledBeforeEachStepLeavesTheOldOrTheNewAdapterAndTheSweepClearsTheRest) {
+  testing::TinyModel m;
+  const HostLoraAdapter old_adapter = host_of(m, random_adapter(m, 4, 8, 1)), new_adapter = host_of(m, random_adapter(m, 2, 2, 2));
+  StorageFacet& storage = m.backend->storage();
+  const ModelConfig& mc = m.model->config();
+  TempDir ref;  // each version's bytes, published on their own
+  ASSERT_TRUE(publish_adapter(old_adapter, nullptr, mc, ref.path, "old").ok());
+  ASSERT_TRUE(publish_adapter(new_adapter, nullptr, mc, ref.path, "new").ok());
+  const std::string old_weights = file_bytes(ref.path + "/old/adapter_model.safetensors");
+  const std::string new_weights = file_bytes(ref.path + "/new/adapter_model.safetensors");
+  ASSERT_NE(old_weights, new_weights);
+  for (int n = 1; n <= 14; ++n) {
+    TempDir tmp;
+    ASSERT_TRUE(publish_adapter(old_adapter, {{"version", 1}}, mc, tmp.path, "tuned").ok());
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      auto calls = std::make_shared<int>(0);
+      set_publish_fault_hook([calls, n](PublishStep, const std::string&) -> Status {
+        if (++*calls == n) ::_exit(7);
+        return {};
+      });
+      ::_exit(publish_adapter(new_adapter, {{"version", 2}}, mc, tmp.path, "tuned").ok() ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), n <= 13 ? 7 : 0) << "call " << n;
+    const bool is_new = n >= 12;
+    const std::string dest = tmp.path + "/tuned";
+    EXPECT_EQ(file_bytes(dest + "/adapter_model.safetensors"), is_new ? new_weights : old_weights) << "call " << n;
+    EXPECT_EQ(nlohmann::json::parse(file_bytes(dest + "/train_receipt.json"))["version"], is_new ? 2 : 1) << "call " << n;
+    auto loaded = LoraAdapter::load(dest, mc, storage);
+    ASSERT_TRUE(loaded.ok()) << "call " << n << ": " << loaded.status().to_string();
+    EXPECT_EQ(loaded->config().rank, is_new ? 2 : 4) << "call " << n;
+    ASSERT_TRUE(sweep_staging(tmp.path).ok());
+    EXPECT_EQ(entries(tmp.path), std::vector<std::string>{"tuned"}) << "call " << n;
+  }
+}
+
+// A publication whose folder cannot be synced (the disk is full) keeps the adapter, written
+// whole, as .failed-<name>-<random> and names it; without kKeep, or when the files themselves
+// cannot be written, nothing is left.
+TEST(AdapterPublish, AFailedPublicationKeepsTheWrittenAdapterAndNamesWhere) {
+  testing::TinyModel m;
+  const HostLoraAdapter adapter = host_of(m, random_adapter(m, 4, 8, 3));
+  StorageFacet& storage = m.backend->storage();
+  const ModelConfig& mc = m.model->config();
+  auto disk_full_at = [](const std::string& file_prefix) {
+    set_publish_fault_hook([file_prefix](PublishStep step, const std::string& target) -> Status {
+      const bool hit = step == PublishStep::kSyncFiles && fs::path(target).filename().string().rfind(file_prefix, 0) == 0;
+      return hit ? io_error("No space left on device") : Status();
+    });
+  };
+  TempDir tmp;
+  disk_full_at(".staging-tuned-");  // the folder's sync
+  auto kept = publish_adapter(adapter, {{"seed", 3}}, mc, tmp.path, "tuned", OnPublishFailure::kKeep);
+  set_publish_fault_hook(nullptr);
+  ASSERT_FALSE(kept.ok());
+  const std::string msg = kept.status().message();
+  EXPECT_NE(msg.find("No space left on device"), std::string::npos) << msg;
+  const std::vector<std::string> left = entries(tmp.path);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].rfind(".failed-tuned-", 0), 0u) << left[0];
+  EXPECT_NE(msg.find("kept in " + tmp.path + "/" + left[0]), std::string::npos) << msg;
+  auto loaded = LoraAdapter::load(tmp.path + "/" + left[0], mc, storage);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  EXPECT_EQ(loaded->config().rank, 4);
+  auto swept = sweep_staging(tmp.path);
+  ASSERT_TRUE(swept.ok());
+  EXPECT_EQ(swept->kept, std::vector<std::string>{tmp.path + "/" + left[0]});
+  EXPECT_EQ(entries(tmp.path), left);
+
+  TempDir discard, unwritten;
+  disk_full_at(".staging-tuned-");
+  EXPECT_FALSE(publish_adapter(adapter, nullptr, mc, discard.path, "tuned").ok());
+  disk_full_at(".staging-adapter_model.safetensors-");  // the weights file inside the folder
+  auto lost = publish_adapter(adapter, nullptr, mc, unwritten.path, "tuned", OnPublishFailure::kKeep);
+  set_publish_fault_hook(nullptr);
+  ASSERT_FALSE(lost.ok());
+  EXPECT_NE(lost.status().message().find("nothing could be kept"), std::string::npos) << lost.status().message();
+  EXPECT_TRUE(entries(discard.path).empty());
+  EXPECT_TRUE(entries(unwritten.path).empty());
 }
 
 TEST(AdapterMerge, ConcatAndWeightedAverageEqualTheSourcesStackedAsTerms) {
