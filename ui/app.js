@@ -1,5 +1,6 @@
-// The dashboard's behaviour (docs/dashboard.md): tabs, polling of the server's routes, the
-// forms, the loss curve and the streaming playground. No framework and no outside requests.
+// The dashboard's behaviour (docs/dashboard.md): the API key, tabs, polling of the server's
+// routes, the forms, the loss curve and the streaming playground. No framework and no outside
+// requests.
 "use strict";
 
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -18,6 +19,69 @@ function el(tag, attrs = {}, ...children) {
   return e;
 }
 
+function showError(id, err) {
+  const p = document.getElementById(id);
+  if (!p) return;
+  p.hidden = !err;
+  p.textContent = err ? String(err.message || err) : "";
+}
+
+// ---------------------------------------------------------------------------------------------
+// The API key: asked for when the server answers 401, kept in this tab's sessionStorage (never in
+// a URL, localStorage or a cookie), sent as "Authorization: Bearer <key>" on every API call.
+
+const KEY_ITEM = "kiln-api-key";
+const keyPrompt = { waiting: null, done: null };
+
+function withKey(init) {
+  const key = sessionStorage.getItem(KEY_ITEM);
+  return key ? { ...init, headers: { ...(init.headers || {}), Authorization: `Bearer ${key}` } } : init;
+}
+
+// Shows the key form and resolves once a key is entered; every call that meets a 401 meanwhile
+// waits on the same prompt. `refusal`: the server's words about a key it refused.
+function askForKey(refusal) {
+  if (refusal) showError("key-error", `The server refused that key: ${refusal}`);
+  if (!keyPrompt.waiting) {
+    if (!refusal) showError("key-error", null);
+    keyPrompt.waiting = new Promise((resolve) => { keyPrompt.done = resolve; });
+    $("#key-form").hidden = false;
+    $("#key-input").focus();
+  }
+  return keyPrompt.waiting;
+}
+
+// The input has no name, so that even a submit the script does not catch sends no key anywhere.
+$("#key-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const key = $("#key-input").value.trim();
+  if (!key) return;
+  sessionStorage.setItem(KEY_ITEM, key);
+  $("#key-input").value = "";
+  $("#key-form").hidden = true;
+  const done = keyPrompt.done;
+  keyPrompt.waiting = keyPrompt.done = null;
+  done();
+});
+
+// fetch with the key. A 401 asks for a key (again, with the server's message, when the one sent
+// was refused) and sends the request once more: the server refused it before any route ran it.
+async function authFetch(path, init = {}) {
+  for (;;) {
+    const sent = sessionStorage.getItem(KEY_ITEM);
+    const res = await fetch(path, withKey(init));
+    if (res.status !== 401) return res;
+    if (sessionStorage.getItem(KEY_ITEM) !== sent) continue;  // a key entered meanwhile: try it
+    let refusal = null;
+    if (sent) {
+      const body = await res.json().catch(() => ({}));
+      refusal = (body.error && body.error.message) || "HTTP 401";
+      sessionStorage.removeItem(KEY_ITEM);
+    }
+    await askForKey(refusal);
+  }
+}
+
 // fetch + JSON; throws an Error carrying the API's message, param and HTTP status.
 async function api(path, options = {}) {
   const init = { ...options };
@@ -25,7 +89,7 @@ async function api(path, options = {}) {
     init.body = JSON.stringify(init.body);
     init.headers = { "Content-Type": "application/json", ...(init.headers || {}) };
   }
-  const res = await fetch(path, init);
+  const res = await authFetch(path, init);
   const text = await res.text();
   let body = null;
   try { body = text ? JSON.parse(text) : null; } catch { body = text; }
@@ -36,13 +100,6 @@ async function api(path, options = {}) {
     throw err;
   }
   return body;
-}
-
-function showError(id, err) {
-  const p = document.getElementById(id);
-  if (!p) return;
-  p.hidden = !err;
-  p.textContent = err ? String(err.message || err) : "";
 }
 
 const fmt = {
@@ -77,7 +134,7 @@ function showTab() {
 window.addEventListener("hashchange", showTab);
 
 // ---------------------------------------------------------------------------------------------
-// Live status: /health and /metrics every second. Tokens/s is the change of
+// Live status: /health and /metrics (with the key) every second. Tokens/s is the change of
 // kiln_generated_tokens_total between two polls over the time between them.
 
 // Prometheus text -> {"name{labels}": value}.
@@ -100,7 +157,7 @@ function card(label, value, key) {
 
 async function pollStatus() {
   try {
-    const [healthRes, metricsRes] = await Promise.all([fetch("/health"), fetch("/metrics")]);
+    const [healthRes, metricsRes] = await Promise.all([fetch("/health"), authFetch("/metrics")]);
     // 503 still carries the body (maintenance, stopping).
     const h = await healthRes.json();
     const m = parseMetrics(await metricsRes.text());
@@ -493,8 +550,8 @@ async function sendChat(text) {
   $("#chat-stop").disabled = false;
   let content = "";
   try {
-    const res = await fetch("/v1/chat/completions", { method: "POST", headers: { "Content-Type": "application/json" },
-                                                      body: JSON.stringify(req), signal: chat.controller.signal });
+    const res = await authFetch("/v1/chat/completions", { method: "POST", headers: { "Content-Type": "application/json" },
+                                                          body: JSON.stringify(req), signal: chat.controller.signal });
     if (!res.ok) {
       const e = await res.json().catch(() => ({}));
       throw new Error((e.error && e.error.message) || `HTTP ${res.status}`);

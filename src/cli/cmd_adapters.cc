@@ -14,12 +14,12 @@ namespace {
 using nlohmann::json;
 
 struct AdapterOpts {
-  std::string url = kDefaultServerUrl, name, path;
+  std::string url = kDefaultServerUrl, api_key_file, name, path;
   bool make_default = false;
 };
 
 Status call_and_print(const AdapterOpts& o, const std::string& method, const std::string& route, const json& body) {
-  KILN_ASSIGN_OR_RETURN(ServerClient client, ServerClient::connect(o.url));
+  KILN_ASSIGN_OR_RETURN(ServerClient client, ServerClient::connect(o.url, o.api_key_file));
   KILN_ASSIGN_OR_RETURN(json answer, client.call(method, route, body));
   std::printf("%s\n", answer.dump(2).c_str());
   return {};
@@ -29,6 +29,7 @@ CLI::App* sub(CLI::App& parent, const std::string& name, const std::string& help
               bool named) {
   auto* cmd = parent.add_subcommand(name, help);
   cmd->add_option("--url", o->url, "The Kiln server")->capture_default_str();
+  add_api_key_file_option(*cmd, o->api_key_file);
   if (named) cmd->add_option("name", o->name, "The adapter's name")->required();
   return cmd;
 }

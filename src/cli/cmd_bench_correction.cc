@@ -19,12 +19,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/api_key.h"
 #include "cli/commands.h"
 #include "cli/config_flags.h"
 #include "cli/default_model.h"
 #include "cli/out_file.h"
 #include "cli/server_client.h"
 #include "config/kiln_config.h"
+#include "server/request_guard.h"
 #include "server/serving_stack.h"
 
 namespace kiln::cli {
@@ -73,6 +75,7 @@ Result<json> one_correction(ServerClient& client, const CorrectionBenchOpts& o, 
   const json body = {{"examples", json::array({correction_conversation(o.tokens, o.seed + static_cast<uint64_t>(i))})},
                      {"config",
                       {{"output_name", o.name},
+                       {"replace", true},  // each correction is the next revision of one adapter
                        {"lora_rank", o.rank},
                        {"learning_rate", o.learning_rate},
                        {"epochs", 1},
@@ -123,6 +126,15 @@ Result<json> one_correction(ServerClient& client, const CorrectionBenchOpts& o, 
               {"first_request_seconds", first_request}};
 }
 
+// The key file the command line names (--api-key-file, or --set server.api_key_file=...): the
+// one flag that keys both the in-process server and a client of --url.
+std::string key_file_flag(const ConfigFlags& flags) {
+  std::string file;
+  for (const FlagOverride& f : flags.overrides)
+    if (f.key == "server.api_key_file") file = f.value;
+  return file;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -134,6 +146,7 @@ Status run(const CorrectionBenchOpts& o) {
   if (o.repeats < 1) return invalid_argument("--repeats must be at least 1, got " + std::to_string(o.repeats));
   std::unique_ptr<ServingStack> stack;
   std::string url = o.url, model_dir;
+  ApiKey key;
   struct RemoveDir {  // the in-process server's adapters, gone however the bench ends
     std::string path;
     ~RemoveDir() {
@@ -158,8 +171,13 @@ Status run(const CorrectionBenchOpts& o) {
                  config.model.backend.c_str());
     KILN_ASSIGN_OR_RETURN(stack, ServingStack::start(config));
     url = stack->base_url();
+    // The in-process server's own key, whatever configured it (a flag, KILN_SERVER_API_KEY, kiln.toml).
+    KILN_ASSIGN_OR_RETURN(GuardOptions guard, guard_options(config));
+    key = {guard.api_key, "the in-process server's configuration"};
+  } else {
+    KILN_ASSIGN_OR_RETURN(key, resolve_api_key(key_file_flag(o.flags)));
   }
-  KILN_ASSIGN_OR_RETURN(ServerClient client, ServerClient::connect(url));
+  KILN_ASSIGN_OR_RETURN(ServerClient client, ServerClient::connect(url, std::move(key)));
   KILN_ASSIGN_OR_RETURN(json health, client.call("GET", "/health"));
   if (!health["model"].is_string()) return format_error("bench correction: GET " + url + "/health names no model");
   const std::string model_id = health["model"].get<std::string>();
@@ -239,7 +257,9 @@ void add_bench_correction_command(CLI::App& bench) {
   cmd->footer("Without --url, the server starts in-process from the configuration `kiln serve` would use (--model,\n"
               "--backend, --set KEY=VALUE, KILN_*, kiln.toml; the random-weight demo model when none is configured),\n"
               "on a free port of 127.0.0.1 (--host and --port are not used), with its adapters in a temporary\n"
-              "directory removed at the end.");
+              "directory removed at the end. Its requests carry that server's API key, if it has one.\n"
+              "With --url, they carry the key in the first line of --api-key-file FILE, else $KILN_SERVER_API_KEY\n"
+              "(as 'Authorization: Bearer <key>'), else none.");
   cmd->callback([o] { report(run(*o)); });
 }
 

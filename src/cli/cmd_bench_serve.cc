@@ -12,6 +12,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/api_key.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "cli/out_file.h"
@@ -25,7 +26,7 @@ namespace kiln::cli {
 namespace {
 
 struct ServeBenchOpts {
-  std::string url, model, model_id, backend = "auto";
+  std::string url, api_key_file, model, model_id, backend = "auto";
   std::string prompt_set = "bench/prompts/serving-v1.jsonl";
   std::string concurrency = "1";
   int64_t max_tokens = 256, requests = 0;
@@ -63,12 +64,14 @@ Result<std::string> checkpoint_dtype(const std::string& dir) {
 }
 
 // The first model a running server lists at GET /v1/models.
-Result<std::string> served_model_id(const std::string& url) {
+Result<std::string> served_model_id(const std::string& url, const ApiKey& key) {
   httplib::Client client(url);
   if (!client.is_valid()) return invalid_argument("--url \"" + url + "\" is not a usable http URL");
   client.set_connection_timeout(10, 0);
+  if (!key.key.empty()) client.set_bearer_token_auth(key.key);
   httplib::Result res = client.Get("/v1/models");
   if (!res) return failed_precondition("GET " + url + "/v1/models failed: " + httplib::to_string(res.error()));
+  if (res->status == 401) return unauthorized(url, key, loadgen::http_error(res->status, res->body));
   if (res->status != 200) return failed_precondition("GET " + url + "/v1/models returned HTTP " + std::to_string(res->status));
   nlohmann::json j = nlohmann::json::parse(res->body, nullptr, false);
   if (j.is_discarded() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() ||
@@ -101,10 +104,12 @@ Status run(const ServeBenchOpts& o) {
 
   std::unique_ptr<ServingStack> stack;
   std::string base_url = o.url, model_id = o.model_id, model_dir;
+  ApiKey key;  // the in-process server has none
   if (!o.url.empty()) {
     model_dir = o.model;  // optional here: only read for the weight dtype
+    KILN_ASSIGN_OR_RETURN(key, resolve_api_key(o.api_key_file));
     if (model_id.empty()) {
-      KILN_ASSIGN_OR_RETURN(model_id, served_model_id(o.url));
+      KILN_ASSIGN_OR_RETURN(model_id, served_model_id(o.url, key));
     }
   } else {
     if (o.model.empty()) {
@@ -135,13 +140,17 @@ Status run(const ServeBenchOpts& o) {
   base.max_tokens = o.max_tokens;
   base.seed = o.seed;
   base.temperature = o.temperature;
+  base.api_key = key.key;
 
   // One request first, so that the levels do not pay for first-use costs (allocations, caches).
   std::fprintf(stderr, "bench serve: %s at %s, warm-up request\n", model_id.c_str(), base_url.c_str());
   loadgen::LoadSpec warm = base;
   warm.requests = 1;
   KILN_ASSIGN_OR_RETURN(loadgen::LoadResult warm_result, loadgen::run_load(warm, prompts));
-  if (warm_result.errors > 0) return failed_precondition("bench serve: the warm-up request failed: " + warm_result.first_error);
+  if (warm_result.errors > 0) {
+    if (warm_result.records[0].http_status == 401) return unauthorized(base_url, key, warm_result.records[0].error);
+    return failed_precondition("bench serve: the warm-up request failed: " + warm_result.first_error);
+  }
 
   nlohmann::json doc = {{"kind", "bench_serve"},
                         {"model", model_id},
@@ -197,6 +206,7 @@ void add_bench_serve_command(CLI::App& bench) {
                                             "through the OpenAI API at given concurrencies (JSON)");
   auto o = std::make_shared<ServeBenchOpts>();
   cmd->add_option("--url", o->url, "Drive this running server (http://HOST:PORT) instead of starting one in-process");
+  add_api_key_file_option(*cmd, o->api_key_file);
   cmd->add_option("--model", o->model, "Checkpoint directory served in-process; default: the random-weight demo checkpoint of `kiln serve`");
   cmd->add_option("--model-id", o->model_id, "The requests' model field; default: the served model id");
   cmd->add_option("--backend", o->backend, "Backend of the in-process server (auto, cpu, cuda)")->capture_default_str();

@@ -17,7 +17,7 @@ namespace {
 using nlohmann::json;
 
 struct EvalOpts {
-  std::string url = kDefaultServerUrl, suite, adapter, adapter_a, adapter_b;
+  std::string url = kDefaultServerUrl, api_key_file, suite, adapter, adapter_a, adapter_b;
   int64_t seed = 0, max_tokens = 0;
   double temperature = 0, poll_seconds = 0.5;
 };
@@ -58,7 +58,7 @@ Status follow(ServerClient& client, const std::string& id, double poll) {
 json target(const std::string& name) { return name.empty() ? json(nullptr) : json(name); }
 
 Status submit(const EvalOpts& o, bool compare) {
-  KILN_ASSIGN_OR_RETURN(ServerClient client, ServerClient::connect(o.url));
+  KILN_ASSIGN_OR_RETURN(ServerClient client, ServerClient::connect(o.url, o.api_key_file));
   json body = {{"suite", o.suite}, {"seed", o.seed}, {"temperature", o.temperature}};
   if (o.max_tokens > 0) body["max_tokens"] = o.max_tokens;
   if (compare) {
@@ -75,6 +75,7 @@ Status submit(const EvalOpts& o, bool compare) {
 
 void add_common(CLI::App* cmd, EvalOpts& o) {
   cmd->add_option("--url", o.url, "The Kiln server")->capture_default_str();
+  add_api_key_file_option(*cmd, o.api_key_file);
   cmd->add_option("--suite", o.suite, "The eval suite's name")->required();
   cmd->add_option("--seed", o.seed, "Seed (with --temperature > 0, example i samples with seed + i)")->capture_default_str();
   cmd->add_option("--temperature", o.temperature, "0: greedy")->capture_default_str()->check(CLI::Range(0.0, 2.0));
@@ -91,9 +92,10 @@ void add_eval_command(CLI::App& app) {
   auto lo = std::make_shared<EvalOpts>();
   auto* list = eval->add_subcommand("list", "Print the server's eval suites (JSON)");
   list->add_option("--url", lo->url, "The Kiln server")->capture_default_str();
+  add_api_key_file_option(*list, lo->api_key_file);
   list->callback([lo] {
     report([&]() -> Status {
-      KILN_ASSIGN_OR_RETURN(ServerClient client, ServerClient::connect(lo->url));
+      KILN_ASSIGN_OR_RETURN(ServerClient client, ServerClient::connect(lo->url, lo->api_key_file));
       KILN_ASSIGN_OR_RETURN(json suites, client.call("GET", "/v1/eval/suites"));
       std::printf("%s\n", suites.dump(2).c_str());
       return {};

@@ -19,7 +19,7 @@ using nlohmann::json;
 
 struct TrainOpts {
   std::string kind;  // "sft" | "grpo"
-  std::string file, dataset_path, url = kDefaultServerUrl, config_json;
+  std::string file, dataset_path, url = kDefaultServerUrl, api_key_file, config_json;
   bool no_wait = false;
   double poll_seconds = 0.5;
 };
@@ -57,7 +57,7 @@ void draw_progress(const json& s) {
 }
 
 Status run(const TrainOpts& o) {
-  KILN_ASSIGN_OR_RETURN(ServerClient client, ServerClient::connect(o.url));
+  KILN_ASSIGN_OR_RETURN(ServerClient client, ServerClient::connect(o.url, o.api_key_file));
   json body = json::object();
   if (!o.file.empty()) {
     KILN_ASSIGN_OR_RETURN(json items, read_jsonl(o.file));
@@ -103,6 +103,7 @@ void add_kind(CLI::App& train, const std::string& kind, const std::string& help,
                                "A JSONL file on the server's machine instead of --file (sent as dataset_path)");
   file->excludes(path);
   cmd->add_option("--url", o->url, "The Kiln server")->capture_default_str();
+  add_api_key_file_option(*cmd, o->api_key_file);
   cmd->add_option("--config-json", o->config_json,
                   "The job's config as a JSON object, e.g. '{\"lora_rank\": 8, \"epochs\": 2, \"output_name\": \"mine\"}' "
                   "(keys: docs/training-api.md)");

@@ -36,7 +36,8 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& flags) {
       });
   const std::pair<const char*, const char*> shorthands[] = {
       {"--host", "server.host"},     {"--port", "server.port"},       {"--model", "model.path"},
-      {"--backend", "model.backend"}, {"--profile", "server.profile"},
+      {"--backend", "model.backend"}, {"--profile", "server.profile"}, {"--api-key", "server.api_key"},
+      {"--api-key-file", "server.api_key_file"},
   };
   for (auto [flag, key] : shorthands) {
     cmd.add_option_function<std::string>(

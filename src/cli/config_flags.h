@@ -1,6 +1,6 @@
 // The configuration flags shared by every command that runs from a KilnConfig (`kiln config`,
 // `kiln serve`): --config FILE, --set KEY=VALUE (repeatable) and the shorthands --host, --port,
-// --model, --backend, --profile; and their resolution together with KILN_* and kiln.toml.
+// --model, --backend, --profile, --api-key, --api-key-file; and their resolution together with KILN_* and kiln.toml.
 #pragma once
 
 #include <CLI/CLI.hpp>

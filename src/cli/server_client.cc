@@ -2,7 +2,7 @@
 
 namespace kiln::cli {
 
-Result<ServerClient> ServerClient::connect(const std::string& url) {
+Result<ServerClient> ServerClient::connect(const std::string& url, ApiKey key) {
   const size_t scheme_end = url.find("://");
   if (scheme_end == std::string::npos || url.substr(0, scheme_end) != "http")
     return invalid_argument("--url \"" + url + "\" must start with http://");
@@ -17,7 +17,14 @@ Result<ServerClient> ServerClient::connect(const std::string& url) {
   c.client_->set_connection_timeout(10, 0);
   c.client_->set_read_timeout(600, 0);
   c.client_->set_write_timeout(600, 0);
+  if (!key.key.empty()) c.client_->set_bearer_token_auth(key.key);
+  c.key_ = std::move(key);
   return c;
+}
+
+Result<ServerClient> ServerClient::connect(const std::string& url, const std::string& api_key_file) {
+  KILN_ASSIGN_OR_RETURN(ApiKey key, resolve_api_key(api_key_file));
+  return connect(url, std::move(key));
 }
 
 Result<nlohmann::json> ServerClient::call(const std::string& method, const std::string& path, const nlohmann::json& body) {
@@ -26,15 +33,15 @@ Result<nlohmann::json> ServerClient::call(const std::string& method, const std::
                       : method == "DELETE" ? client_->Delete(full.c_str())
                                            : client_->Post(full.c_str(), body.is_null() ? "{}" : body.dump(), "application/json");
   if (!r) return io_error(method + " " + url_ + path + ": " + httplib::to_string(r.error()) + " (is `kiln serve` running there?)");
-  nlohmann::json answer;
-  try {
-    answer = nlohmann::json::parse(r->body);
-  } catch (const nlohmann::json::parse_error&) {
+  const nlohmann::json answer = nlohmann::json::parse(r->body, nullptr, false);
+  const bool has_error = answer.is_object() && answer.contains("error") && answer["error"].is_object();
+  std::string message = has_error ? answer["error"].value("message", r->body) : r->body;
+  // Before the JSON check: a proxy in front of the server may answer 401 in its own words.
+  if (r->status == 401) return unauthorized(url_, key_, "HTTP 401: " + message);
+  if (answer.is_discarded())
     return format_error(method + " " + path + " answered HTTP " + std::to_string(r->status) + " with a body that is not JSON");
-  }
   if (r->status < 200 || r->status >= 300) {
-    std::string message = answer.contains("error") ? answer["error"].value("message", r->body) : r->body;
-    if (answer.contains("error") && answer["error"]["param"].is_string())
+    if (has_error && answer["error"]["param"].is_string())
       message += " (field " + answer["error"]["param"].get<std::string>() + ")";
     const ErrorCode code = r->status == 404 ? ErrorCode::kNotFound
                            : r->status == 400 ? ErrorCode::kInvalidArgument

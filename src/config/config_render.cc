@@ -6,6 +6,13 @@ namespace kiln {
 
 namespace {
 
+// A secret shows as "<set>" or "" (unset), never its value.
+ConfigValue shown(const ConfigField& f, const KilnConfig& c) {
+  ConfigValue v = f.get(c);
+  if (f.secret) v = std::string(std::get<std::string>(v).empty() ? "" : "<set>");
+  return v;
+}
+
 nlohmann::json value_json(const ConfigValue& v) {
   return std::visit([](const auto& x) { return nlohmann::json(x); }, v);
 }
@@ -22,7 +29,7 @@ nlohmann::json config_to_json(const ResolvedConfig& resolved) {
   nlohmann::json out = nlohmann::json::object();
   for (const ConfigField& f : config_schema()) {
     const FieldOrigin& o = origin_of(resolved, f);
-    nlohmann::json entry = {{"value", value_json(f.get(resolved.config))}, {"source", config_source_name(o.source)}};
+    nlohmann::json entry = {{"value", value_json(shown(f, resolved.config))}, {"source", config_source_name(o.source)}};
     if (o.source != ConfigSource::kDefault) entry[config_source_name(o.source)] = o.where;
     out[std::string(f.section)][std::string(f.key)] = std::move(entry);
   }
@@ -33,7 +40,7 @@ std::string config_to_text(const ResolvedConfig& resolved) {
   std::string out;
   for (const ConfigField& f : config_schema()) {
     const FieldOrigin& o = origin_of(resolved, f);
-    out += f.name() + " = " + format_config_value(f.get(resolved.config)) + "  (" + config_source_name(o.source);
+    out += f.name() + " = " + format_config_value(shown(f, resolved.config)) + "  (" + config_source_name(o.source);
     if (!o.where.empty()) out += " " + o.where;
     out += ")\n";
   }

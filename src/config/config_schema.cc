@@ -40,6 +40,12 @@ ConfigField make_field(std::string_view section, std::string_view key, std::stri
   return f;
 }
 
+// A field whose value renderings hide (`kiln config`, GET /v1/config).
+ConfigField secret(ConfigField f) {
+  f.secret = true;
+  return f;
+}
+
 // The dotted name is spelled by the member names themselves.
 #define KILN_CONFIG_FIELD(section, key, ...)                                                          \
   make_field<&KilnConfig::section, &decltype(KilnConfig::section)::key>(#section, #key, __VA_ARGS__)
@@ -52,15 +58,42 @@ std::vector<ConfigField> build_schema() {
       KILN_CONFIG_FIELD(server, max_decode_batch, "Sequences decoding at once (GDN state slots in use)", between(1, 1024)),
       KILN_CONFIG_FIELD(server, max_queued_requests, "Requests waiting for admission; beyond it 503 with Retry-After", at_least(1)),
       KILN_CONFIG_FIELD(server, request_timeout_secs, "A request running longer is cancelled", at_least(1)),
-      KILN_CONFIG_FIELD(server, max_body_bytes, "Request bodies larger than this get 413", at_least(1024)),
+      KILN_CONFIG_FIELD(server, max_body_bytes, "Request bodies larger than this get 413 (adapter uploads: max_adapter_bytes)",
+                        at_least(1024)),
+      KILN_CONFIG_FIELD(server, max_adapter_bytes,
+                        "Largest adapter archive an upload may send, and may extract to; beyond it 413. Default 512 "
+                        "MiB: a rank-64 f32 LoRA of Qwen3.5-4B on every target is 465 MiB (64 x 4 bytes x 1,904,640, "
+                        "the inputs plus outputs of its 200 adapted projections), plus 10% for headers and receipts",
+                        at_least(1024)),
       KILN_CONFIG_FIELD(server, http_threads, "HTTP worker threads; 0: max(8, 2 * max_decode_batch)", at_least(0)),
       KILN_CONFIG_FIELD(server, profile,
                         "Serving profile: stable (inference and training), experimental (also routes under "
                         "qualification), maintenance (no inference; training and adapter changes only)",
                         one_of({"stable", "experimental", "maintenance"})),
+      secret(KILN_CONFIG_FIELD(server, api_key,
+                               "Bearer key every route but /health and /ui/ requires; empty: none (refused unless "
+                               "server.host is a loopback address)")),
+      KILN_CONFIG_FIELD(server, api_key_file, "File holding server.api_key (its first line), so the key stays out of ps"),
+      KILN_CONFIG_FIELD(server, metrics_public, "Serve /metrics without the API key"),
+      KILN_CONFIG_FIELD(server, allowed_hosts,
+                        "Host header values accepted besides localhost and this machine's addresses, comma-separated "
+                        "(\".example.com\" also matches subdomains; \"*\": any); others get 421"),
+      KILN_CONFIG_FIELD(server, allowed_origins,
+                        "Origins that may call the API from a browser (CORS), comma-separated; other cross-origin "
+                        "requests that change state get 403"),
+      KILN_CONFIG_FIELD(server, state_dir,
+                        "Folder of Kiln's writable state (adapters, datasets, eval suites, request log); empty: "
+                        "~/.cache/kiln/state/<model id>"),
+      KILN_CONFIG_FIELD(server, max_loaded_adapters,
+                        "Adapters loaded at once; a load beyond it unloads the least recently used one other than "
+                        "the default (507 when none can go)",
+                        at_least(1)),
+      KILN_CONFIG_FIELD(server, max_adapter_memory_bytes,
+                        "Bytes of adapter factors loaded at once, with the same rule as max_loaded_adapters",
+                        at_least(1 << 20)),
       KILN_CONFIG_FIELD(model, path, "Model directory; empty: the embedded random-weight demo model"),
       KILN_CONFIG_FIELD(model, served_model_id, "The id clients name in `model`; empty: the model directory's name"),
-      KILN_CONFIG_FIELD(model, adapter_dir, "Folder of LoRA adapters; empty: adapters/ inside model.path"),
+      KILN_CONFIG_FIELD(model, adapter_dir, "Folder of LoRA adapters; empty: adapters/ in server.state_dir"),
       KILN_CONFIG_FIELD(model, tokenizer_path, "Folder holding tokenizer.json; empty: the model directory"),
       KILN_CONFIG_FIELD(model, backend, "Compute backend; auto: cuda when a device is present, else cpu",
                         one_of({"auto", "cpu", "cuda"})),
@@ -77,14 +110,28 @@ std::vector<ConfigField> build_schema() {
       KILN_CONFIG_FIELD(training, webhook_url, "URL that receives a POST when a training job ends; empty: none"),
       KILN_CONFIG_FIELD(training, max_queued_jobs, "Training jobs that may wait in the queue", at_least(1)),
       KILN_CONFIG_FIELD(training, checkpoint_interval, "Optimizer steps between checkpoints; 0: none", at_least(0)),
+      KILN_CONFIG_FIELD(training, checkpoint_keep,
+                        "Checkpoints a job keeps on disk, the last ones; older ones are deleted as new ones land; 0: all",
+                        at_least(0)),
       KILN_CONFIG_FIELD(training, trace_memory_fraction,
                         "Share of the device memory free when a job starts that it may keep as layer traces, "
                         "sparing their recomputation (faster, more memory); 0: recompute every layer",
                         Limits{Bound{0, true}, Bound{1, true}, {}}),
+      KILN_CONFIG_FIELD(training, data_dir,
+                        "Folder of training datasets (uploaded through /v1/datasets); a job's dataset_path must "
+                        "name a file in it; empty: datasets/ in server.state_dir"),
+      KILN_CONFIG_FIELD(training, max_dataset_bytes, "Largest dataset file a job reads or an upload writes", at_least(1024)),
+      KILN_CONFIG_FIELD(training, max_job_tokens,
+                        "Tokens one job may train on, every epoch counted; a larger job is refused when it is posted",
+                        at_least(1)),
+      KILN_CONFIG_FIELD(training, max_job_seconds, "A job still running after this many seconds fails", at_least(1)),
       KILN_CONFIG_FIELD(logging, level, "Least severe log level printed", one_of({"error", "warn", "info", "debug"})),
       KILN_CONFIG_FIELD(logging, request_log, "Record each request and its response in request_log_dir"),
-      KILN_CONFIG_FIELD(logging, request_log_dir, "Folder of the request log; empty: request-log/ beside adapter_dir"),
+      KILN_CONFIG_FIELD(logging, request_log_dir, "Folder of the request log; empty: request-log/ in server.state_dir"),
       KILN_CONFIG_FIELD(logging, request_log_max_bytes, "Most bytes the request log may hold", at_least(0)),
+      KILN_CONFIG_FIELD(logging, request_log_redact,
+                        "Request-log rows keep no message, prompt, completion or log-probability text (each becomes "
+                        "\"[redacted: N bytes]\"); routes, status, timing, adapters and usage stay"),
   };
 }
 

@@ -27,6 +27,7 @@ struct ConfigField {
   std::optional<Bound> min, max;          // integers and floats
   std::vector<std::string_view> choices;  // enums
   std::string_view help;                  // one line
+  bool secret = false;                    // renderings show whether it is set, never the value
   ConfigValue (*get)(const KilnConfig&) = nullptr;
   void (*set)(KilnConfig&, const ConfigValue&) = nullptr;  // the value holds the field's alternative
 

@@ -16,14 +16,23 @@ struct ServerSection {
   int64_t max_queued_requests = 256;   // waiting requests; beyond it 503 + Retry-After
   int64_t request_timeout_secs = 600;  // a request running longer is cancelled
   int64_t max_body_bytes = 8 << 20;    // larger bodies get 413
+  int64_t max_adapter_bytes = int64_t{512} << 20;  // an adapter upload, compressed and extracted; 413 beyond
   int64_t http_threads = 0;            // 0: max(8, 2 * max_decode_batch)
   std::string profile = "stable";      // stable | experimental | maintenance
+  std::string api_key;                 // "" : none (only allowed on a loopback host)
+  std::string api_key_file;            // a file holding the key (kept out of ps and the environment)
+  bool metrics_public = false;         // /metrics without the key
+  std::string allowed_hosts;           // Host names accepted besides this machine's addresses; "*": any
+  std::string allowed_origins;         // cross-origin callers allowed (CORS), e.g. "https://app.example"
+  std::string state_dir;               // "" : ~/.cache/kiln/state/<model id>
+  int64_t max_loaded_adapters = 32;    // beyond it the least recently used non-default adapter unloads
+  int64_t max_adapter_memory_bytes = int64_t{4} << 30;  // loaded adapters' factors together, likewise
 };
 
 struct ModelSection {
   std::string path;             // "" : the embedded random-weight demo model
   std::string served_model_id;  // "" : the model directory's name
-  std::string adapter_dir;      // "" : <path>/adapters
+  std::string adapter_dir;      // "" : <server.state_dir>/adapters
   std::string tokenizer_path;   // "" : the model directory
   std::string backend = "auto"; // auto | cpu | cuda (auto: cuda when a device is present)
   int64_t max_context = 0;      // 0: the model's max_position_embeddings, capped by the K/V pool
@@ -49,14 +58,20 @@ struct TrainingSection {
   std::string webhook_url;
   int64_t max_queued_jobs = 16;
   int64_t checkpoint_interval = 0;  // optimizer steps between checkpoints; 0: none
+  int64_t checkpoint_keep = 3;      // a job's last N checkpoints stay on disk; 0: all
   double trace_memory_fraction = 0.5;  // of free device memory, for layer traces (TrainerOptions)
+  std::string data_dir;               // "" : <server.state_dir>/datasets
+  int64_t max_dataset_bytes = int64_t{1} << 30;  // one dataset file, uploaded or named by a job
+  int64_t max_job_tokens = 1000000000;  // tokens one job trains on, every epoch counted
+  int64_t max_job_seconds = 86400;      // a job running longer fails
 };
 
 struct LoggingSection {
   std::string level = "info";  // error | warn | info | debug
   bool request_log = false;
-  std::string request_log_dir;  // "" : <adapter_dir>/../request-log
+  std::string request_log_dir;  // "" : <server.state_dir>/request-log
   int64_t request_log_max_bytes = int64_t{1} << 30;
+  bool request_log_redact = false;  // rows keep no message, prompt or completion text
 };
 
 struct KilnConfig {

@@ -277,6 +277,7 @@ EngineStats Engine::stats() const {
     s.decode_recordings = replay_->stats().recordings;
     s.decode_adapter_recordings = replay_->stats().adapter_recordings;
     s.decode_recordings_invalidated = replay_->stats().invalidated;
+    s.decode_record_failures = replay_->stats().record_failures;
   }
   return s;
 }

@@ -46,6 +46,8 @@ struct EngineStats {
   // recordings, those for an adapter composition, and those dropped since (their adapters gone).
   int64_t decode_replays = 0, decode_recordings = 0;
   int64_t decode_adapter_recordings = 0, decode_recordings_invalidated = 0;
+  // Recordings that failed (each cost one step run eagerly; the composition records again later).
+  int64_t decode_record_failures = 0;
 };
 
 struct CycleReport {

@@ -1,7 +1,9 @@
-// EngineActor: the thread that owns an Engine and runs its cycles while there is work, so that
-// a server's handlers only submit requests and read their TokenChannels. Other device work (a
-// training job's steps) runs on the same thread between two cycles (run_between_cycles), so it
-// never overlaps a forward of the engine's and inference keeps going between its calls.
+// EngineActor: the thread that owns an Engine, and with it the device, and runs its cycles while
+// there is work, so that a server's handlers only submit requests and read their TokenChannels.
+// Every other device call of a server (adapter uploads and downloads, a training job's setup and
+// steps) runs on the same thread between two cycles (run_between_cycles, a DeviceRunner), so it
+// never overlaps a forward of the engine's or the recording of a decode step, and inference keeps
+// going between its calls.
 #pragma once
 
 #include <atomic>

@@ -1,11 +1,11 @@
 #include "eval/scorer.h"
 #include "core/json_text.h"
+#include "core/regex.h"
 
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <regex>
 
 namespace kiln {
 
@@ -14,10 +14,25 @@ namespace {
 using json = nlohmann::json;
 
 // One grammar for every number the scorers read: sign, digits (optionally in ,-separated groups
-// of three), fraction, exponent. ".5" counts; "1,2" is two numbers.
-const std::regex& number_re() {
-  static const std::regex re(R"([+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][+-]?\d+)?)");
+// of three), fraction, exponent. ".5" counts; "1,2" is two numbers. ASCII digits only: Unicode
+// \d would take other scripts' digits, which strtod cannot read.
+const Regex& number_regex() {
+  static const Regex re =
+      Regex::compile(R"([+-]?(?:(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)")
+          .value();
   return re;
+}
+
+// An expected answer that is one choice letter A-E: "B", "(B)", "B.", "B)".
+const Regex& one_letter_regex() {
+  static const Regex re = Regex::compile(R"(\(?[A-E][.)]?)").value();
+  return re;
+}
+
+RegexOptions cased(RegexCase case_mode) {
+  RegexOptions o;
+  o.case_mode = case_mode;
+  return o;
 }
 
 double to_double(std::string s) {
@@ -65,16 +80,6 @@ std::optional<json> expected_structure(const json& expected) {
   auto v = parse_json(trim(expected.get<std::string>()), "expected");
   if (!v.ok() || !(v->is_object() || v->is_array())) return std::nullopt;
   return std::move(*v);
-}
-
-bool regex_compiles(const std::string& pattern, std::string& why) {
-  try {
-    std::regex re(pattern, std::regex::ECMAScript);
-    return true;
-  } catch (const std::regex_error& e) {
-    why = e.what();
-    return false;
-  }
 }
 
 std::optional<ScorerType> type_from_name(const std::string& n) {
@@ -161,8 +166,8 @@ std::optional<FieldError> parse_scorer(const json& j, const std::string& path, S
       out.case_sensitive = v.get<bool>();
     } else if (k == "pattern" && out.type == ScorerType::kRegex) {
       if (!v.is_string() || v.get<std::string>().empty()) return FieldError{p, "must be a non-empty string"};
-      std::string why;
-      if (!regex_compiles(v.get<std::string>(), why)) return FieldError{p, "the regex does not compile: " + why};
+      if (Result<Regex> re = Regex::compile(v.get<std::string>()); !re.ok())
+        return FieldError{p, re.status().message()};
       out.pattern = v.get<std::string>();
     } else if ((k == "tolerance" || k == "relative") && out.type == ScorerType::kNumericTolerance) {
       if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
@@ -189,9 +194,9 @@ std::optional<FieldError> parse_scorer(const json& j, const std::string& path, S
         ScorerSpec m;
         if (auto e = parse_scorer(member, mp, m)) return e;
         if (m.type == ScorerType::kRegex && m.pattern.empty() && own) {
-          std::string why;
-          if (!own->is_string() || !regex_compiles(own->get<std::string>(), why))
-            return FieldError{mp + ".expected", "the regex does not compile: " + why};
+          if (!own->is_string()) return FieldError{mp + ".expected", "a regex scorer needs a string pattern"};
+          if (Result<Regex> re = Regex::compile(own->get<std::string>()); !re.ok())
+            return FieldError{mp + ".expected", re.status().message()};
         }
         out.of.push_back(std::move(m));
         out.of_expected.push_back(std::move(own));
@@ -234,50 +239,62 @@ std::string normalize_text(const std::string& s, bool case_sensitive) {
   return out;
 }
 
-std::optional<double> parse_number_exact(const std::string& s) {
+Result<std::optional<double>> parse_number_exact(const std::string& s) {
   const std::string t = trim(s);
-  if (!std::regex_match(t, number_re())) return std::nullopt;
-  return to_double(t);
+  KILN_ASSIGN_OR_RETURN(bool whole, number_regex().full_match(t));
+  if (!whole) return std::optional<double>();
+  return std::optional<double>(to_double(t));
 }
 
-std::optional<double> last_number(const std::string& s) {
+Result<std::optional<double>> last_number(const std::string& s) {
   std::optional<double> last;
-  for (auto it = std::sregex_iterator(s.begin(), s.end(), number_re()); it != std::sregex_iterator(); ++it)
-    last = to_double(it->str());
+  KILN_RETURN_IF_ERROR(
+      number_regex().for_each_match(s, [&](size_t b, size_t e) { last = to_double(s.substr(b, e - b)); }));
   return last;
 }
 
-std::optional<char> chosen_letter(const std::string& output, const std::string& choices) {
+Result<std::optional<double>> expected_number(const std::string& expected) {
+  KILN_ASSIGN_OR_RETURN(std::optional<double> whole, parse_number_exact(expected));
+  if (whole) return whole;
+  return last_number(expected);
+}
+
+Result<std::optional<char>> chosen_letter(const std::string& output, const std::string& choices) {
   const std::string set = "[" + choices + "]";
   const std::string t = trim(output);
-  std::smatch m;
-  // 1. The whole output is one letter: "B", "b", "(B)", "B.", "B)".
-  if (std::regex_match(t, m, std::regex("\\(?([A-Za-z])[.)]?")) &&
-      choices.find(static_cast<char>(std::toupper(static_cast<unsigned char>(m[1].str()[0])))) != std::string::npos)
-    return static_cast<char>(std::toupper(static_cast<unsigned char>(m[1].str()[0])));
-  auto last_match = [&t](const std::regex& re) -> std::optional<char> {
+  auto upper = [](char c) { return static_cast<char>(std::toupper(static_cast<unsigned char>(c))); };
+  // The letter group 1 captured in the last match of `pattern` in t. Every pattern here consumes
+  // its letter, so each search starts where the previous match ended.
+  auto last_match = [&t](const std::string& pattern, RegexCase case_mode) -> Result<std::optional<char>> {
+    KILN_ASSIGN_OR_RETURN(Regex re, Regex::compile(pattern, cased(case_mode)));
     std::optional<char> last;
-    for (auto it = std::sregex_iterator(t.begin(), t.end(), re); it != std::sregex_iterator(); ++it)
-      last = (*it)[1].str()[0];
-    return last;
+    for (size_t pos = 0;;) {
+      KILN_ASSIGN_OR_RETURN(std::optional<RegexMatch> m, re.find(t, pos));
+      if (!m) return last;
+      last = t[m->spans[1].begin];
+      pos = m->end();
+    }
   };
+  // 1. The whole output is one letter: "B", "b", "(B)", "B.", "B)".
+  KILN_ASSIGN_OR_RETURN(std::optional<char> single, last_match("\\A\\(?([A-Za-z])[.)]?\\z", RegexCase::kSensitive));
+  if (single && choices.find(upper(*single)) != std::string::npos) return std::optional<char>(upper(*single));
   // 2. After "answer is" / "answer:" (the model's own statement of its choice).
-  if (auto c = last_match(std::regex("answer(?:\\s+is)?\\s*[:\\-]?\\s*\\(?(" + set + ")\\b", std::regex::icase))) {
-    char u = static_cast<char>(std::toupper(static_cast<unsigned char>(*c)));
-    if (choices.find(u) != std::string::npos) return u;
-  }
+  KILN_ASSIGN_OR_RETURN(std::optional<char> stated,
+                        last_match("answer(?:\\s+is)?\\s*[:\\-]?\\s*\\(?(" + set + ")\\b", RegexCase::kInsensitive));
+  if (stated && choices.find(upper(*stated)) != std::string::npos) return std::optional<char>(upper(*stated));
   // 3. A letter in parentheses: "(B)"; 4. a standalone capital letter word.
-  if (auto c = last_match(std::regex("\\((" + set + ")\\)"))) return c;
-  return last_match(std::regex("\\b(" + set + ")\\b"));
+  KILN_ASSIGN_OR_RETURN(std::optional<char> parenthesised, last_match("\\((" + set + ")\\)", RegexCase::kSensitive));
+  if (parenthesised) return parenthesised;
+  return last_match("\\b(" + set + ")\\b", RegexCase::kSensitive);
 }
 
 ScorerSpec auto_scorer(const json& expected) {
   ScorerSpec s;
   if (expected_structure(expected)) {
     s.type = ScorerType::kJsonValidity;
-  } else if (parse_number_exact(expected_text(expected))) {
+  } else if (parse_number_exact(expected_text(expected)).value_or(std::nullopt)) {
     s.type = ScorerType::kNumericTolerance;
-  } else if (std::regex_match(trim(expected_text(expected)), std::regex("\\(?[A-E][.)]?"))) {
+  } else if (one_letter_regex().full_match(trim(expected_text(expected))).value_or(false)) {
     s.type = ScorerType::kMultipleChoice;
   } else {
     s.type = ScorerType::kExact;
@@ -306,36 +323,42 @@ ScoreResult score(const ScorerSpec& spec, const json& expected, const std::strin
     }
     case ScorerType::kRegex: {
       const std::string pattern = spec.pattern.empty() ? exp : spec.pattern;
-      try {
-        auto flags = std::regex::ECMAScript;
-        if (!spec.case_sensitive.value_or(true)) flags |= std::regex::icase;
-        std::smatch m;
-        if (std::regex_search(output, m, std::regex(pattern, flags)))
-          return {true, "matched \"" + m.str().substr(0, 200) + "\" at " + std::to_string(m.position())};
-        return {false, "no match for /" + pattern + "/"};
-      } catch (const std::regex_error& e) {
-        return {false, std::string("the regex does not compile: ") + e.what()};
-      }
+      const RegexCase case_mode = spec.case_sensitive.value_or(true) ? RegexCase::kSensitive : RegexCase::kInsensitive;
+      Result<Regex> re = Regex::compile(pattern, cased(case_mode));
+      if (!re.ok()) return {false, re.status().message()};
+      // A limit hit is this example's failure, not the eval's: the reason names the limit.
+      Result<std::optional<RegexMatch>> m = re->find(output);
+      if (!m.ok()) return {false, m.status().message()};
+      if (!m->has_value()) return {false, "no match for /" + pattern + "/"};
+      const RegexMatch& hit = **m;
+      return {true, "matched \"" + output.substr(hit.begin(), hit.end() - hit.begin()).substr(0, 200) + "\" at " +
+                        std::to_string(hit.begin())};
     }
     case ScorerType::kNumericTolerance: {
-      auto want = parse_number_exact(exp);
-      if (!want) want = last_number(exp);
-      if (!want) return {false, "expected \"" + exp + "\" is not a number"};
-      auto got = last_number(output);
-      if (!got) return {false, "no number in output"};
-      const double diff = std::fabs(*got - *want);
-      const double bound = spec.tolerance + spec.relative * std::fabs(*want);
+      Result<std::optional<double>> want = expected_number(exp);
+      if (!want.ok()) return {false, want.status().message()};
+      if (!*want) return {false, "expected \"" + exp + "\" is not a number"};
+      Result<std::optional<double>> got = last_number(output);
+      if (!got.ok()) return {false, got.status().message()};
+      if (!*got) return {false, "no number in output"};
+      const double w = **want, g = **got;
+      const double diff = std::fabs(g - w);
+      const double bound = spec.tolerance + spec.relative * std::fabs(w);
       const bool ok = diff <= bound;
-      return {ok, "expected " + fmt(*want) + ", read " + fmt(*got) + " (|diff| " + fmt(diff) + (ok ? " <= " : " > ") +
+      return {ok, "expected " + fmt(w) + ", read " + fmt(g) + " (|diff| " + fmt(diff) + (ok ? " <= " : " > ") +
                       fmt(bound) + ")"};
     }
     case ScorerType::kMultipleChoice: {
-      auto want = chosen_letter(exp, spec.choices);
-      if (!want) return {false, "expected \"" + exp + "\" is not one of " + spec.choices};
-      auto got = chosen_letter(output, spec.choices);
-      if (!got) return {false, "no choice found, expected " + std::string(1, *want)};
-      if (*got == *want) return {true, "chose " + std::string(1, *got)};
-      return {false, "chose " + std::string(1, *got) + ", expected " + std::string(1, *want)};
+      Result<std::optional<char>> want = chosen_letter(exp, spec.choices);
+      if (!want.ok()) return {false, want.status().message()};
+      if (!*want) return {false, "expected \"" + exp + "\" is not one of " + spec.choices};
+      Result<std::optional<char>> got = chosen_letter(output, spec.choices);
+      if (!got.ok()) return {false, got.status().message()};
+      const char w = **want;
+      if (!*got) return {false, "no choice found, expected " + std::string(1, w)};
+      const char g = **got;
+      if (g == w) return {true, "chose " + std::string(1, g)};
+      return {false, "chose " + std::string(1, g) + ", expected " + std::string(1, w)};
     }
     case ScorerType::kJsonValidity: {
       const std::string body = unfence(output);

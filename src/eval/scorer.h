@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/status.h"
+
 namespace kiln {
 
 enum class ScorerType { kExact, kContains, kRegex, kNumericTolerance, kMultipleChoice, kJsonValidity, kAll, kAny };
@@ -51,12 +53,14 @@ struct ScoreResult {
 // Scores `output` against `expected` (a string, or any JSON value for json_validity).
 ScoreResult score(const ScorerSpec& spec, const nlohmann::json& expected, const std::string& output);
 
-// The pieces, exposed for tests and reuse.
+// The pieces, exposed for tests and reuse. Those that run a regular expression return the error
+// of a match that hit its limit (docs/evals.md "Patterns").
 std::string strip_reasoning(const std::string& output);  // drops everything up to the last </think>
 std::string normalize_text(const std::string& s, bool case_sensitive);  // trim, collapse whitespace, fold case
-std::optional<double> parse_number_exact(const std::string& s);         // the whole trimmed string as a number
-std::optional<double> last_number(const std::string& s);               // the last number in free text
-std::optional<char> chosen_letter(const std::string& output, const std::string& choices);
+Result<std::optional<double>> parse_number_exact(const std::string& s);  // the whole trimmed string as a number
+Result<std::optional<double>> last_number(const std::string& s);        // the last number in free text
+Result<std::optional<double>> expected_number(const std::string& expected);  // the whole text, else its last number
+Result<std::optional<char>> chosen_letter(const std::string& output, const std::string& choices);
 std::string expected_text(const nlohmann::json& expected);              // a string as is, else its JSON dump
 
 }  // namespace kiln

@@ -1,15 +1,16 @@
 #include "eval/suite.h"
-#include "core/json_text.h"
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
+#include "core/atomic_publish.h"
+#include "core/json_text.h"
+#include "core/names.h"
+#include "core/regex.h"
 #include "qualify/sha256.h"
 
 namespace kiln {
@@ -46,22 +47,9 @@ Result<std::string> read_file(const std::string& path) {
   return s.str();
 }
 
-Status write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-  out.close();
-  if (!out) return internal_error("cannot write " + path);
-  return Status();
-}
-
 }  // namespace
 
-Status check_suite_name(const std::string& name) {
-  static const std::regex re("[A-Za-z0-9._-]{1,64}");
-  if (!std::regex_match(name, re) || name == "." || name == "..")
-    return invalid_argument("suite name '" + name + "' must be [A-Za-z0-9._-]{1,64} (a directory name)");
-  return Status();
-}
+Status check_suite_name(const std::string& name) { return check_folder_name("suite name", name); }
 
 std::string EvalSuite::examples_jsonl() const {
   std::string out;
@@ -125,17 +113,19 @@ std::optional<FieldError> resolve_scorers(EvalSuite& suite) {
     const ScorerSpec& s = ex.resolved;
     if (s.type == ScorerType::kRegex && s.pattern.empty()) {
       if (!ex.expected.is_string()) return FieldError{p + ".expected", "a regex scorer needs a string pattern"};
-      try {
-        std::regex re(ex.expected.get<std::string>());
-      } catch (const std::regex_error& err) {
-        return FieldError{p + ".expected", std::string("the regex does not compile: ") + err.what()};
-      }
+      if (Result<Regex> re = Regex::compile(ex.expected.get<std::string>()); !re.ok())
+        return FieldError{p + ".expected", re.status().message()};
     }
-    if (s.type == ScorerType::kNumericTolerance && !parse_number_exact(expected_text(ex.expected)) &&
-        !last_number(expected_text(ex.expected)))
-      return FieldError{p + ".expected", "numeric_tolerance needs a number"};
-    if (s.type == ScorerType::kMultipleChoice && !chosen_letter(expected_text(ex.expected), s.choices))
-      return FieldError{p + ".expected", "multiple_choice needs one of the letters " + s.choices};
+    if (s.type == ScorerType::kNumericTolerance) {
+      Result<std::optional<double>> n = expected_number(expected_text(ex.expected));
+      if (!n.ok()) return FieldError{p + ".expected", n.status().message()};
+      if (!*n) return FieldError{p + ".expected", "numeric_tolerance needs a number"};
+    }
+    if (s.type == ScorerType::kMultipleChoice) {
+      Result<std::optional<char>> letter = chosen_letter(expected_text(ex.expected), s.choices);
+      if (!letter.ok()) return FieldError{p + ".expected", letter.status().message()};
+      if (!*letter) return FieldError{p + ".expected", "multiple_choice needs one of the letters " + s.choices};
+    }
     if (s.type != ScorerType::kJsonValidity && !ex.expected.is_string() && !ex.expected.is_number())
       return FieldError{p + ".expected", "must be a string (or a number)"};
   }
@@ -204,30 +194,13 @@ std::optional<FieldError> parse_suite(const json& body, EvalSuite& out, bool* ov
 
 Status SuiteStore::save(const EvalSuite& suite, bool overwrite) {
   KILN_RETURN_IF_ERROR(check_suite_name(suite.name));
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) return internal_error("cannot create " + dir_ + ": " + ec.message());
-  const fs::path final_dir = fs::path(dir_) / suite.name;
-  if (fs::exists(final_dir) && !overwrite)
+  KILN_ASSIGN_OR_RETURN(StagedFolder staged, StagedFolder::create(dir_, suite.name));
+  KILN_RETURN_IF_ERROR(write_file_atomically(staged.path() + "/manifest.json", suite.manifest().dump(2) + "\n"));
+  KILN_RETURN_IF_ERROR(write_file_atomically(staged.path() + "/examples.jsonl", suite.examples_jsonl()));
+  auto published = staged.publish(overwrite ? PublishMode::kReplace : PublishMode::kCreateNew);
+  if (!published.ok() && published.status().code() == ErrorCode::kFailedPrecondition)
     return failed_precondition("suite '" + suite.name + "' exists (give overwrite: true to replace it)");
-  static std::atomic<uint64_t> counter{0};
-  const fs::path staging = fs::path(dir_) / (".staging-" + suite.name + "-" + std::to_string(++counter));
-  fs::remove_all(staging, ec);
-  fs::create_directories(staging, ec);
-  if (ec) return internal_error("cannot create " + staging.string() + ": " + ec.message());
-  Status st = write_file((staging / "manifest.json").string(), suite.manifest().dump(2) + "\n");
-  if (st.ok()) st = write_file((staging / "examples.jsonl").string(), suite.examples_jsonl());
-  if (!st.ok()) {
-    fs::remove_all(staging, ec);
-    return st;
-  }
-  // Replace: the old directory moves aside first (rename cannot replace a non-empty directory).
-  const fs::path old = fs::path(dir_) / (".old-" + suite.name + "-" + std::to_string(counter.load()));
-  if (fs::exists(final_dir)) fs::rename(final_dir, old, ec);
-  fs::rename(staging, final_dir, ec);
-  if (ec) return internal_error("cannot publish suite " + final_dir.string() + ": " + ec.message());
-  fs::remove_all(old, ec);
-  return Status();
+  return published.status();
 }
 
 Result<EvalSuite> SuiteStore::load(const std::string& name) const {
@@ -282,10 +255,7 @@ std::vector<EvalSuite> SuiteStore::list() const {
 Status SuiteStore::remove(const std::string& name) {
   if (!check_suite_name(name).ok() || !fs::is_directory(fs::path(dir_) / name))
     return not_found("no eval suite '" + name + "'");
-  std::error_code ec;
-  fs::remove_all(fs::path(dir_) / name, ec);
-  if (ec) return internal_error("cannot delete suite " + name + ": " + ec.message());
-  return Status();
+  return remove_published(dir_, name);
 }
 
 }  // namespace kiln

@@ -47,15 +47,6 @@ std::string error_message(const nlohmann::json& error) {
   return error.dump();
 }
 
-// Turns a non-200 body into a short message: the OpenAI error message when there is one.
-std::string http_error(int status, const std::string& body) {
-  std::string what = "HTTP " + std::to_string(status);
-  const nlohmann::json j = parse_json(body, "the error body").value_or(nlohmann::json());
-  if (j.is_object() && j.contains("error")) return what + ": " + error_message(j["error"]);
-  if (body.empty()) return what;
-  return what + ": " + body.substr(0, 200);
-}
-
 // Folds SSE events into the record as they arrive.
 class StreamMeter {
  public:
@@ -107,6 +98,14 @@ class StreamMeter {
 };
 
 }  // namespace
+
+std::string http_error(int status, const std::string& body) {
+  std::string what = "HTTP " + std::to_string(status);
+  const nlohmann::json j = parse_json(body, "the error body").value_or(nlohmann::json());
+  if (j.is_object() && j.contains("error")) return what + ": " + error_message(j["error"]);
+  if (body.empty()) return what;
+  return what + ": " + body.substr(0, 200);
+}
 
 nlohmann::json chat_request_body(const ChatRequest& r) {
   return {{"model", r.model},

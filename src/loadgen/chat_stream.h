@@ -50,7 +50,11 @@ struct RequestRecord {
   bool ok() const { return error.empty(); }
 };
 
-// Sends `r` on `client` (whose timeouts the caller set) and measures the stream.
+// A non-200 answer as a short message: "HTTP 401: <the OpenAI error's message>", else the body's
+// first 200 bytes.
+std::string http_error(int status, const std::string& body);
+
+// Sends `r` on `client` (whose timeouts and API key the caller set) and measures the stream.
 RequestRecord stream_chat_completion(httplib::Client& client, const ChatRequest& r);
 
 }  // namespace kiln::loadgen

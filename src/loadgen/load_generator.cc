@@ -114,6 +114,7 @@ Result<LoadResult> run_load(const LoadSpec& spec, const PromptSet& prompts) {
     client.set_tcp_nodelay(true);  // headers and body go out as two writes: no Nagle delay between them
     client.set_connection_timeout(10, 0);
     set_timeout(client, spec.request_timeout_s);
+    if (!spec.api_key.empty()) client.set_bearer_token_auth(spec.api_key);
     for (;;) {
       if (timed && Clock::now() >= deadline) return;
       const int64_t i = next.fetch_add(1);

@@ -28,6 +28,7 @@ struct LoadSpec {
   uint64_t seed = 0;         // request i sends seed + i
   double temperature = 0;
   double request_timeout_s = 600;  // per read on the socket
+  std::string api_key;             // "" : none; else sent as "Authorization: Bearer <key>"
   // Called after each request, from the client threads, one call at a time; `done` counts the
   // requests finished so far. For progress output.
   std::function<void(const RequestRecord&, int64_t done)> on_request_done;

@@ -61,7 +61,7 @@ int64_t DecodeReplay::block_bucket(int64_t blocks) const {
 }
 
 bool DecodeReplay::applies(std::span<const SequenceInput> rows) const {
-  if (!disabled_.ok() || rows.empty() || static_cast<int64_t>(rows.size()) > max_rows_) return false;
+  if (rows.empty() || static_cast<int64_t>(rows.size()) > max_rows_) return false;
   for (const SequenceInput& r : rows) {
     if (r.tokens.size() != 1 || r.seq == nullptr || r.seq->slot < 0) return false;
     if ((r.seq->length + ModelState::kBlockSize) / ModelState::kBlockSize > max_blocks_) return false;
@@ -93,7 +93,7 @@ size_t DecodeReplay::adapter_recordings_held() const {
 }
 
 void DecodeReplay::invalidate_adapter_recordings() {
-  // An adapter whose every holder is a recording of ours: nothing can ask for it again.
+  // An adapter whose every holder is an entry of ours: nothing can ask for it again.
   std::map<const LoraAdapter*, std::pair<long, long>> holds;  // (ours, everyone's)
   for (const auto& [key, e] : recordings_)
     for (const auto& a : e.held) {
@@ -101,12 +101,18 @@ void DecodeReplay::invalidate_adapter_recordings() {
       ++h.first;
       h.second = a.use_count();
     }
-  stats_.invalidated += static_cast<int64_t>(std::erase_if(recordings_, [&](const auto& kv) {
-    return std::any_of(kv.second.held.begin(), kv.second.held.end(), [&](const auto& a) {
-      const auto& h = holds.at(a.get());
-      return h.first == h.second;
-    });
-  }));
+  for (auto it = recordings_.begin(); it != recordings_.end();) {
+    const auto& held = it->second.held;
+    if (std::any_of(held.begin(), held.end(), [&](const auto& a) {
+          const auto& h = holds.at(a.get());
+          return h.first == h.second;
+        })) {
+      stats_.invalidated += it->second.recording != nullptr;
+      it = recordings_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 BatchLayout DecodeReplay::layout(int64_t rows, int64_t width) const {
@@ -156,8 +162,8 @@ void DecodeReplay::evict_beyond_limit() {
     for (auto it = recordings_.begin(); it != recordings_.end(); ++it)
       if (!it->second.held.empty() && (oldest == recordings_.end() || it->second.last_use < oldest->second.last_use))
         oldest = it;
+    stats_.invalidated += oldest->second.recording != nullptr;
     recordings_.erase(oldest);
-    ++stats_.invalidated;
   }
 }
 
@@ -184,29 +190,41 @@ Result<Tensor> DecodeReplay::forward(std::span<const SequenceInput> rows) {
   if (adapted) invalidate_adapter_recordings();
   Key key{bucket, width, stacks};
   auto it = recordings_.find(key);
+  const bool recorded = it != recordings_.end() && it->second.recording != nullptr;
+  if (it != recordings_.end() && !recorded && it->second.failures >= kMaxRecordFailures)
+    return model_.forward_on_device(rows, LogitsMode::kLast, state_);  // given up: this composition runs eagerly
   // A composition's first step runs as the eager twin; it is recorded if the next step repeats it.
   const bool first_sight = !eager_ && it == recordings_.end() && adapted && seen_once_ != key;
   if (first_sight) seen_once_ = key;
-  if (!eager_ && !first_sight && it == recordings_.end()) {
+  if (!eager_ && !first_sight && !recorded) {
     // One eager step of padding rows alone first (they touch only their own block and slot):
     // it creates what first use creates (GEMM plans, handles, lazily loaded kernels) outside
     // the recording.
     KILN_RETURN_IF_ERROR(upload({}, bucket, width));
     KILN_RETURN_IF_ERROR(step(bucket, width, stacks));
     auto rec = replay_.record([this, bucket, width, stacks] { return step(bucket, width, stacks); });
+    if (it == recordings_.end()) {
+      // The entry holds its adapters from the first attempt: a failed one too, so that no other
+      // adapter at a freed one's address inherits its failures.
+      Entry e;
+      for (const std::vector<LoraTerm>& stack : stacks)
+        for (const LoraTerm& t : stack)
+          if (std::none_of(e.held.begin(), e.held.end(), [&](const auto& h) { return h.get() == t.adapter; }))
+            e.held.push_back(t.adapter->shared_from_this());
+      it = recordings_.emplace(key, std::move(e)).first;
+    }
+    it->second.last_use = ++uses_;
     if (!rec.ok()) {
-      // Nothing of the batch has run: it goes the eager way, and so does every later batch.
-      disabled_ = rec.status();
+      // Nothing of the batch has run: it goes the eager way, and a later step of the composition
+      // records again, up to kMaxRecordFailures failures in a row.
+      ++it->second.failures;
+      ++stats_.record_failures;
+      last_failure_ = rec.status();
+      if (adapted) evict_beyond_limit();
       return model_.forward_on_device(rows, LogitsMode::kLast, state_);
     }
-    Entry e;
-    e.recording = std::move(rec).value();
-    for (const std::vector<LoraTerm>& stack : stacks)
-      for (const LoraTerm& t : stack)
-        if (std::none_of(e.held.begin(), e.held.end(), [&](const auto& h) { return h.get() == t.adapter; }))
-          e.held.push_back(t.adapter->shared_from_this());
-    e.last_use = ++uses_;
-    it = recordings_.emplace(std::move(key), std::move(e)).first;
+    it->second.recording = std::move(rec).value();
+    it->second.failures = 0;
     ++stats_.recordings;
     stats_.adapter_recordings += adapted;
     if (adapted) evict_beyond_limit();

@@ -19,6 +19,11 @@
 // adapter was unloaded or replaced and its last request finished: the adapter set changed), and
 // the least recently used goes beyond kMaxAdapterRecordings.
 //
+// A recording that fails (the capture was invalidated, the graph could not be instantiated) costs
+// only that step, which runs the plain forward; the composition records again at its next step,
+// and only after kMaxRecordFailures failures in a row does it run the plain forward for good.
+// Other compositions and buckets keep recording and replaying.
+//
 // Prefill chunks, batches over the limits and adapters not held by a shared pointer are not taken
 // (applies() says so); the caller runs them through Qwen35Model::forward_on_device.
 #pragma once
@@ -43,6 +48,7 @@ struct DecodeReplayStats {
   int64_t eager = 0;               // steps run as the eager twin (set_eager, or a composition's first step)
   int64_t adapter_recordings = 0;  // of `recordings`, those with adapters
   int64_t invalidated = 0;         // adapter recordings dropped (their adapters gone, or evicted)
+  int64_t record_failures = 0;     // recordings that failed (each such step ran the plain forward)
 };
 
 class DecodeReplay {
@@ -57,6 +63,7 @@ class DecodeReplay {
   DecodeReplay& operator=(const DecodeReplay&) = delete;
 
   static constexpr size_t kMaxAdapterRecordings = 32;
+  static constexpr int kMaxRecordFailures = 3;  // in a row, of one (bucket, composition)
 
   // Whether forward() takes `rows`: one token each, at most max_rows rows, each within max_blocks
   // blocks after this step, every adapter held by a shared pointer.
@@ -70,9 +77,10 @@ class DecodeReplay {
   // replay must equal bit for bit).
   void set_eager(bool eager) { eager_ = eager; }
   const DecodeReplayStats& stats() const { return stats_; }
+  // Entries that hold adapters: recordings, and compositions whose recordings failed.
   size_t adapter_recordings_held() const;
-  // Why replay stopped (a recording failed; that batch and every later one ran eagerly), or OK.
-  const Status& disabled() const { return disabled_; }
+  // Why the last failed recording failed, or OK when none has.
+  const Status& last_failure() const { return last_failure_; }
 
   // The padded sizes of a batch: rows, and block-table width (blocks of its longest row).
   int64_t row_bucket(int64_t rows) const;
@@ -86,9 +94,10 @@ class DecodeReplay {
   using Stacks = std::vector<std::vector<LoraTerm>>;
   using Key = std::tuple<int64_t, int64_t, Stacks>;  // rows bucket, width bucket, stacks
   struct Entry {
-    std::unique_ptr<Recording> recording;
+    std::unique_ptr<Recording> recording;  // null while its recordings have failed
     std::vector<std::shared_ptr<const LoraAdapter>> held;  // the adapters it reads
     uint64_t last_use = 0;
+    int failures = 0;  // failed recordings in a row
   };
   static Stacks stacks_of(std::span<const SequenceInput> rows, int64_t bucket);
   // Drops adapter recordings that hold an adapter nothing else holds.
@@ -111,7 +120,7 @@ class DecodeReplay {
   std::optional<Key> seen_once_;  // the adapter composition of the last step, run eagerly
   uint64_t uses_ = 0;
   bool eager_ = false;
-  Status disabled_;
+  Status last_failure_;
   DecodeReplayStats stats_;
 };
 

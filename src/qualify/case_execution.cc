@@ -5,12 +5,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/regex.h"
 #include "qualify/case_result.h"
 #include "qualify/environment_filter.h"
 #include "qualify/metric_definitions.h"
 #include "qualify/placeholder.h"
 #include "qualify/process.h"
-#include "qualify/regex.h"
 
 namespace kiln::qualify {
 namespace fs = std::filesystem;
@@ -96,12 +96,16 @@ Repetition run_repetition(const CaseContext& ctx, const WorkloadCase& c, int ind
   for (const OutputAssertion& a : c.output_assertions) {
     const std::string& text = a.stream == "stdout" ? o.stdout_text : a.stream == "stderr" ? o.stderr_text : o.combined_text;
     Result<Regex> re = Regex::compile(a.pattern);
-    bool found = re.ok() && re->search(text);
-    bool ok = a.match == "required" ? found : !found;
+    Result<std::optional<RegexMatch>> hit = re.ok() ? re->find(text) : Result<std::optional<RegexMatch>>(re.status());
+    const bool found = hit.ok() && hit->has_value();
+    // A pattern that could not be checked holds neither way.
+    const bool ok = hit.ok() && (a.match == "required" ? found : !found);
     if (!ok) {
       ++rep.assertion_failures;
-      fail(rep, std::string(a.match == "required" ? "required" : "forbidden") + " pattern /" + a.pattern + "/ " +
-                    (found ? "matched" : "did not match") + " " + a.stream);
+      const std::string which =
+          std::string(a.match == "required" ? "required" : "forbidden") + " pattern /" + a.pattern + "/ ";
+      fail(rep, !hit.ok() ? which + "could not be checked on " + a.stream + ": " + hit.status().message()
+                          : which + (found ? "matched" : "did not match") + " " + a.stream);
     }
     JsonValue entry = JsonValue::make_object();
     entry.set("stream", JsonValue::make_string(a.stream));

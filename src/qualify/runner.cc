@@ -9,7 +9,7 @@
 #include <random>
 #include <sstream>
 
-#include "qualify/atomic_file.h"
+#include "core/atomic_publish.h"
 #include "qualify/git_repo.h"
 #include "qualify/model_fingerprint.h"
 #include "qualify/placeholder.h"
@@ -334,7 +334,7 @@ Result<RunOutcome> run_workload(const RunRequest& req) {
     return internal_error("the runner produced an invalid receipt (kept at " + summary_path + "):\n" +
                           self_check.issues.to_string());
   }
-  KILN_RETURN_IF_ERROR(write_new_file_atomically(p.receipt_path.string(), text));
+  KILN_RETURN_IF_ERROR(write_file_atomically(p.receipt_path.string(), text, PublishMode::kCreateNew));
   RunOutcome out;
   out.verdict = verdict;
   out.receipt_path = p.receipt_path.string();

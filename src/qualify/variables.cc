@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "qualify/regex.h"
+#include "core/regex.h"
 
 namespace kiln::qualify {
 namespace {
@@ -41,8 +41,11 @@ Status check_constraints(const Variable& var, const JsonValue& value, const std:
   if (value.is_number() && var.maximum && value.number > *var.maximum) {
     return invalid_argument(where + ": above the maximum " + to_json_text(JsonValue::make_number(*var.maximum)));
   }
-  if (value.is_string() && var.pattern && !full_match(*var.pattern, value.string)) {
-    return invalid_argument(where + ": does not match ^" + *var.pattern + "$");
+  if (value.is_string() && var.pattern) {
+    Result<Regex> r = Regex::compile(*var.pattern);
+    Result<bool> m = r.ok() ? r->full_match(value.string) : Result<bool>(r.status());
+    if (!m.ok()) return invalid_argument(where + ": " + m.status().message());
+    if (!*m) return invalid_argument(where + ": does not match ^" + *var.pattern + "$");
   }
   return Status::ok_status();
 }

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "core/regex.h"
 #include "qualify/effective_config.h"
 #include "qualify/json_fields.h"
 #include "qualify/metric_definitions.h"
@@ -284,8 +285,12 @@ std::optional<std::string> constraint_violation(const Variable& var, const JsonV
     if (var.maximum && value.number > *var.maximum) return to_json_text(value) + " is above the maximum";
   }
   if (value.is_string() && var.pattern) {
-    Result<Regex> r = Regex::compile(*var.pattern);
-    if (r.ok() && !r->full_match(value.string)) return quoted(value.string) + " does not match the pattern";
+    // A pattern that does not compile is an issue of its own (check_variable).
+    if (Result<Regex> r = Regex::compile(*var.pattern); r.ok()) {
+      Result<bool> m = r->full_match(value.string);
+      if (!m.ok()) return m.status().message();
+      if (!*m) return quoted(value.string) + " does not match the pattern";
+    }
   }
   return std::nullopt;
 }

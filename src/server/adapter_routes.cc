@@ -2,14 +2,22 @@
 // POST /v1/adapters/load {"name", "path"?} loads (or reloads, as the next revision) a PEFT
 // directory, by default <adapter_dir>/<name>; POST /v1/adapters/unload {"name"} unloads;
 // DELETE /v1/adapters/{name} unloads and removes <adapter_dir>/<name>. Requests already
-// submitted keep the adapters they resolved. GET /v1/adapters/{name}/download answers the
-// directory as tar.gz; POST /v1/adapters/upload?name=NAME takes one (validated as an adapter of
-// the served model before it lands, atomically); POST /v1/adapters/merge combines loaded or
+// submitted keep the adapters they resolved. GET /v1/adapters/{name}/download streams the
+// directory as tar.gz; POST /v1/adapters/upload?name=NAME takes one as it arrives (spooled to
+// disk, extracted into a staging folder, validated as an adapter of the served model before it
+// lands, atomically; server.max_adapter_bytes caps it); POST /v1/adapters/merge combines loaded or
 // on-disk adapters (train/adapter_merge.h). The default adapter (used by requests naming none)
 // is shown in the list, set by load's "default": true, and cleared by unloading it.
-#include <filesystem>
-#include <fstream>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <optional>
+
+#include "core/confined_path.h"
 #include "server/route_support.h"
 #include "server/routes.h"
 #include "server/tar_gz.h"
@@ -30,16 +38,28 @@ Json adapter_json(const LoadedAdapter& a, const std::string& default_name = "") 
               {"rank", c.rank},   {"alpha", c.alpha},    {"targets", targets},   {"default", a.name == default_name}};
 }
 
-// Where an adapter named in a merge comes from: the loaded one, else <adapter_dir>/<name>.
-Result<std::shared_ptr<const LoraAdapter>> find_adapter(const ServerContext& ctx, const std::string& name) {
+// Where an adapter named in a merge comes from: the loaded one (its factors copied to the host on
+// the engine's thread), else <adapter_dir>/<name> read from disk.
+Result<HostLoraAdapter> find_adapter(const ServerContext& ctx, const std::string& name) {
+  KILN_RETURN_IF_ERROR(AdapterRegistry::check_name(name));
   if (ctx.adapters)
-    if (auto a = ctx.adapters->resolve(name); a.ok()) return a->adapter;
+    if (auto a = ctx.adapters->resolve(name); a.ok()) {
+      StorageFacet& storage = ctx.train_env.model->backend().storage();
+      return run_on_device(ctx.train_env.run_on_device, [&] { return a->adapter->download(storage); });
+    }
   const std::string dir = (fs::path(ctx.adapter_dir) / name).string();
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return not_found("adapter '" + name + "' is neither loaded nor in " + ctx.adapter_dir);
-  const Qwen35Model& m = *ctx.train_env.model;
-  KILN_ASSIGN_OR_RETURN(LoraAdapter a, LoraAdapter::load(dir, m.config(), ctx.train_env.model->backend().storage()));
-  return std::shared_ptr<const LoraAdapter>(std::make_shared<LoraAdapter>(std::move(a)));
+  return HostLoraAdapter::read(dir, ctx.train_env.model->config());
+}
+
+// 507: the loaded-adapter limits leave no room (AdapterRegistry::set_limits).
+ApiError no_room(const Status& st) {
+  ApiError e = ApiError::invalid("name", st.message());
+  e.http_status = 507;
+  e.type = "server_error";
+  e.code = "adapter_capacity";
+  return e;
 }
 
 ApiError not_loaded(const std::string& param, const std::string& message) {
@@ -56,6 +76,25 @@ std::optional<ApiError> read_name(FieldReader& r, std::string& name) {
   if (!r.ok()) return r.error();
   if (Status st = AdapterRegistry::check_name(name); !st.ok()) return ApiError::invalid("name", st.message());
   return std::nullopt;
+}
+
+// 409: publishing `name` would replace an adapter the request did not ask to replace.
+ApiError exists(const ServerContext& ctx, const std::string& name, const std::string& param, const std::string& how) {
+  return ApiError::conflict(param, "adapter '" + name + "' already exists in " + ctx.adapter_dir + " (add " + how + ")");
+}
+
+// 413 naming the limit.
+ApiError too_large(const std::string& what, uint64_t cap) {
+  ApiError e = ApiError::invalid("body", what + " server.max_adapter_bytes (" + std::to_string(cap) + " bytes)");
+  e.http_status = 413;
+  e.code = "body_too_large";
+  return e;
+}
+
+// Reads the body without keeping it, up to `limit` bytes; true when it was read whole.
+bool discard_body(const httplib::ContentReader& read, uint64_t limit) {
+  uint64_t n = 0;
+  return read([&n, limit](const char*, size_t len) { return (n += len) <= limit; });
 }
 
 std::optional<ApiError> read_object(const httplib::Request& req, Json& body) {
@@ -81,24 +120,31 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
     FieldReader r(body, "", {"name", "path", "default"});
     std::string name;
     if (auto e = read_name(r, name)) return send_error(res, *e);
-    std::string path = (fs::path(ctx.adapter_dir) / name).string();
+    std::string path = name;
     if (auto v = r.string("path")) path = *v;
     const bool make_default = r.boolean("default").value_or(false);
     if (!r.ok()) return send_error(res, *r.error());
     if (!ctx.adapters) return send_error(res, ApiError::from_status(failed_precondition("adapters cannot be loaded here")));
-    std::error_code ec;
-    if (!fs::is_directory(path, ec))
-      return send_error(res, not_loaded("path", "no adapter directory at '" + path + "'"));
-    auto loaded = ctx.adapters->load(name, path);
+    // A path names a folder inside model.adapter_dir (relative to it, or absolute inside it).
+    auto dir = confined_dir({ctx.adapter_dir, "model.adapter_dir"}, path, "path");
+    if (!dir.ok())
+      return send_error(res, dir.status().code() == ErrorCode::kNotFound ? not_loaded("path", "no adapter directory at '" + path + "' in " + ctx.adapter_dir)
+                                                                        : ApiError::invalid("path", dir.status().message()));
+    path = *dir;
+    std::vector<std::string> evicted;
+    auto loaded = ctx.adapters->load(name, path, &evicted);
     if (!loaded.ok()) {
       // Files that are there but do not make an adapter of this model are the request's fault.
       ApiError e = ApiError::invalid("path", loaded.status().message());
       if (loaded.status().code() == ErrorCode::kNotFound) e = not_loaded("path", loaded.status().message());
+      if (loaded.status().code() == ErrorCode::kResourceExhausted) e = no_room(loaded.status());
       return send_error(res, e);
     }
     if (make_default)
       if (Status st = ctx.adapters->set_default(name); !st.ok()) return send_error(res, ApiError::from_status(st, "name"));
-    send_json(res, 200, adapter_json(*loaded, ctx.adapters->default_name()));
+    Json out = adapter_json(*loaded, ctx.adapters->default_name());
+    out["unloaded"] = evicted;  // what the loaded-adapter limits made room by unloading
+    send_json(res, 200, out);
   });
 
   server.Post("/v1/adapters/unload", [&ctx](const httplib::Request& req, httplib::Response& res) {
@@ -122,11 +168,8 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
     const bool on_disk = fs::exists(dir, ec);
     if (!unloaded && !on_disk)
       return send_error(res, not_loaded("name", "adapter '" + name + "' is neither loaded nor in " + ctx.adapter_dir));
-    if (on_disk) {
-      fs::remove_all(dir, ec);
-      if (ec)
-        return send_error(res, ApiError::from_status(io_error("cannot remove " + dir.string() + ": " + ec.message())));
-    }
+    if (on_disk)
+      if (Status st = remove_published(ctx.adapter_dir, name); !st.ok()) return send_error(res, ApiError::from_status(st));
     send_json(res, 200, {{"name", name}, {"object", "adapter"}, {"deleted", true}, {"unloaded", unloaded},
                          {"removed", on_disk ? Json(dir.string()) : Json(nullptr)}});
   });
@@ -138,19 +181,40 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
     const std::string dir = (fs::path(ctx.adapter_dir) / name).string();
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) return send_error(res, not_loaded("name", "no adapter '" + name + "' in " + ctx.adapter_dir));
-    auto files = read_flat_directory(dir);
-    if (!files.ok()) return send_error(res, ApiError::from_status(files.status()));
+    auto stream = TarGzStream::open(dir);
+    if (!stream.ok()) return send_error(res, ApiError::from_status(stream.status()));
+    std::shared_ptr<TarGzStream> archive = std::move(*stream);
     res.status = 200;
     res.set_header("Content-Disposition", "attachment; filename=\"" + name + ".tar.gz\"");
-    res.set_content(write_tar_gz(*files), "application/gzip");
+    res.set_chunked_content_provider("application/gzip", [archive](size_t, httplib::DataSink& sink) {
+      std::string piece;
+      for (;;) {  // until the compressor has something to send, or the end
+        auto more = archive->next(piece);
+        if (!more.ok()) return false;  // cuts the response short: the client sees no clean end
+        if (!*more) {
+          if (!piece.empty() && !sink.write(piece.data(), piece.size())) return false;
+          sink.done();
+          return true;
+        }
+        if (!piece.empty()) return sink.write(piece.data(), piece.size());
+      }
+    });
   });
 
   // The body is the tar.gz itself; the query names the adapter: ?name=NAME[&replace=true][&load=true].
-  server.Post("/v1/adapters/upload", [&ctx](const httplib::Request& req, httplib::Response& res) {
+  server.Post("/v1/adapters/upload", [&ctx](const httplib::Request& req, httplib::Response& res,
+                                   const httplib::ContentReader& read_body) {
+    // The request guard refuses a Content-Length over the cap before routing; the body is counted
+    // as it streams in all the same (a chunked one, should the guard let it through).
+    const uint64_t cap = static_cast<uint64_t>(ctx.config.server.max_adapter_bytes);
+    // A refusal before the body is spooled still reads it, so that the client gets the answer.
+    auto refuse = [&](const ApiError& e) {
+      if (discard_body(read_body, cap)) send_error(res, e);
+      else send_error_and_close(res, e);
+    };
     const std::string name = req.get_param_value("name");
-    if (name.empty()) return send_error(res, ApiError::invalid("name", "name is required (the query parameter ?name=NAME)"));
-    if (Status st = AdapterRegistry::check_name(name); !st.ok())
-      return send_error(res, ApiError::invalid("name", st.message()));
+    if (name.empty()) return refuse(ApiError::invalid("name", "name is required (the query parameter ?name=NAME)"));
+    if (Status st = AdapterRegistry::check_name(name); !st.ok()) return refuse(ApiError::invalid("name", st.message()));
     auto flag = [&req](const char* key) -> std::optional<bool> {
       if (!req.has_param(key)) return false;
       const std::string v = req.get_param_value(key);
@@ -159,38 +223,56 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
       return std::nullopt;
     };
     const auto replace = flag("replace"), load = flag("load");
-    if (!replace) return send_error(res, ApiError::invalid("replace", "replace must be true or false"));
-    if (!load) return send_error(res, ApiError::invalid("load", "load must be true or false"));
+    if (!replace) return refuse(ApiError::invalid("replace", "replace must be true or false"));
+    if (!load) return refuse(ApiError::invalid("load", "load must be true or false"));
     const fs::path dest = fs::path(ctx.adapter_dir) / name;
     std::error_code ec;
-    if (fs::exists(dest, ec) && !*replace) {
-      ApiError e = ApiError::invalid("name", "adapter '" + name + "' already exists in " + ctx.adapter_dir + " (add replace=true)");
-      e.http_status = 409;
-      e.type = "conflict_error";
-      e.code = "conflict";
-      return send_error(res, e);
-    }
-    // An adapter is at most a few times the body; refuse archives that inflate far beyond it.
-    auto files = read_tar_gz(req.body, std::max<uint64_t>(64ull << 20, 16 * static_cast<uint64_t>(req.body.size())));
-    if (!files.ok()) return send_error(res, ApiError::invalid("body", "the body is not an adapter archive: " + files.status().message()));
-    auto staged = make_staging_dir(ctx.adapter_dir, name);
-    if (!staged.ok()) return send_error(res, ApiError::from_status(staged.status()));
-    for (const ArchiveFile& f : *files) {
-      std::ofstream out(fs::path(*staged) / f.name, std::ios::binary);
-      out.write(f.data.data(), static_cast<std::streamsize>(f.data.size()));
-      out.close();
-      if (!out) {
-        fs::remove_all(*staged, ec);
-        return send_error(res, ApiError::from_status(io_error("cannot write " + f.name + " into " + *staged)));
+    if (fs::exists(dest, ec) && !*replace) return refuse(exists(ctx, name, "name", "replace=true"));
+
+    // The body goes to a spool file as it arrives, then is extracted from there: memory stays
+    // bounded however large the archive.
+    std::optional<StagedFolder> spool;
+    if (auto s = StagedFolder::create(ctx.adapter_dir, name + ".upload"); s.ok()) spool.emplace(std::move(*s));
+    else return refuse(ApiError::from_status(s.status()));
+    const std::string body_path = spool->path() + "/body.tar.gz";
+    const int fd = ::open(body_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return refuse(ApiError::from_status(io_error("cannot create " + body_path + ": " + std::strerror(errno))));
+    uint64_t received = 0;
+    std::string write_error;
+    const bool whole = read_body([&](const char* data, size_t n) {
+      received += n;
+      if (received > cap) return false;
+      for (size_t done = 0; done < n && write_error.empty();) {  // after a failed write: read on, drop
+        const ssize_t w = ::write(fd, data + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) write_error = "cannot write " + body_path + ": " + std::strerror(errno);
+        else done += static_cast<size_t>(w);
       }
-    }
-    const Qwen35Model& m = *ctx.train_env.model;
-    auto path = publish_staged(*staged, m.config(), ctx.train_env.model->backend().storage(), ctx.adapter_dir, name);
+      return true;
+    });
+    ::close(fd);
+    if (received > cap) return send_error_and_close(res, too_large("the adapter archive is larger than", cap));
+    if (!whole)
+      return send_error_and_close(res, ApiError::invalid("body", "the body ended early, after " + std::to_string(received) + " bytes"));
+    if (!write_error.empty()) return send_error(res, ApiError::from_status(io_error(write_error)));
+    auto staged = stage_adapter(ctx.adapter_dir, name);
+    if (!staged.ok()) return send_error(res, ApiError::from_status(staged.status()));
+    auto files = extract_tar_gz(body_path, staged->path(), cap);
+    spool.reset();
+    if (!files.ok() && files.status().code() == ErrorCode::kResourceExhausted)
+      return send_error(res, too_large("the adapter archive's files total more than", cap));
+    if (!files.ok() && files.status().code() == ErrorCode::kIoError)
+      return send_error(res, ApiError::from_status(files.status()));
+    if (!files.ok()) return send_error(res, ApiError::invalid("body", "the body is not an adapter archive: " + files.status().message()));
+    auto path = publish_staged(*staged, ctx.train_env.model->config(), *replace ? PublishMode::kReplace : PublishMode::kCreateNew);
+    if (!path.ok() && path.status().code() == ErrorCode::kFailedPrecondition) return send_error(res, exists(ctx, name, "name", "replace=true"));
+    if (!path.ok() && path.status().code() == ErrorCode::kIoError) return send_error(res, ApiError::from_status(path.status()));
     if (!path.ok()) return send_error(res, ApiError::invalid("body", path.status().message()));
-    Json out = {{"name", name}, {"object", "adapter"}, {"path", *path}, {"files", files->size()}, {"loaded", false}};
+    Json out = {{"name", name}, {"object", "adapter"}, {"path", *path}, {"files", *files}, {"loaded", false}};
     if (*load && ctx.adapters) {
       auto loaded = ctx.adapters->load(name, *path);
-      if (!loaded.ok()) return send_error(res, ApiError::from_status(loaded.status()));
+      if (!loaded.ok()) return send_error(res, loaded.status().code() == ErrorCode::kResourceExhausted ? no_room(loaded.status())
+                                                                                                   : ApiError::from_status(loaded.status()));
       out["loaded"] = true;
       out["revision"] = loaded->revision;
     }
@@ -200,7 +282,7 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
   server.Post("/v1/adapters/merge", [&ctx](const httplib::Request& req, httplib::Response& res) {
     Json body;
     if (auto e = read_object(req, body)) return send_error(res, *e);
-    FieldReader r(body, "", {"sources", "method", "output_name", "density", "rank", "load"});
+    FieldReader r(body, "", {"sources", "method", "output_name", "density", "rank", "load", "replace"});
     MergeOptions opt;
     if (auto m = r.string("method")) {
       if (*m == "concat") opt.method = MergeMethod::kConcat;
@@ -214,13 +296,18 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
     if (auto v = r.string("output_name")) output = *v;
     else if (r.ok()) r.fail("output_name", "output_name is required");
     if (auto v = r.number("density", 0.0, 1.0, /*lo_open=*/true)) opt.density = *v;
-    if (auto v = r.integer("rank", 1, 4096)) opt.rank = *v;
+    const int64_t max_rank = max_lora_rank(ctx);
+    if (auto v = r.integer("rank", 1, max_rank)) opt.rank = *v;
     const bool load = r.boolean("load").value_or(false);
+    const bool replace = r.boolean("replace").value_or(false);
     const Json* src = r.get("sources");
-    if (r.ok() && (!src || !src->is_array() || src->empty())) r.fail("sources", "sources must be a non-empty list of {\"name\", \"weight\"}");
+    if (r.ok() && (!src || !src->is_array() || src->empty() || src->size() > kMaxMergeSources))
+      r.fail("sources", "sources must be a list of 1 to " + std::to_string(kMaxMergeSources) + " {\"name\", \"weight\"}");
     if (!r.ok()) return send_error(res, *r.error());
     if (Status st = AdapterRegistry::check_name(output); !st.ok()) return send_error(res, ApiError::invalid("output_name", st.message()));
-    std::vector<std::shared_ptr<const LoraAdapter>> held;
+    if (std::error_code ec; !replace && fs::exists(fs::path(ctx.adapter_dir) / output, ec))
+      return send_error(res, exists(ctx, output, "output_name", "\"replace\": true"));
+    std::deque<HostLoraAdapter> held;  // MergeSource points into it
     std::vector<MergeSource> sources;
     for (size_t i = 0; i < src->size(); ++i) {
       const std::string path = "sources[" + std::to_string(i) + "]";
@@ -236,20 +323,30 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
                                                                 : ApiError::invalid(path + ".name", a.status().message());
         return send_error(res, e);
       }
-      held.push_back(*a);
-      s.adapter = held.back().get();
+      held.push_back(std::move(a).value());
+      s.adapter = &held.back();
       sources.push_back(s);
     }
-    Qwen35Model& m = *ctx.train_env.model;
-    auto merged = merge_adapters(sources, opt, m.config(), m.backend().storage());
+    // Concatenation stacks the sources' ranks; the other methods give `rank` or the largest source's.
+    int64_t merged_rank = 0;
+    for (const MergeSource& s : sources)
+      merged_rank = opt.method == MergeMethod::kTies ? std::max(merged_rank, s.adapter->config.rank) : merged_rank + s.adapter->config.rank;
+    if (opt.method == MergeMethod::kTies && opt.rank > 0) merged_rank = opt.rank;
+    if (merged_rank > max_rank)
+      return send_error(res, ApiError::invalid("sources", "the merged adapter would have rank " + std::to_string(merged_rank) +
+                                                              "; the " + ctx.backend + " backend serves at most rank " +
+                                                              std::to_string(max_rank)));
+    const ModelConfig& mc = ctx.train_env.model->config();
+    auto merged = merge_adapters(sources, opt, mc);
     if (!merged.ok()) return send_error(res, ApiError::from_status(merged.status(), "sources"));
-    auto path = publish_adapter(*merged, nullptr, m.config(), m.backend().storage(), ctx.adapter_dir, output);
+    auto path = publish_adapter(*merged, nullptr, mc, ctx.adapter_dir, output);
     if (!path.ok()) return send_error(res, ApiError::from_status(path.status()));
-    Json out = {{"name", output}, {"object", "adapter"}, {"path", *path}, {"rank", merged->config().rank},
-                {"alpha", merged->config().alpha}, {"loaded", false}};
+    Json out = {{"name", output}, {"object", "adapter"}, {"path", *path}, {"rank", merged->config.rank},
+                {"alpha", merged->config.alpha}, {"loaded", false}};
     if (load && ctx.adapters) {
       auto loaded = ctx.adapters->load(output, *path);
-      if (!loaded.ok()) return send_error(res, ApiError::from_status(loaded.status()));
+      if (!loaded.ok()) return send_error(res, loaded.status().code() == ErrorCode::kResourceExhausted ? no_room(loaded.status())
+                                                                                                   : ApiError::from_status(loaded.status()));
       out["loaded"] = true;
       out["revision"] = loaded->revision;
     }

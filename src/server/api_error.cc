@@ -18,6 +18,14 @@ ApiError ApiError::invalid(std::string param, std::string message) {
   return e;
 }
 
+ApiError ApiError::conflict(std::string param, std::string message) {
+  ApiError e = invalid(std::move(param), std::move(message));
+  e.http_status = 409;
+  e.type = "conflict_error";
+  e.code = "conflict";
+  return e;
+}
+
 ApiError ApiError::from_status(const Status& st, std::string param) {
   ApiError e;
   e.message = st.message();

@@ -22,6 +22,8 @@ struct ApiError {
 
   // 400 naming `param`.
   static ApiError invalid(std::string param, std::string message);
+  // 409 naming `param`: the request would replace something it did not ask to replace.
+  static ApiError conflict(std::string param, std::string message);
   // The HTTP status an engine or loader Status deserves: kInvalidArgument 400, kNotFound 404,
   // kFailedPrecondition 409, kResourceExhausted 503 (with Retry-After), kUnsupported 400,
   // anything else 500.

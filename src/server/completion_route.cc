@@ -18,6 +18,14 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   if (batch && cr.gen.stream)
     return send_error(res, ApiError::invalid("stream", "/v1/completions/batch does not stream"));
   const char* field = batch ? "prompts" : "prompt";
+  // Every choice of every prompt is one engine request: more than the queue holds could never be
+  // admitted together.
+  const int64_t choices = static_cast<int64_t>(cr.prompts.size()) * cr.gen.n;
+  if (choices > ctx.config.server.max_queued_requests)
+    return send_error(res, ApiError::invalid(field, std::to_string(cr.prompts.size()) + " prompts x n " +
+                                                        std::to_string(cr.gen.n) + " = " + std::to_string(choices) +
+                                                        " choices; server.max_queued_requests allows " +
+                                                        std::to_string(ctx.config.server.max_queued_requests) + " at once"));
 
   // Tokenise and check every prompt before submitting any.
   struct Prepared {

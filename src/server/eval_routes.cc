@@ -88,7 +88,7 @@ void submit(ServerContext& ctx, bool compare, const httplib::Request& req, httpl
 }
 
 // The dataset of a synthesize body: `examples` inline or `dataset_path` (JSONL on the server).
-std::optional<ApiError> read_dataset(const Json& body, nlohmann::json& out, std::string& path) {
+std::optional<ApiError> read_dataset(const ServerContext& ctx, const Json& body, nlohmann::json& out, std::string& path) {
   const bool inline_data = body.contains("examples"), file = body.contains("dataset_path");
   if (inline_data && file) return ApiError::invalid("dataset_path", "give examples or dataset_path, not both");
   if (inline_data) {
@@ -98,9 +98,10 @@ std::optional<ApiError> read_dataset(const Json& body, nlohmann::json& out, std:
   }
   if (!file) return ApiError::invalid("examples", "examples is required (or dataset_path)");
   if (!body["dataset_path"].is_string()) return ApiError::invalid("dataset_path", "dataset_path must be a string");
-  const std::string p = body["dataset_path"].get<std::string>();
-  std::ifstream in(p);
-  if (!in) return ApiError::invalid("dataset_path", "dataset_path: cannot read " + p);
+  auto resolved = dataset_file(ctx, body["dataset_path"].get<std::string>());
+  if (!resolved.ok()) return ApiError::invalid("dataset_path", resolved.status().message());
+  std::ifstream in(*resolved);
+  if (!in) return ApiError::invalid("dataset_path", "dataset_path: cannot read " + *resolved);
   out = nlohmann::json::array();
   std::string line;
   int64_t n = 0;
@@ -142,7 +143,7 @@ void synthesize(ServerContext& ctx, const httplib::Request& req, httplib::Respon
   }
   nlohmann::json data;
   std::string path;
-  if (auto e = read_dataset(body, data, path)) return send_error(res, *e);
+  if (auto e = read_dataset(ctx, body, data, path)) return send_error(res, *e);
   EvalSuite suite;
   if (auto e = synthesize_suite(spec, data, path, suite)) return send_error(res, from_field(*e));
   Status st = ctx.eval_suites->save(suite, overwrite);

@@ -56,6 +56,11 @@ void Metrics::request_finished(const std::string& route, int status, double seco
   latency_[route].observe(seconds);
 }
 
+void Metrics::request_refused(const std::string& code) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++refused_[code];
+}
+
 std::string Metrics::render(const EngineStats& e) const {
   std::string out;
   {
@@ -66,6 +71,9 @@ std::string Metrics::render(const EngineStats& e) const {
              "route=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"");
     header(out, "kiln_request_duration_seconds", "histogram", "Time from request arrival to the last byte, by route.");
     for (const auto& [route, h] : latency_) h.render("kiln_request_duration_seconds", "route=\"" + route + "\"", out);
+    header(out, "kiln_requests_refused_total", "counter",
+           "Requests refused before routing (host, origin, API key, body framing, size or type), by error code.");
+    for (const auto& [code, n] : refused_) sample(out, "kiln_requests_refused_total", static_cast<double>(n), "code=\"" + code + "\"");
   }
   header(out, "kiln_time_to_first_token_seconds", "histogram", "Time from request arrival to its first generated token.");
   ttft_.render("kiln_time_to_first_token_seconds", "", out);
@@ -105,6 +113,9 @@ std::string Metrics::render(const EngineStats& e) const {
   header(out, "kiln_decode_recordings_invalidated_total", "counter",
          "Adapter decode recordings dropped: their adapters unloaded or replaced, or evicted.");
   sample(out, "kiln_decode_recordings_invalidated_total", static_cast<double>(e.decode_recordings_invalidated));
+  header(out, "kiln_decode_record_failures_total", "counter",
+         "Decode recordings that failed: that step ran eagerly, and its composition records again later.");
+  sample(out, "kiln_decode_record_failures_total", static_cast<double>(e.decode_record_failures));
   header(out, "kiln_prefill_tokens_total", "counter", "Prompt tokens prefilled (prefix-cache hits excluded).");
   sample(out, "kiln_prefill_tokens_total", static_cast<double>(e.prefill_tokens));
   header(out, "kiln_kv_blocks", "gauge", "64-token K/V blocks by state (cached: held only by the prefix cache).");

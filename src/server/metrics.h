@@ -33,6 +33,8 @@ class Histogram {
 class Metrics {
  public:
   void request_finished(const std::string& route, int status, double seconds);
+  // A request the pre-routing guard refused (request_guard.h), by its error code.
+  void request_refused(const std::string& code);
   void time_to_first_token(double seconds) { ttft_.observe(seconds); }
   void inter_token(double seconds) { itl_.observe(seconds); }
   void tokens(int64_t prompt, int64_t generated) {
@@ -50,6 +52,7 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;  // (route, status) -> count
   std::map<std::string, Histogram> latency_;                  // route -> request duration
+  std::map<std::string, uint64_t> refused_;                   // error code -> count
   Histogram ttft_, itl_;
   std::atomic<int64_t> prompt_tokens_{0}, generated_tokens_{0}, active_{0};
   std::atomic<int64_t> log_rows_queued_{0}, log_rows_dropped_{0};

@@ -61,7 +61,8 @@ void read_generation(FieldReader& r, const Json& body, bool logprobs_is_count, G
       if (st.empty()) r.fail("stop", "stop strings must not be empty");
   }
   if (const Json* s = r.get("stop_token_ids")) {
-    if (!s->is_array()) r.fail("stop_token_ids", "stop_token_ids must be a list of token ids");
+    if (!s->is_array() || s->size() > kMaxStopTokenIds)
+      r.fail("stop_token_ids", "stop_token_ids must be a list of at most " + std::to_string(kMaxStopTokenIds) + " token ids");
     else
       for (size_t i = 0; i < s->size() && r.ok(); ++i) {
         const Json& t = (*s)[i];
@@ -92,7 +93,8 @@ void read_generation(FieldReader& r, const Json& body, bool logprobs_is_count, G
   // An explicit null or "" asks for the base model; leaving the field out takes the default adapter.
   g.base_model = body.contains("adapter") && g.adapter.empty();
   if (const Json* a = r.get("adapters")) {
-    if (!a->is_array()) r.fail("adapters", "adapters must be a list of {\"name\", \"scale\"}");
+    if (!a->is_array() || a->size() > kMaxAdapterStack)
+      r.fail("adapters", "adapters must be a list of at most " + std::to_string(kMaxAdapterStack) + " {\"name\", \"scale\"}");
     for (size_t i = 0; a->is_array() && i < a->size() && r.ok(); ++i) {
       FieldReader ar((*a)[i], r.path("adapters") + "[" + std::to_string(i) + "]", {"name", "scale"});
       AdapterRef ref;
@@ -223,8 +225,9 @@ Json read_messages(const Json& msgs, FieldReader& r) {
 }
 
 Json read_tools(const Json& tools, FieldReader& r) {
-  if (!tools.is_array()) {
-    r.fail("tools", "tools must be a list of {\"type\": \"function\", \"function\": {...}}");
+  if (!tools.is_array() || tools.size() > kMaxTools) {
+    r.fail("tools", "tools must be a list of at most " + std::to_string(kMaxTools) +
+                        " {\"type\": \"function\", \"function\": {...}}");
     return nullptr;
   }
   for (size_t i = 0; i < tools.size() && r.ok(); ++i) {

@@ -16,6 +16,9 @@ namespace kiln {
 
 inline constexpr int kMaxChoices = 16;     // n
 inline constexpr int kMaxStopStrings = 16;
+inline constexpr size_t kMaxStopTokenIds = 64;
+inline constexpr size_t kMaxAdapterStack = 8;  // adapters one request stacks
+inline constexpr size_t kMaxTools = 128;
 
 struct AdapterRef {
   std::string name;

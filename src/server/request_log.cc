@@ -64,8 +64,14 @@ Status gzip_file(const std::string& src, const std::string& dst) {
   const std::string tmp = dst + ".tmp";
   std::ifstream in(src, std::ios::binary);
   if (!in) return io_error("cannot read " + src + ": " + errno_text());
-  gzFile gz = gzopen(tmp.c_str(), "wb6");
-  if (!gz) return io_error("cannot create " + tmp + ": " + errno_text());
+  // Owner-only, like the current file: the rows hold what clients sent.
+  const int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (out < 0) return io_error("cannot create " + tmp + ": " + errno_text());
+  gzFile gz = gzdopen(out, "wb6");
+  if (!gz) {
+    ::close(out);
+    return io_error("cannot create " + tmp + ": " + errno_text());
+  }
   std::vector<char> buf(1 << 16);
   bool ok = true;
   while (in) {
@@ -122,6 +128,7 @@ Result<std::unique_ptr<RequestLog>> RequestLog::open(const RequestLogOptions& op
   std::error_code ec;
   fs::create_directories(options.dir, ec);
   if (ec) return io_error("cannot create the request log folder " + options.dir + ": " + ec.message());
+  fs::permissions(options.dir, fs::perms::owner_all, ec);  // the rows hold what clients sent
   std::unique_ptr<RequestLog> log(new RequestLog(options));
   RequestLogOptions& o = log->opt_;
   if (o.rotate_bytes <= 0)
@@ -153,7 +160,7 @@ RequestLog::~RequestLog() {
 Status RequestLog::open_current() {
   const std::string path = (fs::path(opt_.dir) / kCurrentName).string();
   // Read-write: the partial-tail check reads the end of the file (O_APPEND only affects writes).
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd_ < 0) return io_error("cannot open the request log " + path + ": " + errno_text());
   Result<int64_t> kept = cut_partial_tail(fd_, path);
   if (!kept.ok()) return kept.status();

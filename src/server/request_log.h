@@ -2,7 +2,7 @@
 // appended by a background writer so that a request never waits on the disk, size-rotated into
 // gzip files and capped in total size. Also the reader that takes what a crash left behind.
 //
-// Files, all in one folder:
+// Files, all in one folder (mode 0700; the files 0600: rows hold what clients sent):
 //   requests.jsonl                           the current file, appended to
 //   requests-<YYYYMMDDTHHMMSSZ>-<seq>.jsonl.gz  rotated files (gzip, zlib), oldest first by name
 //

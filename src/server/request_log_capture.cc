@@ -27,8 +27,7 @@ class RequestCapture {
     if (stream) {
       response = reassemble_sse(response_body);
     } else if (!response_body.empty()) {
-      response = Json::parse(response_body, nullptr, false);
-      if (response.is_discarded()) response = response_body;
+      response = parse_json(response_body, "the response").value_or(Json(response_body));
     }
     if (response.is_object() && response.contains("error")) {
       error = response["error"];
@@ -39,6 +38,7 @@ class RequestCapture {
     row["response"] = std::move(response);
     row["error"] = std::move(error);
     row["usage"] = std::move(usage);
+    if (ctx->config.logging.request_log_redact) redact_request_log_row(row);
     if (log->append(row)) ctx->metrics.request_log_row(true);
     else ctx->metrics.request_log_row(false);
   }
@@ -205,6 +205,44 @@ Json reassemble_sse(const std::string& body) {
   out["choices"] = std::move(list);
   if (!error.is_null()) out["error"] = error;
   return out;
+}
+
+namespace {
+
+// Keys whose string values are names and kinds, never anyone's words.
+bool keeps_its_value(const std::string& key) {
+  static const char* const kKeys[] = {"model", "role", "object", "id", "type", "finish_reason", "adapter", "name",
+                                      "service_tier", "reasoning_effort", "tool_choice", "system_fingerprint",
+                                      "tool_call_id", "code", "param"};
+  for (const char* k : kKeys)
+    if (key == k) return true;
+  return false;
+}
+
+void redact_value(Json& v, const std::string& key) {
+  if (key == "logprobs" || key == "prompt_logprobs" || key == "top_logprobs") {
+    if (!v.is_null() && !v.is_boolean() && !v.is_number()) v = "[redacted]";
+    return;
+  }
+  if (v.is_string()) {
+    if (!keeps_its_value(key)) v = "[redacted: " + std::to_string(v.get_ref<const std::string&>().size()) + " bytes]";
+  } else if (v.is_array()) {
+    const bool ids = (key == "prompt" || key == "prompts") && !v.empty() && v[0].is_number_integer();
+    if (ids) {
+      v = "[redacted: " + std::to_string(v.size()) + " tokens]";
+      return;
+    }
+    for (Json& e : v) redact_value(e, key);  // a list's items keep their key's rule
+  } else if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end(); ++it) redact_value(it.value(), it.key());
+  }
+}
+
+}  // namespace
+
+void redact_request_log_row(Json& row) {
+  for (const char* part : {"request", "response"})
+    if (row.contains(part)) redact_value(row[part], part);
 }
 
 }  // namespace kiln

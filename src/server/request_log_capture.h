@@ -39,4 +39,11 @@ void end_request_log(std::shared_ptr<RequestCapture> capture, httplib::Response&
 // call index), the last finish_reason; the usage chunk's usage; an error event as "error".
 nlohmann::json reassemble_sse(const std::string& body);
 
+// logging.request_log_redact: in the row's request and response, every string but the values of a
+// few keys that hold no one's words (model, role, object, id, type, finish_reason, adapter names,
+// ...) becomes "[redacted: N bytes]", token-id prompts "[redacted: N tokens]", and log-probabilities
+// (which spell tokens) "[redacted]"; the rest of the row (route, status, timing, adapters, usage,
+// numbers, errors) stays.
+void redact_request_log_row(nlohmann::json& row);
+
 }  // namespace kiln

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <random>
 
+#include "core/confined_path.h"
 #include "core/json_text.h"
 
 namespace kiln {
@@ -20,11 +21,33 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(e.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
+void send_error_and_close(httplib::Response& res, const ApiError& e) {
+  send_error(res, e);
+  res.set_header("Connection", "close");
+  auto body = std::make_shared<std::string>(std::move(res.body));
+  res.body.clear();
+  res.headers.erase("Content-Type");  // set again by set_content_provider
+  res.set_content_provider(body->size(), "application/json",
+                           [body](size_t offset, size_t length, httplib::DataSink& sink) {
+                             sink.write(body->data() + offset, length);
+                             return false;
+                           });
+}
+
 std::optional<ApiError> parse_body(const httplib::Request& req, Json& body) {
   auto parsed = parse_ordered_json(req.body, "the request body");
   if (!parsed.ok()) return ApiError::invalid("", parsed.status().message());
   body = std::move(*parsed);
   return std::nullopt;
+}
+
+int64_t max_lora_rank(const ServerContext& ctx) {
+  const int most = ctx.backend_impl ? ctx.backend_impl->capabilities().training.muon_rank_max : 0;
+  return most > 0 ? most : 256;
+}
+
+Result<std::string> dataset_file(const ServerContext& ctx, const std::string& path) {
+  return confined_file({ctx.data_dir, "training.data_dir"}, path, "dataset_path", ctx.config.training.max_dataset_bytes);
 }
 
 std::optional<ApiError> check_qualified(const ServerContext& ctx, RouteFamily family) {

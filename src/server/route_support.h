@@ -21,9 +21,27 @@ namespace kiln {
 std::string dump_json(const Json& j);
 void send_json(httplib::Response& res, int status, const Json& body);
 void send_error(httplib::Response& res, const ApiError& e);
+// A refused request's body up to this size is read and dropped before the answer, so that the
+// client, still sending, hears the answer and the connection stays usable (send_error_and_close
+// is for what is not drained).
+inline constexpr int64_t kDrainBytes = int64_t{16} << 20;
+// The error as the last answer on its connection: for a request whose body was not read to its
+// end, whose remaining bytes must not be taken for the next request. (cpp-httplib 0.11 keeps a
+// connection open whatever the response's headers say; a content provider that reports failure
+// after writing the whole answer makes it close.)
+void send_error_and_close(httplib::Response& res, const ApiError& e);
 // Parses the body as JSON of at most kMaxJsonDepth levels (core/json_text.h); the error names
 // the byte offset of a syntax error or of the level too deep.
 std::optional<ApiError> parse_body(const httplib::Request& req, Json& body);
+
+inline constexpr size_t kMaxMergeSources = 16;  // sources of one POST /v1/adapters/merge
+// The largest LoRA rank the serving backend trains and serves (its capabilities; 256 where they
+// state none): merges and uploads beyond it are refused.
+int64_t max_lora_rank(const ServerContext& ctx);
+
+// A request's dataset_path resolved inside training.data_dir (core/confined_path.h): a regular
+// file of at most training.max_dataset_bytes; else the 400 naming dataset_path.
+Result<std::string> dataset_file(const ServerContext& ctx, const std::string& path);
 
 // 503 when the route family is still under qualification on the serving backend (some gate it
 // rests on has no passing evidence: route_gates.h) and the profile is not `experimental`.

@@ -18,6 +18,9 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx);
 // POST /v1/train/sft, POST /v1/train/grpo, GET /v1/train/status/{id}, GET /v1/train/queue,
 // DELETE /v1/train/queue/{id}.
 void add_train_routes(httplib::Server& server, ServerContext& ctx);
+// POST /v1/datasets?name=NAME (streamed JSONL into training.data_dir), GET /v1/datasets,
+// DELETE /v1/datasets/{name}.
+void add_dataset_routes(httplib::Server& server, ServerContext& ctx);
 // /v1/eval/...: suites, run, compare, jobs, synthesize (docs/evals.md).
 void add_eval_routes(httplib::Server& server, ServerContext& ctx);
 // The dashboard: /ui/ and its files (embedded), / -> /ui/, GET /v1/adapters/{name}/receipt.

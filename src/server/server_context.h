@@ -31,7 +31,9 @@ struct ServerContext {
   nlohmann::json config_report;  // GET /v1/config: each field's value and source
   EngineActor* actor = nullptr;
   AdapterRegistry* adapters = nullptr;  // the loaded LoRA adapters (null: none can be)
-  std::string adapter_dir;              // model.adapter_dir, or <model dir>/adapters
+  std::string state_dir;                // server.state_dir: Kiln's writable state (resolved, exists)
+  std::string adapter_dir;              // model.adapter_dir, or <state_dir>/adapters
+  std::string data_dir;                 // training.data_dir, or <state_dir>/datasets: what dataset_path may name
   JobQueue* training = nullptr;         // the training jobs (null: training routes answer 409)
   TrainJobEnv train_env;                // what every job shares: model, registry, step runner
   const Tokenizer* tokenizer = nullptr;

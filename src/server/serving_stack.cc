@@ -9,17 +9,20 @@
 #include <cstring>
 #include <mutex>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
 #include <httplib.h>
 
 #include "backend/registry.h"
+#include "core/atomic_publish.h"
 #include "model/qwen35.h"
 #include "qualify/sha256.h"
 #include "eval/eval_jobs.h"
 #include "server/eval_service.h"
 #include "server/request_log.h"
+#include "server/request_guard.h"
 #include "server/request_log_capture.h"
 #include "server/route_support.h"
 #include "server/routes.h"
@@ -37,6 +40,38 @@ Result<std::unique_ptr<Backend>> open_backend(const std::string& name) {
     if (e.built && e.name == "cuda")
       if (auto b = create_backend("cuda"); b.ok()) return b;
   return create_backend("cpu");
+}
+
+// "Qwen/Qwen3.5-4B" -> "Qwen--Qwen3.5-4B": a served id as one folder name.
+std::string folder_name(std::string id) {
+  std::string out;
+  for (char c : id) out += c == '/' ? std::string("--") : std::string(1, c);
+  return out.empty() || out == "." || out == ".." ? "model" : out;
+}
+
+// server.state_dir, else ${XDG_CACHE_HOME:-~/.cache}/kiln/state/<model id>; created and checked
+// writable, so that a read-only model folder is no obstacle and a bad one fails at startup.
+Result<std::string> open_state_dir(const KilnConfig& cfg, const std::string& model_id) {
+  std::string dir = cfg.server.state_dir;
+  if (dir.empty()) {
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    const char* home = std::getenv("HOME");
+    if ((!xdg || !*xdg) && (!home || !*home))
+      return failed_precondition("server.state_dir is empty and neither XDG_CACHE_HOME nor HOME is set: name a folder");
+    const fs::path cache = xdg && *xdg ? fs::path(xdg) : fs::path(home) / ".cache";
+    dir = (cache / "kiln" / "state" / folder_name(model_id)).string();
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return io_error("server.state_dir: cannot create " + dir + ": " + ec.message());
+  const fs::path probe = fs::path(dir) / (".write-probe-" + std::to_string(::getpid()));
+  if (FILE* f = std::fopen(probe.c_str(), "w")) {
+    std::fclose(f);
+    fs::remove(probe, ec);
+  } else {
+    return io_error("server.state_dir: " + dir + " is not writable: " + std::strerror(errno));
+  }
+  return dir;
 }
 
 uint64_t weight_file_bytes(const std::string& dir) {
@@ -79,7 +114,22 @@ class Stack final : public ServingStack {
     ctx_.config = cfg;
     const std::string& dir = cfg.model.path;
     if (dir.empty()) return invalid_argument("model.path is empty: name a checkpoint directory (--model DIR)");
-    KILN_ASSIGN_OR_RETURN(backend_, open_backend(cfg.model.backend));
+    KILN_ASSIGN_OR_RETURN(GuardOptions guard, guard_options(cfg));
+    guard_ = std::make_unique<RequestGuard>(std::move(guard));
+    ctx_.model_id = cfg.model.served_model_id.empty() ? fs::path(dir).lexically_normal().filename().string()
+                                                      : cfg.model.served_model_id;
+    if (ctx_.model_id.empty()) ctx_.model_id = fs::absolute(dir).parent_path().filename().string();
+    KILN_ASSIGN_OR_RETURN(ctx_.state_dir, open_state_dir(cfg, ctx_.model_id));
+    ctx_.adapter_dir = cfg.model.adapter_dir.empty() ? (fs::path(ctx_.state_dir) / "adapters").string() : cfg.model.adapter_dir;
+    ctx_.data_dir = cfg.training.data_dir.empty() ? (fs::path(ctx_.state_dir) / "datasets").string() : cfg.training.data_dir;
+    std::fprintf(stderr, "kiln: state in %s (adapters in %s, datasets in %s)\n", ctx_.state_dir.c_str(),
+                 ctx_.adapter_dir.c_str(), ctx_.data_dir.c_str());
+    if (std::error_code ec; cfg.model.adapter_dir.empty() && fs::is_directory(fs::path(dir) / "adapters", ec))
+      std::fprintf(stderr, "kiln: %s/adapters is not read: adapters live in %s (set model.adapter_dir to use the other)\n",
+                   dir.c_str(), ctx_.adapter_dir.c_str());
+    if (!backend_) {
+      KILN_ASSIGN_OR_RETURN(backend_, open_backend(cfg.model.backend));
+    }
     ctx_.backend = backend_->identity().name;
     ctx_.gates = RouteGates::from_report(capability_report_, ctx_.backend);
     ctx_.backend_impl = backend_.get();
@@ -101,9 +151,6 @@ class Stack final : public ServingStack {
                    t.status().to_string().c_str());
     }
     const ModelConfig& mc = model_->config();
-    ctx_.model_id = cfg.model.served_model_id.empty() ? fs::path(dir).lexically_normal().filename().string()
-                                                      : cfg.model.served_model_id;
-    if (ctx_.model_id.empty()) ctx_.model_id = fs::absolute(dir).parent_path().filename().string();
     ctx_.vocab_size = mc.vocab_size;
     ctx_.tokenizer = tokenizer_.get();
     ctx_.chat_template = template_.get();
@@ -122,16 +169,26 @@ class Stack final : public ServingStack {
     ec.prefix_cache.max_bytes = cfg.prefix_cache.max_bytes;
     ec.channel_capacity = static_cast<size_t>(cfg.batching.channel_capacity);
     ec.model_identity = ctx_.model_id + "@" + fs::absolute(dir).string();
-    adapters_ = std::make_unique<AdapterRegistry>(mc, backend_->storage());
+    // Adapter uploads, and every other device call of the routes and jobs, run on the engine's
+    // thread between cycles (actor_ is made below, before anything can ask).
+    const DeviceRunner on_engine = [this](const std::function<Status()>& work) {
+      return actor_ ? actor_->run_between_cycles(work) : failed_precondition("the engine is not running");
+    };
+    ctx_.train_env.run_on_device = on_engine;
+    adapters_ = std::make_unique<AdapterRegistry>(mc, backend_->storage(), on_engine);
+    adapters_->set_limits(cfg.server.max_loaded_adapters, cfg.server.max_adapter_memory_bytes);
     ec.adapters = adapters_.get();
     ctx_.adapters = adapters_.get();
-    ctx_.adapter_dir = cfg.model.adapter_dir.empty() ? (fs::path(dir) / "adapters").string() : cfg.model.adapter_dir;
     ctx_.max_context = std::min(context, ec.kv_blocks * ModelState::kBlockSize);
     ctx_.kv_dtype = std::string(dtype_name(model_->kv_dtype()));
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(*model_, ec));
     actor_ = std::make_unique<EngineActor>(std::move(engine));
     ctx_.actor = actor_.get();
     start_training(cfg, dir);
+    // What publications a crash interrupted left, cleared before anything writes there.
+    for (const std::string& d : {ctx_.adapter_dir, suites_->dir(), ctx_.data_dir})
+      if (auto swept = sweep_staging(d); !swept.ok() || !swept->summary().empty())
+        std::fprintf(stderr, "kiln: %s: %s\n", d.c_str(), swept.ok() ? swept->summary().c_str() : swept.status().to_string().c_str());
     KILN_RETURN_IF_ERROR(open_request_log(cfg));
     std::fprintf(stderr,
                  "kiln: model '%s' from %s on %s: %lld layers, vocabulary %lld; %lld K/V blocks (%.1f MiB, %s), "
@@ -151,9 +208,8 @@ class Stack final : public ServingStack {
   Status open_request_log(const KilnConfig& cfg) {
     if (!cfg.logging.request_log) return {};
     RequestLogOptions o;
-    o.dir = cfg.logging.request_log_dir.empty()
-                ? (fs::path(ctx_.adapter_dir).lexically_normal().parent_path() / "request-log").string()
-                : cfg.logging.request_log_dir;
+    o.dir = cfg.logging.request_log_dir.empty() ? (fs::path(ctx_.state_dir) / "request-log").string()
+                                                : cfg.logging.request_log_dir;
     o.max_bytes = cfg.logging.request_log_max_bytes;
     auto log = RequestLog::open(o);
     if (!log.ok()) return log.status().with_context("logging.request_log_dir");
@@ -166,15 +222,14 @@ class Stack final : public ServingStack {
 
   void set_config_report(nlohmann::json report) { ctx_.config_report = std::move(report); }
   void set_capability_report(nlohmann::json report) { capability_report_ = std::move(report); }
+  void set_backend(std::unique_ptr<Backend> backend) { backend_ = std::move(backend); }
 
-  // The training queue: each job's steps run on the engine's thread between serving cycles; a
-  // job's end is posted to training.webhook_url when one is set.
+  // The training queue: each job's device work runs on the engine's thread between serving cycles
+  // (train_env.run_on_device); a job's end is posted to training.webhook_url when one is set.
   void start_training(const KilnConfig& cfg, const std::string& dir) {
-    EngineActor* actor = actor_.get();
     ctx_.train_env.model = model_.get();
     ctx_.train_env.registry = adapters_.get();
     ctx_.train_env.adapter_dir = ctx_.adapter_dir;
-    ctx_.train_env.run_step = [actor](const std::function<Status()>& step) { return actor->run_between_cycles(step); };
     auto config_hash = qualify::sha256_file((fs::path(dir) / "config.json").string());
     ctx_.train_env.base_model = {{"model_id", ctx_.model_id},
                                  {"path", fs::absolute(dir).string()},
@@ -190,7 +245,7 @@ class Stack final : public ServingStack {
     });
     ctx_.training = jobs_.get();
     // Eval suites live beside the adapters; eval jobs run one at a time on their own queue.
-    suites_ = std::make_unique<SuiteStore>(((fs::path(ctx_.adapter_dir) / "..").lexically_normal() / "eval-suites").string());
+    suites_ = std::make_unique<SuiteStore>((fs::path(ctx_.state_dir) / "eval-suites").string());
     evals_ = std::make_unique<EvalJobs>(*suites_, make_eval_generate(ctx_), cfg.training.max_queued_jobs);
     ctx_.eval_suites = suites_.get();
     ctx_.evals = evals_.get();
@@ -229,7 +284,8 @@ class Stack final : public ServingStack {
     const size_t threads = s.http_threads > 0 ? static_cast<size_t>(s.http_threads)
                                               : static_cast<size_t>(std::max<int64_t>(8, 2 * s.max_decode_batch));
     server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    server_->set_payload_max_length(static_cast<size_t>(s.max_body_bytes));
+    server_->set_payload_max_length(static_cast<size_t>(guard_->max_body_bytes()));
+    guard_->install(*server_, ctx_.metrics);
     server_->set_tcp_nodelay(true);  // stream chunks leave at once
     server_->set_read_timeout(30, 0);
     server_->set_write_timeout(30, 0);
@@ -263,6 +319,7 @@ class Stack final : public ServingStack {
     add_info_routes(*server_, ctx_);
     add_adapter_routes(*server_, ctx_);
     add_train_routes(*server_, ctx_);
+    add_dataset_routes(*server_, ctx_);
     add_eval_routes(*server_, ctx_);
     add_ui_routes(*server_, ctx_);
     server_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -276,7 +333,7 @@ class Stack final : public ServingStack {
       send_error(res, ApiError::from_status(internal_error(what)));
     });
     server_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return;
+      if (!res.body.empty() || res.content_provider_) return;  // the answer is already written
       ApiError e;
       e.http_status = res.status;
       if (res.status == 404) {
@@ -321,6 +378,7 @@ class Stack final : public ServingStack {
   std::unique_ptr<SuiteStore> suites_;
   std::unique_ptr<EvalJobs> evals_;  // stopped after jobs_, before actor_
   std::unique_ptr<RequestLog> request_log_;
+  std::unique_ptr<RequestGuard> guard_;  // outlives server_
   std::unique_ptr<httplib::Server> server_;
   std::thread listener_;
   int port_ = -1;
@@ -334,8 +392,10 @@ class Stack final : public ServingStack {
 }  // namespace
 
 Result<std::unique_ptr<ServingStack>> ServingStack::start(const KilnConfig& config, nlohmann::json config_report,
-                                                          nlohmann::json capability_report) {
+                                                          nlohmann::json capability_report,
+                                                          std::unique_ptr<Backend> backend) {
   auto stack = std::make_unique<Stack>();
+  stack->set_backend(std::move(backend));
   stack->set_config_report(std::move(config_report));
   if (capability_report.is_null()) {
     capability_report = nlohmann::json::parse(embedded_capability_report(), nullptr, /*allow_exceptions=*/false);

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.h"
 #include "config/kiln_config.h"
 #include "core/status.h"
 
@@ -18,9 +19,10 @@ class ServingStack {
   // Loads everything and starts listening; returns once requests can be served. `config_report`
   // is what GET /v1/config answers (each field's value and source).
   // `capability_report` decides which routes the stable profile admits (route_gates.h); null: the
-  // report built into the binary.
+  // report built into the binary. `backend` (tests) is served instead of the one model.backend names.
   static Result<std::unique_ptr<ServingStack>> start(const KilnConfig& config, nlohmann::json config_report = nullptr,
-                                                     nlohmann::json capability_report = nullptr);
+                                                     nlohmann::json capability_report = nullptr,
+                                                     std::unique_ptr<Backend> backend = nullptr);
   virtual ~ServingStack() = default;  // stops the server and the engine
 
   virtual int port() const = 0;               // the bound port

@@ -1,193 +1,219 @@
 #include "server/tar_gz.h"
 
-#include <zlib.h>
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <set>
 
 namespace kiln {
 
 namespace {
 
-constexpr size_t kBlock = 512;
+constexpr size_t kPiece = 1 << 16;  // bytes read or written at a time
+// An adapter is two or three files; a cap keeps an archive of countless empty files from costing
+// a file each.
+constexpr size_t kMaxFiles = 64;
 
-void put_octal(char* field, size_t width, uint64_t value) {
-  // width - 1 octal digits and a NUL, as ustar writes numbers.
-  std::string digits(width - 1, '0');
-  for (size_t i = width - 1; i-- > 0 && value > 0; value >>= 3) digits[i] = static_cast<char>('0' + (value & 7));
-  std::memcpy(field, digits.data(), width - 1);
-  field[width - 1] = '\0';
-}
+std::string errno_text() { return std::strerror(errno); }
 
-std::string header(const std::string& name, uint64_t size) {
-  std::string h(kBlock, '\0');
-  std::memcpy(&h[0], name.data(), std::min<size_t>(name.size(), 100));
-  put_octal(&h[100], 8, 0644);
-  put_octal(&h[108], 8, 0);
-  put_octal(&h[116], 8, 0);
-  put_octal(&h[124], 12, size);
-  put_octal(&h[136], 12, 0);
-  h[156] = '0';
-  std::memcpy(&h[257], "ustar", 6);  // magic "ustar\0"
-  h[263] = '0';
-  h[264] = '0';
-  std::memset(&h[148], ' ', 8);  // the checksum counts its own field as spaces
-  unsigned sum = 0;
-  for (unsigned char c : h) sum += c;
-  put_octal(&h[148], 7, sum);
-  h[155] = ' ';
-  return h;
-}
+struct ReadArchive {
+  archive* a = archive_read_new();
+  ~ReadArchive() { archive_read_free(a); }
+};
 
-Result<std::string> gunzip(std::string_view gz, uint64_t max_bytes) {
-  z_stream z{};
-  if (inflateInit2(&z, 15 + 32) != Z_OK) return internal_error("zlib: inflateInit2 failed");
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
-  z.avail_in = static_cast<uInt>(gz.size());
-  std::string out;
-  char buf[1 << 16];
-  int rc = Z_OK;
-  while (rc != Z_STREAM_END) {
-    z.next_out = reinterpret_cast<Bytef*>(buf);
-    z.avail_out = sizeof buf;
-    rc = inflate(&z, Z_NO_FLUSH);
-    if (rc != Z_OK && rc != Z_STREAM_END) {
-      const std::string why = z.msg ? z.msg : ("zlib error " + std::to_string(rc));
-      inflateEnd(&z);
-      return format_error("the archive is not valid gzip data: " + why);
-    }
-    out.append(buf, sizeof buf - z.avail_out);
-    if (out.size() > max_bytes) {
-      inflateEnd(&z);
-      return invalid_argument("the archive holds more than " + std::to_string(max_bytes) + " bytes uncompressed");
-    }
-    if (rc == Z_OK && z.avail_in == 0 && z.avail_out != 0) {
-      inflateEnd(&z);
-      return format_error("the gzip data ends early");
-    }
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
   }
-  inflateEnd(&z);
-  return out;
-}
-
-Result<uint64_t> read_octal(const char* field, size_t width, const std::string& entry) {
-  uint64_t v = 0;
-  size_t i = 0;
-  while (i < width && field[i] == ' ') ++i;
-  for (; i < width && field[i] >= '0' && field[i] <= '7'; ++i) v = (v << 3) | static_cast<uint64_t>(field[i] - '0');
-  if (i < width && field[i] != '\0' && field[i] != ' ')
-    return format_error("tar entry '" + entry + "': a numeric field is not octal (base-256 sizes are not supported)");
-  return v;
-}
+};
 
 bool plain_name(const std::string& n) {
   return !n.empty() && n != "." && n != ".." && n.find('/') == std::string::npos && n.find('\\') == std::string::npos;
 }
 
+std::vector<std::string> split_path(const std::string& p) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= p.size()) {
+    const size_t slash = std::min(p.find('/', start), p.size());
+    if (slash > start) parts.push_back(p.substr(start, slash - start));
+    start = slash + 1;
+  }
+  return parts;
+}
+
+// Where entry `raw` lands: its plain file name (or "" for the one folder entries may sit in),
+// checked against the folder seen so far.
+Result<std::string> member_name(const std::string& raw, bool is_dir, std::string& folder, bool& first) {
+  if (raw.empty()) return invalid_argument("an archive entry has no name");
+  if (raw[0] == '/') return invalid_argument("archive entry '" + raw + "': absolute paths are refused");
+  std::vector<std::string> parts = split_path(raw);
+  while (!parts.empty() && parts.front() == ".") parts.erase(parts.begin());
+  for (const std::string& p : parts)
+    if (p == "..") return invalid_argument("archive entry '" + raw + "': '..' is refused");
+  if (parts.empty()) return std::string();  // "./"
+  if (parts.size() > 2 || (is_dir && parts.size() > 1))
+    return invalid_argument("archive entry '" + raw + "': an adapter archive holds one flat folder, no nested ones");
+  const std::string dir = is_dir ? parts[0] : (parts.size() == 2 ? parts[0] : "");
+  if (!first && dir != folder)
+    return invalid_argument("archive entry '" + raw + "': entries lie in more than one folder");
+  folder = dir;
+  first = false;
+  if (is_dir) return std::string();
+  if (!plain_name(parts.back()) || (!dir.empty() && !plain_name(dir)))
+    return invalid_argument("archive entry '" + raw + "': not a plain file name");
+  return parts.back();
+}
+
+la_ssize_t append_output(archive*, void* client, const void* buf, size_t n) {
+  static_cast<std::string*>(*static_cast<std::string**>(client))->append(static_cast<const char*>(buf), n);
+  return static_cast<la_ssize_t>(n);
+}
+
 }  // namespace
 
-std::string gzip_bytes(std::string_view raw) {
-  z_stream z{};
-  deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&z, raw.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
-  z.avail_in = static_cast<uInt>(raw.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
-
-std::string write_tar_gz(const std::vector<ArchiveFile>& files) {
-  std::vector<const ArchiveFile*> order;
-  for (const auto& f : files) order.push_back(&f);
-  std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->name < b->name; });
-  std::string tar;
-  for (const ArchiveFile* f : order) {
-    tar += header(f->name, f->data.size());
-    tar += f->data;
-    tar.append((kBlock - f->data.size() % kBlock) % kBlock, '\0');
-  }
-  tar.append(2 * kBlock, '\0');
-  return gzip_bytes(tar);
-}
-
-Result<std::vector<ArchiveFile>> read_tar_gz(std::string_view gz, uint64_t max_bytes) {
-  KILN_ASSIGN_OR_RETURN(std::string tar, gunzip(gz, max_bytes));
-  std::vector<ArchiveFile> files;
-  std::string folder;  // the one top-level folder entries may sit in
+Result<size_t> extract_tar_gz(const std::string& archive_path, const std::string& dir, uint64_t max_bytes) {
+  ReadArchive r;
+  // Only gzip and tar: no other compressor or format is ever parsed.
+  archive_read_support_filter_gzip(r.a);
+  archive_read_support_format_tar(r.a);
+  if (archive_read_open_filename(r.a, archive_path.c_str(), kPiece) != ARCHIVE_OK)
+    return format_error(std::string("not tar.gz data: ") + archive_error_string(r.a));
+  std::string folder;
   bool first = true;
-  for (size_t pos = 0; pos + kBlock <= tar.size();) {
-    const char* h = tar.data() + pos;
-    if (std::all_of(h, h + kBlock, [](char c) { return c == '\0'; })) break;  // end of archive
-    std::string name(h, strnlen(h, 100));
-    const std::string prefix(h + 345, strnlen(h + 345, 155));
-    if (std::memcmp(h + 257, "ustar", 5) == 0 && !prefix.empty()) name = prefix + "/" + name;
-    unsigned sum = 0;
-    for (size_t i = 0; i < kBlock; ++i) sum += (i >= 148 && i < 156) ? ' ' : static_cast<unsigned char>(h[i]);
-    KILN_ASSIGN_OR_RETURN(uint64_t stored, read_octal(h + 148, 8, name));
-    if (stored != sum) return format_error("tar entry '" + name + "': header checksum mismatch");
-    KILN_ASSIGN_OR_RETURN(uint64_t size, read_octal(h + 124, 12, name));
-    const char type = h[156];
-    pos += kBlock;
-    if (size > tar.size() - pos) return format_error("tar entry '" + name + "' runs past the end of the archive");
-    const std::string data = tar.substr(pos, size);
-    pos += (size + kBlock - 1) / kBlock * kBlock;
-    if (type == 'x' || type == 'g') continue;  // pax attributes: names here are short, nothing needed
-    while (name.rfind("./", 0) == 0) name = name.substr(2);
-    if (type == '5') {
-      while (!name.empty() && name.back() == '/') name.pop_back();
-      if (name.empty() || name == ".") continue;
-      if (!plain_name(name) || (!first && folder != name))
-        return invalid_argument("tar entry '" + name + "/': an adapter archive holds one flat folder");
-      folder = name;
-      first = false;
-      continue;
+  std::set<std::string> seen;
+  uint64_t total = 0;
+  const std::string over = "the archive's files total more than " + std::to_string(max_bytes) + " bytes";
+  std::vector<char> buf(kPiece);
+  for (;;) {
+    archive_entry* e = nullptr;
+    const int rc = archive_read_next_header(r.a, &e);
+    if (rc == ARCHIVE_EOF) break;
+    if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
+      return format_error(std::string("unreadable tar.gz data: ") + archive_error_string(r.a));
+    const char* path = archive_entry_pathname(e);
+    const std::string raw = path ? path : "";
+    const mode_t type = archive_entry_filetype(e);
+    if (archive_entry_hardlink(e) || archive_entry_symlink(e) || (type != AE_IFREG && type != AE_IFDIR))
+      return invalid_argument("archive entry '" + raw +
+                              "': only regular files may be in an adapter archive (no links or devices)");
+    KILN_ASSIGN_OR_RETURN(std::string name, member_name(raw, type == AE_IFDIR, folder, first));
+    if (name.empty()) continue;
+    if (!seen.insert(name).second) return invalid_argument("archive entry '" + raw + "' appears twice");
+    if (seen.size() > kMaxFiles)
+      return invalid_argument("the archive holds more than " + std::to_string(kMaxFiles) + " files");
+    if (archive_entry_size_is_set(e) && static_cast<uint64_t>(archive_entry_size(e)) > max_bytes - total)
+      return resource_exhausted(over);
+    const std::string out_path = dir + "/" + name;
+    Fd out{::open(out_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)};
+    if (out.fd < 0) return io_error("cannot create " + out_path + ": " + errno_text());
+    for (;;) {
+      const la_ssize_t n = archive_read_data(r.a, buf.data(), buf.size());
+      if (n == 0) break;
+      if (n < 0)
+        return format_error("archive entry '" + raw + "' cannot be read: " + archive_error_string(r.a));
+      total += static_cast<uint64_t>(n);
+      if (total > max_bytes) return resource_exhausted(over);
+      for (la_ssize_t done = 0; done < n;) {
+        const ssize_t w = ::write(out.fd, buf.data() + done, static_cast<size_t>(n - done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return io_error("cannot write " + out_path + ": " + errno_text());
+        done += w;
+      }
     }
-    if (type != '0' && type != '\0')
-      return invalid_argument("tar entry '" + name + "': only regular files may be in an adapter archive (type '" +
-                              std::string(1, type) + "')");
-    const size_t slash = name.find('/');
-    if (slash != std::string::npos) {
-      const std::string dir = name.substr(0, slash);
-      if (!first && folder != dir) return invalid_argument("tar entry '" + name + "': entries lie in more than one folder");
-      folder = dir;
-      name = name.substr(slash + 1);
-    } else if (!folder.empty()) {
-      return invalid_argument("tar entry '" + name + "': entries lie in more than one folder");
-    }
-    first = false;
-    if (!plain_name(folder.empty() ? "x" : folder) || !plain_name(name))
-      return invalid_argument("tar entry '" + name + "': not a plain file name (no '..', '/' or nested folders)");
-    for (const auto& f : files)
-      if (f.name == name) return invalid_argument("tar entry '" + name + "' appears twice");
-    files.push_back({name, data});
+    if (::close(out.fd) != 0) return io_error("cannot write " + out_path + ": " + errno_text());
+    out.fd = -1;
   }
-  if (files.empty()) return invalid_argument("the archive holds no files");
-  return files;
+  if (seen.empty()) return invalid_argument("the archive holds no files");
+  return seen.size();
 }
 
-Result<std::vector<ArchiveFile>> read_flat_directory(const std::string& dir) {
+Result<std::unique_ptr<TarGzStream>> TarGzStream::open(const std::string& dir) {
   namespace fs = std::filesystem;
+  std::unique_ptr<TarGzStream> s(new TarGzStream());
+  s->dir_ = dir;
   std::error_code ec;
-  std::vector<ArchiveFile> files;
+  std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (!e.is_regular_file()) return unsupported(dir + ": '" + name + "' is not a regular file");
-    std::ifstream in(e.path(), std::ios::binary);
-    std::ostringstream data;
-    data << in.rdbuf();
-    if (!in) return io_error("cannot read " + e.path().string());
-    files.push_back({name, data.str()});
+    if (e.is_symlink() || !e.is_regular_file()) return unsupported(dir + ": '" + name + "' is not a regular file");
+    names.push_back(name);
   }
   if (ec) return io_error(dir + ": " + ec.message());
-  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-  return files;
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    File f{name, ::open((dir + "/" + name).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC), 0};
+    if (f.fd < 0) return io_error("cannot open " + dir + "/" + name + ": " + errno_text());
+    s->files_.push_back(f);
+    struct stat st {};
+    if (::fstat(f.fd, &st) != 0) return io_error("cannot stat " + dir + "/" + name + ": " + errno_text());
+    s->files_.back().size = static_cast<uint64_t>(st.st_size);
+  }
+  s->a_ = archive_write_new();
+  archive_write_set_format_ustar(s->a_);
+  archive_write_add_filter_gzip(s->a_);
+  archive_write_set_filter_option(s->a_, "gzip", "timestamp", nullptr);  // the same folder, the same bytes
+  archive_write_set_bytes_in_last_block(s->a_, 1);  // no padding after the compressed stream
+  if (archive_write_open2(s->a_, &s->out_, nullptr, append_output, nullptr, nullptr) != ARCHIVE_OK)
+    return s->archive_error("cannot start the archive of " + dir);
+  return s;
+}
+
+TarGzStream::~TarGzStream() {
+  for (const File& f : files_) ::close(f.fd);
+  if (a_) archive_write_free(a_);  // closes it first
+}
+
+Status TarGzStream::archive_error(const std::string& what) const {
+  const char* why = archive_error_string(a_);
+  return io_error(what + ": " + (why ? why : "libarchive failed"));
+}
+
+Result<bool> TarGzStream::next(std::string& out) {
+  if (closed_) return false;
+  out_ = &out;
+  if (index_ == files_.size()) {
+    closed_ = true;
+    if (archive_write_close(a_) != ARCHIVE_OK) return archive_error("cannot finish the archive of " + dir_);
+    return false;
+  }
+  const File& f = files_[index_];
+  if (!in_entry_) {
+    archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, f.name.c_str());
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, 0644);
+    archive_entry_set_size(e, static_cast<la_int64_t>(f.size));
+    archive_entry_set_mtime(e, 0, 0);
+    const int rc = archive_write_header(a_, e);
+    archive_entry_free(e);
+    if (rc != ARCHIVE_OK) return archive_error("cannot archive " + dir_ + "/" + f.name);
+    in_entry_ = true;
+    left_ = f.size;
+  }
+  char buf[kPiece];
+  const size_t want = static_cast<size_t>(std::min<uint64_t>(left_, sizeof buf));
+  ssize_t n = 0;
+  while (want > 0 && (n = ::read(f.fd, buf, want)) < 0 && errno == EINTR) {
+  }
+  if (n < 0) return io_error("cannot read " + dir_ + "/" + f.name + ": " + errno_text());
+  if (want > 0 && n == 0) return io_error(dir_ + "/" + f.name + " shrank while it was archived");
+  if (n > 0 && archive_write_data(a_, buf, static_cast<size_t>(n)) != n)
+    return archive_error("cannot archive " + dir_ + "/" + f.name);
+  left_ -= static_cast<uint64_t>(n);
+  if (left_ == 0) {
+    in_entry_ = false;
+    ++index_;
+  }
+  return true;
 }
 
 }  // namespace kiln

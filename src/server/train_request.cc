@@ -1,7 +1,9 @@
 #include "server/train_request.h"
 
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 #include <random>
 #include <fstream>
@@ -9,6 +11,7 @@
 
 #include "eval/suite.h"
 #include "qualify/sha256.h"
+#include "server/route_support.h"
 #include "train/train_data.h"
 
 namespace kiln {
@@ -16,7 +19,7 @@ namespace kiln {
 namespace {
 
 const std::set<std::string> kLoraKeys = {"lora_rank", "lora_alpha", "learning_rate", "epochs", "optimizer",
-                                         "output_name", "base_adapter", "auto_load", "seed", "checkpoint_interval",
+                                         "output_name", "replace", "base_adapter", "auto_load", "seed", "checkpoint_interval",
                                          "batch_size", "target_modules", "post_eval", "exclude_suite"};
 const std::set<std::string> kGrpoKeys = {"advantage_mode", "clip_epsilon", "kl_coeff", "kl_estimator", "echo_lambda"};
 
@@ -171,6 +174,7 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
   int64_t checkpoint_interval = ctx.config.training.checkpoint_interval;
   if (auto v = c.integer("checkpoint_interval", 0, int64_t{1} << 40)) checkpoint_interval = *v;
   spec.checkpoint_interval = checkpoint_interval;
+  req->checkpoint_keep = ctx.config.training.checkpoint_keep;
   spec.trainer.trace_memory_fraction = ctx.config.training.trace_memory_fraction;
   if (auto v = c.boolean("auto_load")) req->auto_load = *v;
   auto exclude_suite = c.string("exclude_suite");
@@ -212,6 +216,7 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
     if (Status st = AdapterRegistry::check_name(*v); !st.ok()) c.fail("output_name", "config.output_name: " + st.message());
     req->output_name = *v;
   }
+  const bool replace = c.boolean("replace").value_or(false);
   if (!sft) {
     if (auto v = c.string("advantage_mode")) {
       if (*v == "dr_grpo") spec.advantage = AdvantageMode::kDrGrpo;
@@ -234,6 +239,10 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
     char suffix[24];
     std::snprintf(suffix, sizeof suffix, "%08x", static_cast<unsigned>(std::random_device{}()));
     req->output_name = req->type + "-" + suffix;
+  }
+  if (std::error_code ec; !replace && std::filesystem::exists(std::filesystem::path(ctx.adapter_dir) / req->output_name, ec)) {
+    return ApiError::conflict("config.output_name", "adapter '" + req->output_name + "' already exists in " +
+                                                         ctx.adapter_dir + " (add \"replace\": true to the config)");
   }
   if (Status st = spec.lora.validate("config"); !st.ok()) return ApiError::invalid("config", st.message());
   if (!base_adapter.empty()) {
@@ -288,6 +297,9 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
     }
     if (!data_status.ok()) return ApiError::invalid(error_param(data_status.message(), data_field), data_status.message());
   } else {
+    auto file = dataset_file(ctx, *path);
+    if (!file.ok()) return ApiError::invalid("dataset_path", file.status().message());
+    path = *file;
     auto digest = qualify::sha256_file(*path);
     if (!digest.ok()) return ApiError::invalid("dataset_path", "dataset_path: " + digest.status().message());
     req->data_sha256 = digest->sha256;
@@ -304,6 +316,14 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
   }
   if (sft && spec.sft.empty()) return ApiError::invalid(data_field, "no training sequences");
   if (!sft && spec.grpo.empty()) return ApiError::invalid(data_field, "no groups");
+  int64_t tokens = 0;
+  for (const TrainSequence& q : spec.sft) tokens += static_cast<int64_t>(q.tokens.size());
+  for (const GrpoGroup& g : spec.grpo)
+    for (const GrpoCompletion& c : g.completions) tokens += static_cast<int64_t>(c.sequence.tokens.size());
+  if (const int64_t most = ctx.config.training.max_job_tokens; tokens * spec.epochs > most)
+    return ApiError::invalid("config.epochs", std::to_string(spec.epochs) + " epochs of " + std::to_string(tokens) +
+                                                  " tokens pass training.max_job_tokens (" + std::to_string(most) + ")");
+  spec.max_seconds = static_cast<double>(ctx.config.training.max_job_seconds);
   req->hyperparameters = hyperparameters(spec, base_adapter, req->auto_load, checkpoint_interval, req->output_name);
   out = std::move(req);
   return std::nullopt;

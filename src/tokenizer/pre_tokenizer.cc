@@ -3,6 +3,8 @@
 #include "tokenizer/pre_tokenizer.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 namespace kiln {
 namespace {
@@ -20,6 +22,14 @@ Result<SplitBehavior> parse_behavior(const nlohmann::json& j) {
   if (b == "MergedWithNext") return SplitBehavior::kMergedWithNext;
   if (b == "Contiguous") return SplitBehavior::kContiguous;
   return unsupported("pre_tokenizer Split behavior \"" + b + "\" is not supported");
+}
+
+// A limit hit by the tokenizer's own patterns: stopping beats silently tokenising the rest of the
+// text differently.
+void check_split(const Status& st) {
+  if (st.ok()) return;
+  std::fprintf(stderr, "kiln: pre-tokenizer: %s\n", st.message().c_str());
+  std::abort();
 }
 
 bool flag(const nlohmann::json& config, const char* key, bool fallback) {
@@ -53,9 +63,9 @@ Status PreTokenizer::add_steps(const nlohmann::json& config, PreTokenizer& out, 
     }
     const auto& pattern = config["pattern"];
     if (pattern.contains("Regex") && pattern["Regex"].is_string()) {
-      KILN_ASSIGN_OR_RETURN(step.regex, Regex::compile(pattern["Regex"].get<std::string>()));
+      KILN_ASSIGN_OR_RETURN(step.regex, compile_tokenizer_pattern(pattern["Regex"].get<std::string>()));
     } else if (pattern.contains("String") && pattern["String"].is_string()) {
-      KILN_ASSIGN_OR_RETURN(step.regex, Regex::literal(pattern["String"].get<std::string>()));
+      KILN_ASSIGN_OR_RETURN(step.regex, compile_tokenizer_literal(pattern["String"].get<std::string>()));
     } else {
       return format_error("pre_tokenizer Split: \"pattern\" needs a string \"Regex\" or \"String\"");
     }
@@ -69,7 +79,7 @@ Status PreTokenizer::add_steps(const nlohmann::json& config, PreTokenizer& out, 
       out.steps_.push_back(Step{Step::Kind::kByteLevelPrefix, {}, SplitBehavior::kIsolated, false});
     }
     if (flag(config, "use_regex", true)) {
-      KILN_ASSIGN_OR_RETURN(Regex regex, Regex::compile(kGpt2Pattern));
+      KILN_ASSIGN_OR_RETURN(Regex regex, compile_tokenizer_pattern(kGpt2Pattern));
       out.steps_.push_back(Step{Step::Kind::kSplit, std::move(regex), SplitBehavior::kIsolated, false});
     }
     out.byte_level_ = true;
@@ -102,11 +112,11 @@ void PreTokenizer::apply(const Step& step, std::string_view piece, std::vector<s
   // The fast path for the common case: Isolated, not inverted, every span is a word.
   if (step.behavior == SplitBehavior::kIsolated) {
     size_t prev = 0;
-    step.regex.for_each_match(piece, [&](size_t b, size_t e) {
+    check_split(step.regex.for_each_match(piece, [&](size_t b, size_t e) {
       if (b > prev) out.push_back(piece.substr(prev, b - prev));
       if (e > b) out.push_back(piece.substr(b, e - b));
       prev = e;
-    });
+    }));
     if (prev < piece.size()) out.push_back(piece.substr(prev));
     return;
   }
@@ -116,11 +126,11 @@ void PreTokenizer::apply(const Step& step, std::string_view piece, std::vector<s
   };
   std::vector<Span> spans;
   size_t prev = 0;
-  step.regex.for_each_match(piece, [&](size_t b, size_t e) {
+  check_split(step.regex.for_each_match(piece, [&](size_t b, size_t e) {
     if (b > prev) spans.push_back({prev, b, false});
     spans.push_back({b, e, true});
     prev = e;
-  });
+  }));
   if (prev < piece.size() || piece.empty()) spans.push_back({prev, piece.size(), false});
   if (step.invert) {
     for (auto& s : spans) s.is_match = !s.is_match;

@@ -10,11 +10,9 @@ namespace kiln {
 
 namespace {
 
-std::vector<float> host_f32(const Tensor& t, StorageFacet& storage, Status& st) {
-  Tensor host = Tensor::empty(t.shape(), t.dtype());
-  st = storage.copy_to_host(t, host);
+std::vector<float> as_f32(const Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
-  if (st.ok()) to_f32(t.dtype(), host.raw(), out.data(), out.size());
+  to_f32(t.dtype(), t.raw(), out.data(), out.size());
   return out;
 }
 
@@ -145,8 +143,8 @@ void truncated_factors(const Mat& d, int64_t m, int64_t n, int64_t r, std::vecto
 
 }  // namespace
 
-Result<LoraAdapter> merge_adapters(const std::vector<MergeSource>& sources, const MergeOptions& options,
-                                   const ModelConfig& model, StorageFacet& storage) {
+Result<HostLoraAdapter> merge_adapters(const std::vector<MergeSource>& sources, const MergeOptions& options,
+                                       const ModelConfig& model) {
   if (sources.empty()) return invalid_argument("sources: at least one adapter is needed");
   double weight_sum = 0;
   int64_t rank_sum = 0, rank_max = 0;
@@ -158,7 +156,7 @@ Result<LoraAdapter> merge_adapters(const std::vector<MergeSource>& sources, cons
     const MergeSource& s = sources[i];
     if (!std::isfinite(s.weight)) return invalid_argument("sources[" + std::to_string(i) + "].weight is not finite");
     weight_sum += s.weight;
-    const LoraConfig& c = s.adapter->config();
+    const LoraConfig& c = s.adapter->config;
     rank_sum += c.rank;
     rank_max = std::max(rank_max, c.rank);
     for (LoraTarget t : c.targets)
@@ -179,30 +177,28 @@ Result<LoraAdapter> merge_adapters(const std::vector<MergeSource>& sources, cons
       if (std::fabs(weight_sum) < 1e-12) return invalid_argument("sources: the weights sum to zero, so they cannot be averaged");
       coef[i] /= weight_sum;
     }
-    coef[i] *= sources[i].adapter->scale();  // the merged adapter's scale is 1
+    coef[i] *= sources[i].adapter->config.scale();  // the merged adapter's scale is 1
   }
   const bool ties = options.method == MergeMethod::kTies;
   cfg.rank = ties ? (options.rank > 0 ? options.rank : rank_max) : rank_sum;
   cfg.alpha = static_cast<double>(cfg.rank);
   if (ties && !(options.density > 0 && options.density <= 1)) return invalid_argument("density must be in (0, 1]");
-  KILN_ASSIGN_OR_RETURN(LoraAdapter merged, LoraAdapter::init(cfg, model, 0, storage));
-  Status st;
+  KILN_ASSIGN_OR_RETURN(HostLoraAdapter merged, HostLoraAdapter::init(cfg, model, 0));
   for (int64_t layer = 0; layer < merged.num_layers(); ++layer)
     for (int ti = 0; ti < kLoraTargetCount; ++ti) {
       const LoraTarget t = static_cast<LoraTarget>(ti);
       LoraFactors& out = merged.factors(layer, t);
       if (!out.defined()) continue;
-      const int64_t r = cfg.rank, in = out.a.dim(1), o = out.b.dim(0);
+      const int64_t r = cfg.rank, in = out.a.dim(1), o = out.b.dim(0);  // HostLoraAdapter::init's shapes
       std::vector<float> a(static_cast<size_t>(r * in), 0.f), b(static_cast<size_t>(o * r), 0.f);
       if (!ties) {
         int64_t offset = 0;
         for (size_t k = 0; k < sources.size(); ++k) {
-          const LoraAdapter& src = *sources[k].adapter;
-          const int64_t rk = src.config().rank;
+          const HostLoraAdapter& src = *sources[k].adapter;
+          const int64_t rk = src.config.rank;
           const LoraFactors& f = layer < src.num_layers() ? src.factors(layer, t) : LoraFactors{};
           if (f.defined()) {
-            std::vector<float> fa = host_f32(f.a, storage, st), fb = host_f32(f.b, storage, st);
-            KILN_RETURN_IF_ERROR(st);
+            const std::vector<float> fa = as_f32(f.a), fb = as_f32(f.b);
             std::copy(fa.begin(), fa.end(), a.begin() + offset * in);
             for (int64_t i = 0; i < o; ++i)
               for (int64_t j = 0; j < rk; ++j) b[i * r + offset + j] = static_cast<float>(coef[k] * fb[i * rk + j]);
@@ -213,12 +209,11 @@ Result<LoraAdapter> merge_adapters(const std::vector<MergeSource>& sources, cons
         // Dense deltas, trimmed, sign-elected, disjoint mean.
         std::vector<Mat> deltas;
         for (size_t k = 0; k < sources.size(); ++k) {
-          const LoraAdapter& src = *sources[k].adapter;
+          const HostLoraAdapter& src = *sources[k].adapter;
           const LoraFactors& f = layer < src.num_layers() ? src.factors(layer, t) : LoraFactors{};
           if (!f.defined()) continue;
-          const int64_t rk = src.config().rank;
-          std::vector<float> fa = host_f32(f.a, storage, st), fb = host_f32(f.b, storage, st);
-          KILN_RETURN_IF_ERROR(st);
+          const int64_t rk = src.config.rank;
+          const std::vector<float> fa = as_f32(f.a), fb = as_f32(f.b);
           Mat d(static_cast<size_t>(o * in), 0.0);
           for (int64_t i = 0; i < o; ++i)
             for (int64_t j = 0; j < rk; ++j) {
@@ -250,8 +245,8 @@ Result<LoraAdapter> merge_adapters(const std::vector<MergeSource>& sources, cons
         }
         truncated_factors(merged_delta, o, in, r, b, a);
       }
-      KILN_RETURN_IF_ERROR(storage.copy_from_host(Tensor::from_values(a, {r, in}), out.a));
-      KILN_RETURN_IF_ERROR(storage.copy_from_host(Tensor::from_values(b, {o, r}), out.b));
+      out.a = Tensor::from_values(a, {r, in});
+      out.b = Tensor::from_values(b, {o, r});
     }
   return merged;
 }

@@ -8,21 +8,21 @@
 //   truncated SVD (randomised range finder + exact eigen-decomposition of the small Gram matrix):
 //   approximate, the best rank-r fit of the TIES delta.
 // The merged adapter has lora_alpha = rank (scale 1), f32 factors, the union of the targets and layers.
+// Host work only (HostLoraAdapter in, HostLoraAdapter out): a server runs it on the request's thread.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "backend/facets.h"
 #include "core/status.h"
-#include "model/lora_adapter.h"
+#include "model/host_lora_adapter.h"
 
 namespace kiln {
 
 enum class MergeMethod : uint8_t { kConcat, kWeightedAverage, kTies };
 
 struct MergeSource {
-  const LoraAdapter* adapter = nullptr;
+  const HostLoraAdapter* adapter = nullptr;
   std::string name;  // for errors
   double weight = 1.0;
 };
@@ -33,7 +33,7 @@ struct MergeOptions {
   int64_t rank = 0;      // ties: the merged rank; 0: the largest source rank
 };
 
-Result<LoraAdapter> merge_adapters(const std::vector<MergeSource>& sources, const MergeOptions& options,
-                                   const ModelConfig& model, StorageFacet& storage);
+Result<HostLoraAdapter> merge_adapters(const std::vector<MergeSource>& sources, const MergeOptions& options,
+                                       const ModelConfig& model);
 
 }  // namespace kiln

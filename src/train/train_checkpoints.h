@@ -2,9 +2,10 @@
 // "Training"): every N optimizer steps the adapter as it stands is published, atomically and
 // validated like the final one (train/adapter_publish.h), to
 // <adapter_dir>/<output_name>.checkpoints/step-<N>/ (PEFT layout + a small train_receipt.json of
-// kind "kiln.train_checkpoint"), and the job's status lists every checkpoint written so far.
-// The folder holds one job's checkpoints: a job that writes checkpoints first removes what an
-// earlier job of the same output_name left there. Checkpoints are never loaded into the registry.
+// kind "kiln.train_checkpoint"). Only the last TrainJobRequest::checkpoint_keep stay: older ones
+// are removed as new ones land, and the job's status lists those that remain. The folder holds one
+// job's checkpoints: a job that writes checkpoints first removes what an earlier job of the same
+// output_name left there. Checkpoints are never loaded into the registry.
 #pragma once
 
 #include <functional>

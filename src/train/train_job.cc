@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 
 #include "train/adapter_publish.h"
 #include "train/train_checkpoints.h"
@@ -59,18 +58,6 @@ nlohmann::json post_eval_result(const TrainJobEnv& env, const TrainJobRequest& r
   return j;
 }
 
-// train_receipt.json again, with the eval in it (written beside, then renamed over).
-Status rewrite_receipt(const std::string& dir, const nlohmann::json& receipt) {
-  const std::string final_path = dir + "/train_receipt.json", tmp = final_path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << receipt.dump(2) << "\n";
-    if (!out) return io_error("cannot write " + tmp);
-  }
-  if (std::rename(tmp.c_str(), final_path.c_str()) != 0) return io_error("cannot replace " + final_path);
-  return Status();
-}
-
 }  // namespace
 
 JobWork make_train_job(const TrainJobEnv& env, std::shared_ptr<TrainJobRequest> req) {
@@ -84,15 +71,18 @@ JobWork make_train_job(const TrainJobEnv& env, std::shared_ptr<TrainJobRequest> 
       mark = now;
       return s;
     };
-    KILN_ASSIGN_OR_RETURN(TrainResult result, run_training(*env.model, req->spec, report, cancel, env.run_step));
+    KILN_ASSIGN_OR_RETURN(TrainResult result, run_training(*env.model, req->spec, report, cancel, env.run_on_device));
     if (cancel.load()) return failed_precondition("cancelled");
     JobOutcome out;
     out.train_seconds = lap();
     out.trained_tokens = result.tokens;
     const nlohmann::json receipt = train_receipt(*req, result, env.base_model);
-    KILN_ASSIGN_OR_RETURN(std::string path,
-                          publish_adapter(result.adapter, receipt, env.model->config(),
-                                          env.model->backend().storage(), env.adapter_dir, req->output_name));
+    StorageFacet& storage = env.model->backend().storage();
+    KILN_ASSIGN_OR_RETURN(HostLoraAdapter trained,
+                          run_on_device(env.run_on_device, [&] { return result.adapter.download(storage); }));
+    // Hours of training are not thrown away on a full disk: the adapter is kept for a retry.
+    KILN_ASSIGN_OR_RETURN(std::string path, publish_adapter(trained, receipt, env.model->config(), env.adapter_dir,
+                                                            req->output_name, OnPublishFailure::kKeep));
     out.adapter_name = req->output_name;
     out.adapter_path = path;
     out.publish_seconds = lap();
@@ -103,7 +93,7 @@ JobWork make_train_job(const TrainJobEnv& env, std::shared_ptr<TrainJobRequest> 
       if (out.post_eval.value("auto_load_skipped", false)) load = false;
       nlohmann::json with_eval = receipt;
       with_eval["post_eval"] = out.post_eval;
-      KILN_RETURN_IF_ERROR(rewrite_receipt(path, with_eval));
+      KILN_RETURN_IF_ERROR(write_file_atomically(path + "/" + kTrainReceiptFile, with_eval.dump(2) + "\n"));
       out.post_eval_seconds = lap();
     }
     if (load && env.registry) {

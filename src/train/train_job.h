@@ -1,7 +1,8 @@
-// A training job's work as the server queues it: run_training with each step on the engine's
-// thread (StepRunner), then publication of the adapter with its train_receipt.json
-// (train/adapter_publish.h), then with auto_load the adapter loaded as the next revision of its
-// name and made the registry's default, so the next request naming no adapter uses it.
+// A training job's work as the server queues it: run_training with its device work on the engine's
+// thread (DeviceRunner), then the trained factors copied to the host there and published with
+// their train_receipt.json from the job's thread (train/adapter_publish.h), then with auto_load
+// the adapter loaded as the next revision of its name and made the registry's default, so the
+// next request naming no adapter uses it.
 #pragma once
 
 #include <atomic>
@@ -24,7 +25,7 @@ struct TrainJobEnv {
   Qwen35Model* model = nullptr;
   AdapterRegistry* registry = nullptr;  // auto_load; may be null (then nothing is loaded)
   std::string adapter_dir;
-  StepRunner run_step;                  // empty: steps run on the job's thread
+  DeviceRunner run_on_device;           // the job's device work (empty: on the job's thread)
   nlohmann::json base_model;            // the receipt's base model identity (path, id, config hash)
   // Runs eval suite `suite` on the adapter published at `path` (for `name`) and returns
   // {suite, eval_job_id, accuracy, passed, total, wilson, ...}; empty: post_eval is refused.
@@ -43,6 +44,7 @@ struct TrainJobRequest {
   std::string data_sha256;         // of the canonical training input
   std::string post_eval_suite;     // "": no post-training eval
   std::optional<double> post_eval_min_accuracy;  // below it, publish but do not auto-load
+  int64_t checkpoint_keep = 3;     // the last N checkpoints stay on disk; 0: all (training.checkpoint_keep)
 };
 
 // The receipt written beside the adapter (spec/training.md): hyperparameters, data hash, loss

@@ -143,7 +143,7 @@ Result<std::vector<ParamSlot>> make_slots(LoraAdapter& adapter, LoraAdapter& gra
 // the trainer in chunks packed as the steps' batches are, each chunk its own device work (serving
 // continues between chunks).
 Status record_behaviour_logp(LoraTrainer& trainer, std::vector<GrpoGroup>& grpo, const std::vector<size_t>& items,
-                             int64_t batch_sequences, const std::atomic<bool>& cancel, const StepRunner& run_step) {
+                             int64_t batch_sequences, const std::atomic<bool>& cancel, const DeviceRunner& runner) {
   std::vector<GrpoCompletion*> pending;
   int64_t pending_size = 0;
   auto flush = [&]() -> Status {
@@ -156,7 +156,7 @@ Status record_behaviour_logp(LoraTrainer& trainer, std::vector<GrpoGroup>& grpo,
       for (size_t i = 0; i < pending.size(); ++i) pending[i]->behavior_logp = std::move(logp[i]);
       return {};
     };
-    Status st = run_step ? run_step(work) : work();
+    Status st = run_on_device(runner, work);
     pending.clear();
     pending_size = 0;
     return st.ok() ? st : st.with_context("the behaviour policy's log-probabilities");
@@ -178,8 +178,9 @@ Status record_behaviour_logp(LoraTrainer& trainer, std::vector<GrpoGroup>& grpo,
 
 Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
                                  const std::function<void(const TrainProgress&)>& progress,
-                                 const std::atomic<bool>& cancel, const StepRunner& run_step) {
+                                 const std::atomic<bool>& cancel, const DeviceRunner& runner) {
   KILN_RETURN_IF_ERROR(check_spec(spec));
+  const auto t_start = Clock::now();
   const bool sft = spec.kind == TrainSpec::Kind::kSft;
   const GrpoLossOptions gopts{spec.advantage, spec.clip_epsilon, spec.kl, spec.kl_coeff, spec.echo_lambda};
 
@@ -200,30 +201,38 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
 
   StorageFacet& storage = model.backend().storage();
   LoraAdapter adapter;
-  if (spec.base_adapter) {
-    KILN_ASSIGN_OR_RETURN(adapter, copy_adapter(*spec.base_adapter, storage));
-  } else {
-    LoraConfig lora = spec.lora;
-    if (lora.targets.empty())  // TrainSpec's default: every projection the model has
-      for (int t = 0; t < kLoraTargetCount; ++t) lora.targets.push_back(static_cast<LoraTarget>(t));
-    KILN_ASSIGN_OR_RETURN(adapter, LoraAdapter::init(lora, model.config(), spec.seed, storage));
-  }
   TrainResult result;
   {
     std::unique_ptr<LoraTrainer> trainer;
-    if (spec.make_trainer) {
-      KILN_ASSIGN_OR_RETURN(trainer, spec.make_trainer(model, adapter));
-    } else {
-      KILN_ASSIGN_OR_RETURN(trainer, LoraTrainer::create(model, adapter, spec.trainer));
-    }
-    KILN_ASSIGN_OR_RETURN(std::vector<ParamSlot> slots, make_slots(adapter, trainer->grads(), spec.optimizer, storage));
-    KILN_RETURN_IF_ERROR(trainer->zero_grads());
-    if (!sft) KILN_RETURN_IF_ERROR(record_behaviour_logp(*trainer, grpo, items, spec.batch_sequences, cancel, run_step));
+    std::vector<ParamSlot> slots;
+    auto setup = [&]() -> Status {
+      if (spec.base_adapter) {
+        KILN_ASSIGN_OR_RETURN(adapter, copy_adapter(*spec.base_adapter, storage));
+      } else {
+        LoraConfig lora = spec.lora;
+        if (lora.targets.empty())  // TrainSpec's default: every projection the model has
+          for (int t = 0; t < kLoraTargetCount; ++t) lora.targets.push_back(static_cast<LoraTarget>(t));
+        KILN_ASSIGN_OR_RETURN(adapter, LoraAdapter::init(lora, model.config(), spec.seed, storage));
+      }
+      if (spec.make_trainer) {
+        KILN_ASSIGN_OR_RETURN(trainer, spec.make_trainer(model, adapter));
+      } else {
+        KILN_ASSIGN_OR_RETURN(trainer, LoraTrainer::create(model, adapter, spec.trainer));
+      }
+      KILN_ASSIGN_OR_RETURN(slots, make_slots(adapter, trainer->grads(), spec.optimizer, storage));
+      return trainer->zero_grads();
+    };
+    if (Status st = run_on_device(runner, setup); !st.ok()) return st.with_context("the run's setup");
+    if (!sft) KILN_RETURN_IF_ERROR(record_behaviour_logp(*trainer, grpo, items, spec.batch_sequences, cancel, runner));
 
     const auto t_run = Clock::now();
     const int64_t total = static_cast<int64_t>(batches.size());
     for (int64_t step = 1; step <= total; ++step) {
       if (cancel.load()) return failed_precondition("cancelled");
+      if (spec.max_seconds > 0 && seconds_since(t_start) > spec.max_seconds)
+        return resource_exhausted("the job ran longer than its limit of " + std::to_string(static_cast<int64_t>(spec.max_seconds)) +
+                                  " s (training.max_job_seconds) and stopped before step " + std::to_string(step) + " of " +
+                                  std::to_string(total));
       const auto& batch = batches[static_cast<size_t>(step - 1)];
       std::vector<TrainSequence> seqs;
       std::vector<GrpoGroup> groups;
@@ -239,6 +248,8 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
       for (const auto& q : seqs) tokens += static_cast<int64_t>(q.tokens.size());
 
       double loss = 0;
+      const bool checkpoint = spec.checkpoint && spec.checkpoint_interval > 0 && step % spec.checkpoint_interval == 0;
+      HostLoraAdapter snapshot;  // the adapter after this step, for the checkpoint
       const auto t_step = Clock::now();
       auto device_work = [&]() -> Status {
         TokenLogprobs ref;
@@ -265,11 +276,13 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
         }
         KILN_RETURN_IF_ERROR(model.backend().optimizer().step_many(steps));
         KILN_RETURN_IF_ERROR(trainer->zero_grads());
-        if (spec.checkpoint && spec.checkpoint_interval > 0 && step % spec.checkpoint_interval == 0)
-          KILN_RETURN_IF_ERROR(spec.checkpoint(step, adapter));
+        if (checkpoint) {
+          KILN_ASSIGN_OR_RETURN(snapshot, adapter.download(storage));
+        }
         return storage.synchronize();
       };
-      Status st = run_step ? run_step(device_work) : device_work();
+      Status st = run_on_device(runner, device_work);
+      if (st.ok() && checkpoint) st = spec.checkpoint(step, snapshot);
       if (!st.ok()) return st.with_context("training step " + std::to_string(step) + " of " + std::to_string(total));
       const double secs = seconds_since(t_step);
       result.losses.push_back(loss);

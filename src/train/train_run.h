@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/training_facets.h"
+#include "engine/device_runner.h"
 #include "model/lora_adapter.h"
 #include "model/qwen35.h"
 #include "train/lora_trainer.h"
@@ -51,11 +52,14 @@ struct TrainSpec {
   // Continue from these factors (a copy, in f32; its LoraConfig then wins over `lora`), else a fresh init.
   const LoraAdapter* base_adapter = nullptr;
   TrainerOptions trainer;                // GDN chunk and activation-checkpoint segments of the LoraTrainer
+  // The run fails once it has run this long (0: no limit), checked before each step.
+  double max_seconds = 0;
   // Every `checkpoint_interval` steps (0: never), `checkpoint` gets the step and the adapter as it
-  // stands; it runs inside the step's device work (so a StepRunner orders it with the device), and
-  // its error ends the run. (The API's checkpoint_interval: the job saves a partial adapter.)
+  // stands, copied to the host inside the step's device work; it runs after that work on the
+  // caller's thread (a server's job writes no file on the engine's thread), and its error ends the
+  // run. (The API's checkpoint_interval: the job saves a partial adapter.)
   int64_t checkpoint_interval = 0;
-  std::function<Status(int64_t step, const LoraAdapter& adapter)> checkpoint;
+  std::function<Status(int64_t step, const HostLoraAdapter& adapter)> checkpoint;
   // Tests only: builds a stand-in trainer over the run's adapter; empty: LoraTrainer::create.
   std::function<Result<std::unique_ptr<LoraTrainer>>(Qwen35Model&, LoraAdapter&)> make_trainer;
 };
@@ -81,15 +85,14 @@ struct TrainResult {
   int64_t tokens = 0;
 };
 
-// Runs the device work of one optimizer step (forward, backward, optimizer) and returns its
-// status. The job queue passes one that runs it on the engine's thread between serving cycles
-// (the `stable` profile: the writer takes the accelerator at a drained boundary); empty: inline.
-using StepRunner = std::function<Status(const std::function<Status()>& step)>;
-
-// Runs `spec` to completion on `model`'s backend. `progress` is called after every step;
-// `cancel` is polled between steps (a cancelled run returns kFailedPrecondition "cancelled").
+// Runs `spec` to completion on `model`'s backend. Its device work goes through `runner`
+// in pieces: the setup (the adapter, the trainer, the optimizer's state), then each optimizer
+// step (forward, backward, optimizer); the job queue passes a runner that takes each piece to the
+// engine's thread between serving cycles (the `stable` profile: the writer takes the accelerator
+// at a drained boundary); empty: here. `progress` is called after every step; `cancel` is polled
+// between steps (a cancelled run returns kFailedPrecondition "cancelled").
 Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
                                  const std::function<void(const TrainProgress&)>& progress,
-                                 const std::atomic<bool>& cancel, const StepRunner& run_step = {});
+                                 const std::atomic<bool>& cancel, const DeviceRunner& runner = {});
 
 }  // namespace kiln

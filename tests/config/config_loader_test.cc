@@ -52,7 +52,7 @@ TEST_F(ConfigLoader, DefaultsWhenNothingIsGiven) {
   ResolvedConfig r = loaded();
   EXPECT_EQ(r.config.server.port, 8420);
   EXPECT_EQ(r.file, "");
-  EXPECT_EQ(r.origins.size(), 30u);
+  EXPECT_EQ(r.origins.size(), 45u);
   for (const auto& [name, origin] : r.origins) {
     EXPECT_EQ(origin.source, ConfigSource::kDefault) << name;
     EXPECT_EQ(origin.where, "") << name;
@@ -173,7 +173,8 @@ TEST_F(ConfigLoader, UnknownKeyInTheFileIsNamedWithItsPosition) {
   EXPECT_EQ(error(), "invalid configuration: " + path +
                          ":3:1: unknown key server.prot (keys of [server]: host, port, max_batch_tokens, "
                          "max_decode_batch, max_queued_requests, request_timeout_secs, max_body_bytes, "
-                         "http_threads, profile)");
+                         "max_adapter_bytes, http_threads, profile, api_key, api_key_file, metrics_public, allowed_hosts, "
+                         "allowed_origins, state_dir, max_loaded_adapters, max_adapter_memory_bytes)");
 }
 
 TEST_F(ConfigLoader, UnknownSectionAndTopLevelKeys) {

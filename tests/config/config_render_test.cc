@@ -60,6 +60,18 @@ TEST(ConfigRender, TextIsOneLinePerFieldWithItsSource) {
   EXPECT_NE(text.find("\nprefix_cache.enabled = true  (default)\n"), std::string::npos) << text;
 }
 
+TEST(ConfigRender, TheApiKeyShowsWhetherItIsSetNeverItsValue) {
+  const ResolvedConfig r = with_flags({{"server.api_key", "s3cret-key", "--api-key"}});
+  const nlohmann::json j = config_to_json(r);
+  EXPECT_EQ(j["server"]["api_key"], nlohmann::json({{"value", "<set>"}, {"source", "flag"}, {"flag", "--api-key"}}));
+  const std::string text = config_to_text(r);
+  EXPECT_NE(text.find("server.api_key = \"<set>\"  (flag --api-key)\n"), std::string::npos) << text;
+  EXPECT_EQ(j.dump().find("s3cret"), std::string::npos);
+  EXPECT_EQ(text.find("s3cret"), std::string::npos);
+  EXPECT_EQ(config_to_json(with_flags({}))["server"]["api_key"]["value"], "");
+  EXPECT_EQ(r.config.server.api_key, "s3cret-key");  // the server still gets it
+}
+
 TEST(ConfigReference, MarkdownHasARowPerKey) {
   const std::string md = config_reference_markdown();
   EXPECT_NE(md.find("### [prefix_cache]\n"), std::string::npos);

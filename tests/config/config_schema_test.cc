@@ -18,13 +18,17 @@ const ConfigField& field(std::string_view name) {
 TEST(ConfigSchema, ListsEveryFieldOfKilnConfigInOrder) {
   const std::vector<std::string> expected = {
       "server.host", "server.port", "server.max_batch_tokens", "server.max_decode_batch",
-      "server.max_queued_requests", "server.request_timeout_secs", "server.max_body_bytes", "server.http_threads",
-      "server.profile", "model.path", "model.served_model_id", "model.adapter_dir", "model.tokenizer_path",
+      "server.max_queued_requests", "server.request_timeout_secs", "server.max_body_bytes", "server.max_adapter_bytes",
+      "server.http_threads",
+      "server.profile", "server.api_key", "server.api_key_file", "server.metrics_public", "server.allowed_hosts",
+      "server.allowed_origins", "server.state_dir", "server.max_loaded_adapters", "server.max_adapter_memory_bytes",
+      "model.path", "model.served_model_id", "model.adapter_dir", "model.tokenizer_path",
       "model.backend", "model.max_context", "memory.kv_blocks", "memory.memory_fraction", "memory.kv_cache_fp8",
       "batching.channel_capacity", "prefix_cache.enabled", "prefix_cache.max_blocks", "prefix_cache.max_bytes",
       "training.webhook_url", "training.max_queued_jobs", "training.checkpoint_interval",
-      "training.trace_memory_fraction", "logging.level", "logging.request_log", "logging.request_log_dir",
-      "logging.request_log_max_bytes"};
+      "training.checkpoint_keep", "training.trace_memory_fraction", "training.data_dir", "training.max_dataset_bytes", "training.max_job_tokens",
+      "training.max_job_seconds", "logging.level", "logging.request_log", "logging.request_log_dir",
+      "logging.request_log_max_bytes", "logging.request_log_redact"};
   std::vector<std::string> names;
   for (const ConfigField& f : config_schema()) names.push_back(f.name());
   EXPECT_EQ(names, expected);
@@ -37,6 +41,8 @@ TEST(ConfigSchema, DefaultsComeFromADefaultConstructedKilnConfig) {
   EXPECT_EQ(std::get<int64_t>(field("server.port").default_value()), 8420);
   EXPECT_EQ(std::get<int64_t>(field("server.max_batch_tokens").default_value()), 512);
   EXPECT_EQ(std::get<int64_t>(field("server.max_body_bytes").default_value()), 8 << 20);
+  EXPECT_EQ(std::get<int64_t>(field("server.max_adapter_bytes").default_value()), int64_t{512} << 20);
+  EXPECT_EQ(std::get<int64_t>(field("training.checkpoint_keep").default_value()), 3);
   EXPECT_EQ(std::get<std::string>(field("server.host").default_value()), "127.0.0.1");
   EXPECT_EQ(std::get<std::string>(field("server.profile").default_value()), "stable");
   EXPECT_EQ(std::get<std::string>(field("model.backend").default_value()), "auto");
@@ -77,6 +83,8 @@ TEST(ConfigSchema, TypesAndConstraintsFollowTheSpec) {
       {"server.max_queued_requests", FieldType::kInteger, ">= 1"},
       {"server.request_timeout_secs", FieldType::kInteger, ">= 1"},
       {"server.max_body_bytes", FieldType::kInteger, ">= 1024"},
+      {"server.max_adapter_bytes", FieldType::kInteger, ">= 1024"},
+      {"training.checkpoint_keep", FieldType::kInteger, ">= 0"},
       {"server.profile", FieldType::kEnum, "stable | experimental | maintenance"},
       {"model.backend", FieldType::kEnum, "auto | cpu | cuda"},
       {"memory.kv_blocks", FieldType::kInteger, ">= 0"},

@@ -104,7 +104,8 @@ struct Fixture {
 
 TEST(AdapterRegistry, NamesRevisionsAndReplacement) {
   Fixture f;
-  for (const char* bad : {"", ".", "..", "a/b", "a b", "x\\y", "é"}) {
+  // A leading '.' is reserved for staging folders, so ".staging-x-0123456789abcdef" is no name.
+  for (const char* bad : {"", ".", "..", ".hidden", ".staging-x-0123456789abcdef", "a/b", "a b", "x\\y", "é"}) {
     Status st = AdapterRegistry::check_name(bad);
     EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << bad;
   }
@@ -147,6 +148,74 @@ TEST(AdapterRegistry, NamesRevisionsAndReplacement) {
   EXPECT_NE(again.message().find("'peft'"), std::string::npos);
   // Revisions keep counting after an unload: a reload never reuses a cached prefix's key.
   EXPECT_EQ(f.registry.load("peft", peft_dir())->revision, 3u);
+}
+
+TEST(AdapterRegistry, ReservedNamesAreRefusedToClientsButLoadForKilnItself) {
+  Fixture f;
+  for (const char* reserved : {"job.checkpoints", "post-eval.job"})
+    EXPECT_EQ(AdapterRegistry::check_name(reserved).code(), ErrorCode::kInvalidArgument) << reserved;
+  EXPECT_TRUE(f.registry.load("post-eval.job", peft_dir()).ok());  // the post-training eval's own name
+}
+
+// With a count or byte limit, a load unloads the least recently resolved adapters other than the
+// default until the new one fits, and fails (kResourceExhausted) when only the default is left.
+TEST(AdapterRegistry, LimitsUnloadTheLeastRecentlyUsedNonDefaultAdapter) {
+  Fixture f;
+  const std::string dir = f.write_random("r3", 3);
+  const int64_t one = LoraAdapter::load(dir, f.m.model->config(), f.m.backend->storage())->bytes();
+  ASSERT_GT(one, 0);
+  f.registry.set_limits(3, 0);
+  for (const char* n : {"a", "b", "c"}) ASSERT_TRUE(f.registry.load(n, dir).ok()) << n;
+  ASSERT_TRUE(f.registry.set_default("a").ok());
+  ASSERT_TRUE(f.registry.resolve("b").ok());  // b is used after c: c is now the least recently used
+  std::vector<std::string> evicted;
+  ASSERT_TRUE(f.registry.load("d", dir, &evicted).ok());
+  EXPECT_EQ(evicted, std::vector<std::string>{"c"});
+  EXPECT_FALSE(f.registry.resolve("c").ok());
+  // Reloading a loaded name replaces it in place: nothing else goes.
+  ASSERT_TRUE(f.registry.load("d", dir, &evicted).ok());
+  EXPECT_TRUE(evicted.empty());
+  EXPECT_EQ(f.registry.list().size(), 3u);
+
+  // Bytes: room for two; the default stays, so "b" and "d" make way for one more, then nothing can.
+  f.registry.set_limits(0, 2 * one);
+  ASSERT_TRUE(f.registry.load("e", dir, &evicted).ok());
+  EXPECT_EQ(evicted.size(), 2u);
+  EXPECT_EQ(f.registry.list().size(), 2u);
+  EXPECT_TRUE(f.registry.resolve("a").ok());
+  f.registry.set_limits(0, one);
+  auto full = f.registry.load("g", dir);
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.status().code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(full.status().message().find("only the default adapter is left"), std::string::npos) << full.status().message();
+  EXPECT_TRUE(f.registry.resolve("a").ok());
+}
+
+// A load reads and checks the files on the caller's thread and only the upload goes through the
+// registry's DeviceRunner (a server's runs it on the engine's thread): a bad directory never
+// reaches the runner, a good one reaches it once, and a runner that refuses (the engine
+// stopping) fails the load and leaves the loaded revision in place.
+TEST(AdapterRegistry, OnlyTheUploadGoesThroughTheDeviceRunner) {
+  testing::TinyModel m;
+  int runs = 0;
+  bool refuse = false;
+  AdapterRegistry registry(m.model->config(), m.backend->storage(), [&](const std::function<Status()>& work) {
+    ++runs;
+    return refuse ? failed_precondition("the engine is stopping") : work();
+  });
+  EXPECT_EQ(registry.load("peft", "/nonexistent/adapter").status().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(runs, 0) << "a load that fails its reading asked for the device";
+  auto first = registry.load("peft", peft_dir());
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_EQ(runs, 1);
+  refuse = true;
+  auto refused = registry.load("peft", peft_dir());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("upload"), std::string::npos) << refused.status().to_string();
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(registry.resolve("peft")->revision, 1u);
+  EXPECT_EQ(registry.resolve("peft")->adapter, first->adapter);
 }
 
 TEST(EngineAdapters, RequestEqualsDirectForwardWithItsTerm) {

@@ -44,6 +44,13 @@ TEST(Scorer, TableOfAnswers) {
       {"regex", "Color", "color", false},
       {{{"type", "regex"}, {"case_sensitive", false}}, "Color", "color", true},
       {{{"type", "regex"}, {"pattern", "swor?dfish"}}, "ignored", "swordfish!", true},
+      // regex: PCRE2 syntax where it differs from ECMAScript (docs/evals.md "Patterns")
+      {"regex", "^42$", "42\n", true},                     // $ also before a final newline
+      {"regex", "^42\\z", "42\n", false},
+      {"regex", "(?i)paris", "PARIS", true},               // inline flags
+      {"regex", "(?<=answer: )B", "the answer: B", true},  // lookbehind
+      {"regex", "^\\w+$", "na\u00efve", true},             // \w is Unicode
+      {"regex", "a.b", "a\rb", true},                      // . matches \r
       // numeric_tolerance: the output's last number
       {"numeric_tolerance", "1000", "1,000", true},
       {"numeric_tolerance", "1000", "1e3", true},
@@ -94,6 +101,36 @@ TEST(Scorer, TableOfAnswers) {
   }
 }
 
+TEST(Scorer, ARegexThatHitsItsLimitFailsTheExampleAndSaysWhich) {
+  const std::string output = std::string(10'000, 'a') + "b";
+  const std::string reason = "the pattern '(a+)+$' exceeded its match limit (1,000,000 steps) on 10,001 bytes of text";
+  ScoreResult from_expected = score(spec("regex"), "(a+)+$", output);
+  EXPECT_FALSE(from_expected.passed);
+  EXPECT_EQ(from_expected.detail, reason);
+  ScoreResult from_pattern = score(spec({{"type", "regex"}, {"pattern", "(a+)+$"}}), "ignored", output);
+  EXPECT_FALSE(from_pattern.passed);
+  EXPECT_EQ(from_pattern.detail, reason);
+  // In a composite the member fails and the others still decide.
+  ScoreResult any = score(spec({{"type", "any"}, {"of", {{{"type", "regex"}, {"pattern", "(a+)+$"}}, "contains"}}}), "aaab",
+                          output);
+  EXPECT_TRUE(any.passed);
+  EXPECT_NE(any.detail.find("regex failed (" + reason + ")"), std::string::npos) << any.detail;
+}
+
+TEST(Scorer, AnUncompilablePatternIsRefusedNamingTheOffset) {
+  ScorerSpec s;
+  auto e = parse_scorer({{"type", "regex"}, {"pattern", "ab(c"}}, "scorer", s);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->field, "scorer.pattern");
+  EXPECT_EQ(e->message.rfind("the pattern 'ab(c' does not compile at offset 4: ", 0), 0u) << e->message;
+  // ECMAScript's \u escape is not PCRE2's (\x{...} is).
+  EXPECT_TRUE(parse_scorer({{"type", "regex"}, {"pattern", "caf\\u00e9"}}, "scorer", s));
+  EXPECT_FALSE(parse_scorer({{"type", "regex"}, {"pattern", "caf\\x{e9}"}}, "scorer", s));
+  auto long_one = parse_scorer({{"type", "regex"}, {"pattern", std::string(5000, 'a')}}, "scorer", s);
+  ASSERT_TRUE(long_one);
+  EXPECT_NE(long_one->message.find("over the cap of 4,096 bytes"), std::string::npos) << long_one->message;
+}
+
 TEST(Scorer, AutoDetectionFollowsTheDocumentedRule) {
   EXPECT_EQ(auto_scorer("42").type, ScorerType::kNumericTolerance);
   EXPECT_EQ(auto_scorer("1,000").type, ScorerType::kNumericTolerance);
@@ -108,13 +145,16 @@ TEST(Scorer, AutoDetectionFollowsTheDocumentedRule) {
 }
 
 TEST(Scorer, NumbersAreReadAsDocumented) {
-  EXPECT_EQ(parse_number_exact("1,000"), 1000.0);
-  EXPECT_EQ(parse_number_exact("1e3"), 1000.0);
-  EXPECT_EQ(parse_number_exact(".5"), 0.5);
-  EXPECT_FALSE(parse_number_exact("1,00"));
-  EXPECT_FALSE(parse_number_exact("12 apples"));
-  EXPECT_EQ(last_number("from 3 to 1,234,567.5 apples."), 1234567.5);
-  EXPECT_FALSE(last_number("none"));
+  EXPECT_EQ(parse_number_exact("1,000").value(), 1000.0);
+  EXPECT_EQ(parse_number_exact("1e3").value(), 1000.0);
+  EXPECT_EQ(parse_number_exact(".5").value(), 0.5);
+  EXPECT_FALSE(parse_number_exact("1,00").value());
+  EXPECT_FALSE(parse_number_exact("12 apples").value());
+  EXPECT_EQ(last_number("from 3 to 1,234,567.5 apples.").value(), 1234567.5);
+  EXPECT_FALSE(last_number("none").value());
+  // Digits are ASCII: another script's digits are not a number strtod could read.
+  EXPECT_FALSE(last_number("\xd9\xa3").value());
+  EXPECT_EQ(expected_number("about 12 or 13").value(), 13.0);
 }
 
 TEST(Scorer, BadScorersNameTheField) {

@@ -33,6 +33,8 @@ TEST(Suite, MalformedBodiesNameTheField) {
       {{{"name", "s"}, {"examples", {{{"messages", {{{"role", "user"}}}}, {"expected", "a"}}}}}, "examples[0].messages[0].content"},
       {{{"name", "s"}, {"examples", {ok, {{"prompt", "q"}, {"expected", "a"}, {"scorer", "fuzzy"}}}}}, "examples[1].scorer"},
       {{{"name", "s"}, {"examples", {{{"prompt", "q"}, {"expected", "(x"}, {"scorer", "regex"}}}}}, "examples[0].expected"},
+      {{{"name", "s"}, {"examples", {{{"prompt", "q"}, {"expected", std::string(5000, 'x')}, {"scorer", "regex"}}}}},
+       "examples[0].expected"},
       {{{"name", "s"}, {"examples", {{{"prompt", "q"}, {"expected", "many"}, {"scorer", "numeric_tolerance"}}}}},
        "examples[0].expected"},
       {{{"name", "s"}, {"examples", {{{"prompt", "q"}, {"expected", "a"}, {"extra", 1}}}}}, "examples[0].extra"},
@@ -75,6 +77,17 @@ TEST(Suite, StoreRoundTripsAndRefusesOverwrite) {
   ASSERT_TRUE(store.save(s, false).ok());
   EXPECT_EQ(store.save(s, false).code(), ErrorCode::kFailedPrecondition);
   ASSERT_TRUE(store.save(s, true).ok());
+  auto entries = [&dir] {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+    return names;
+  };
+  EXPECT_EQ(entries(), std::vector<std::string>{"caps"}) << "a replacement leaves no staging or old folder";
+  // A leading '.' is reserved for staging folders.
+  EvalSuite hidden;
+  auto refused = parse_suite({{"name", ".staging-caps"}, {"examples", {{{"prompt", "a"}, {"expected", "b"}}}}}, hidden);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->field, "name");
   // The files are the readable format docs/evals.md describes.
   std::ifstream in(dir / "caps" / "examples.jsonl");
   std::string first;
@@ -90,6 +103,7 @@ TEST(Suite, StoreRoundTripsAndRefusesOverwrite) {
   EXPECT_EQ(store.load("nope").status().code(), ErrorCode::kNotFound);
   EXPECT_TRUE(store.remove("caps").ok());
   EXPECT_EQ(store.remove("caps").code(), ErrorCode::kNotFound);
+  EXPECT_TRUE(entries().empty());
   fs::remove_all(dir);
 }
 

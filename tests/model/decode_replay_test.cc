@@ -13,7 +13,8 @@
 namespace kiln {
 namespace {
 
-// Records by keeping the body; replays by running it again.
+// Records by keeping the body; replays by running it again. The next `fail` recordings fail, as
+// a capture that another thread's work invalidated would.
 class RerunReplay final : public ReplayFacet {
  public:
   struct Kept final : Recording {
@@ -21,17 +22,24 @@ class RerunReplay final : public ReplayFacet {
   };
   bool available() const override { return true; }
   Result<std::unique_ptr<Recording>> record(const std::function<Status()>& body) override {
+    ++attempts;
+    if (fail > 0) {
+      --fail;
+      return internal_error("cuda graphs: the capture was invalidated");
+    }
     auto k = std::make_unique<Kept>();
     k->body = body;
     return std::unique_ptr<Recording>(std::move(k));
   }
   Status replay(const Recording& r) override { return static_cast<const Kept&>(r).body(); }
+  int fail = 0, attempts = 0;
 };
 
 class CpuWithRerun final : public testing::ForwardingBackend {
  public:
   CpuWithRerun() : ForwardingBackend(std::move(create_backend("cpu").value())) {}
   ReplayFacet& replay() override { return rerun_; }
+  RerunReplay& rerun() { return rerun_; }
 
  private:
   RerunReplay rerun_;
@@ -111,6 +119,80 @@ TEST(DecodeReplay, AdapterRecordingsAreInvalidatedWhenTheirAdaptersGo) {
   const LoraTerm with_loose{&loose, 1.f};
   SequenceInput row{&seq, token, {&with_loose, 1}};
   EXPECT_FALSE(d->applies({&row, 1}));
+  d.reset();
+  state.release(seq);
+}
+
+// A failed recording costs its step only (the plain forward runs it): the next step of the
+// composition records again and replays, and the failure is counted.
+TEST(DecodeReplay, AFailedRecordingIsRetriedAtTheCompositionsNextStep) {
+  CpuWithRerun be;
+  auto model = load_fixture(be);
+  ASSERT_NE(model, nullptr);
+  auto state = model->create_state({3, 8}).value();
+  auto d = DecodeReplay::create(*model, state, be.replay(), /*max_rows=*/2, /*max_blocks=*/4).value();
+  auto seq = state.new_sequence().value();
+  std::vector<int32_t> token{7};
+  SequenceInput row{&seq, token};
+  be.rerun().fail = 1;
+  ASSERT_TRUE(d->forward({&row, 1}).ok());
+  EXPECT_EQ(d->stats().record_failures, 1);
+  EXPECT_EQ(d->stats().recordings, 0);
+  EXPECT_EQ(d->stats().replays, 0);
+  EXPECT_NE(d->last_failure().message().find("invalidated"), std::string::npos) << d->last_failure().to_string();
+  EXPECT_EQ(seq.length, 1) << "the failed step still decoded its row";
+  ASSERT_TRUE(d->applies({&row, 1})) << "one failure does not stop replay";
+  ASSERT_TRUE(d->forward({&row, 1}).ok());
+  ASSERT_TRUE(d->forward({&row, 1}).ok());
+  EXPECT_EQ(be.rerun().attempts, 2);
+  EXPECT_EQ(d->stats().recordings, 1);
+  EXPECT_EQ(d->stats().replays, 2);
+  EXPECT_EQ(d->stats().record_failures, 1);
+  d.reset();
+  state.release(seq);
+}
+
+// A composition whose recording fails kMaxRecordFailures times in a row runs the plain forward
+// from then on without trying again, while another composition records and replays; the failed
+// entry holds its adapter only until nothing else does.
+TEST(DecodeReplay, ACompositionThatKeepsFailingIsGivenUpAloneAndDroppedWithItsAdapter) {
+  CpuWithRerun be;
+  auto model = load_fixture(be);
+  ASSERT_NE(model, nullptr);
+  auto state = model->create_state({3, 8}).value();
+  auto d = DecodeReplay::create(*model, state, be.replay(), /*max_rows=*/2, /*max_blocks=*/4).value();
+  auto seq = state.new_sequence().value();
+  std::vector<int32_t> token{7};
+  auto decode = [&](std::span<const LoraTerm> stack) {
+    SequenceInput row{&seq, token, stack};
+    EXPECT_TRUE(d->applies({&row, 1}));
+    auto l = d->forward({&row, 1});
+    EXPECT_TRUE(l.ok()) << l.status().to_string();
+  };
+  auto a = std::make_shared<const LoraAdapter>(testing::random_adapter(model->config(), be.storage(), 5));
+  auto b = std::make_shared<const LoraAdapter>(testing::random_adapter(model->config(), be.storage(), 6));
+  std::weak_ptr<const LoraAdapter> watch = a;
+  const LoraTerm with_a{a.get(), 1.f}, with_b{b.get(), 1.f};
+  be.rerun().fail = DecodeReplay::kMaxRecordFailures;
+  decode({&with_a, 1});  // first sight: the eager twin, nothing recorded
+  for (int i = 0; i < DecodeReplay::kMaxRecordFailures; ++i) decode({&with_a, 1});
+  EXPECT_EQ(d->stats().record_failures, DecodeReplay::kMaxRecordFailures);
+  EXPECT_EQ(be.rerun().attempts, DecodeReplay::kMaxRecordFailures);
+  decode({&with_a, 1});  // given up: no further attempt, though one would now succeed
+  decode({&with_a, 1});
+  EXPECT_EQ(be.rerun().attempts, DecodeReplay::kMaxRecordFailures);
+  EXPECT_EQ(d->stats().recordings, 0);
+  decode({&with_b, 1});
+  decode({&with_b, 1});
+  decode({&with_b, 1});
+  EXPECT_EQ(d->stats().recordings, 1);
+  EXPECT_EQ(d->stats().replays, 2);
+  a.reset();  // unloaded: only the failed entry holds it
+  EXPECT_FALSE(watch.expired());
+  decode({&with_b, 1});
+  EXPECT_TRUE(watch.expired()) << "the given-up entry still holds its adapter";
+  EXPECT_EQ(d->stats().invalidated, 0) << "no recording was dropped, only a failed entry";
+  EXPECT_EQ(d->stats().replays, 3);
   d.reset();
   state.release(seq);
 }

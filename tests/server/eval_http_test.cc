@@ -44,6 +44,7 @@ KilnConfig test_config() {
   c.model.backend = "cpu";
   c.model.max_context = 512;
   c.model.adapter_dir = model_dir() + "/run-" + std::to_string(++n) + "/adapters";
+  c.server.state_dir = model_dir() + "/run-" + std::to_string(n);
   c.server.port = 0;
   c.server.max_decode_batch = 4;
   c.server.max_body_bytes = 8 << 20;

@@ -113,7 +113,7 @@ TEST(TrainProofHttp, GrpoRaisesTheMeanRewardOfFreshSamples) {
                    {"batch_size", static_cast<int>(prompts.size()) * kGroupSize},  // a round's groups in one step
                    {"seed", round + 1},
                    {"optimizer", {{"kind", "adam_w"}}},
-                   {"output_name", "grpo-proof"}};
+                   {"output_name", "grpo-proof"}, {"replace", true}};  // each round continues the same adapter
     if (have_adapter) config["base_adapter"] = "grpo-proof";  // auto_load made it the default: keep training it
     const json s = server.wait_job(server.post("/v1/train/grpo", {{"groups", groups}, {"config", config}}));
     ASSERT_EQ(s.value("state", ""), "completed") << s.dump();

@@ -146,6 +146,7 @@ TEST(HotSwap, SixteenStreamingClientsSeeOneRevisionPerResponseAcrossAnAutoLoad) 
   c.model.backend = "cpu";
   c.model.max_context = 512;
   c.model.adapter_dir = dir.path + "/adapters";
+  c.server.state_dir = dir.path;
   c.server.port = 0;
   c.server.max_decode_batch = kClients;
   c.memory.kv_blocks = 2 * kClients + 8;
@@ -182,7 +183,7 @@ TEST(HotSwap, SixteenStreamingClientsSeeOneRevisionPerResponseAcrossAnAutoLoad) 
   json job = post(port, "/v1/train/sft",
                   {{"examples", examples},
                    {"config", {{"lora_rank", 4}, {"learning_rate", 0.01}, {"epochs", 6}, {"seed", 3},
-                               {"optimizer", {{"kind", "adam_w"}}}, {"output_name", "swap"}}}});
+                               {"optimizer", {{"kind", "adam_w"}}}, {"output_name", "swap"}, {"replace", true}}}});
   job_submitted.store(true);
   json status;
   for (int i = 0; i < 1200; ++i) {

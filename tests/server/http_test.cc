@@ -47,6 +47,7 @@ KilnConfig test_config() {
   c.server.max_decode_batch = 8;
   c.server.max_queued_requests = 16;
   c.server.max_body_bytes = 1 << 20;
+  c.server.state_dir = model_dir();
   c.memory.kv_blocks = 256;
   return c;
 }
@@ -582,7 +583,10 @@ TEST(Http, AdapterRoutesRefuseBadNamesAndPaths) {
     int status;
     std::string param;
   };
-  const fs::path broken = fs::path(model_dir()) / "broken-adapter";
+  const fs::path adapters = fs::path(model_dir()) / "adapters";
+  const fs::path broken = adapters / "broken-adapter";
+  const fs::path empty = adapters / "empty-folder";
+  fs::create_directories(empty);
   fs::create_directories(broken);
   std::ofstream(broken / "adapter_config.json") << "{ not json";
   const std::vector<Bad> loads = {
@@ -594,9 +598,15 @@ TEST(Http, AdapterRoutesRefuseBadNamesAndPaths) {
       {{{"name", 5}}, 400, "name"},
       {{{"name", "ok"}, {"colour", "red"}}, 400, "colour"},
       {{{"name", "absent"}}, 404, "path"},  // no <adapter_dir>/absent
-      {{{"name", "ok"}, {"path", "/nonexistent/kiln/adapter"}}, 404, "path"},
-      {{{"name", "ok"}, {"path", model_dir()}}, 404, "path"},  // a directory without adapter_config.json
-      {{{"name", "ok"}, {"path", broken.string()}}, 400, "path"},  // an adapter_config.json that is not JSON
+      {{{"name", "ok"}, {"path", "/nonexistent/kiln/adapter"}}, 400, "path"},  // outside model.adapter_dir
+      {{{"name", "ok"}, {"path", model_dir()}}, 400, "path"},                  // outside model.adapter_dir
+      {{{"name", "ok"}, {"path", "../"}}, 400, "path"},
+      {{{"name", "ok"}, {"path", "missing-folder"}}, 404, "path"},              // inside, nothing there
+      {{{"name", "ok"}, {"path", empty.string()}}, 404, "path"},  // a directory without adapter_config.json
+      {{{"name", "ok"}, {"path", "broken-adapter"}}, 400, "path"},  // an adapter_config.json that is not JSON
+      {{{"name", "post-eval.x"}}, 400, "name"},                      // a name Kiln keeps for itself
+      {{{"name", "x.checkpoints"}}, 400, "name"},
+      {{{"name", "-x"}}, 400, "name"},
   };
   for (const auto& b : loads) {
     json e = s.post_json("/v1/adapters/load", b.body, b.status);
@@ -612,6 +622,7 @@ TEST(Http, AdapterRoutesRefuseBadNamesAndPaths) {
     EXPECT_EQ(json::parse(r->body)["error"]["param"], "name") << r->body;
   }
   fs::remove_all(broken);
+  fs::remove_all(empty);
   auto r = s.client().Delete("/v1/adapters/never-there");
   EXPECT_EQ(r->status, 404);
   EXPECT_TRUE(fs::exists(model_dir()));

@@ -46,6 +46,7 @@ class ProofServer {
     c.model.backend = "cpu";
     c.model.max_context = 512;
     c.model.adapter_dir = dir_ + "/adapters";
+    c.server.state_dir = dir_;
     c.server.port = 0;
     c.memory.kv_blocks = 64;
     auto started = ServingStack::start(c);

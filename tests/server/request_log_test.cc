@@ -277,6 +277,7 @@ KilnConfig server_config(const std::string& log_dir, bool on) {
   c.memory.kv_blocks = 64;
   c.logging.request_log = on;
   c.logging.request_log_dir = log_dir;
+  c.server.state_dir = model_dir();
   return c;
 }
 
@@ -390,7 +391,6 @@ TEST(RequestLogHttp, StreamedChatIsLoggedAsItsReassembledText) {
   fs::remove_all(dir);
 }
 
-
 // Rows are serialised recursively: a body nested past the JSON limit is logged as its text, and
 // an adapter scale that is not a number as it was sent, both beside the 400 the route answers.
 TEST(RequestLogHttp, HostileBodiesAreLoggedAsSentWithoutBreakingTheServer) {
@@ -420,6 +420,48 @@ TEST(RequestLogHttp, HostileBodiesAreLoggedAsSentWithoutBreakingTheServer) {
   EXPECT_EQ(rows[1]["request"], scaled);
   EXPECT_EQ(rows[1]["adapters"][0]["scale"], "x");
   EXPECT_EQ(rows[1]["status"], 400);
+  fs::remove_all(dir);
+}
+
+// The log's files are the owner's alone, and with logging.request_log_redact a row keeps its shape
+// and its numbers but no one's words.
+TEST(RequestLogHttp, FilesAreOwnerOnlyAndRedactionKeepsNoText) {
+  const std::string dir = fresh_dir("redact");
+  KilnConfig c = server_config(dir, true);
+  c.logging.request_log_redact = true;
+  auto s = ServingStack::start(c);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  httplib::Client cli("127.0.0.1", (*s)->port());
+  cli.set_read_timeout(60, 0);
+  const json secret_chat = {{"messages", {{{"role", "user"}, {"content", "my password is hunter2"}}}},
+                            {"max_tokens", 4}, {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 2}};
+  auto r = cli.Post("/v1/chat/completions", secret_chat.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  const json answer = json::parse(r->body);
+  auto ids = cli.Post("/v1/completions", json({{"prompt", {11, 22, 33}}, {"max_tokens", 2}}).dump(), "application/json");
+  ASSERT_TRUE(ids);
+  ASSERT_EQ(ids->status, 200);
+  s->reset();
+  EXPECT_EQ(fs::status(dir).permissions() & fs::perms::all, fs::perms::owner_all);
+  EXPECT_EQ(fs::status(dir + "/requests.jsonl").permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  const std::string raw = read_file(dir + "/requests.jsonl");
+  EXPECT_EQ(raw.find("hunter2"), std::string::npos) << raw;
+  const std::string said = answer["choices"][0]["message"]["content"].get<std::string>();
+  if (said.size() > 3) EXPECT_EQ(raw.find(said), std::string::npos) << said;
+  auto rows = split_rows(raw);
+  ASSERT_EQ(rows.size(), 2u);
+  const json& chat_row = rows[0]["route"] == "/v1/chat/completions" ? rows[0] : rows[1];
+  const json& ids_row = rows[0]["route"] == "/v1/chat/completions" ? rows[1] : rows[0];
+  EXPECT_EQ(chat_row["request"]["messages"][0]["role"], "user");
+  EXPECT_EQ(chat_row["request"]["messages"][0]["content"], "[redacted: 22 bytes]");
+  EXPECT_EQ(chat_row["request"]["max_tokens"], 4);
+  EXPECT_EQ(chat_row["response"]["choices"][0]["message"]["content"],
+            "[redacted: " + std::to_string(said.size()) + " bytes]");
+  EXPECT_EQ(chat_row["response"]["choices"][0]["logprobs"], "[redacted]");
+  EXPECT_EQ(chat_row["response"]["model"], answer["model"]);
+  EXPECT_EQ(chat_row["usage"], answer["usage"]);
+  EXPECT_EQ(ids_row["request"]["prompt"], "[redacted: 3 tokens]");
   fs::remove_all(dir);
 }
 

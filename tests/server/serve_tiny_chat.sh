@@ -16,7 +16,8 @@ serve_tiny_chat() {
     return 1
   fi
   cp "$tokdir/tokenizer.json" "$tokdir/tokenizer_config.json" "$work/model/"
-  "$kiln" serve --model "$work/model" --port 0 "$@" >"$work/server.out" 2>"$work/server.err" &
+  "$kiln" serve --model "$work/model" --port 0 --set server.state_dir="$work/state" "$@" \
+    >"$work/server.out" 2>"$work/server.err" &
   SERVER_PID=$!
   # The server prints "kiln: serving '<id>' at http://127.0.0.1:PORT (...)" once it listens.
   local line

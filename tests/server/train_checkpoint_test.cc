@@ -5,6 +5,8 @@
 // checkpoint holds the same factors as the job's final adapter (same bytes of
 // adapter_model.safetensors), and every checkpoint is the final adapter of a job that stops at
 // that step (the same seed and data with epochs cut short give the same optimizer steps).
+// training.checkpoint_keep: only the last N checkpoints stay, on disk and in the status. A job
+// whose publication fails (a full disk, through the test hook) keeps its adapter and says where.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_publish.h"
 #include "model/init.h"
 #include "server/serving_stack.h"
 #include "tokenizer/qwen3_fixture.h"
@@ -38,7 +41,7 @@ struct Fixture {
   std::string dir = (fs::temp_directory_path() / ("kiln-train-ckpt-" + std::to_string(::getpid()))).string();
   std::unique_ptr<ServingStack> stack;
   KilnConfig config;
-  Fixture() {
+  explicit Fixture(int64_t checkpoint_keep = 3) {
     fs::remove_all(dir);
     EXPECT_TRUE(write_random_checkpoint(preset_config("tiny-chat").value(), dir, {.quiet = true}).ok());
     for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
@@ -47,13 +50,16 @@ struct Fixture {
     config.model.backend = "cpu";
     config.model.max_context = 512;
     config.model.adapter_dir = dir + "/adapters";
+    config.server.state_dir = dir;
     config.server.port = 0;
     config.memory.kv_blocks = 32;
+    config.training.checkpoint_keep = checkpoint_keep;
     auto s = ServingStack::start(config);
     EXPECT_TRUE(s.ok()) << s.status().to_string();
     if (s.ok()) stack = std::move(*s);
   }
   ~Fixture() {
+    set_publish_fault_hook(nullptr);
     stack.reset();
     fs::remove_all(dir);
   }
@@ -85,7 +91,7 @@ json sft_body(const std::string& name, int epochs, int checkpoint_interval) {
     examples.push_back({{"messages", {{{"role", "user"}, {"content", "Say it"}}, {{"role", "assistant"}, {"content", answer}}}}});
   return {{"examples", examples},
           {"config", {{"lora_rank", 2}, {"learning_rate", 0.01}, {"epochs", epochs}, {"seed", 9},
-                      {"optimizer", {{"kind", "adam_w"}}}, {"output_name", name}, {"auto_load", false},
+                      {"optimizer", {{"kind", "adam_w"}}}, {"output_name", name}, {"replace", true}, {"auto_load", false},
                       {"checkpoint_interval", checkpoint_interval}}}};
 }
 
@@ -130,6 +136,46 @@ TEST(TrainCheckpoints, EveryNStepsAnAdapterIsPublishedListedAndEqualToAShorterRu
   for (const auto& e : fs::directory_iterator(ckdir)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"step-1", "step-2"}));
+}
+
+TEST(TrainCheckpoints, OnlyTheLastCheckpointKeepStayOnDiskAndInTheStatus) {
+  Fixture f(2);
+  ASSERT_TRUE(f.stack);
+  const json done = f.run_job(sft_body("kept", 3, 1));  // 6 steps, a checkpoint after each
+  ASSERT_EQ(done["state"], "completed") << done.dump();
+  const std::string ckdir = f.config.model.adapter_dir + "/kept.checkpoints";
+  ASSERT_EQ(done["checkpoints"].size(), 2u) << done.dump();
+  EXPECT_EQ(done["checkpoints"][0]["step"], 5);
+  EXPECT_EQ(done["checkpoints"][1]["step"], 6);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(ckdir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"step-5", "step-6"}));
+}
+
+TEST(TrainJobs, AJobWhosePublicationFailsKeepsItsAdapterAndItsErrorSaysWhere) {
+  Fixture f;
+  ASSERT_TRUE(f.stack);
+  const std::string adapters = f.config.model.adapter_dir;
+  // The disk fills when the job's adapter folder is synced.
+  set_publish_fault_hook([](PublishStep step, const std::string& target) -> Status {
+    const bool hit = step == PublishStep::kSyncFiles && fs::path(target).filename().string().rfind(".staging-full-", 0) == 0;
+    return hit ? io_error("No space left on device") : Status();
+  });
+  const json done = f.run_job(sft_body("full", 1, 0));
+  set_publish_fault_hook(nullptr);
+  ASSERT_EQ(done["state"], "failed") << done.dump();
+  const std::string error = done["error"].get<std::string>();
+  EXPECT_NE(error.find("No space left on device"), std::string::npos) << error;
+  const std::string prefix = "kept in " + adapters + "/.failed-full-";
+  const size_t at = error.find(prefix);
+  ASSERT_NE(at, std::string::npos) << error;
+  const std::string kept = error.substr(at + 8, prefix.size() - 8 + 16);  // the folder and its 16 hex digits
+  EXPECT_TRUE(fs::exists(kept + "/adapter_model.safetensors")) << kept;
+  EXPECT_FALSE(fs::exists(adapters + "/full"));
+  // The retry: the kept folder loads as an adapter of the served model.
+  const json loaded = f.post("/v1/adapters/load", {{"name", "full"}, {"path", kept}});
+  EXPECT_EQ(loaded["path"], kept);
 }
 
 }  // namespace

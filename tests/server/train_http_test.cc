@@ -2,11 +2,16 @@
 // refused with 400 naming the field before anything is queued; job status, queue and cancel;
 // the queue's 503 + Retry-After; the webhook received by a local HTTP server; the default
 // adapter; adapter download -> upload round trips (the archive read by the system's `tar` too),
-// uploads validated before they land; merges; and an SFT job end to end whose adapter is
-// published, auto-loaded as the default and used by the next request (its webhook heard of the
-// completion); refused requests publish nothing; the maintenance profile as /v1/config shows it;
-// the stable and experimental profiles on a backend whose training is under qualification.
+// uploads validated before they land, hostile or oversized ones refused leaving no staging
+// folder; the startup sweep; merges; and an SFT job end to end whose adapter is published,
+// auto-loaded as the default and used by the next request (its webhook heard of the completion);
+// refused requests publish nothing; the maintenance profile as /v1/config shows it; the stable
+// and experimental profiles on a backend whose training is under qualification.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -27,7 +32,7 @@
 #include "model/lora_adapter.h"
 #include "server/route_gates.h"
 #include "server/serving_stack.h"
-#include "server/tar_gz.h"
+#include "server/archive_builder.h"
 #include "tokenizer/qwen3_fixture.h"
 
 namespace kiln {
@@ -58,6 +63,7 @@ KilnConfig test_config() {
   c.model.backend = "cpu";
   c.model.max_context = 512;
   c.model.adapter_dir = model_dir() + "/adapters-" + std::to_string(++n);
+  c.server.state_dir = model_dir() + "/state-" + std::to_string(n);
   c.server.port = 0;
   c.server.max_decode_batch = 4;
   c.server.max_body_bytes = 8 << 20;
@@ -315,6 +321,9 @@ TEST(TrainHttp, DownloadUploadRoundTripGivesAnIdenticalAdapter) {
   ASSERT_TRUE(dl);
   ASSERT_EQ(dl->status, 200) << dl->body;
   EXPECT_EQ(dl->get_header_value("Content-Type"), "application/gzip");
+  // Streamed in pieces rather than sent as one string (which would carry a Content-Length).
+  EXPECT_EQ(dl->get_header_value("Transfer-Encoding"), "chunked");
+  EXPECT_EQ(s.client().Get("/v1/adapters/orig/download")->body, dl->body) << "the same folder, the same bytes";
   EXPECT_EQ(s.client().Get("/v1/adapters/none/download")->status, 404);
 
   // The system's tar reads the archive: our writer makes real ustar + gzip.
@@ -350,7 +359,7 @@ TEST(TrainHttp, DownloadUploadRoundTripGivesAnIdenticalAdapter) {
   auto junk = s.client().Post("/v1/adapters/upload?name=junk", "not an archive", "application/gzip");
   EXPECT_EQ(junk->status, 400);
   EXPECT_EQ(json::parse(junk->body)["error"]["param"], "body");
-  const std::string cfg_only = write_tar_gz({{"adapter_config.json", file_bytes(dir + "/orig/adapter_config.json")}});
+  const std::string cfg_only = testing::make_tar_gz({{"adapter_config.json", file_bytes(dir + "/orig/adapter_config.json")}});
   auto partial = s.client().Post("/v1/adapters/upload?name=partial", cfg_only, "application/gzip");
   EXPECT_EQ(partial->status, 400) << partial->body;
   EXPECT_FALSE(fs::exists(dir + "/junk"));
@@ -612,40 +621,151 @@ TEST(TrainHttp, CliTrainsAndManagesAdapters) {
   fs::remove(data);
 }
 
-// The archive reader against archives made by the system's tar: what `tar -czf` writes of a flat
-// folder reads back byte for byte; links, nested folders and ".." names are refused.
-TEST(TarGz, ReadsWhatTarWritesAndRefusesLinksNestingAndEscapes) {
-  const fs::path root = fs::temp_directory_path() / ("kiln-targz-" + std::to_string(::getpid()));
-  fs::remove_all(root);
-  fs::create_directories(root / "flat");
-  std::ofstream(root / "flat" / "a.json") << "{\"x\": 1}";
-  std::string big(100000, '\0');
-  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7919 % 251);
-  std::ofstream(root / "flat" / "b.bin", std::ios::binary) << big;
-  auto tar = [&](const std::string& args) {
-    return std::system(("cd " + root.string() + " && tar " + args + " 2>/dev/null").c_str());
-  };
-  ASSERT_EQ(tar("-czf flat.tgz flat"), 0);
-  auto files = read_tar_gz(file_bytes((root / "flat.tgz").string()), 1 << 20);
-  ASSERT_TRUE(files.ok()) << files.status().to_string();
-  ASSERT_EQ(files->size(), 2u);
-  std::map<std::string, std::string> by_name;
-  for (const auto& f : *files) by_name[f.name] = f.data;
-  EXPECT_EQ(by_name["a.json"], "{\"x\": 1}");
-  EXPECT_EQ(by_name["b.bin"], big);
-  EXPECT_FALSE(read_tar_gz(file_bytes((root / "flat.tgz").string()), 1000).ok()) << "over max_bytes";
+// The default cap holds a rank-64 f32 adapter of Qwen3.5-4B on all ten targets with 10% to spare:
+// 8 attention layers (q 2560+8192, k and v 2560+1024, o 4096+2560), 24 Gated DeltaNet layers
+// (in_proj_qkv 2560+8192, in_proj_z and out_proj 2560+4096), 32 MLPs (3 x 2560+9216): the inputs
+// plus outputs sum to 1,904,640; x 64 ranks x 4 bytes = 487,587,840 (465 MiB).
+TEST(TrainHttp, MaxAdapterBytesByDefaultHoldsARank64F32AdapterOfQwen35_4B) {
+  const ModelConfig mc = preset_config("qwen3.5-4b").value();
+  int64_t in_plus_out = 0, projections = 0;
+  for (int64_t l = 0; l < mc.num_layers; ++l)
+    for (int t = 0; t < kLoraTargetCount; ++t)
+      if (lora_target_in_layer(static_cast<LoraTarget>(t), mc.layer_types[l])) {
+        const LoraDims d = lora_target_dims(mc, static_cast<LoraTarget>(t));
+        in_plus_out += d.in + d.out;
+        ++projections;
+      }
+  EXPECT_EQ(projections, 200);
+  EXPECT_EQ(in_plus_out, 1904640);
+  const int64_t adapter = 64 * 4 * in_plus_out;
+  const int64_t cap = KilnConfig{}.server.max_adapter_bytes;
+  EXPECT_GE(cap, adapter + adapter / 10);
+  EXPECT_LE(cap, adapter + adapter / 5);
+}
 
-  fs::create_symlink("a.json", root / "flat" / "link");
-  ASSERT_EQ(tar("-czf link.tgz -C flat ."), 0);
-  EXPECT_FALSE(read_tar_gz(file_bytes((root / "link.tgz").string()), 1 << 20).ok());
-  fs::remove(root / "flat" / "link");
-  fs::create_directories(root / "flat" / "sub");
-  std::ofstream(root / "flat" / "sub" / "c") << "c";
-  ASSERT_EQ(tar("-czf nested.tgz flat"), 0);
-  EXPECT_FALSE(read_tar_gz(file_bytes((root / "nested.tgz").string()), 1 << 20).ok());
-  ASSERT_EQ(tar("-czPf escape.tgz flat/../flat/a.json"), 0);
-  EXPECT_FALSE(read_tar_gz(file_bytes((root / "escape.tgz").string()), 1 << 20).ok());
-  fs::remove_all(root);
+// Each hostile upload is refused naming the entry, and none leaves an adapter or a staging folder.
+TEST(TrainHttp, UploadsWithLinksAbsoluteOrDotDotNamesOrCutShortAre400AndLeaveNothing) {
+  Server s;
+  ASSERT_TRUE(s.stack);
+  const std::string dir = s.config.model.adapter_dir;
+  write_random_adapter(dir + "/orig", 2, 5);
+  const std::string cfg = file_bytes(dir + "/orig/adapter_config.json");
+  const std::string weights = file_bytes(dir + "/orig/adapter_model.safetensors");
+  using K = testing::ArchiveEntry::Kind;
+  const std::string whole = testing::make_tar_gz({{"adapter_config.json", cfg}, {"adapter_model.safetensors", weights}});
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {testing::make_tar_gz({{"adapter_config.json", cfg}, {"adapter_model.safetensors", "", K::kSymlink, "/etc/passwd"}}),
+       "'adapter_model.safetensors': only regular files"},
+      {testing::make_tar_gz({{"/tmp/adapter_config.json", cfg}}), "'/tmp/adapter_config.json': absolute paths"},
+      {testing::make_tar_gz({{"../adapter_config.json", cfg}}), "'../adapter_config.json': '..'"},
+      {whole.substr(0, whole.size() / 2), "truncated gzip input"},
+  };
+  for (const auto& [body, why] : cases) {
+    auto r = s.client().Post("/v1/adapters/upload?name=hostile", body, "application/gzip");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << why << ": " << r->body;
+    const json err = json::parse(r->body)["error"];
+    EXPECT_EQ(err["param"], "body");
+    EXPECT_NE(err["message"].get<std::string>().find(why), std::string::npos) << err.dump();
+    EXPECT_FALSE(has_staging(dir)) << why;
+  }
+  EXPECT_FALSE(fs::exists(dir + "/hostile"));
+  EXPECT_FALSE(fs::exists(dir + "/../adapter_config.json"));
+  EXPECT_EQ(s.client().Post("/v1/adapters/upload?name=whole", whole, "application/gzip")->status, 200);
+}
+
+// A body the client stops sending halfway (it goes away): the spool it was streaming into goes.
+TEST(TrainHttp, AnUploadWhoseClientLeavesMidBodyLeavesNoStagingFolder) {
+  Server s;
+  ASSERT_TRUE(s.stack);
+  const std::string dir = s.config.model.adapter_dir;
+  fs::create_directories(dir);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(s.stack->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string head = "POST /v1/adapters/upload?name=cut HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/gzip\r\n"
+                           "Content-Length: 200000\r\n\r\n";
+  const std::string half(100000, 'x');
+  ASSERT_EQ(::send(fd, head.data(), head.size(), 0), static_cast<ssize_t>(head.size()));
+  ASSERT_EQ(::send(fd, half.data(), half.size(), 0), static_cast<ssize_t>(half.size()));
+  auto within_10s = [](const auto& pred) {
+    for (int i = 0; i < 400 && !pred(); ++i) std::this_thread::sleep_for(25ms);
+    return pred();
+  };
+  EXPECT_TRUE(within_10s([&] { return has_staging(dir); })) << "the upload never began spooling its body";
+  ::close(fd);
+  EXPECT_TRUE(within_10s([&] { return !has_staging(dir); })) << "a staging folder is left after the client went away";
+  EXPECT_FALSE(fs::exists(dir + "/cut"));
+}
+
+// server.max_adapter_bytes caps the body (its Content-Length, refused before it is read) and what
+// it extracts to; it is the upload's limit, not server.max_body_bytes, which caps every other route.
+TEST(TrainHttp, UploadsOverMaxAdapterBytesAre413NamingItWhileMaxBodyBytesCapsOtherRoutes) {
+  KilnConfig c = test_config();
+  c.server.max_adapter_bytes = 256 << 10;
+  c.server.max_body_bytes = 4096;
+  Server s(c);
+  ASSERT_TRUE(s.stack);
+  const std::string dir = c.model.adapter_dir;
+  write_random_adapter(dir + "/orig", 4, 9);
+  const std::string archive = testing::make_tar_gz({{"adapter_config.json", file_bytes(dir + "/orig/adapter_config.json")},
+                                                    {"adapter_model.safetensors", file_bytes(dir + "/orig/adapter_model.safetensors")}});
+  ASSERT_GT(archive.size(), 4096u);
+  ASSERT_LT(archive.size(), 256u << 10);
+  auto fits = s.client().Post("/v1/adapters/upload?name=fits", archive, "application/gzip");
+  ASSERT_TRUE(fits);
+  EXPECT_EQ(fits->status, 200) << "an archive over max_body_bytes but within max_adapter_bytes: " << fits->body;
+  auto chat_body = chat(std::string(5000, 'a')).dump();
+  auto big_chat = s.client().Post("/v1/chat/completions", chat_body, "application/json");
+  ASSERT_TRUE(big_chat);
+  EXPECT_EQ(big_chat->status, 413);
+  EXPECT_NE(big_chat->body.find("server.max_body_bytes allows 4096"), std::string::npos) << big_chat->body;
+
+  std::string noise(300 << 10, '\0');
+  uint32_t x = 1;
+  for (char& ch : noise) ch = static_cast<char>((x = x * 1664525u + 1013904223u) >> 24);
+  const std::string too_big = testing::make_tar_gz({{"adapter_model.safetensors", noise}});
+  const std::string bomb = testing::make_tar_gz({{"adapter_model.safetensors", std::string(64 << 20, '\0')}});
+  ASSERT_LT(bomb.size(), 256u << 10) << "a small body that inflates 256-fold past the cap";
+  auto declared = s.client().Post("/v1/adapters/upload?name=big", too_big, "application/gzip");
+  auto inflated = s.client().Post("/v1/adapters/upload?name=big", bomb, "application/gzip");
+  const std::vector<std::pair<httplib::Result*, std::string>> refused = {
+      {&declared, "server.max_adapter_bytes allows 262144"},
+      {&inflated, "the adapter archive's files total more than server.max_adapter_bytes (262144 bytes)"}};
+  for (const auto& [r, message] : refused) {
+    ASSERT_TRUE(*r) << message;
+    EXPECT_EQ((*r)->status, 413) << (*r)->body;
+    EXPECT_NE(json::parse((*r)->body)["error"]["message"].get<std::string>().find(message), std::string::npos) << (*r)->body;
+  }
+  EXPECT_FALSE(fs::exists(dir + "/big"));
+  EXPECT_FALSE(has_staging(dir));
+}
+
+// What a crash left in the adapter and eval-suite folders is cleared when a server starts: staging
+// leftovers go, a version moved aside returns to its missing name, a failed publication stays.
+TEST(TrainHttp, StartupSweepsStagingLeftoversAndKeepsFailedPublications) {
+  KilnConfig c = test_config();
+  const std::string dir = c.model.adapter_dir;
+  const std::string suites = c.server.state_dir + "/eval-suites";
+  const std::string hex = "-0123456789abcdef";
+  write_random_adapter(dir + "/.replaced-back" + hex, 2, 3);
+  write_random_adapter(dir + "/.failed-pw" + hex, 2, 4);
+  fs::create_directories(dir + "/.staging-pw" + hex);
+  fs::create_directories(dir + "/pw.checkpoints/.staging-step-4" + hex);
+  fs::create_directories(suites + "/.staging-caps" + hex);
+  std::ofstream(dir + "/.staging-pw.upload" + hex) << "half a body";
+  Server s(c);
+  ASSERT_TRUE(s.stack);
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{".failed-pw" + hex, "back", "pw.checkpoints"}));
+  EXPECT_TRUE(fs::is_empty(dir + "/pw.checkpoints"));
+  EXPECT_FALSE(fs::exists(suites + "/.staging-caps" + hex));
+  EXPECT_EQ(s.post("/v1/adapters/load", {{"name", "back"}})["name"], "back");
 }
 
 }  // namespace

@@ -1,8 +1,12 @@
 // Training jobs without HTTP: the JobQueue's bounds, states, positions and cancellation; work run
 // on the engine actor's thread between serving cycles while requests are in flight; atomic
-// adapter publication (a failed validation publishes nothing and leaves no staging directory);
+// adapter publication (a failed validation publishes nothing and leaves no staging directory; a
+// publication killed at any step leaves the old adapter or the new one; a failed one keeps the
+// adapter and says where);
 // adapter merges checked against the model run with the sources stacked as LoraTerms.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -220,6 +224,14 @@ LoraAdapter random_adapter(testing::TinyModel& m, int64_t rank, double alpha, ui
   return a;
 }
 
+// An adapter's factors on the host (what merges and publication take), and back on the device.
+HostLoraAdapter host_of(testing::TinyModel& m, const LoraAdapter& a) {
+  return a.download(m.backend->storage()).value();
+}
+LoraAdapter device_of(testing::TinyModel& m, const HostLoraAdapter& a) {
+  return LoraAdapter::upload(a, m.backend->storage()).value();
+}
+
 std::vector<float> logits(testing::TinyModel& m, const std::vector<LoraTerm>& lora) {
   const std::vector<int32_t> prompt = testing::prompt_of(24, 3);
   auto state = m.model->create_state({1, 1}).value();
@@ -261,9 +273,8 @@ std::string file_bytes(const std::string& path) {
 TEST(AdapterPublish, PublishesAtomicallyAndAFailedValidationLeavesNothing) {
   testing::TinyModel m;
   TempDir tmp;
-  const LoraAdapter first = random_adapter(m, 4, 8, 1), second = random_adapter(m, 2, 2, 2);
-  StorageFacet& storage = m.backend->storage();
-  auto path = publish_adapter(first, {{"seed", 1}}, m.model->config(), storage, tmp.path, "tuned");
+  const HostLoraAdapter first = host_of(m, random_adapter(m, 4, 8, 1)), second = host_of(m, random_adapter(m, 2, 2, 2));
+  auto path = publish_adapter(first, {{"seed", 1}}, m.model->config(), tmp.path, "tuned");
   ASSERT_TRUE(path.ok()) << path.status().to_string();
   EXPECT_EQ(*path, tmp.path + "/tuned");
   EXPECT_EQ(entries(tmp.path), std::vector<std::string>{"tuned"});
@@ -275,36 +286,127 @@ TEST(AdapterPublish, PublishesAtomicallyAndAFailedValidationLeavesNothing) {
   // staging directory is left behind.
   ModelConfig other = m.model->config();
   other.hidden_size *= 2;
-  auto bad = publish_adapter(second, nullptr, other, storage, tmp.path, "tuned");
+  auto bad = publish_adapter(second, nullptr, other, tmp.path, "tuned");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("nothing was published"), std::string::npos) << bad.status().to_string();
   EXPECT_EQ(entries(tmp.path), std::vector<std::string>{"tuned"});
   EXPECT_EQ(file_bytes(*path + "/adapter_model.safetensors"), weights);
-  auto bad_new = publish_adapter(second, nullptr, other, storage, tmp.path, "fresh");
+  auto bad_new = publish_adapter(second, nullptr, other, tmp.path, "fresh");
   ASSERT_FALSE(bad_new.ok());
   EXPECT_EQ(entries(tmp.path), std::vector<std::string>{"tuned"});
 
   // A valid replacement swaps the directory whole: the new rank, no receipt, nothing left aside.
-  auto replaced = publish_adapter(second, nullptr, m.model->config(), storage, tmp.path, "tuned");
+  auto replaced = publish_adapter(second, nullptr, m.model->config(), tmp.path, "tuned");
   ASSERT_TRUE(replaced.ok()) << replaced.status().to_string();
   EXPECT_EQ(entries(tmp.path), std::vector<std::string>{"tuned"});
   EXPECT_EQ(entries(*replaced), (std::vector<std::string>{"adapter_config.json", "adapter_model.safetensors"}));
   EXPECT_EQ(LoraConfig::load(*replaced)->rank, 2);
 }
 
+// A child process publishes a new adapter over the old one and is killed (core/atomic_publish.h's
+// hook) before its n-th step: each file is a publication of its own inside the staging folder
+// (sync, rename, sync parent: weights, config, receipt = calls 1 to 9), then the folder (sync 10,
+// rename 11, sync parent 12, removal of the old one 13). The name then holds the old adapter or
+// the new one, whole and loadable, and the sweep leaves nothing else.
+TEST(AdapterPublish, KilledBeforeEachStepLeavesTheOldOrTheNewAdapterAndTheSweepClearsTheRest) {
+  testing::TinyModel m;
+  const HostLoraAdapter old_adapter = host_of(m, random_adapter(m, 4, 8, 1)), new_adapter = host_of(m, random_adapter(m, 2, 2, 2));
+  StorageFacet& storage = m.backend->storage();
+  const ModelConfig& mc = m.model->config();
+  TempDir ref;  // each version's bytes, published on their own
+  ASSERT_TRUE(publish_adapter(old_adapter, nullptr, mc, ref.path, "old").ok());
+  ASSERT_TRUE(publish_adapter(new_adapter, nullptr, mc, ref.path, "new").ok());
+  const std::string old_weights = file_bytes(ref.path + "/old/adapter_model.safetensors");
+  const std::string new_weights = file_bytes(ref.path + "/new/adapter_model.safetensors");
+  ASSERT_NE(old_weights, new_weights);
+  for (int n = 1; n <= 14; ++n) {
+    TempDir tmp;
+    ASSERT_TRUE(publish_adapter(old_adapter, {{"version", 1}}, mc, tmp.path, "tuned").ok());
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      auto calls = std::make_shared<int>(0);
+      set_publish_fault_hook([calls, n](PublishStep, const std::string&) -> Status {
+        if (++*calls == n) ::_exit(7);
+        return {};
+      });
+      ::_exit(publish_adapter(new_adapter, {{"version", 2}}, mc, tmp.path, "tuned").ok() ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), n <= 13 ? 7 : 0) << "call " << n;
+    const bool is_new = n >= 12;
+    const std::string dest = tmp.path + "/tuned";
+    EXPECT_EQ(file_bytes(dest + "/adapter_model.safetensors"), is_new ? new_weights : old_weights) << "call " << n;
+    EXPECT_EQ(nlohmann::json::parse(file_bytes(dest + "/train_receipt.json"))["version"], is_new ? 2 : 1) << "call " << n;
+    auto loaded = LoraAdapter::load(dest, mc, storage);
+    ASSERT_TRUE(loaded.ok()) << "call " << n << ": " << loaded.status().to_string();
+    EXPECT_EQ(loaded->config().rank, is_new ? 2 : 4) << "call " << n;
+    ASSERT_TRUE(sweep_staging(tmp.path).ok());
+    EXPECT_EQ(entries(tmp.path), std::vector<std::string>{"tuned"}) << "call " << n;
+  }
+}
+
+// A publication whose folder cannot be synced (the disk is full) keeps the adapter, written
+// whole, as .failed-<name>-<random> and names it; without kKeep, or when the files themselves
+// cannot be written, nothing is left.
+TEST(AdapterPublish, AFailedPublicationKeepsTheWrittenAdapterAndNamesWhere) {
+  testing::TinyModel m;
+  const HostLoraAdapter adapter = host_of(m, random_adapter(m, 4, 8, 3));
+  StorageFacet& storage = m.backend->storage();
+  const ModelConfig& mc = m.model->config();
+  auto disk_full_at = [](const std::string& file_prefix) {
+    set_publish_fault_hook([file_prefix](PublishStep step, const std::string& target) -> Status {
+      const bool hit = step == PublishStep::kSyncFiles && fs::path(target).filename().string().rfind(file_prefix, 0) == 0;
+      return hit ? io_error("No space left on device") : Status();
+    });
+  };
+  TempDir tmp;
+  disk_full_at(".staging-tuned-");  // the folder's sync
+  auto kept = publish_adapter(adapter, {{"seed", 3}}, mc, tmp.path, "tuned", OnPublishFailure::kKeep);
+  set_publish_fault_hook(nullptr);
+  ASSERT_FALSE(kept.ok());
+  const std::string msg = kept.status().message();
+  EXPECT_NE(msg.find("No space left on device"), std::string::npos) << msg;
+  const std::vector<std::string> left = entries(tmp.path);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].rfind(".failed-tuned-", 0), 0u) << left[0];
+  EXPECT_NE(msg.find("kept in " + tmp.path + "/" + left[0]), std::string::npos) << msg;
+  auto loaded = LoraAdapter::load(tmp.path + "/" + left[0], mc, storage);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  EXPECT_EQ(loaded->config().rank, 4);
+  auto swept = sweep_staging(tmp.path);
+  ASSERT_TRUE(swept.ok());
+  EXPECT_EQ(swept->kept, std::vector<std::string>{tmp.path + "/" + left[0]});
+  EXPECT_EQ(entries(tmp.path), left);
+
+  TempDir discard, unwritten;
+  disk_full_at(".staging-tuned-");
+  EXPECT_FALSE(publish_adapter(adapter, nullptr, mc, discard.path, "tuned").ok());
+  disk_full_at(".staging-adapter_model.safetensors-");  // the weights file inside the folder
+  auto lost = publish_adapter(adapter, nullptr, mc, unwritten.path, "tuned", OnPublishFailure::kKeep);
+  set_publish_fault_hook(nullptr);
+  ASSERT_FALSE(lost.ok());
+  EXPECT_NE(lost.status().message().find("nothing could be kept"), std::string::npos) << lost.status().message();
+  EXPECT_TRUE(entries(discard.path).empty());
+  EXPECT_TRUE(entries(unwritten.path).empty());
+}
+
 TEST(AdapterMerge, ConcatAndWeightedAverageEqualTheSourcesStackedAsTerms) {
   testing::TinyModel m;
   const LoraAdapter a = random_adapter(m, 4, 8, 11), b = random_adapter(m, 2, 16, 12);
-  StorageFacet& storage = m.backend->storage();
+  const HostLoraAdapter ha = host_of(m, a), hb = host_of(m, b);
   const std::vector<float> base = logits(m, {});
   for (MergeMethod method : {MergeMethod::kConcat, MergeMethod::kWeightedAverage}) {
     const double wa = 0.7, wb = -0.4;
-    auto merged = merge_adapters({{&a, "a", wa}, {&b, "b", wb}}, {method}, m.model->config(), storage);
+    auto merged = merge_adapters({{&ha, "a", wa}, {&hb, "b", wb}}, {method}, m.model->config());
     ASSERT_TRUE(merged.ok()) << merged.status().to_string();
-    EXPECT_EQ(merged->config().rank, 6);
+    EXPECT_EQ(merged->config.rank, 6);
+    const LoraAdapter served = device_of(m, *merged);
     const double norm = method == MergeMethod::kConcat ? 1.0 : wa + wb;
     const std::vector<float> stacked = logits(m, {{&a, static_cast<float>(wa / norm)}, {&b, static_cast<float>(wb / norm)}});
-    const std::vector<float> single = logits(m, {{&*merged, 1.f}});
+    const std::vector<float> single = logits(m, {{&served, 1.f}});
     EXPECT_GT(max_rel_diff(stacked, base), 1e-3) << "the adapters must change the logits for the check to mean anything";
     EXPECT_LT(max_rel_diff(single, stacked), 2e-5) << "method " << static_cast<int>(method);
   }
@@ -313,14 +415,14 @@ TEST(AdapterMerge, ConcatAndWeightedAverageEqualTheSourcesStackedAsTerms) {
 TEST(AdapterMerge, TiesOfOneSourceAtFullDensityReproducesItsDelta) {
   testing::TinyModel m;
   const LoraAdapter a = random_adapter(m, 3, 6, 21);
-  StorageFacet& storage = m.backend->storage();
+  const HostLoraAdapter ha = host_of(m, a);
   MergeOptions opt;
   opt.method = MergeMethod::kTies;
   opt.density = 1.0;
-  auto merged = merge_adapters({{&a, "a", 1.5}}, opt, m.model->config(), storage);
+  auto merged = merge_adapters({{&ha, "a", 1.5}}, opt, m.model->config());
   ASSERT_TRUE(merged.ok()) << merged.status().to_string();
-  EXPECT_EQ(merged->config().rank, 3);
-  EXPECT_FLOAT_EQ(merged->scale(), 1.f);
+  EXPECT_EQ(merged->config.rank, 3);
+  EXPECT_FLOAT_EQ(merged->config.scale(), 1.f);
   // The delta 1.5 * scale * B A in double, against the merged B' A' (scale 1).
   int checked = 0;
   for (int64_t l = 0; l < a.num_layers(); ++l)
@@ -352,14 +454,15 @@ TEST(AdapterMerge, TiesKeepsOnlyAgreeingSignsOfTheTrimmedDeltas) {
   // and the disjoint mean keeps only its entries, so the result is exactly that delta.
   testing::TinyModel m;
   const LoraAdapter a = random_adapter(m, 2, 2, 31);
-  StorageFacet& storage = m.backend->storage();
+  const HostLoraAdapter ha = host_of(m, a);
   MergeOptions opt;
   opt.method = MergeMethod::kTies;
   opt.density = 1.0;
-  auto merged = merge_adapters({{&a, "a", 2.0}, {&a, "a2", -1.0}}, opt, m.model->config(), storage);
+  auto merged = merge_adapters({{&ha, "a", 2.0}, {&ha, "a2", -1.0}}, opt, m.model->config());
   ASSERT_TRUE(merged.ok()) << merged.status().to_string();
+  const LoraAdapter served = device_of(m, *merged);
   const std::vector<float> want = logits(m, {{&a, 2.f}});
-  const std::vector<float> got = logits(m, {{&*merged, 1.f}});
+  const std::vector<float> got = logits(m, {{&served, 1.f}});
   EXPECT_LT(max_rel_diff(got, want), 1e-4);
 }
 

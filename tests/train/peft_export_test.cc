@@ -83,7 +83,8 @@ TEST(PeftExport, PublishedAdapterServesTheTrainedFactorsAndMovesTheLogits) {
   ASSERT_TRUE(trained.ok()) << trained.status().to_string();
 
   const nlohmann::json receipt = {{"kind", "kiln.train_receipt"}, {"loss_curve", trained->losses}};
-  auto published = publish_adapter(trained->adapter, receipt, m.config(), backend->storage(), root, "adapter");
+  auto published = publish_adapter(trained->adapter.download(backend->storage()).value(), receipt, m.config(), root,
+                                   "adapter");
   ASSERT_TRUE(published.ok()) << published.status().to_string();
   auto loaded = LoraAdapter::load(*published, m.config(), backend->storage());
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();

@@ -6,6 +6,9 @@
 // continuations; GRPO raises the log-probability of the rewarded completion.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -52,7 +55,8 @@ TrainSequence sequence(std::vector<int32_t> prompt, const std::vector<int32_t>& 
 }
 
 // Every factor's bytes, in order: two adapters are equal when these are.
-std::vector<float> flatten(const LoraAdapter& a) {
+template <typename Adapter>  // LoraAdapter (on the CPU, host memory) or HostLoraAdapter
+std::vector<float> flatten(const Adapter& a) {
   std::vector<float> out;
   for (int64_t l = 0; l < a.num_layers(); ++l)
     for (int t = 0; t < kLoraTargetCount; ++t) {
@@ -214,23 +218,49 @@ TEST(RunTraining, CancelIsPolledBetweenSteps) {
   EXPECT_EQ(calls.batches.size(), 2u);
 }
 
-TEST(RunTraining, StepRunnerRunsEveryStepAndItsErrorStopsTheRun) {
+// training.max_job_seconds: a run that has gone on past its limit stops before its next step,
+// saying so (the progress callback here makes the second step start late).
+TEST(RunTraining, AJobPastItsTimeLimitStopsBeforeTheNextStep) {
+  Calls calls;
+  TrainSpec spec = fake_spec(&calls);
+  spec.epochs = 4;
+  spec.max_seconds = 0.2;
+  std::atomic<bool> cancel{false};
+  auto r = run_training(*tiny().model, spec, [&](const TrainProgress&) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); },
+                        cancel);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(r.status().message().find("training.max_job_seconds"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("before step 2 of"), std::string::npos) << r.status().message();
+  EXPECT_EQ(calls.batches.size(), 1u);
+}
+
+TEST(RunTraining, DeviceRunnerRunsTheSetupAndEveryStepAndItsErrorStopsTheRun) {
   Calls calls;
   TrainSpec spec = fake_spec(&calls);
   std::atomic<bool> cancel{false};
   int runs = 0;
-  auto r = run_training(*tiny().model, spec, {}, cancel, [&](const std::function<Status()>& step) {
+  auto r = run_training(*tiny().model, spec, {}, cancel, [&](const std::function<Status()>& work) {
     ++runs;
-    return step();
+    return work();
   });
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(runs, 5);
-  auto bad = run_training(*tiny().model, spec, {}, cancel, [&](const std::function<Status()>&) {
-    return failed_precondition("engine stopped");
-  });
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("training step 1 of 5"), std::string::npos) << bad.status().message();
-  EXPECT_NE(bad.status().message().find("engine stopped"), std::string::npos);
+  EXPECT_EQ(runs, 1 + 5);  // the setup, then five steps
+  // The runner refuses its n-th piece of work: the run stops there, naming it.
+  auto refusing = [&](int n) {
+    auto count = std::make_shared<int>(0);
+    return [count, n](const std::function<Status()>& work) {
+      return ++*count == n ? failed_precondition("engine stopped") : work();
+    };
+  };
+  auto no_setup = run_training(*tiny().model, spec, {}, cancel, refusing(1));
+  ASSERT_FALSE(no_setup.ok());
+  EXPECT_NE(no_setup.status().message().find("the run's setup"), std::string::npos) << no_setup.status().message();
+  EXPECT_NE(no_setup.status().message().find("engine stopped"), std::string::npos);
+  auto no_step = run_training(*tiny().model, spec, {}, cancel, refusing(2));
+  ASSERT_FALSE(no_step.ok());
+  EXPECT_NE(no_step.status().message().find("training step 1 of 5"), std::string::npos) << no_step.status().message();
+  EXPECT_NE(no_step.status().message().find("engine stopped"), std::string::npos);
 }
 
 TEST(RunTraining, CheckpointsEveryIntervalWithTheCurrentAdapter) {
@@ -239,7 +269,7 @@ TEST(RunTraining, CheckpointsEveryIntervalWithTheCurrentAdapter) {
   spec.checkpoint_interval = 2;
   std::vector<int64_t> at;
   std::vector<std::vector<float>> saved;
-  spec.checkpoint = [&](int64_t step, const LoraAdapter& ad) -> Status {
+  spec.checkpoint = [&](int64_t step, const HostLoraAdapter& ad) -> Status {
     at.push_back(step);
     saved.push_back(flatten(ad));
     return {};
@@ -250,11 +280,34 @@ TEST(RunTraining, CheckpointsEveryIntervalWithTheCurrentAdapter) {
   EXPECT_EQ(at, (std::vector<int64_t>{2, 4}));  // 5 steps
   ASSERT_EQ(saved.size(), 2u);
   EXPECT_NE(saved[0], saved[1]);  // the adapter as it stood then, not a fixed copy
-  spec.checkpoint = [](int64_t, const LoraAdapter&) -> Status { return io_error("disk full"); };
+  spec.checkpoint = [](int64_t, const HostLoraAdapter&) -> Status { return io_error("disk full"); };
   auto bad = run_training(*tiny().model, spec, {}, cancel);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("training step 2 of 5"), std::string::npos) << bad.status().message();
   EXPECT_NE(bad.status().message().find("disk full"), std::string::npos);
+}
+
+// A checkpoint's copy is taken inside its step's device work and handed on after that work: a
+// server's job writes no file on the engine's thread.
+TEST(RunTraining, CheckpointsAreHandedOnAfterTheStepsDeviceWork) {
+  Calls calls;
+  TrainSpec spec = fake_spec(&calls);
+  spec.checkpoint_interval = 1;
+  bool inside = false;
+  int outside = 0;
+  spec.checkpoint = [&](int64_t, const HostLoraAdapter&) -> Status {
+    outside += !inside;
+    return {};
+  };
+  std::atomic<bool> cancel{false};
+  auto r = run_training(*tiny().model, spec, {}, cancel, [&](const std::function<Status()>& work) {
+    inside = true;
+    const Status st = work();
+    inside = false;
+    return st;
+  });
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(outside, 5);  // every step's, none from inside the runner
 }
 
 TEST(RunTraining, GrpoDropsUniformGroupsAndRunsTheReferencePassFirst) {

@@ -125,7 +125,16 @@ Result<cublasHandle_t> Context::blas() {
   return blas_;
 }
 
+Status Context::check_owner(const char* what) const {
+  const std::thread::id r = recorder.load(std::memory_order_acquire);
+  if (r == std::thread::id() || r == std::this_thread::get_id()) return {};
+  return failed_precondition(std::string("cuda: ") + what +
+                             " from a thread other than the one recording a graph on the stream (the device's work "
+                             "belongs to one thread; run it through the engine's)");
+}
+
 Status Context::synchronize(const std::string& what) {
+  KILN_RETURN_IF_ERROR(check_owner(what.c_str()));
   const auto t0 = std::chrono::steady_clock::now();
   const cudaError_t err = cudaStreamSynchronize(stream);
   host_wait_ns.fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -150,9 +159,10 @@ Result<void*> Context::staging(size_t bytes) {
 }
 
 Result<Tensor> Context::empty(Shape shape, DType dtype) {
+  KILN_RETURN_IF_ERROR(check_owner("allocate"));
   const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
   size_t rounded = 0;
-  const std::shared_ptr<DevicePool>& from = recording ? recording_pool : pool;
+  const std::shared_ptr<DevicePool>& from = recording() ? recording_pool : pool;
   KILN_ASSIGN_OR_RETURN(void* p, from->allocate(bytes, &rounded));
   auto storage = std::make_shared<DeviceBuffer>(from, p, bytes, rounded, device);
   return Tensor(std::move(storage), dtype, shape);

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "backend/cuda/profile.h"
 #include "core/status.h"
@@ -69,7 +70,17 @@ struct Context {
   // blocks are only ever handed to recorded work, which replays in stream order like everything
   // else, so a recording's temporaries never alias memory that eager work keeps.
   std::shared_ptr<DevicePool> recording_pool;
-  bool recording = false;
+  // The thread making a recording (replay.cc); none (a default id) otherwise. Work another thread
+  // put on the stream meanwhile would be captured into the graph or invalidate it, so the device
+  // is one thread's (a server's engine thread: adapter loads go there between cycles), and
+  // allocation, the storage facet's copies and synchronize refuse any other thread while a
+  // recording is made (the work that reaches the device from off that thread is of that kind).
+  std::atomic<std::thread::id> recorder{};
+  bool recording() const { return recorder.load(std::memory_order_acquire) != std::thread::id(); }
+  // kFailedPrecondition naming `what` when another thread is making a recording; OK otherwise.
+  // A check, not a lock: a caller that passes it and a recording that starts just after are
+  // kept apart only by the rule above.
+  Status check_owner(const char* what) const;
   std::unique_ptr<Profiler> profiler;  // KILN_CUDA_PROFILE=1 only
 
   static Result<std::shared_ptr<Context>> create();

@@ -152,7 +152,7 @@ Result<const Linear::Plan*> Linear::plan_for(const Key& key, const std::string& 
     // reference precision (fixtures, gradient checks) where the same bits every run matter more
     // than the ~1% (an ill-conditioned f32 gradient check moved from 2.5e-3 to 4e-3 between runs).
     const bool timed = tuning().gemm_autotune && wt != DType::kF32 && key.m <= tuning().gemm_autotune_max_m &&
-                       !ctx_->recording;
+                       !ctx_->recording();
     cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
     int found = 0;
     const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref,
@@ -285,7 +285,7 @@ Result<Linear::GemmInput> Linear::gemm_input(const Tensor& x, const MatmulReques
   if (w_dtype == DType::kF32 || x.dtype() == w_dtype) return in;  // already the GEMM's operand
   const size_t bytes = static_cast<size_t>(r.m * r.k) * dtype_size(w_dtype);
   void* buf = nullptr;
-  if (ctx_->recording) {
+  if (ctx_->recording()) {
     // The shared scratch_ may later be regrown and its block handed to eager work, which a
     // replay would then overwrite.
     KILN_ASSIGN_OR_RETURN(in.held, ctx_->empty({static_cast<int64_t>(bytes)}, DType::kU8));

@@ -30,7 +30,7 @@ struct CaptureGuard {
       }
     }
     open = false;
-    ctx.recording = false;
+    ctx.recorder.store(std::thread::id(), std::memory_order_release);
     return g;
   }
   ~CaptureGuard() {
@@ -49,10 +49,17 @@ Result<std::unique_ptr<Recording>> Replay::record(const std::function<Status()>&
   if (!available())
     return unsupported(ctx_->profiler ? "cuda graphs: off while KILN_CUDA_PROFILE times each call"
                                       : "cuda graphs: off (KILN_CUDA_GRAPHS=0)");
-  if (ctx_->recording) return failed_precondition("cuda graphs: a recording is already being made");
-  KILN_RETURN_IF_ERROR(
-      cuda_status(cudaStreamBeginCapture(ctx_->stream, cudaStreamCaptureModeRelaxed), "cuda graphs: begin capture"));
-  ctx_->recording = true;
+  std::thread::id none;
+  if (!ctx_->recorder.compare_exchange_strong(none, std::this_thread::get_id(), std::memory_order_acq_rel))
+    return failed_precondition("cuda graphs: a recording is already being made");
+  // From here on the storage facet refuses other threads (Context::check_owner), before the
+  // stream starts capturing.
+  if (Status st = cuda_status(cudaStreamBeginCapture(ctx_->stream, cudaStreamCaptureModeRelaxed),
+                              "cuda graphs: begin capture");
+      !st.ok()) {
+    ctx_->recorder.store(std::thread::id(), std::memory_order_release);
+    return st;
+  }
   CaptureGuard guard{*ctx_};
   const Status st = body();
   cudaGraph_t graph = guard.end();

@@ -55,12 +55,14 @@ Result<std::shared_ptr<kiln::Storage>> Storage::weight_arena(size_t bytes) {
 
 Status Storage::copy_from_host(const Tensor& s, const Tensor& d) {
   KILN_RETURN_IF_ERROR(check_pair(s, d, "copy_from_host"));
+  KILN_RETURN_IF_ERROR(ctx_->check_owner("copy_from_host"));
   return cuda_status(cudaMemcpyAsync(d.raw(), s.raw(), s.nbytes(), cudaMemcpyHostToDevice, ctx_->stream),
                      "copy_from_host " + s.describe());
 }
 
 Status Storage::copy_to_host(const Tensor& s, const Tensor& d) {
   KILN_RETURN_IF_ERROR(check_pair(d, s, "copy_to_host"));
+  KILN_RETURN_IF_ERROR(ctx_->check_owner("copy_to_host"));
   ProfileScope prof(ctx_->profiler.get(), [] { return std::string("storage copy_to_host (synchronises)"); });
   ctx_->bytes_to_host.fetch_add(s.nbytes(), std::memory_order_relaxed);
   if (s.nbytes() >= kStagedBytes) {  // through page-locked memory: the logits of every step
@@ -83,6 +85,7 @@ Status Storage::copy(const Tensor& s, const Tensor& d) {
   if (!s.is_contiguous() || !d.is_contiguous()) return invalid_argument("copy: both tensors must be contiguous");
   if (s.nbytes() != d.nbytes() || s.dtype() != d.dtype())
     return invalid_argument("copy: " + s.describe() + " does not match " + d.describe());
+  KILN_RETURN_IF_ERROR(ctx_->check_owner("copy"));
   return cuda_status(cudaMemcpyAsync(d.raw(), s.raw(), s.nbytes(), cudaMemcpyDeviceToDevice, ctx_->stream),
                      "copy " + s.describe());
 }
@@ -90,6 +93,7 @@ Status Storage::copy(const Tensor& s, const Tensor& d) {
 Status Storage::zero(const Tensor& d) {
   if (!d.defined() || d.device().kind != DeviceKind::kCuda) return invalid_argument("zero: not a cuda tensor");
   if (!d.is_contiguous()) return invalid_argument("zero: " + d.describe() + " is not contiguous");
+  KILN_RETURN_IF_ERROR(ctx_->check_owner("zero"));
   return cuda_status(cudaMemsetAsync(d.raw(), 0, d.nbytes(), ctx_->stream), "zero " + d.describe());
 }
 

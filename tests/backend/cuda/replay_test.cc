@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_test_util.h"
@@ -37,6 +38,34 @@ TEST(CudaReplay, AdapterRowsReplayEqualsTheEagerStep) {
   const uint64_t before = cuda_backend_stats(*be)->graph_replays;
   testing::expect_replay_matches_eager_and_forward(*be, be->replay(), **model, 1e-4, ad.stacks());
   EXPECT_GT(cuda_backend_stats(*be)->graph_replays, before);
+}
+
+// While a recording is made, another thread's storage calls are refused (on the stream they
+// would be captured into the graph or invalidate it) and the recording still succeeds; once it
+// is made, any thread may call again.
+TEST(CudaReplay, AnotherThreadsStorageCallsAreRefusedWhileRecording) {
+  KILN_CUDA_OR_SKIP(be);
+  ASSERT_TRUE(be->replay().available()) << "KILN_CUDA_GRAPHS=0 or KILN_CUDA_PROFILE set";
+  Tensor dev = be->storage().allocate({256}, DType::kF32).value();
+  Tensor host = Tensor::empty({256}, DType::kF32);
+  Status copy, alloc;
+  auto rec = be->replay().record([&]() -> Status {
+    std::thread other([&] {
+      copy = be->storage().copy_from_host(host, dev);
+      alloc = be->storage().allocate({16}, DType::kF32).status();
+    });
+    other.join();
+    return be->storage().zero(dev);  // the recording thread's own call is captured
+  });
+  ASSERT_TRUE(rec.ok()) << rec.status().to_string();
+  EXPECT_EQ(copy.code(), ErrorCode::kFailedPrecondition) << copy.to_string();
+  EXPECT_EQ(alloc.code(), ErrorCode::kFailedPrecondition) << alloc.to_string();
+  Status after;
+  std::thread other([&] { after = be->storage().copy_from_host(host, dev); });
+  other.join();
+  EXPECT_TRUE(after.ok()) << after.to_string();
+  EXPECT_TRUE(be->replay().replay(**rec).ok());
+  EXPECT_TRUE(be->storage().synchronize().ok());
 }
 
 TEST(CudaReplay, Bf16CheckpointReplayEqualsTheEagerStep) {

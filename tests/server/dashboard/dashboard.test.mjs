@@ -1,20 +1,31 @@
 // The /ui/ dashboard in headless Chromium (playwright-core driving Debian's chromium) against a
-// running `kiln serve` of the tiny-chat model (run.sh starts it). Each test drives one panel the
-// way a person would and asserts what the page shows against what the server's API answers;
-// every panel is saved as a screenshot under KILN_SCREENSHOTS. The tests share one page and run
-// in order (the adapter test needs the adapter the training test made).
+// running `kiln serve` of the tiny-chat model with an API key (run.sh starts it, and a second one
+// without a key). The page asks for the key and keeps it in the tab; then each test drives one
+// panel the way a person would and asserts what the page shows against what the server's API
+// answers; every panel is saved as a screenshot under KILN_SCREENSHOTS. The tests share one page
+// and run in order (the adapter test needs the adapter the training test made).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
 import { chromium } from "playwright-core";
 
 const BASE = process.env.KILN_UI_URL;
+const OPEN_BASE = process.env.KILN_OPEN_UI_URL;  // a server without a key
+const KEY = process.env.KILN_API_KEY;
 const MODEL_ID = process.env.KILN_MODEL_ID;
 const SHOTS = process.env.KILN_SCREENSHOTS;
-assert.ok(BASE && MODEL_ID && SHOTS && process.env.KILN_CHROMIUM, "run.sh sets KILN_UI_URL, KILN_MODEL_ID, KILN_SCREENSHOTS, KILN_CHROMIUM");
+assert.ok(BASE && OPEN_BASE && KEY && MODEL_ID && SHOTS && process.env.KILN_CHROMIUM,
+          "run.sh sets KILN_UI_URL, KILN_OPEN_UI_URL, KILN_API_KEY, KILN_MODEL_ID, KILN_SCREENSHOTS, KILN_CHROMIUM");
+const AUTH = { Authorization: `Bearer ${KEY}` };
+const KEY_ITEM = "kiln-api-key";  // the page's sessionStorage item
 
 let browser, page;
 const consoleErrors = [];
+// Until the page holds the right key, its calls are answered 401 (Chromium logs each as a
+// console error): expected then, an error after.
+let keyAccepted = false;
+const unauthorizedBeforeKey = [];
+const requestedUrls = [];
 let evalAvailable = false;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -28,17 +39,23 @@ async function openTab(name) {
   await page.waitForSelector(`#panel-${name}.active`);
 }
 async function getJson(p) {
-  const r = await fetch(BASE + p);
+  const r = await fetch(BASE + p, { headers: AUTH });
   return { status: r.status, body: await r.json() };
+}
+const pollCount = (text) => Number((/poll (\d+)/.exec(text) || [0, 0])[1]);
+async function waitForPolls(p, n) {
+  await p.waitForFunction((k) => Number((/poll (\d+)/.exec(document.querySelector("#status-updated").textContent) || [0, 0])[1]) >= k, n);
 }
 
 before(async () => {
-  evalAvailable = (await fetch(`${BASE}/v1/eval/suites`)).status !== 404;
+  evalAvailable = (await fetch(`${BASE}/v1/eval/suites`, { headers: AUTH })).status !== 404;
   browser = await chromium.launch({ executablePath: process.env.KILN_CHROMIUM, headless: true,
                                     args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  page.on("request", (req) => requestedUrls.push(req.url()));
   page.on("console", (msg) => {
     if (msg.type() !== "error") return;
+    if (!keyAccepted && msg.text().includes("status of 401")) return unauthorizedBeforeKey.push(msg.location().url || "?");
     // Without the eval routes the panel's probe of /v1/eval/* is an expected 404.
     if (!evalAvailable && (msg.location().url || "").includes("/v1/eval/")) return;
     consoleErrors.push(`${msg.text()} (${msg.location().url || "?"})`);
@@ -64,9 +81,66 @@ test("/ redirects to the dashboard and the files come from the binary with their
   assert.equal((await fetch(`${BASE}/ui/..%2Fconfig.json`)).status, 404);
 });
 
+test("on a server without a key the page asks for none and shows its status", async () => {
+  const open = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const unauthorized = [];
+  open.on("response", (res) => { if (res.status() === 401) unauthorized.push(res.url()); });
+  try {
+    await open.goto(`${OPEN_BASE}/ui/`);
+    await waitForPolls(open, 2);
+    const health = await (await fetch(`${OPEN_BASE}/health`)).json();
+    assert.equal(await open.textContent('.card[data-key="model"] .value'), health.model);
+    assert.equal(await open.isHidden("#key-form"), true);
+    assert.deepEqual(unauthorized, []);
+    assert.equal(await open.evaluate((item) => sessionStorage.getItem(item), KEY_ITEM), null);
+  } finally {
+    await open.close();
+  }
+});
+
+test("the page asks for the key, refuses a wrong one with the server's message, keeps the right one in the tab only", async () => {
+  // The API is closed without the key; the page and /health are open.
+  assert.equal((await fetch(`${BASE}/v1/models`)).status, 401);
+  await page.goto(`${BASE}/ui/`);
+  await page.waitForSelector("#key-form:not([hidden])");
+  assert.match(await page.textContent("#key-form"), /This server needs an API key/);
+  assert.equal(await page.getAttribute("#key-input", "type"), "password");
+  assert.equal(await page.textContent("#status-updated"), "", "no status shown before the key");
+  await shot("key-prompt");
+
+  await page.fill("#key-input", `${KEY}-wrong`);
+  await page.click('#key-form button[type="submit"]');
+  await page.waitForSelector("#key-error:not([hidden])");
+  assert.match(await page.textContent("#key-error"), /not this server's/);
+  assert.equal(await page.isVisible("#key-form"), true, "asked again");
+  assert.equal(await page.evaluate((item) => sessionStorage.getItem(item), KEY_ITEM), null, "a refused key is not kept");
+  await shot("key-refused");
+
+  await page.fill("#key-input", KEY);
+  await page.click('#key-form button[type="submit"]');
+  await waitForPolls(page, 2);
+  assert.equal(await page.isHidden("#key-form"), true);
+  assert.equal(await page.textContent('.card[data-key="model"] .value'), MODEL_ID);
+  const stored = await page.evaluate(() => ({
+    session: sessionStorage.getItem("kiln-api-key"), href: location.href,
+    local: Object.keys(localStorage).map((k) => `${k}=${localStorage.getItem(k)}`).join(";"), cookie: document.cookie,
+  }));
+  assert.equal(stored.session, KEY);
+  assert.ok(!stored.href.includes(KEY), stored.href);
+  assert.ok(!stored.local.includes(KEY), "the key is in localStorage");
+  assert.ok(!stored.cookie.includes(KEY), "the key is in a cookie");
+  assert.deepEqual(await page.context().cookies(), []);
+  // Calls sent without the key before it was entered have all been answered by now.
+  await waitForPolls(page, pollCount(await page.textContent("#status-updated")) + 1);
+  keyAccepted = true;
+  assert.ok(unauthorizedBeforeKey.length > 0, "the page met the server's 401 before it asked");
+});
+
 test("the dashboard loads and the status panel shows live values from /health and /metrics", async () => {
+  // A reload keeps the key: the same tab's sessionStorage.
   await page.goto(`${BASE}/ui/`);
   await page.waitForFunction(() => /poll \d+/.test(document.querySelector("#status-updated").textContent));
+  assert.equal(await page.isHidden("#key-form"), true);
   const card = (key) => page.textContent(`.card[data-key="${key}"] .value`);
   const health = (await getJson("/health")).body;
   assert.equal(await card("model"), MODEL_ID);
@@ -181,7 +255,8 @@ test("an eval job's per-example results show, with drill-down and an A/B compari
     { messages: [{ role: "user", content: "What is the capital of France?" }], expected: "Paris" },
     { messages: [{ role: "user", content: "How many legs does a spider have?" }], expected: "Eight" },
   ] };
-  const reg = await fetch(`${BASE}/v1/eval/suites`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(suite) });
+  const reg = await fetch(`${BASE}/v1/eval/suites`, { method: "POST", headers: { "Content-Type": "application/json", ...AUTH },
+                                                       body: JSON.stringify(suite) });
   assert.equal(reg.status, 200, await reg.text());
   await page.waitForSelector('#eval-run-form select[name="suite"] option[value="ui-suite"]', { state: "attached", timeout: 10000 });
   await page.selectOption('#eval-run-form select[name="suite"]', "ui-suite");
@@ -214,6 +289,8 @@ test("an eval job's per-example results show, with drill-down and an A/B compari
   await shot("evals-compare");
 });
 
-test("no console errors or uncaught exceptions on the page", () => {
+test("no console errors or uncaught exceptions on the page, and no URL carried the key", () => {
   assert.deepEqual(consoleErrors, []);
+  assert.ok(requestedUrls.length > 0);
+  assert.deepEqual(requestedUrls.filter((u) => u.includes(KEY)), []);
 });

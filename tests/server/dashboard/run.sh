@@ -2,11 +2,12 @@
 # Usage: run.sh KILN_BINARY SCREENSHOT_DIR
 #
 # The dashboard's browser test (docs/dashboard.md): serves the tiny-chat model (random weights,
-# Qwen3 tokenizer) on a free port, installs the pinned playwright-core npm package when
-# node_modules is missing (no browser download: it drives Debian's chromium), runs
-# dashboard.test.mjs against http://127.0.0.1:PORT/ui/ with node:test, saves a screenshot of every
-# panel into SCREENSHOT_DIR, stops the server and exits with the node test's status. Prints
-# "SKIPPED: <reason>" and exits 0 only when chromium, node/npm or the Qwen3 tokenizer is missing.
+# Qwen3 tokenizer) twice on free ports, once with a random API key (--api-key-file, a file of
+# mode 0600) and once without, installs the pinned playwright-core npm package when node_modules
+# is missing (no browser download: it drives Debian's chromium), runs dashboard.test.mjs against
+# both with node:test, saves a screenshot of every panel into SCREENSHOT_DIR, stops the servers and
+# exits with the node test's status. Prints "SKIPPED: <reason>" and exits 0 only when chromium,
+# node/npm or the Qwen3 tokenizer is missing.
 set -uo pipefail
 
 if [ $# -lt 2 ]; then
@@ -51,7 +52,10 @@ fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kiln-dashboard.XXXXXX")
 source "$HERE/../serve_tiny_chat.sh"
+OPEN_PID=
 cleanup() {
+  stop_server
+  SERVER_PID=$OPEN_PID
   stop_server
   rm -rf "$WORK"
 }
@@ -67,20 +71,31 @@ if [ ! -d "$HERE/node_modules/playwright-core" ]; then
   fi
 fi
 
-serve_tiny_chat "$KILN" "$TOKDIR" "$WORK" --set memory.kv_blocks=512 || exit 1
+# The server without a key: the page must ask for none.
+mkdir -p "$WORK/open" "$WORK/keyed"
+serve_tiny_chat "$KILN" "$TOKDIR" "$WORK/open" --set memory.kv_blocks=64 || exit 1
+OPEN_PID=$SERVER_PID
+OPEN_PORT=$PORT
+# The server the panels are driven on, with a key only this script and the test know.
+KEY=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+(umask 077 && printf '%s\n' "$KEY" >"$WORK/api-key")
+serve_tiny_chat "$KILN" "$TOKDIR" "$WORK/keyed" --set memory.kv_blocks=512 --api-key-file "$WORK/api-key" || exit 1
 
 mkdir -p "$SHOTS"
-KILN_UI_URL="http://127.0.0.1:$PORT" KILN_MODEL_ID="$MODEL_ID" KILN_CHROMIUM="$CHROMIUM" KILN_SCREENSHOTS=$(realpath "$SHOTS") \
+KILN_UI_URL="http://127.0.0.1:$PORT" KILN_OPEN_UI_URL="http://127.0.0.1:$OPEN_PORT" KILN_API_KEY="$KEY" \
+  KILN_MODEL_ID="$MODEL_ID" KILN_CHROMIUM="$CHROMIUM" KILN_SCREENSHOTS=$(realpath "$SHOTS") \
   node --test --test-concurrency=1 "$HERE/dashboard.test.mjs"
 STATUS=$?
 
-if ! kill -0 "$SERVER_PID" 2>/dev/null; then
-  echo "run.sh: kiln serve died during the test:" >&2
-  cat "$WORK/server.err" >&2
-  [ "$STATUS" -eq 0 ] && STATUS=1
-fi
-if [ "$STATUS" -ne 0 ]; then
-  echo "--- kiln serve stderr ---" >&2
-  tail -50 "$WORK/server.err" >&2
-fi
+for s in "keyed:$SERVER_PID" "open:$OPEN_PID"; do
+  name=${s%%:*} pid=${s#*:}
+  if ! kill -0 "$pid" 2>/dev/null; then
+    echo "run.sh: kiln serve ($name) died during the test:" >&2
+    cat "$WORK/$name/server.err" >&2
+    [ "$STATUS" -eq 0 ] && STATUS=1
+  elif [ "$STATUS" -ne 0 ]; then
+    echo "--- kiln serve ($name) stderr ---" >&2
+    tail -50 "$WORK/$name/server.err" >&2
+  fi
+done
 exit "$STATUS"

@@ -1,8 +1,9 @@
 // Drives a running kiln server with the official `openai` npm client (issue #4): what a real
 // OpenAI SDK user does must work against `kiln serve`.
 //
-// Environment: KILN_BASE_URL (e.g. http://127.0.0.1:8420/v1) and KILN_MODEL_ID (the served id).
-// run.sh starts a server on the tiny-chat model and sets both.
+// Environment: KILN_BASE_URL (e.g. http://127.0.0.1:8420/v1), KILN_MODEL_ID (the served id) and
+// KILN_API_KEY (the server's key). run.sh starts a server on the tiny-chat model with that key
+// and sets all three.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,12 +11,13 @@ import OpenAI from 'openai';
 
 const baseURL = process.env.KILN_BASE_URL;
 const model = process.env.KILN_MODEL_ID;
-if (!baseURL || !model) {
-  throw new Error('set KILN_BASE_URL (…/v1) and KILN_MODEL_ID; tests/server/openai_client/run.sh does');
+const apiKey = process.env.KILN_API_KEY;
+if (!baseURL || !model || !apiKey) {
+  throw new Error('set KILN_BASE_URL (…/v1), KILN_MODEL_ID and KILN_API_KEY; tests/server/openai_client/run.sh does');
 }
 
 // No retries: a 5xx or a dropped connection must show up as a failure, not be papered over.
-const client = new OpenAI({ baseURL, apiKey: 'kiln-test', maxRetries: 0, timeout: 120_000 });
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120_000 });
 
 const PROMPT = [{ role: 'user', content: 'Tell me a short story about a kiln.' }];
 const FINISH_NATURAL = ['stop', 'length'];
@@ -284,4 +286,18 @@ test('an invalid request (temperature -1) throws APIError 400 naming temperature
       return true;
     },
   );
+});
+
+test('a client with a wrong key gets AuthenticationError 401 (invalid_api_key, WWW-Authenticate: Bearer)', async () => {
+  const wrong = new OpenAI({ baseURL, apiKey: `${apiKey}-wrong`, maxRetries: 0, timeout: 30_000 });
+  for (const call of [() => wrong.models.list(), () => wrong.chat.completions.create({ model, messages: PROMPT, max_tokens: 4 })]) {
+    await assert.rejects(call(), (err) => {
+      assert.ok(err instanceof OpenAI.AuthenticationError, `not an AuthenticationError: ${err}`);
+      assert.equal(err.status, 401);
+      assert.equal(err.code, 'invalid_api_key');
+      assert.match(err.message, /not this server's/);
+      assert.match(err.headers.get('www-authenticate') ?? '', /^Bearer/);
+      return true;
+    });
+  }
 });

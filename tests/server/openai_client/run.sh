@@ -2,9 +2,10 @@
 # Usage: run.sh KILN_BINARY
 #
 # Creates the tiny-chat model (random weights, Qwen3 tokenizer) in a temp dir, serves it on a free
-# port, waits for /health, installs the pinned `openai` npm package when node_modules is missing,
-# runs openai_client.test.mjs against the server with node:test, stops the server and exits with
-# the node test's status. Prints "SKIPPED: <reason>" and exits 0 only when node/npm are absent or
+# port with a random API key (--api-key-file, a file of mode 0600), waits for /health, installs
+# the pinned `openai` npm package when node_modules is missing, runs openai_client.test.mjs against
+# the server with node:test (the key in KILN_API_KEY), stops the server and exits with the node
+# test's status. Prints "SKIPPED: <reason>" and exits 0 only when node/npm are absent or
 # the Qwen3 tokenizer is missing and cannot be fetched.
 set -uo pipefail
 
@@ -54,7 +55,9 @@ if [ ! -d "$HERE/node_modules/openai" ]; then
   fi
 fi
 
-serve_tiny_chat "$KILN" "$TOKDIR" "$WORK" --set memory.kv_blocks=2048 || exit 1
+KEY=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+(umask 077 && printf '%s\n' "$KEY" >"$WORK/api-key")
+serve_tiny_chat "$KILN" "$TOKDIR" "$WORK" --set memory.kv_blocks=2048 --api-key-file "$WORK/api-key" || exit 1
 
 # Wait for /health to answer 200 with status "ready".
 if ! node -e '
@@ -75,7 +78,7 @@ if ! node -e '
   exit 1
 fi
 
-KILN_BASE_URL="http://127.0.0.1:$PORT/v1" KILN_MODEL_ID="$MODEL_ID" \
+KILN_BASE_URL="http://127.0.0.1:$PORT/v1" KILN_MODEL_ID="$MODEL_ID" KILN_API_KEY="$KEY" \
   node --test "$HERE/openai_client.test.mjs"
 STATUS=$?
 
