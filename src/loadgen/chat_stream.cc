@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/json_text.h"
 #include "loadgen/sse_reader.h"
 
 namespace kiln::loadgen {
@@ -53,11 +54,14 @@ class StreamMeter {
 
   // Returns false when the stream must stop (an error).
   bool on_event(const SseEvent& e, Clock::time_point now) {
-    nlohmann::json chunk = nlohmann::json::parse(e.data, nullptr, false);
-    if (chunk.is_discarded() || !chunk.is_object()) {
-      rec_.error = "stream chunk is not a JSON object: " + e.data.substr(0, 200);
+    // The server is outside data too: its chunks get the nesting limit of every JSON read.
+    auto parsed = parse_json(e.data, "stream chunk");
+    if (!parsed.ok() || !parsed->is_object()) {
+      rec_.error = (parsed.ok() ? std::string("stream chunk is not a JSON object") : parsed.status().message()) + ": " +
+                   e.data.substr(0, 200);
       return false;
     }
+    const nlohmann::json chunk = std::move(*parsed);
     if (auto err = chunk.find("error"); err != chunk.end() && !err->is_null()) {
       rec_.error = "error in stream: " + error_message(*err);
       return false;
@@ -97,8 +101,8 @@ class StreamMeter {
 
 std::string http_error(int status, const std::string& body) {
   std::string what = "HTTP " + std::to_string(status);
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-  if (!j.is_discarded() && j.is_object() && j.contains("error")) return what + ": " + error_message(j["error"]);
+  const nlohmann::json j = parse_json(body, "the error body").value_or(nlohmann::json());
+  if (j.is_object() && j.contains("error")) return what + ": " + error_message(j["error"]);
   if (body.empty()) return what;
   return what + ": " + body.substr(0, 200);
 }

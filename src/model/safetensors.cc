@@ -79,13 +79,19 @@ Status Checkpoint::add_file(const std::string& path) {
       return bad("data_offsets must be two non-negative integers");
     int64_t dims[kMaxRank];
     int rank = 0;
+    // The byte count is multiplied out with overflow checks: a header's dims may multiply past
+    // 2^64 (or, read as int64, to a negative count) while the tensor claims a few bytes.
+    uint64_t need = dtype_size(*dtype);
+    bool overflow = false;
     for (const auto& d : sh) {
-      if (!d.is_number_unsigned()) return bad("shape entries must be non-negative integers");
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+        return bad("shape entries must be non-negative integers below 2^63");
       dims[rank++] = d.get<int64_t>();
+      overflow |= __builtin_mul_overflow(need, d.get<uint64_t>(), &need);
     }
     Shape shape = Shape::of(dims, rank);
+    if (overflow) return bad("shape " + shape.to_string() + " holds more than 2^64 bytes");
     const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
-    const uint64_t need = static_cast<uint64_t>(shape.numel()) * dtype_size(*dtype);
     if (end < begin || end - begin != need)
       return bad("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + ") do not hold " +
                  shape.to_string() + " " + std::string(dtype_name(*dtype)) + " (" + std::to_string(need) + " bytes)");

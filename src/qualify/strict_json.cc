@@ -7,6 +7,8 @@
 
 namespace kiln::qualify {
 
+JsonValue::JsonValue() = default;
+
 const char* json_type_name(JsonType type) {
   switch (type) {
     case JsonType::kNull: return "null";
@@ -439,7 +441,8 @@ class Parser {
     }
     out.type = JsonType::kNumber;
     out.number = value;
-    if (integral) {
+    // -0 stays a double: an int64 has no negative zero, and the writer must give back what it read.
+    if (integral && !(value == 0.0 && std::signbit(value))) {
       int64_t i = 0;
       auto [iptr, iec] = std::from_chars(lexeme.data(), lexeme.data() + lexeme.size(), i);
       if (iec == std::errc() && iptr == lexeme.data() + lexeme.size()) {

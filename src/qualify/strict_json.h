@@ -17,6 +17,10 @@ enum class JsonType { kNull, kBool, kNumber, kString, kArray, kObject };
 const char* json_type_name(JsonType type);
 
 struct JsonValue {
+  // Declared here, defaulted in the .cc: clang with libstdc++ cannot judge an implicit default
+  // constructor while std::pair<std::string, JsonValue> below is still incomplete.
+  JsonValue();
+
   JsonType type = JsonType::kNull;
   bool boolean = false;
   double number = 0.0;

@@ -2,6 +2,8 @@
 
 #include <climits>
 
+#include "core/json_text.h"
+
 namespace kiln {
 
 namespace {
@@ -157,10 +159,13 @@ Json read_tool_calls(const Json& calls, const std::string& path, FieldReader& r)
       if (const Json* a = f.get("arguments")) {
         if (a->is_object()) args = *a;
         else if (a->is_string()) {
-          Json parsed = Json::parse(a->get<std::string>(), nullptr, /*allow_exceptions=*/false);
-          if (parsed.is_discarded() || !parsed.is_object())
+          // Outside JSON inside a string: the same nesting limit as the body.
+          auto parsed = parse_ordered_json(a->get<std::string>(), cp + ".function.arguments");
+          if (!parsed.ok())
+            f.fail("arguments", parsed.status().message());
+          else if (!parsed->is_object())
             f.fail("arguments", cp + ".function.arguments must be a JSON object (or a string holding one)");
-          else args = parsed;
+          else args = std::move(*parsed);
         } else {
           f.fail("arguments", cp + ".function.arguments must be a JSON object (or a string holding one)");
         }
@@ -282,7 +287,7 @@ std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest& out) {
   }
   r.boolean("parallel_tool_calls");
   if (const Json* rf = r.get("response_format"))
-    if (!rf->is_object() || rf->value("type", "") != "text")
+    if (!rf->is_object() || !rf->contains("type") || (*rf)["type"] != "text")
       r.fail("response_format", "response_format: only {\"type\": \"text\"} is supported");
   if (const Json* kw = r.get("chat_template_kwargs")) {
     if (!kw->is_object()) r.fail("chat_template_kwargs", "chat_template_kwargs must be an object");

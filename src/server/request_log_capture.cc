@@ -75,7 +75,9 @@ void set_adapters(Json& row, const Json& body, const AdapterRegistry* reg) {
     for (const auto& a : *it) {
       if (!a.is_object() || !a.contains("name") || !a["name"].is_string()) continue;
       const std::string name = a["name"];
-      stack.push_back({{"name", name}, {"scale", a.value("scale", 1.0)}, {"revision", revision_of(reg, name)}});
+      // The scale as sent: the route refuses one that is not a number, and the row says what it was.
+      const Json scale = a.contains("scale") ? a["scale"] : Json(1.0);
+      stack.push_back({{"name", name}, {"scale", scale}, {"revision", revision_of(reg, name)}});
     }
     row["adapters"] = std::move(stack);
     return;
@@ -103,7 +105,7 @@ std::shared_ptr<RequestCapture> begin_request_log(ServerContext& ctx, const char
   c->ctx = &ctx;
   c->log = ctx.request_log;
   c->t0 = std::chrono::steady_clock::now();
-  // Depth-limited like every body (core/json_text.h): the row is serialised recursively.
+  // A body that is not JSON, or nests too deep to serialise safely, is logged as its text.
   Json body = parse_json(req.body, "the request body").value_or(Json(req.body));
   c->row = {{"ts", utc_now_iso()}, {"route", route}, {"model", ctx.model_id}};
   set_adapters(c->row, body, ctx.adapters);

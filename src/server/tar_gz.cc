@@ -23,6 +23,12 @@ constexpr size_t kMaxFiles = 64;
 
 std::string errno_text() { return std::strerror(errno); }
 
+// libarchive's last error; it has none to give for some failures (a truncated gzip stream).
+std::string why(archive* a) {
+  const char* text = archive_error_string(a);
+  return text ? text : "libarchive gave no reason";
+}
+
 struct ReadArchive {
   archive* a = archive_read_new();
   ~ReadArchive() { archive_read_free(a); }
@@ -86,7 +92,7 @@ Result<size_t> extract_tar_gz(const std::string& archive_path, const std::string
   archive_read_support_filter_gzip(r.a);
   archive_read_support_format_tar(r.a);
   if (archive_read_open_filename(r.a, archive_path.c_str(), kPiece) != ARCHIVE_OK)
-    return format_error(std::string("not tar.gz data: ") + archive_error_string(r.a));
+    return format_error("not tar.gz data: " + why(r.a));
   std::string folder;
   bool first = true;
   std::set<std::string> seen;
@@ -98,7 +104,7 @@ Result<size_t> extract_tar_gz(const std::string& archive_path, const std::string
     const int rc = archive_read_next_header(r.a, &e);
     if (rc == ARCHIVE_EOF) break;
     if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
-      return format_error(std::string("unreadable tar.gz data: ") + archive_error_string(r.a));
+      return format_error("unreadable tar.gz data: " + why(r.a));
     const char* path = archive_entry_pathname(e);
     const std::string raw = path ? path : "";
     const mode_t type = archive_entry_filetype(e);
@@ -119,7 +125,7 @@ Result<size_t> extract_tar_gz(const std::string& archive_path, const std::string
       const la_ssize_t n = archive_read_data(r.a, buf.data(), buf.size());
       if (n == 0) break;
       if (n < 0)
-        return format_error("archive entry '" + raw + "' cannot be read: " + archive_error_string(r.a));
+        return format_error("archive entry '" + raw + "' cannot be read: " + why(r.a));
       total += static_cast<uint64_t>(n);
       if (total > max_bytes) return resource_exhausted(over);
       for (la_ssize_t done = 0; done < n;) {
@@ -173,8 +179,7 @@ TarGzStream::~TarGzStream() {
 }
 
 Status TarGzStream::archive_error(const std::string& what) const {
-  const char* why = archive_error_string(a_);
-  return io_error(what + ": " + (why ? why : "libarchive failed"));
+  return io_error(what + ": " + why(a_));
 }
 
 Result<bool> TarGzStream::next(std::string& out) {

@@ -58,6 +58,14 @@ size_t leading_space_length(std::string_view s) {
   return i;
 }
 
+// An added token's boolean option: `fallback` when absent or null, an error naming it otherwise.
+Result<bool> flag(const nlohmann::json& token, const char* key, bool fallback, const std::string& where) {
+  if (!token.contains(key) || token[key].is_null()) return fallback;
+  if (!token[key].is_boolean())
+    return format_error(where + "." + key + ": expected true or false, got " + token[key].dump());
+  return token[key].get<bool>();
+}
+
 }  // namespace
 
 void AddedVocabulary::Trie::insert(std::string_view key, int32_t token) {
@@ -112,11 +120,11 @@ Result<AddedVocabulary> AddedVocabulary::from_json(const nlohmann::json& added_t
     token.content = t["content"].get<std::string>();
     if (token.content.empty()) return format_error(where + ": empty \"content\"");
     if (!utf8::is_valid(token.content)) return format_error(where + ": \"content\" is not valid UTF-8");
-    token.special = t.value("special", false);
-    token.lstrip = t.value("lstrip", false);
-    token.rstrip = t.value("rstrip", false);
-    token.single_word = t.value("single_word", false);
-    token.normalized = t.value("normalized", !token.special);
+    KILN_ASSIGN_OR_RETURN(token.special, flag(t, "special", false, where));
+    KILN_ASSIGN_OR_RETURN(token.lstrip, flag(t, "lstrip", false, where));
+    KILN_ASSIGN_OR_RETURN(token.rstrip, flag(t, "rstrip", false, where));
+    KILN_ASSIGN_OR_RETURN(token.single_word, flag(t, "single_word", false, where));
+    KILN_ASSIGN_OR_RETURN(token.normalized, flag(t, "normalized", !token.special, where));
     auto same = std::find_if(v.tokens_.begin(), v.tokens_.end(), [&](const AddedToken& a) { return a.content == token.content; });
     if (same != v.tokens_.end()) {
       // The same text again: the library keeps its id and takes the new flags.

@@ -40,9 +40,9 @@ Result<BpeModel> BpeModel::from_json(const nlohmann::json& config) {
   m.vocab_.reserve(vocab.size());
   TokenId max_id = -1;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() > INT32_MAX) {
+    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() > kMaxTokenId) {
       return format_error("model vocab: token \"" + it.key() + "\" has id " + it.value().dump() +
-                          ", expected a non-negative integer");
+                          ", expected an integer in [0, " + std::to_string(kMaxTokenId) + "]");
     }
     const auto id = static_cast<TokenId>(it.value().get<int64_t>());
     m.vocab_.emplace(it.key(), id);
@@ -54,7 +54,11 @@ Result<BpeModel> BpeModel::from_json(const nlohmann::json& config) {
     m.tokens_[id] = token;
     m.has_token_[id] = true;
   }
-  m.ignore_merges_ = config.value("ignore_merges", false);
+  if (config.contains("ignore_merges") && !config["ignore_merges"].is_null()) {
+    if (!config["ignore_merges"].is_boolean())
+      return format_error("model: \"ignore_merges\" must be true or false, got " + config["ignore_merges"].dump());
+    m.ignore_merges_ = config["ignore_merges"].get<bool>();
+  }
   if (config.contains("unk_token") && config["unk_token"].is_string()) {
     const std::string unk = config["unk_token"];
     auto it = m.vocab_.find(unk);

@@ -16,6 +16,9 @@
 namespace kiln {
 
 using TokenId = int32_t;
+// The largest id a tokenizer.json may give: ids index dense tables, so a file of a few bytes
+// could otherwise ask for gigabytes. 2^24 - 1 is 64 times the largest vocabulary in use.
+inline constexpr TokenId kMaxTokenId = (1 << 24) - 1;
 
 // Hashing for heterogeneous (string_view) lookups in string-keyed maps.
 struct StringHash {
@@ -48,6 +51,8 @@ class BpeModel {
     return id >= 0 && static_cast<size_t>(id) < tokens_.size() && has_token_[id] ? &tokens_[id] : nullptr;
   }
   size_t vocab_size() const { return vocab_.size(); }
+  // One more than the largest id: ids may skip numbers, or repeat, so this can exceed vocab_size().
+  size_t id_limit() const { return tokens_.size(); }
   bool has_unk() const { return unk_id_ >= 0; }
   // True when every byte-level alphabet character is a token (required by byte-level words).
   bool byte_level_complete() const;

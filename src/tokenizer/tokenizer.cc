@@ -94,7 +94,7 @@ Result<Tokenizer> Tokenizer::from_json(const nlohmann::json& config, const std::
   if (!decoder.ok()) return fail(decoder.status());
   t.decoder_ = std::move(decoder).value();
 
-  size_t size = t.model_.vocab_size();
+  size_t size = t.model_.id_limit();
   for (const auto& a : t.added_.tokens()) size = std::max(size, static_cast<size_t>(a.id) + 1);
   t.id_bytes_.resize(size);
   t.id_kind_.assign(size, kUnknownId);

@@ -7,6 +7,7 @@
 //   "fake-503"       HTTP 503 with an OpenAI error body
 //   "fake-error"     one content chunk, then an `error` object in the stream
 //   "fake-no-done"   the content chunks, then the stream just ends
+//   "fake-deep"      one chunk whose `error` nests 200,000 arrays deep
 // Each SSE event is written in two pieces split inside its JSON, as a real network may deliver it.
 #pragma once
 
@@ -89,6 +90,11 @@ class FakeChatServer {
       const int tokens = model == "fake-pairs" ? 2 : 1;
       // A role-only first chunk carries no content: it must not count as the first token.
       write_event(sink, R"({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})");
+      if (model == "fake-deep") {
+        write_event(sink, "{\"error\": " + std::string(200000, '[') + std::string(200000, ']') + "}");
+        sink.done();
+        return true;
+      }
       for (int i = 0; i < o.chunks; ++i) {
         if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.gap_ms));
         if (!write_event(sink, content_chunk(i, tokens))) return false;

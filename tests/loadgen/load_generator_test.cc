@@ -176,6 +176,19 @@ TEST(LoadGenerator, ErrorObjectInTheStreamIsAnError) {
   EXPECT_EQ(r->first_error, "request 0 (prompt p1): error in stream: engine failed");
 }
 
+// Reading the chunk whole and printing its error used to recurse 200,000 levels deep.
+TEST(LoadGenerator, ChunkNestedPastTheJsonLimitIsAnErrorNamingIt) {
+  FakeChatServer server({.first_delay_ms = 0, .gap_ms = 0, .chunks = 1});
+  PromptSet prompts = three_prompts();
+  LoadSpec spec = spec_for(server, "fake-deep", 1);
+  spec.requests = 1;
+  Result<LoadResult> r = run_load(spec, prompts);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->errors, 1);
+  EXPECT_EQ(r->first_error.rfind("request 0 (prompt p1): stream chunk nests deeper than 64 levels (byte 73)", 0), 0u)
+      << r->first_error.substr(0, 300);
+}
+
 TEST(LoadGenerator, StreamWithoutDoneIsAnError) {
   FakeChatServer server({.first_delay_ms = 0, .gap_ms = 0, .chunks = 2});
   PromptSet prompts = three_prompts();

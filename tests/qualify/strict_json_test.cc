@@ -72,6 +72,20 @@ TEST(StrictJson, WrittenNumbersReadBackEqual) {
   EXPECT_EQ(back->number, 0.30000000000000004);
 }
 
+// Found by the strict JSON fuzz target: -0e3 was written "-0", which read back as the integer 0
+// and was written "0" (a receipt rewritten would not keep its bytes).
+TEST(StrictJson, NegativeZeroKeepsItsSignThroughTheWriter) {
+  Result<JsonValue> r = parse_strict_json("[-0, -0e3, -0.0, 0]");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_FALSE(r->array[0].is_integer);
+  EXPECT_TRUE(r->array[3].is_integer);
+  const std::string text = to_json_text(*r);
+  EXPECT_EQ(text, "[-0,-0,-0,0]");
+  Result<JsonValue> back = parse_strict_json(text);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(to_json_text(*back), text);
+}
+
 TEST(StrictJson, EqualityIgnoresKeyOrderButNotValues) {
   auto a = parse_strict_json(R"({"x": 1, "y": [1, 2]})");
   auto b = parse_strict_json(R"({"y": [1, 2], "x": 1.0})");

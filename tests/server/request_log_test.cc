@@ -391,6 +391,38 @@ TEST(RequestLogHttp, StreamedChatIsLoggedAsItsReassembledText) {
   fs::remove_all(dir);
 }
 
+// Rows are serialised recursively: a body nested past the JSON limit is logged as its text, and
+// an adapter scale that is not a number as it was sent, both beside the 400 the route answers.
+TEST(RequestLogHttp, HostileBodiesAreLoggedAsSentWithoutBreakingTheServer) {
+  const std::string dir = fresh_dir("hostile");
+  auto s = ServingStack::start(server_config(dir, true));
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  httplib::Client cli("127.0.0.1", (*s)->port());
+  cli.set_read_timeout(60, 0);
+  const std::string deep = "{\"messages\":" + std::string(200000, '[') + std::string(200000, ']') + "}";
+  auto r1 = cli.Post("/v1/chat/completions", deep, "application/json");
+  ASSERT_TRUE(r1);
+  EXPECT_EQ(r1->status, 400);
+  json scaled = chat(false);
+  scaled["adapters"] = {{{"name", "a"}, {"scale", "x"}}};
+  auto r2 = cli.Post("/v1/chat/completions", scaled.dump(), "application/json");
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(r2->status, 400);
+  auto health = cli.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  s->reset();
+
+  auto rows = split_rows(read_file(dir + "/requests.jsonl"));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["request"], deep);
+  EXPECT_EQ(rows[0]["status"], 400);
+  EXPECT_EQ(rows[1]["request"], scaled);
+  EXPECT_EQ(rows[1]["adapters"][0]["scale"], "x");
+  EXPECT_EQ(rows[1]["status"], 400);
+  fs::remove_all(dir);
+}
+
 // The log's files are the owner's alone, and with logging.request_log_redact a row keeps its shape
 // and its numbers but no one's words.
 TEST(RequestLogHttp, FilesAreOwnerOnlyAndRedactionKeepsNoText) {

@@ -10,14 +10,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/qwen3_dir.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kiln::testing {
-
-inline std::string qwen3_dir() {
-  if (const char* dir = std::getenv("KILN_TOKENIZER_DIR")) return dir;
-  return std::string(KILN_SOURCE_DIR) + "/.cache/tokenizers/qwen3";
-}
 
 // The tokenizer, loaded once; null (with a test failure that says how to fetch it) when absent.
 inline const Tokenizer* qwen3() {

@@ -134,6 +134,44 @@ TEST(TokenizerLoad, UnsupportedComponentsAreErrorsNamingThem) {
   }
 }
 
+// Found by the tokenizer.json fuzz target: an id of 2^31 - 1 overflowed (and any id in the
+// billions asked for gigabytes of tables), and a flag that was not a boolean threw out of the loader.
+TEST(TokenizerLoad, HugeVocabIdsAndNonBooleanOptionsAreErrorsNamingThem) {
+  nlohmann::json huge = tiny_model();
+  huge["vocab"]["zz"] = 2147483647;
+  nlohmann::json past = tiny_model();
+  past["vocab"]["zz"] = kMaxTokenId + 1;
+  const std::pair<nlohmann::json, std::string> cases[] = {
+      {{{"model", huge}}, "token \"zz\" has id 2147483647, expected an integer in [0, 16777215]"},
+      {{{"model", past}}, "token \"zz\" has id 16777216, expected an integer in [0, 16777215]"},
+      {{{"model", model_with("ignore_merges", "yes")}}, "\"ignore_merges\" must be true or false, got \"yes\""},
+      {{{"added_tokens", {{{"id", 300}, {"content", "<x>"}, {"special", "yes"}}}}},
+       "added_tokens[0].special: expected true or false, got \"yes\""},
+      {{{"added_tokens", {{{"id", 300}, {"content", "<x>"}, {"normalized", 1}}}}},
+       "added_tokens[0].normalized: expected true or false, got 1"},
+  };
+  for (const auto& [overrides, expect] : cases) {
+    Result<Tokenizer> tok = internal_error("not loaded");
+    ASSERT_NO_THROW(tok = Tokenizer::from_json(tiny(overrides), "tiny.json")) << expect;
+    ASSERT_FALSE(tok.ok()) << expect;
+    EXPECT_NE(tok.status().message().find(expect), std::string::npos) << tok.status().message();
+  }
+}
+
+// Found by the tokenizer.json fuzz target: the id tables were sized by the number of vocabulary
+// entries, so a vocabulary that skips ids encoded ids that decode then refused.
+TEST(TokenizerLoad, IdsBeyondTheEntryCountDecodeWhatEncodeGives) {
+  nlohmann::json model = tiny_model();
+  model["vocab"]["ab"] = 300;  // 257 entries, the largest id 300
+  auto tok = Tokenizer::from_json(tiny({{"model", model}}), "tiny.json");
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  EXPECT_EQ(tok->encode("ab"), (std::vector<TokenId>{300}));
+  EXPECT_EQ(tok->vocab_size(), 301u);
+  auto text = tok->decode(std::vector<TokenId>{300});
+  ASSERT_TRUE(text.ok()) << text.status().to_string();
+  EXPECT_EQ(*text, "ab");
+}
+
 TEST(TokenizerLoad, BadRegexIsAnErrorNamingThePattern) {
   auto tok = Tokenizer::from_json(
       tiny({{"pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}}}}), "tiny");

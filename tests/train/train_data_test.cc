@@ -250,7 +250,8 @@ TEST(TrainData, GrpoCompletionsAndTrajectories) {
 TEST(TrainData, GrpoErrorsNameTheField) {
   const Qwen3Data* q = qwen3_data();
   if (!q) return;
-  const Json m = {msg("user", "Pick")};
+  // Json::array, not braces: clang reads `Json m = {object}` as a copy of the object.
+  const Json m = Json::array({msg("user", "Pick")});
   const Json yes = {{"text", "yes"}, {"reward", 1}};
   Json nan_reward = {{"text", "no"}, {"reward", 0}};
   nan_reward["reward"] = std::nan("");

@@ -3,6 +3,8 @@
 #include "tokenizer/jinja/builtins.h"
 
 #include <algorithm>
+#include <climits>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -56,6 +58,21 @@ int64_t to_int(const Value& v, const std::string& what) {
   if (v.is_int()) return v.as_int();
   if (v.is_bool()) return v.as_bool() ? 1 : 0;
   type_error(what + " must be an integer, not '" + v.type_name() + "'");
+}
+
+// `count` copies of `unit` bytes, refused past kMaxBuiltBytes; negative counts are none.
+size_t built_count(int64_t count, size_t unit, const std::string& what) {
+  if (count <= 0) return 0;
+  if (unit > 0 && static_cast<uint64_t>(count) > kMaxBuiltBytes / unit)
+    throw TemplateError(what + " would be larger than " + std::to_string(kMaxBuiltBytes >> 20) + " MiB");
+  return static_cast<size_t>(count);
+}
+
+// A float truncated to an integer, as Python's int() (which has no upper bound; int64 has).
+int64_t float_to_int(double f) {
+  if (!(f > -9223372036854775808.0 && f < 9223372036854775808.0))
+    throw TemplateError("cannot convert float " + python_float_repr(f) + " to a 64-bit integer");
+  return static_cast<int64_t>(f);
 }
 
 // ---- strings as Python sees them (sequences of code points) ----------------------------------
@@ -253,7 +270,10 @@ Value attribute_or_item(const Value& v, const Value& attribute) {
   for (const Value& part : split(attribute.as_string(), Value("."), -1, false)) {
     const std::string& p = part.as_string();
     const bool numeric = !p.empty() && std::all_of(p.begin(), p.end(), [](char c) { return c >= '0' && c <= '9'; });
-    cur = get_item(cur, numeric ? Value(static_cast<int64_t>(std::stoll(p))) : part);
+    int64_t index = 0;
+    const bool fits = numeric && std::from_chars(p.data(), p.data() + p.size(), index).ec == std::errc();
+    if (numeric && !fits) throw TemplateError("attribute index " + p + " out of range");
+    cur = get_item(cur, numeric ? Value(index) : part);
   }
   return cur;
 }
@@ -465,12 +485,12 @@ Value string_method(const std::string& s, const std::string& name) {
       const int64_t width = to_int(v[0], "width");
       const int64_t len = static_cast<int64_t>(utf8::length(s));
       if (width <= len) return Value(s);
-      const size_t pad = static_cast<size_t>(width - len);
+      std::string fill = name != "zfill" && v[1].is_string() ? v[1].as_string() : " ";
+      const size_t pad = built_count(width - len, fill.size(), name + "() padding");
       if (name == "zfill") {
         const bool sign = !s.empty() && (s[0] == '+' || s[0] == '-');
         return Value((sign ? s.substr(0, 1) : "") + std::string(pad, '0') + (sign ? s.substr(1) : s));
       }
-      std::string fill = v[1].is_string() ? v[1].as_string() : " ";
       auto repeat = [&](size_t n) {
         std::string out;
         for (size_t i = 0; i < n; ++i) out += fill;
@@ -543,7 +563,7 @@ Value do_tojson(const Value& v, CallArgs& args) {
     style.pretty = true;
     style.item_separator = ",";
     if (p[1].is_string()) style.indent = p[1].as_string();
-    else style.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, to_int(p[1], "indent"))), ' ');
+    else style.indent = std::string(built_count(to_int(p[1], "indent"), 1, "tojson indent"), ' ');
   }
   if (!p[2].is_none()) {
     if (!p[2].is_list() || p[2].as_list().items.size() != 2 || !p[2].as_list().items[0].is_string() ||
@@ -706,7 +726,11 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
 
 Value unary_op(const std::string& op, const Value& a) {
   require_defined(a);
-  if (a.is_int() || a.is_bool()) return Value(op == "-" ? -to_int(a, "") : to_int(a, ""));
+  if (a.is_int() || a.is_bool()) {
+    int64_t r = to_int(a, "");
+    if (op == "-" && __builtin_sub_overflow(int64_t{0}, r, &r)) throw TemplateError("integer overflow");
+    return Value(r);
+  }
   if (a.is_float()) return Value(op == "-" ? -a.as_float() : a.as_float());
   type_error("bad operand type for unary " + op + ": '" + a.type_name() + "'");
 }
@@ -756,14 +780,15 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     const Value* seq = a.is_string() || a.is_list() ? &a : (b.is_string() || b.is_list() ? &b : nullptr);
     const Value* count = seq == &a ? &b : &a;
     if (seq && (count->is_int() || count->is_bool())) {
-      const int64_t n = std::max<int64_t>(0, to_int(*count, ""));
+      const size_t unit = seq->is_string() ? seq->as_string().size() : seq->as_list().items.size() * sizeof(Value);
+      const size_t n = built_count(to_int(*count, ""), unit, "a repeated " + seq->type_name());
       if (seq->is_string()) {
         std::string out;
-        for (int64_t i = 0; i < n; ++i) out += seq->as_string();
+        for (size_t i = 0; i < n; ++i) out += seq->as_string();
         return Value(out);
       }
       std::vector<Value> items;
-      for (int64_t i = 0; i < n; ++i) items.insert(items.end(), seq->as_list().items.begin(), seq->as_list().items.end());
+      for (size_t i = 0; i < n; ++i) items.insert(items.end(), seq->as_list().items.begin(), seq->as_list().items.end());
       return Value::list(std::move(items), seq->as_list().is_tuple);
     }
     return unsupported_operands();
@@ -777,6 +802,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (op == "/") return Value(a.as_double() / b.as_double());
     if (ints) {
       const int64_t x = to_int(a, ""), y = to_int(b, "");
+      if (x == INT64_MIN && y == -1) throw TemplateError("integer overflow");
       int64_t q = x / y, r = x % y;
       if (r != 0 && ((r < 0) != (y < 0))) {
         --q;
@@ -790,9 +816,11 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   }
   if (op == "**") {
     if (ints && to_int(b, "") >= 0) {
-      int64_t r = 1;
-      for (int64_t i = 0; i < to_int(b, ""); ++i) {
-        if (__builtin_mul_overflow(r, to_int(a, ""), &r)) throw TemplateError("integer overflow");
+      // By squaring: 1 ** (2^63 - 1) takes 63 steps, not 2^63.
+      int64_t r = 1, base = to_int(a, "");
+      for (uint64_t e = static_cast<uint64_t>(to_int(b, "")); e != 0; e >>= 1) {
+        if ((e & 1) && __builtin_mul_overflow(r, base, &r)) throw TemplateError("integer overflow");
+        if (e > 1 && __builtin_mul_overflow(base, base, &base)) throw TemplateError("integer overflow");
       }
       return Value(r);
     }
@@ -973,17 +1001,19 @@ Value apply_filter(Interpreter& in, const std::string& name, Value v, CallArgs& 
   if (name == "int") {
     auto p = bind(what, args, {{"default", Value(0)}, {"base", Value(10)}});
     if (v.is_int() || v.is_bool()) return Value(to_int(v, ""));
-    if (v.is_float()) return std::isfinite(v.as_float()) ? Value(static_cast<int64_t>(v.as_float())) : p[0];
+    if (v.is_float()) return std::isfinite(v.as_float()) ? Value(float_to_int(v.as_float())) : p[0];
     if (v.is_string()) {
       const std::string s = strip(v.as_string(), Value(None{}), true, true);
+      std::optional<double> d;  // a float spelling, converted outside the try: its range error is an error
       try {
         size_t used = 0;
         const long long i = std::stoll(s, &used, static_cast<int>(to_int(p[1], "base")));
         if (used == s.size()) return Value(static_cast<int64_t>(i));
-        const double d = std::stod(s, &used);
-        if (used == s.size()) return Value(static_cast<int64_t>(d));
+        d = std::stod(s, &used);
+        if (used != s.size()) d.reset();
       } catch (const std::exception&) {
       }
+      if (d && std::isfinite(*d)) return Value(float_to_int(*d));
     }
     return p[0];
   }
@@ -1040,7 +1070,8 @@ Value apply_filter(Interpreter& in, const std::string& name, Value v, CallArgs& 
   }
   if (name == "indent") {
     auto p = bind(what, args, {{"width", Value(4)}, {"first", Value(false)}, {"blank", Value(false)}});
-    const std::string pad = p[0].is_string() ? p[0].as_string() : std::string(static_cast<size_t>(std::max<int64_t>(0, to_int(p[0], "width"))), ' ');
+    const std::string pad =
+        p[0].is_string() ? p[0].as_string() : std::string(built_count(to_int(p[0], "width"), 1, "indent width"), ' ');
     std::string s = soft_str(v);
     std::string out;
     std::string newline = "\n";
@@ -1162,9 +1193,10 @@ void add_globals(Frame& frame) {
               }
               return list_of(std::move(out));
             }));
-  frame.set("namespace", Value::callable("namespace", [](Interpreter&, CallArgs& a) -> Value {
+  frame.set("namespace", Value::callable("namespace", [](Interpreter& in, CallArgs& a) -> Value {
               Value ns = Value::dict();
               ns.as_dict().is_namespace = true;
+              in.track_namespace(ns);
               if (a.positional.size() > 1) throw TemplateError("namespace() takes at most one positional argument");
               if (!a.positional.empty()) {
                 if (!a.positional[0].is_dict()) type_error("namespace() positional argument must be a mapping");

@@ -11,6 +11,10 @@ namespace kiln::jinja {
 
 class Interpreter;
 
+// The largest string or list one operation may build (`s * n`, padding, indent widths): beyond it a
+// TemplateError, not a multi-gigabyte allocation from a few bytes of template.
+inline constexpr size_t kMaxBuiltBytes = size_t{64} << 20;
+
 Value apply_filter(Interpreter& in, const std::string& name, Value operand, CallArgs& args);
 bool apply_test(Interpreter& in, const std::string& name, const Value& operand, CallArgs& args);
 

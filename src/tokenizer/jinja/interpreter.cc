@@ -69,6 +69,7 @@ Interpreter::Flow Interpreter::render_body(const Body& body, std::string& out) {
 }
 
 Interpreter::Flow Interpreter::render_node(const Node& node, std::string& out) {
+  const Level level(*this);
   return at(node.offset, [&]() -> Flow {
     switch (node.kind) {
       case Node::Kind::kText:
@@ -129,6 +130,7 @@ void Interpreter::render_for(const Node& node, std::string& out) {
   if (node.filter) {
     std::vector<Value> kept;
     for (const Value& item : items) {
+      step();
       fresh_scope();
       unpack_into(*frame_, node.targets, node.target_is_tuple, item);
       if (eval(*node.filter).truthy()) kept.push_back(item);
@@ -137,6 +139,7 @@ void Interpreter::render_for(const Node& node, std::string& out) {
   }
   const auto n = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < n; ++i) {
+    step();  // an empty body evaluates nothing, yet nested loops still take their time
     fresh_scope();
     unpack_into(*frame_, node.targets, node.target_is_tuple, items[i]);
     Value loop = Value::dict();
@@ -183,10 +186,36 @@ void Interpreter::render_set(const Node& node, std::string& out) {
   unpack_into(*frame_, node.targets, node.target_is_tuple, value);
 }
 
+void Interpreter::step() {
+  if (++steps_ > kMaxRenderSteps)
+    throw TemplateError("rendering takes more than " + std::to_string(kMaxRenderSteps) + " steps");
+}
+
+Interpreter::Level::Level(Interpreter& in) : in_(in) {
+  if (in_.depth_ >= kMaxRenderDepth)
+    throw TemplateError("rendering nests deeper than " + std::to_string(kMaxRenderDepth) + " levels");
+  in_.step();
+  ++in_.depth_;
+}
+
+Interpreter::~Interpreter() {
+  for (const std::shared_ptr<Frame>& f : closures_) f->vars.clear();
+  for (Value& ns : namespaces_) ns.as_dict().items.clear();
+}
+
 Value Interpreter::make_macro(const Node& node) {
   std::shared_ptr<Frame> closure = frame_;
+  closures_.push_back(closure);
   const Node* def = &node;
   return Value::callable(node.text, [closure, def](Interpreter& in, CallArgs& args) -> Value {
+    if (in.macro_depth_ >= kMaxMacroDepth)
+      throw TemplateError("macro '" + def->text + "': more than " + std::to_string(kMaxMacroDepth) +
+                          " macro calls inside one another");
+    struct Depth {
+      int& depth;
+      explicit Depth(int& d) : depth(++d) {}
+      ~Depth() { --depth; }
+    } depth(in.macro_depth_);
     if (args.positional.size() > def->targets.size()) {
       throw TemplateError("macro '" + def->text + "' takes not more than " + std::to_string(def->targets.size()) +
                           " argument(s)");
@@ -262,6 +291,7 @@ Value Interpreter::call(const Value& callee, CallArgs& args) {
 }
 
 Value Interpreter::eval(const Expr& e) {
+  const Level level(*this);
   return at(e.offset, [&] { return eval_inner(e); });
 }
 

@@ -6,6 +6,8 @@
 //   unary: ('-'|'+') unary | primary postfix (filter | test | call)*
 #include "tokenizer/jinja/parser.h"
 
+#include <charconv>
+#include <cstdlib>
 #include <set>
 
 #include "tokenizer/jinja/template_error.h"
@@ -26,6 +28,22 @@ class Parser {
   }
 
  private:
+  // One level of nesting per step(), given back when it goes out of scope.
+  class Deeper {
+   public:
+    explicit Deeper(Parser& p) : p_(p) {}
+    ~Deeper() { p_.depth_ -= steps_; }
+    void step() {
+      ++steps_;
+      if (++p_.depth_ > kMaxTemplateNesting)
+        p_.fail("the template nests deeper than " + std::to_string(kMaxTemplateNesting) + " levels");
+    }
+
+   private:
+    Parser& p_;
+    int steps_ = 0;
+  };
+
   const Token& cur() const { return t_[i_]; }
   const Token& peek(size_t n = 1) const { return t_[std::min(i_ + n, t_.size() - 1)]; }
   const Token& advance() { return t_[i_ < t_.size() - 1 ? i_++ : i_]; }
@@ -115,6 +133,8 @@ class Parser {
 
   // After "{%": the tag name and the rest.
   NodePtr parse_statement() {
+    Deeper deeper(*this);
+    deeper.step();
     const Token& tok = cur();
     if (tok.type != T::kName) fail("expected a tag name");
     const std::string& name = tok.value;
@@ -259,6 +279,13 @@ class Parser {
     }
   }
 
+  Value integer_literal(const Token& tok) const {
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(tok.value.data(), tok.value.data() + tok.value.size(), v);
+    if (ec != std::errc() || end != tok.value.data() + tok.value.size()) fail_at("integer literal out of range", tok);
+    return Value(v);
+  }
+
   ExprPtr make(Expr::Kind kind, size_t offset) {
     auto e = std::make_unique<Expr>();
     e->kind = kind;
@@ -280,11 +307,17 @@ class Parser {
     return tuple;
   }
 
-  ExprPtr parse_expression(bool with_condexpr) { return with_condexpr ? parse_condexpr() : parse_or(); }
+  ExprPtr parse_expression(bool with_condexpr) {
+    Deeper deeper(*this);
+    deeper.step();
+    return with_condexpr ? parse_condexpr() : parse_or();
+  }
 
   ExprPtr parse_condexpr() {
     ExprPtr expr = parse_or();
+    Deeper deeper(*this);
     while (is_name("if")) {
+      deeper.step();
       const size_t offset = advance().offset;
       auto cond = make(Expr::Kind::kCondition, offset);
       cond->items.push_back(std::move(expr));
@@ -305,7 +338,9 @@ class Parser {
 
   ExprPtr parse_or() {
     ExprPtr left = parse_and();
+    Deeper deeper(*this);
     while (is_name("or")) {
+      deeper.step();
       const size_t offset = advance().offset;
       left = binary("or", std::move(left), parse_and(), offset);
     }
@@ -314,7 +349,9 @@ class Parser {
 
   ExprPtr parse_and() {
     ExprPtr left = parse_not();
+    Deeper deeper(*this);
     while (is_name("and")) {
+      deeper.step();
       const size_t offset = advance().offset;
       left = binary("and", std::move(left), parse_not(), offset);
     }
@@ -323,6 +360,8 @@ class Parser {
 
   ExprPtr parse_not() {
     if (is_name("not")) {
+      Deeper deeper(*this);
+      deeper.step();
       auto e = make(Expr::Kind::kUnary, advance().offset);
       e->name = "not";
       e->items.push_back(parse_not());
@@ -363,7 +402,9 @@ class Parser {
 
   ExprPtr parse_math1() {
     ExprPtr left = parse_concat();
+    Deeper deeper(*this);
     while (is_op("+") || is_op("-")) {
+      deeper.step();
       const Token& op = advance();
       left = binary(op.value, std::move(left), parse_concat(), op.offset);
     }
@@ -372,7 +413,9 @@ class Parser {
 
   ExprPtr parse_concat() {
     ExprPtr left = parse_math2();
+    Deeper deeper(*this);
     while (is_op("~")) {
+      deeper.step();
       const size_t offset = advance().offset;
       left = binary("~", std::move(left), parse_math2(), offset);
     }
@@ -381,7 +424,9 @@ class Parser {
 
   ExprPtr parse_math2() {
     ExprPtr left = parse_pow();
+    Deeper deeper(*this);
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+      deeper.step();
       const Token& op = advance();
       left = binary(op.value, std::move(left), parse_pow(), op.offset);
     }
@@ -390,7 +435,9 @@ class Parser {
 
   ExprPtr parse_pow() {
     ExprPtr left = parse_unary(true);
+    Deeper deeper(*this);
     while (is_op("**")) {
+      deeper.step();
       const size_t offset = advance().offset;
       left = binary("**", std::move(left), parse_unary(true), offset);
     }
@@ -400,6 +447,8 @@ class Parser {
   ExprPtr parse_unary(bool with_filter) {
     ExprPtr node;
     if (is_op("-") || is_op("+")) {
+      Deeper deeper(*this);
+      deeper.step();
       const Token& op = advance();
       node = make(Expr::Kind::kUnary, op.offset);
       node->name = op.value;
@@ -439,17 +488,14 @@ class Parser {
       case T::kInteger: {
         advance();
         auto e = make(Expr::Kind::kLiteral, tok.offset);
-        try {
-          e->value = Value(static_cast<int64_t>(std::stoll(tok.value)));
-        } catch (const std::exception&) {
-          fail_at("integer literal out of range", tok);
-        }
+        e->value = integer_literal(tok);
         return e;
       }
       case T::kFloat: {
         advance();
         auto e = make(Expr::Kind::kLiteral, tok.offset);
-        e->value = Value(std::stod(tok.value));
+        // strtod, not stod: out of range is inf or 0, as Python's float() reads it, not an exception.
+        e->value = Value(std::strtod(tok.value.c_str(), nullptr));
         return e;
       }
       case T::kOperator:
@@ -504,7 +550,9 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr node) {
+    Deeper deeper(*this);
     while (true) {
+      if (is_op(".") || is_op("[") || is_op("(")) deeper.step();
       if (is_op(".")) {
         const size_t offset = advance().offset;
         if (cur().type == T::kName) {
@@ -516,7 +564,7 @@ class Parser {
           auto e = make(Expr::Kind::kItem, offset);
           e->items.push_back(std::move(node));
           auto index = make(Expr::Kind::kLiteral, cur().offset);
-          index->value = Value(static_cast<int64_t>(std::stoll(advance().value)));
+          index->value = integer_literal(advance());
           e->items.push_back(std::move(index));
           node = std::move(e);
         } else {
@@ -588,7 +636,9 @@ class Parser {
   }
 
   ExprPtr parse_filter_expr(ExprPtr node) {
+    Deeper deeper(*this);
     while (true) {
+      if (is_op("|") || is_name("is") || is_op("(")) deeper.step();
       if (is_op("|")) {
         node = parse_filter_chain(std::move(node), true, /*single=*/true);
       } else if (is_name("is")) {
@@ -604,11 +654,13 @@ class Parser {
   // "| name(args)" repeated (or one when `single`); with `leading_pipe` false the first filter
   // has no pipe ({% filter upper | trim %}).
   ExprPtr parse_filter_chain(ExprPtr operand, bool leading_pipe = true, bool single = false) {
+    Deeper deeper(*this);
     bool first = true;
     while (true) {
       if (!(first && !leading_pipe)) {
         if (!skip_op("|")) break;
       }
+      deeper.step();
       first = false;
       auto e = make(Expr::Kind::kFilter, cur().offset);
       e->name = expect_name();
@@ -640,6 +692,7 @@ class Parser {
 
   const std::vector<Token>& t_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -9,6 +9,11 @@
 
 namespace kiln::jinja {
 
+// How deep a template may nest: brackets, operators chained or nested, filters, attribute and call
+// chains, and blocks, each a level. Deeper templates are refused, so that neither the parser, the
+// interpreter nor the tree's destructor recurses past a thread's stack (chat templates nest < 10).
+inline constexpr int kMaxTemplateNesting = 256;
+
 // Parses tokenize(source); throws TemplateError with the offset of the problem.
 Body parse_template(const std::vector<Token>& tokens);
 

@@ -252,6 +252,13 @@ std::string Value::repr() const {
   }
   if (is_dict()) {
     const Dict& d = as_dict();
+    // A namespace may hold itself; as Python's repr, a dict met again inside itself prints {...}.
+    thread_local std::vector<const Dict*> open;
+    if (std::find(open.begin(), open.end(), &d) != open.end()) return d.is_namespace ? "<Namespace {...}>" : "{...}";
+    open.push_back(&d);
+    struct Close {
+      ~Close() { open.pop_back(); }
+    } close;
     std::string out = "{";
     for (size_t i = 0; i < d.items.size(); ++i) {
       if (i) out += ", ";
