@@ -204,8 +204,8 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
   // The body is the tar.gz itself; the query names the adapter: ?name=NAME[&replace=true][&load=true].
   server.Post("/v1/adapters/upload", [&ctx](const httplib::Request& req, httplib::Response& res,
                                    const httplib::ContentReader& read_body) {
-    // The request guard refuses a Content-Length over the cap before routing; the body is counted
-    // as it streams in all the same (a chunked one, should the guard let it through).
+    // The request guard refuses a Content-Length over the cap before routing; a chunked body is
+    // counted here as it streams in.
     const uint64_t cap = static_cast<uint64_t>(ctx.config.server.max_adapter_bytes);
     // A refusal before the body is spooled still reads it, so that the client gets the answer.
     auto refuse = [&](const ApiError& e) {
@@ -239,9 +239,11 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
     if (fd < 0) return refuse(ApiError::from_status(io_error("cannot create " + body_path + ": " + std::strerror(errno))));
     uint64_t received = 0;
     std::string write_error;
+    // Past the cap the rest is read and dropped, up to kDrainBytes more, so that the client, still
+    // sending, hears the 413 on a connection that stays usable; beyond that it closes.
     const bool whole = read_body([&](const char* data, size_t n) {
       received += n;
-      if (received > cap) return false;
+      if (received > cap) return received <= cap + static_cast<uint64_t>(kDrainBytes);
       for (size_t done = 0; done < n && write_error.empty();) {  // after a failed write: read on, drop
         const ssize_t w = ::write(fd, data + done, n - done);
         if (w < 0 && errno == EINTR) continue;
@@ -251,7 +253,10 @@ void add_adapter_routes(httplib::Server& server, ServerContext& ctx) {
       return true;
     });
     ::close(fd);
-    if (received > cap) return send_error_and_close(res, too_large("the adapter archive is larger than", cap));
+    if (received > cap) {
+      const ApiError e = too_large("the adapter archive is larger than", cap);
+      return whole ? send_error(res, e) : send_error_and_close(res, e);
+    }
     if (!whole)
       return send_error_and_close(res, ApiError::invalid("body", "the body ended early, after " + std::to_string(received) + " bytes"));
     if (!write_error.empty()) return send_error(res, ApiError::from_status(io_error(write_error)));

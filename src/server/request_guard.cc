@@ -223,7 +223,7 @@ std::optional<ApiError> RequestGuard::check_body(const httplib::Request& req) co
       return refusal(400, "invalid_framing", "Content-Length", "Content-Length '" + v + "' is not a byte count");
     length = std::stoll(v);
   } else if (chunked) {
-    if (kind == BodyKind::kJson || (kind == BodyKind::kArchive && !o_.stream_archives))
+    if (kind == BodyKind::kJson)  // the upload routes count a body's bytes as they arrive
       return refusal(411, "length_required", "Content-Length",
                      "send the body with Content-Length: bodies in chunked transfer encoding are refused on " + req.path);
   } else if (req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {

@@ -33,7 +33,6 @@ struct GuardOptions {
   int64_t max_json_bytes = 0;                // server.max_body_bytes
   int64_t max_archive_bytes = 0;             // an adapter upload
   int64_t max_dataset_bytes = 0;             // training.max_dataset_bytes
-  bool stream_archives = false;              // the archive route reads chunked bodies itself (datasets always do)
 };
 
 // The key from server.api_key or server.api_key_file (its first line; both set is an error),

@@ -1,4 +1,4 @@
-// Issue #6's end-to-end GRPO proof over HTTP on the tiny-chat model widened to 256 (CPU): rounds
+// The end-to-end GRPO proof over HTTP on the tiny-chat model widened to 256 (CPU): rounds
 // of sampling groups over /v1/chat/completions, scoring them with a reward the test computes from
 // the text, and posting them to /v1/train/grpo (each round continuing the same adapter) raise the
 // mean reward of FRESH samples (seeds never used in training) by more than 4 standard errors.

@@ -71,11 +71,14 @@ class ProofServer {
     return r && r->status == 200 ? nlohmann::json::parse(r->body) : nlohmann::json();
   }
 
-  // Polls the job's status until it has ended (up to two minutes); the last status seen.
+  // Polls the job's status until it has ended; the last status seen. The bound is far above any
+  // job's time on a loaded 2-core machine (a job that hangs still fails the test): speed is for
+  // benchmarks, not for these assertions.
   nlohmann::json wait_job(const nlohmann::json& job) const {
     httplib::Client cli("127.0.0.1", stack_->port());
     nlohmann::json s;
-    for (int i = 0; i < 6000; ++i) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(20);
+    while (std::chrono::steady_clock::now() < deadline) {
       auto r = cli.Get(("/v1/train/status/" + job.value("job_id", std::string())).c_str());
       if (r && r->status == 200) s = nlohmann::json::parse(r->body);
       const std::string st = s.value("state", "");

@@ -346,6 +346,20 @@ TEST(TrainHttp, DownloadUploadRoundTripGivesAnIdenticalAdapter) {
   // The same name again needs replace=true.
   EXPECT_EQ(s.client().Post("/v1/adapters/upload?name=copy", dl->body, "application/gzip")->status, 409);
   EXPECT_EQ(s.client().Post("/v1/adapters/upload?name=copy&replace=true", dl->body, "application/gzip")->status, 200);
+  // Sent in chunked transfer encoding (a client streaming a file of unknown length): the route
+  // counts the bytes as they arrive, so the guard lets it through.
+  const std::string body = dl->body;
+  auto chunked = s.client().Post(
+      "/v1/adapters/upload?name=chunked",
+      [&body](size_t offset, httplib::DataSink& sink) {
+        if (offset < body.size()) sink.write(body.data() + offset, std::min<size_t>(1000, body.size() - offset));
+        else sink.done();
+        return true;
+      },
+      "application/gzip");
+  ASSERT_TRUE(chunked);
+  EXPECT_EQ(chunked->status, 200) << chunked->body;
+  EXPECT_EQ(file_bytes(dir + "/chunked/adapter_model.safetensors"), file_bytes(dir + "/orig/adapter_model.safetensors"));
 
   // An archive made by the system's tar of a directory (entries under "./") is accepted too.
   const std::string tar2 = dir + "/../sys-" + std::to_string(::getpid()) + ".tar.gz";
@@ -740,6 +754,19 @@ TEST(TrainHttp, UploadsOverMaxAdapterBytesAre413NamingItWhileMaxBodyBytesCapsOth
     EXPECT_EQ((*r)->status, 413) << (*r)->body;
     EXPECT_NE(json::parse((*r)->body)["error"]["message"].get<std::string>().find(message), std::string::npos) << (*r)->body;
   }
+  // Chunked, no length to refuse up front: the route counts the bytes and stops at the cap.
+  auto streamed = s.client().Post(
+      "/v1/adapters/upload?name=big",
+      [&too_big](size_t offset, httplib::DataSink& sink) {
+        if (offset < too_big.size()) sink.write(too_big.data() + offset, std::min<size_t>(16 << 10, too_big.size() - offset));
+        else sink.done();
+        return true;
+      },
+      "application/gzip");
+  ASSERT_TRUE(streamed) << httplib::to_string(streamed.error());
+  EXPECT_EQ(streamed->status, 413) << streamed->body;
+  EXPECT_NE(streamed->body.find("the adapter archive is larger than server.max_adapter_bytes (262144 bytes)"), std::string::npos)
+      << streamed->body;
   EXPECT_FALSE(fs::exists(dir + "/big"));
   EXPECT_FALSE(has_staging(dir));
 }
