@@ -37,8 +37,14 @@ namespace fs = std::filesystem;
 Result<std::unique_ptr<Backend>> open_backend(const std::string& name) {
   if (name != "auto") return create_backend(name);
   for (const auto& e : backend_registry())
-    if (e.built && e.name == "cuda")
-      if (auto b = create_backend("cuda"); b.ok()) return b;
+    if (e.built && e.name == "cuda") {
+      auto b = create_backend("cuda");
+      if (b.ok()) return b;
+      // A device that is there but cannot be used (too old, no code for it in this build) is worth
+      // a line; no device at all is the ordinary CPU machine.
+      if (b.status().message().rfind("no CUDA device", 0) != 0)
+        std::fprintf(stderr, "kiln: backend auto: not CUDA: %s; serving on the CPU\n", b.status().message().c_str());
+    }
   return create_backend("cpu");
 }
 

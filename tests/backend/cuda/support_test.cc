@@ -6,6 +6,7 @@
 
 #include "backend/fallback.h"
 #include "backend/cuda/cuda_test_util.h"
+#include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/tuning.h"
 
 namespace kiln {
@@ -162,6 +163,19 @@ TEST(CudaSupport, CapabilitiesComeFromTheDeviceAndThePolicyIsStrict) {
   EXPECT_FALSE(r.ok());
   EXPECT_EQ(FallbackCounters::global().total("cuda"), 0u);
   std::printf("device: %s\n", be->identity().device_name.c_str());
+}
+
+// The backend starts only on a device this build has code for: the present one passes the check
+// it makes at start; a device below compute capability 8.0 is refused naming itself and the limit.
+TEST(CudaSupport, TheDeviceCodeCheckPassesHereAndRefusesDevicesBelow80) {
+  KILN_CUDA_OR_SKIP(be);
+  cudaDeviceProp p{};
+  ASSERT_EQ(cudaGetDeviceProperties(&p, 0), cudaSuccess);
+  const Status here = cuda::check_device_code(p.name, p.major, p.minor);
+  EXPECT_TRUE(here.ok()) << here.to_string() << " (compiled for " << cuda::compiled_architectures() << ")";
+  const Status old = cuda::check_device_code("Tesla T4", 7, 5);
+  EXPECT_EQ(old.code(), ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(old.message(), "CUDA device Tesla T4 (compute capability 7.5) is older than compute capability 8.0, the oldest Kiln runs on");
 }
 
 TEST(CudaSupport, HostTensorsAreRefusedByDeviceKernels) {
