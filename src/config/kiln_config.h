@@ -34,7 +34,7 @@ struct ModelSection {
   std::string served_model_id;  // "" : the model directory's name
   std::string adapter_dir;      // "" : <server.state_dir>/adapters
   std::string tokenizer_path;   // "" : the model directory
-  std::string backend = "auto"; // auto | cpu | cuda (auto: cuda when a device is present)
+  std::string backend = "auto"; // auto | cpu | cuda (auto: cuda when a device this build has code for is present)
   int64_t max_context = 0;      // 0: the model's max_position_embeddings, capped by the K/V pool
 };
 
