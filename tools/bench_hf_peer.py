@@ -12,7 +12,7 @@ cuda, and times, with torch.cuda.synchronize() around each measurement:
 Each is run once to warm up, then --repeats times; the median is reported. Writes JSON to
 stdout (or --out), which `kiln bench --peer-json FILE` includes as its `peer` field.
 
-With --train, instead: LoRA SFT with PEFT, as `kiln bench train` runs it (the peer that issue 6's
+With --train, instead: LoRA SFT with PEFT, as `kiln bench train` runs it (the peer that the training
 throughput target is measured beside): rank R with alpha 2R on every target Kiln trains
 (q/k/v/o_proj, in_proj_qkv, in_proj_z, out_proj, gate/up/down_proj), --sequences random
 sequences of --seq-tokens tokens a step with the second half as targets (the very tokens of

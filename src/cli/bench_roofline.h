@@ -21,7 +21,7 @@ double decode_step_bytes(const ModelConfig& c, const ModelWeights& w, DType kv_d
 // the square). The GDN recurrence (about 1% at the 4B shape) is left out.
 double prefill_flops(const ModelConfig& c, const ModelWeights& w, int64_t tokens);
 
-// H200 SXM spec-sheet peaks, the rooflines issue 5 names: HBM3e bandwidth and dense bf16.
+// H200 SXM spec-sheet peaks, the rooflines the CUDA targets are quoted against: HBM3e bandwidth and dense bf16.
 inline constexpr double kH200PeakBytesPerS = 4.8e12;
 inline constexpr double kH200PeakBf16FlopPerS = 989e12;
 

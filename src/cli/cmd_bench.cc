@@ -378,7 +378,7 @@ Status run(const BenchOpts& o) {
     KILN_ASSIGN_OR_RETURN(j["kv_effect"], bench_kv_effect(*model, default_kv, o.prompt_tokens, o.decode_tokens));
   }
   if (device) j["spec_peaks"] = {{"bandwidth_tb_s", kH200PeakBytesPerS / 1e12}, {"bf16_tflop_s", kH200PeakBf16FlopPerS / 1e12},
-                                 {"note", "H200 SXM spec sheet, the rooflines of issue 5"}};
+                                 {"note", "H200 SXM spec sheet: the rooflines the CUDA targets are quoted against"}};
   if (!peer.is_null()) j["peer"] = std::move(peer);
 #ifdef KILN_HAVE_CUDA
   if (auto st = cuda_backend_stats(*be); st.ok())

@@ -1,4 +1,4 @@
-// `kiln bench correction`: the online-correction latency of issue 6 (target: under 1 s). A user
+// `kiln bench correction`: the online-correction latency (target: under 1 s). A user
 // posts one conversation of about --tokens tokens to POST /v1/train/sft (one optimizer step,
 // auto_load) and wants the next request to use the corrected adapter. Each repeat measures the
 // time from the POST to the job's completion as a client polling its status sees it (the swap
@@ -35,7 +35,7 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-constexpr double kTargetSeconds = 1.0;  // issue 6: a ~512-token correction, hot-swap included
+constexpr double kTargetSeconds = 1.0;  // a ~512-token correction, hot-swap included
 
 struct CorrectionBenchOpts {
   ConfigFlags flags;  // the in-process server's configuration
@@ -241,7 +241,7 @@ Status run(const CorrectionBenchOpts& o) {
 void add_bench_correction_command(CLI::App& bench) {
   auto* cmd = bench.add_subcommand(
       "correction", "Online correction latency: one SFT step on one conversation, published and hot-swapped, until the "
-                    "next request uses it (JSON; issue 6's target is under 1 s at ~512 tokens)");
+                    "next request uses it (JSON; the target is under 1 s at ~512 tokens)");
   auto o = std::make_shared<CorrectionBenchOpts>();
   cmd->add_option("--url", o->url, "Drive this running server (http://HOST:PORT) instead of starting one in-process; "
                                    "refused where it serves a default adapter; the adapter --name is removed at the end");

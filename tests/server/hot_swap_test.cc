@@ -1,4 +1,4 @@
-// Hot-swap under load (issue #6, "What proves it"): 16 clients stream chat requests without pause
+// Hot-swap under load: 16 clients stream chat requests without pause
 // on the tiny-chat model (CPU) while an SFT job with auto_load trains, publishes and makes its
 // adapter the default. Requests name no adapter, so each resolves the default at submit: revision
 // 1 (a random adapter loaded before the job) or revision 2 (the job's). Asserted: no request

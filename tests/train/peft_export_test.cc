@@ -1,4 +1,4 @@
-// Kiln's half of the PEFT round trip (issue #6: "the published adapter loads in PEFT and gives the
+// Kiln's half of the PEFT round trip ("the published adapter loads in PEFT and gives the
 // same logits there"). A few SFT steps on a random f32 `tiny` checkpoint, the adapter published
 // the way a job publishes it (train/adapter_publish.h), then the logits of a fixed token sequence
 // through the published files. Here the test asserts that the published directory serves exactly

@@ -1,4 +1,4 @@
-// Kernel launches per decode token (issue #5): the engine decodes a batch-1 request on a fixture
+// Kernel launches per decode token: the engine decodes a batch-1 request on a fixture
 // model, and the launches each decode step makes (cuda_backend_stats: kernels plus cuBLASLt
 // matmuls) must equal the count of the forward's operations, derived here by hand from the
 // model's layer list, and stay under the bound that the slowest variant of every op gives.

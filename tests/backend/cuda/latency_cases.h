@@ -1,4 +1,4 @@
-// The hardware latency cases (issue 7, item 3): the eight Qwen3.5-4B calls whose device latency
+// The hardware latency cases: the eight Qwen3.5-4B calls whose device latency
 // is locked by tests/backend/cuda/latency_thresholds.json, measured through the backend facets.
 // Shared by cuda_latency_bench (measures, writes the result artifact, checks a run against the
 // thresholds) and cuda_latency_tests (fails a case whose median exceeds its threshold).

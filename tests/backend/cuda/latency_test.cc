@@ -1,4 +1,4 @@
-// The hardware latency thresholds (issue 7, item 3): each case of latency_cases.h, run on the
+// The hardware latency thresholds: each case of latency_cases.h, run on the
 // CUDA device, must keep its median under the threshold locked in latency_thresholds.json
 // (the H200 median x 1.25). Without a device the timed tests print SKIPPED.
 #include <gtest/gtest.h>

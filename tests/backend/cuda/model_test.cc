@@ -90,7 +90,7 @@ TEST(CudaModel, PrefillAndDecodeMatchTransformers) {
 }
 
 // Greedy decoding from the same prompt: the CUDA backend picks the CPU backend's tokens.
-// Issue 5, "one arena for weights": every weight of a loaded model views one device block, which
+// One arena for weights: every weight of a loaded model views one device block, which
 // holds exactly their 256-byte aligned sizes (tests/model/loader_test.cc checks the placement).
 TEST(CudaModel, WeightsLiveInOneDeviceArena) {
   KILN_CUDA_OR_SKIP(be);

@@ -1,4 +1,4 @@
-// CUDA graphs (issue #5, replay parity): the decode step recorded and replayed equals the same
+// CUDA graphs (replay parity): the decode step recorded and replayed equals the same
 // padded step run eagerly, bit for bit, over batch buckets and K/V block boundaries, and the
 // plain eager forward within a stated tolerance (tests/model/decode_replay_check.h), on the f32
 // fixture (with and without adapters) and on a bf16 checkpoint (the GEMV and bf16 GEMM paths).

@@ -1,4 +1,4 @@
-// End to end on the CUDA backend (issue #5, "What proves it"): the serving engine at concurrency 8
+// End to end on the CUDA backend: the serving engine at concurrency 8
 // (four requests, then four more arriving while the first decode), each a prefill and 256 decode
 // steps, rows of every sampling kind the engine serves from the device (greedy ids only, greedy
 // with logprobs, temperature with top-p). Facts held: every request streams its 256 tokens without

@@ -1,4 +1,4 @@
-// Drives a running kiln server with the official `openai` npm client (issue #4): what a real
+// Drives a running kiln server with the official `openai` npm client: what a real
 // OpenAI SDK user does must work against `kiln serve`.
 //
 // Environment: KILN_BASE_URL (e.g. http://127.0.0.1:8420/v1), KILN_MODEL_ID (the served id) and
