@@ -30,4 +30,16 @@ Status check_device_code(const char* device_name, int major, int minor) {
                              compiled_architectures() + " (CMAKE_CUDA_ARCHITECTURES)");
 }
 
+bool device_is_hopper_or_newer() {
+  static const bool hopper = [] {
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess) {
+      (void)cudaGetLastError();  // not a launch's error
+      return false;
+    }
+    return major >= 9;
+  }();
+  return hopper;
+}
+
 }  // namespace kiln::cuda

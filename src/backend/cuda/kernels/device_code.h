@@ -15,4 +15,9 @@ const char* compiled_architectures();
 // else kFailedPrecondition naming the device, its compute capability and the compiled list.
 Status check_device_code(const char* device_name, int major, int minor);
 
+// Whether device 0, the one the backend runs on, has sm_90's features (wgmma, thread-block
+// clusters); asked once. Kernels that use them are compiled out below sm_90, and their launchers
+// take their portable forms there.
+bool device_is_hopper_or_newer();
+
 }  // namespace kiln::cuda

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/mma_bf16.cuh"
 #include "backend/cuda/kernels/occupancy.h"
@@ -69,13 +70,29 @@ struct X8<false> {
   __device__ __forceinline__ uint4 pairs() const { return v; }
 };
 
+// Thread-block clusters exist from sm_90 on. Code built for older GPUs keeps the split-K reduction
+// out (the launcher never splits there: launch_form), so these trap if ever reached.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+__device__ __forceinline__ void cluster_sync() { __trap(); }
+__device__ __forceinline__ const float4* cluster_peer(const float4* own, int) {
+  __trap();
+  return own;
+}
+#else
+__device__ __forceinline__ void cluster_sync() { cg::this_cluster().sync(); }
+// `own` in the shared memory of the cluster's block `rank`.
+__device__ __forceinline__ const float4* cluster_peer(const float4* own, int rank) {
+  return cg::this_cluster().map_shared_rank(own, rank);
+}
+#endif
+
 // y's tile (kTileRows weight rows at `tile`, every x row) from the partial tiles of a cluster's
 // blocks (each block's `part`: [x row][weight row], rows kLd floats apart, written by all its
 // threads before the call): each block sums a share of the tile over the cluster's partials, in
 // rank order, four adjacent outputs a thread.
 __device__ void store_cluster_sum(const SkinnyGemmParams& p, const float* part, int64_t tile, int rank, int splits) {
   const int tid = threadIdx.x;
-  if (splits > 1) cg::this_cluster().sync();
+  if (splits > 1) cluster_sync();
   else __syncthreads();
   const int64_t tile_rows = std::min<int64_t>(kTileRows, p.n - tile * kTileRows);
   const int quads = static_cast<int>(p.m) * (kTileRows / 4);
@@ -89,11 +106,10 @@ __device__ void store_cluster_sum(const SkinnyGemmParams& p, const float* part, 
     if (splits == 1) {
       s = *own;
     } else {
-      cg::cluster_group cluster = cg::this_cluster();
       float4 v[kMaxSplits];
 #pragma unroll
       for (int c = 0; c < kMaxSplits; ++c)
-        if (c < splits) v[c] = *cluster.map_shared_rank(own, c);
+        if (c < splits) v[c] = *cluster_peer(own, c);
       s = v[0];
 #pragma unroll
       for (int c = 1; c < kMaxSplits; ++c)
@@ -110,7 +126,7 @@ __device__ void store_cluster_sum(const SkinnyGemmParams& p, const float* part, 
     for (int u = 0; u < 4; ++u)
       if (r + u < tile_rows) o[u] = p.accumulate ? o[u] + sv[u] : sv[u];
   }
-  if (splits > 1) cg::this_cluster().sync();  // no block leaves while another reads its tile
+  if (splits > 1) cluster_sync();  // no block leaves while another reads its tile
 }
 
 // Grid: (row tiles x splits), clusters of `splits` blocks along x: the blocks of a cluster own the
@@ -240,6 +256,9 @@ static_assert(kTileRows == 128 && kThreads == 128, "the wgmma form is one warpgr
 
 template <bool kXF32, int N>
 __global__ void __launch_bounds__(kThreads) skinny_wgmma_kernel(SkinnyGemmParams p, int splits, int steps_per_split) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // wgmma is sm_90's; the launcher takes the mma.sync form below it (launch_x)
+#else
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   uint8_t* smem = smem_raw + ((1024u - (base & 1023u)) & 1023u);
@@ -356,6 +375,7 @@ __global__ void __launch_bounds__(kThreads) skinny_wgmma_kernel(SkinnyGemmParams
       }
     }
   store_cluster_sum(p, part, tile, rank, splits);
+#endif
 }
 
 // The cluster size. Tiles that fill the device's resident slots on their own are not split (every
@@ -383,13 +403,17 @@ template <auto kernel>
 void launch_form(size_t smem, int step_k, const SkinnyGemmParams& p, cudaStream_t stream) {
   static const cudaError_t attr = [&] {
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (e == cudaSuccess && device_is_hopper_or_newer())
+      e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     return e;
   }();
   (void)attr;  // a failure surfaces as the launch's error
   const int steps = static_cast<int>(p.k / step_k);
   const int64_t tiles = (p.n + kTileRows - 1) / kTileRows;
-  const int splits = p.splits > 0 ? p.splits : choose_splits(reinterpret_cast<const void*>(kernel), smem, tiles, steps);
+  // Clusters are sm_90's: below it every block streams all of k.
+  const int splits = !device_is_hopper_or_newer() ? 1
+                     : p.splits > 0           ? p.splits
+                                              : choose_splits(reinterpret_cast<const void*>(kernel), smem, tiles, steps);
   const int steps_per_split = (steps + splits - 1) / splits;
   launch_pdl_cluster(kernel, dim3(static_cast<unsigned>(tiles * splits)), dim3(kThreads), smem, stream,
                      static_cast<unsigned>(splits), p, splits, steps_per_split);
@@ -407,7 +431,7 @@ void launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
 
 template <bool kXF32>
 void launch_x(const SkinnyGemmParams& p, cudaStream_t stream) {
-  if (p.wgmma) {
+  if (p.wgmma && device_is_hopper_or_newer()) {
     if (p.m <= 16) launch_wgmma<kXF32, 16>(p, stream);
     else if (p.m <= 32) launch_wgmma<kXF32, 32>(p, stream);
     else launch_wgmma<kXF32, 64>(p, stream);
