@@ -16,6 +16,7 @@
 
 #include <utility>
 
+#include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/tuning.h"
 
 namespace kiln::cuda {
@@ -40,7 +41,7 @@ inline void launch_pdl_cluster(void (*kernel)(Params...), dim3 grid, dim3 block,
     attribute[n].val.clusterDim.z = 1;
     ++n;
   }
-  if (tuning().pdl) {
+  if (tuning().pdl && device_is_hopper_or_newer()) {  // programmatic dependent launch is sm_90's
     attribute[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attribute[n].val.programmaticStreamSerializationAllowed = 1;
     ++n;
