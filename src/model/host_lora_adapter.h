@@ -32,7 +32,7 @@ struct HostLoraAdapter {
   // dtypes, nothing unknown, nothing missing. The factors keep the file's dtype and are views of
   // the mapped file (a writer replaces files by renaming, so the mapping stays what was read).
   static Result<HostLoraAdapter> read(const std::string& dir, const ModelConfig& model);
-  // A fresh adapter as training starts one (spec/training.md): A uniform in +-sqrt(1/in) drawn
+  // A fresh adapter as training starts one (docs/training.md): A uniform in +-sqrt(1/in) drawn
   // from `seed`, B zero, so it changes nothing; f32.
   static Result<HostLoraAdapter> init(const LoraConfig& config, const ModelConfig& model, uint64_t seed);
 

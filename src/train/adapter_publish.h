@@ -1,4 +1,4 @@
-// Publication of adapter folders under model.adapter_dir (spec/api.md "Adapters"): everything is
+// Publication of adapter folders under model.adapter_dir (docs/serving.md): everything is
 // written into a staging folder inside adapter_dir, validated by reading it back as an adapter of
 // the served model (HostLoraAdapter::read: every file and tensor checked, no device involved), then
 // put in place by core/atomic_publish (one rename; an adapter of that name already there is
