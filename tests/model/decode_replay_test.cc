@@ -51,6 +51,33 @@ std::unique_ptr<Qwen35Model> load_fixture(Backend& be) {
   return m.ok() ? std::move(m).value() : nullptr;
 }
 
+// The fixture model decoding one sequence, token 7 each step, through a DecodeReplay of 2 rows
+// and 4 blocks on the rerunning replay facet.
+struct OneRowReplay {
+  CpuWithRerun be;
+  std::unique_ptr<Qwen35Model> model = load_fixture(be);
+  ModelState state = model->create_state({3, 8}).value();
+  std::unique_ptr<DecodeReplay> d =
+      DecodeReplay::create(*model, state, be.replay(), /*max_rows=*/2, /*max_blocks=*/4).value();
+  SequenceState seq = state.new_sequence().value();
+  std::vector<int32_t> token{7};
+
+  ~OneRowReplay() {
+    d.reset();
+    state.release(seq);
+  }
+  // A step of the row under `stack`, which must go through the replay.
+  void decode(std::span<const LoraTerm> stack = {}) {
+    SequenceInput row{&seq, token, stack};
+    EXPECT_TRUE(d->applies({&row, 1}));
+    auto l = d->forward({&row, 1});
+    EXPECT_TRUE(l.ok()) << l.status().to_string();
+  }
+  std::shared_ptr<const LoraAdapter> adapter(uint64_t seed) {
+    return std::make_shared<const LoraAdapter>(testing::random_adapter(model->config(), be.storage(), seed));
+  }
+};
+
 TEST(DecodeReplay, ReplayEqualsTheEagerStepAndThePlainForward) {
   CpuWithRerun be;
   auto model = load_fixture(be);
@@ -74,20 +101,10 @@ TEST(DecodeReplay, AdapterRowsReplayEqualsTheEagerStepAndThePlainForward) {
 // dropped at the next adapter step, and the adapter freed. Beyond kMaxAdapterRecordings the least
 // recently used go. An adapter not held by a shared pointer is not taken.
 TEST(DecodeReplay, AdapterRecordingsAreInvalidatedWhenTheirAdaptersGo) {
-  CpuWithRerun be;
-  auto model = load_fixture(be);
-  ASSERT_NE(model, nullptr);
-  auto state = model->create_state({3, 8}).value();
-  auto d = DecodeReplay::create(*model, state, be.replay(), /*max_rows=*/2, /*max_blocks=*/4).value();
-  auto seq = state.new_sequence().value();
-  std::vector<int32_t> token{7};
-  auto decode = [&](std::span<const LoraTerm> stack) {
-    SequenceInput row{&seq, token, stack};
-    EXPECT_TRUE(d->applies({&row, 1}));
-    auto l = d->forward({&row, 1});
-    EXPECT_TRUE(l.ok()) << l.status().to_string();
-  };
-  auto a = std::make_shared<const LoraAdapter>(testing::random_adapter(model->config(), be.storage(), 5));
+  OneRowReplay r;
+  auto& d = r.d;
+  auto decode = [&r](std::span<const LoraTerm> stack) { r.decode(stack); };
+  auto a = r.adapter(5);
   std::weak_ptr<const LoraAdapter> watch = a;
   const LoraTerm with_a{a.get(), 1.f};
   decode({&with_a, 1});  // first sight: eager
@@ -99,7 +116,7 @@ TEST(DecodeReplay, AdapterRecordingsAreInvalidatedWhenTheirAdaptersGo) {
   EXPECT_EQ(d->stats().replays, 2);
   a.reset();  // unloaded: only the recording holds it now
   EXPECT_FALSE(watch.expired());
-  auto b = std::make_shared<const LoraAdapter>(testing::random_adapter(model->config(), be.storage(), 6));
+  auto b = r.adapter(6);
   const LoraTerm with_b{b.get(), 1.f};
   decode({&with_b, 1});
   EXPECT_EQ(d->stats().invalidated, 1);
@@ -115,32 +132,26 @@ TEST(DecodeReplay, AdapterRecordingsAreInvalidatedWhenTheirAdaptersGo) {
   EXPECT_EQ(d->adapter_recordings_held(), DecodeReplay::kMaxAdapterRecordings);
   EXPECT_EQ(d->stats().invalidated, 1 + 2);
   // Not held by a shared pointer: the row goes the plain way.
-  LoraAdapter loose = testing::random_adapter(model->config(), be.storage(), 7);
+  LoraAdapter loose = testing::random_adapter(r.model->config(), r.be.storage(), 7);
   const LoraTerm with_loose{&loose, 1.f};
-  SequenceInput row{&seq, token, {&with_loose, 1}};
+  SequenceInput row{&r.seq, r.token, {&with_loose, 1}};
   EXPECT_FALSE(d->applies({&row, 1}));
-  d.reset();
-  state.release(seq);
 }
 
 // A failed recording costs its step only (the plain forward runs it): the next step of the
 // composition records again and replays, and the failure is counted.
 TEST(DecodeReplay, AFailedRecordingIsRetriedAtTheCompositionsNextStep) {
-  CpuWithRerun be;
-  auto model = load_fixture(be);
-  ASSERT_NE(model, nullptr);
-  auto state = model->create_state({3, 8}).value();
-  auto d = DecodeReplay::create(*model, state, be.replay(), /*max_rows=*/2, /*max_blocks=*/4).value();
-  auto seq = state.new_sequence().value();
-  std::vector<int32_t> token{7};
-  SequenceInput row{&seq, token};
+  OneRowReplay r;
+  auto& d = r.d;
+  auto& be = r.be;
+  SequenceInput row{&r.seq, r.token};
   be.rerun().fail = 1;
   ASSERT_TRUE(d->forward({&row, 1}).ok());
   EXPECT_EQ(d->stats().record_failures, 1);
   EXPECT_EQ(d->stats().recordings, 0);
   EXPECT_EQ(d->stats().replays, 0);
   EXPECT_NE(d->last_failure().message().find("invalidated"), std::string::npos) << d->last_failure().to_string();
-  EXPECT_EQ(seq.length, 1) << "the failed step still decoded its row";
+  EXPECT_EQ(r.seq.length, 1) << "the failed step still decoded its row";
   ASSERT_TRUE(d->applies({&row, 1})) << "one failure does not stop replay";
   ASSERT_TRUE(d->forward({&row, 1}).ok());
   ASSERT_TRUE(d->forward({&row, 1}).ok());
@@ -148,29 +159,18 @@ TEST(DecodeReplay, AFailedRecordingIsRetriedAtTheCompositionsNextStep) {
   EXPECT_EQ(d->stats().recordings, 1);
   EXPECT_EQ(d->stats().replays, 2);
   EXPECT_EQ(d->stats().record_failures, 1);
-  d.reset();
-  state.release(seq);
 }
 
 // A composition whose recording fails kMaxRecordFailures times in a row runs the plain forward
 // from then on without trying again, while another composition records and replays; the failed
 // entry holds its adapter only until nothing else does.
 TEST(DecodeReplay, ACompositionThatKeepsFailingIsGivenUpAloneAndDroppedWithItsAdapter) {
-  CpuWithRerun be;
-  auto model = load_fixture(be);
-  ASSERT_NE(model, nullptr);
-  auto state = model->create_state({3, 8}).value();
-  auto d = DecodeReplay::create(*model, state, be.replay(), /*max_rows=*/2, /*max_blocks=*/4).value();
-  auto seq = state.new_sequence().value();
-  std::vector<int32_t> token{7};
-  auto decode = [&](std::span<const LoraTerm> stack) {
-    SequenceInput row{&seq, token, stack};
-    EXPECT_TRUE(d->applies({&row, 1}));
-    auto l = d->forward({&row, 1});
-    EXPECT_TRUE(l.ok()) << l.status().to_string();
-  };
-  auto a = std::make_shared<const LoraAdapter>(testing::random_adapter(model->config(), be.storage(), 5));
-  auto b = std::make_shared<const LoraAdapter>(testing::random_adapter(model->config(), be.storage(), 6));
+  OneRowReplay r;
+  auto& d = r.d;
+  auto& be = r.be;
+  auto decode = [&r](std::span<const LoraTerm> stack) { r.decode(stack); };
+  auto a = r.adapter(5);
+  auto b = r.adapter(6);
   std::weak_ptr<const LoraAdapter> watch = a;
   const LoraTerm with_a{a.get(), 1.f}, with_b{b.get(), 1.f};
   be.rerun().fail = DecodeReplay::kMaxRecordFailures;
@@ -193,8 +193,6 @@ TEST(DecodeReplay, ACompositionThatKeepsFailingIsGivenUpAloneAndDroppedWithItsAd
   EXPECT_TRUE(watch.expired()) << "the given-up entry still holds its adapter";
   EXPECT_EQ(d->stats().invalidated, 0) << "no recording was dropped, only a failed entry";
   EXPECT_EQ(d->stats().replays, 3);
-  d.reset();
-  state.release(seq);
 }
 
 TEST(DecodeReplay, BucketsPadRowsAndWidths) {

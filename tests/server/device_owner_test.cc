@@ -25,6 +25,7 @@
 #include "model/init.h"
 #include "model/lora_adapter.h"
 #include "server/serving_stack.h"
+#include "tiny_chat_dir.h"
 #include "tokenizer/qwen3_fixture.h"
 
 namespace kiln {
@@ -179,25 +180,6 @@ struct Dir {
   ~Dir() { fs::remove_all(path); }
 };
 
-// A random rank-`rank` adapter of the tiny-chat model in `dir` (B non-zero, so it changes replies).
-void write_random_adapter(const std::string& dir, int64_t rank, uint64_t seed) {
-  auto backend = create_backend("cpu").value();
-  LoraConfig c;
-  c.rank = rank;
-  c.alpha = 2.0 * static_cast<double>(rank);
-  for (int t = 0; t < kLoraTargetCount; ++t) c.targets.push_back(static_cast<LoraTarget>(t));
-  LoraAdapter a = LoraAdapter::init(c, preset_config("tiny-chat").value(), seed, backend->storage()).value();
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.f, 0.5f);
-  for (int64_t l = 0; l < a.num_layers(); ++l)
-    for (int t = 0; t < kLoraTargetCount; ++t) {
-      LoraFactors& f = a.factors(l, static_cast<LoraTarget>(t));
-      if (!f.defined()) continue;
-      for (int64_t i = 0; i < f.b.numel(); ++i) f.b.data<float>()[i] = dist(rng);
-    }
-  ASSERT_TRUE(a.save(dir, backend->storage()).ok());
-}
-
 json call(int port, const std::string& path, const std::string& body, const std::string& type = "application/json") {
   httplib::Client cli("127.0.0.1", port);
   cli.set_read_timeout(120, 0);
@@ -209,21 +191,12 @@ json post(int port, const std::string& path, const json& body) { return call(por
 
 TEST(DeviceOwner, EveryDeviceCallComesFromTheEngineThreadWhileAdaptersChurnUnderLoad) {
   Dir dir;
-  ASSERT_TRUE(write_random_checkpoint(preset_config("tiny-chat").value(), dir.path, {.quiet = true}).ok());
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-    fs::copy_file(testing::qwen3_dir() + "/" + f, dir.path + "/" + f);
-  KilnConfig c;
-  c.model.path = dir.path;
-  c.model.backend = "cpu";
-  c.model.max_context = 512;
-  c.model.adapter_dir = dir.path + "/adapters";
-  c.server.state_dir = dir.path;
-  c.server.port = 0;
+  KilnConfig c = testing::tiny_chat_server_config(dir.path);
   c.server.max_decode_batch = 8;
   c.memory.kv_blocks = 64;
-  write_random_adapter(c.model.adapter_dir + "/a", 4, 5);
-  write_random_adapter(c.model.adapter_dir + "/b", 2, 6);
-  write_random_adapter(c.model.adapter_dir + "/disk", 2, 7);
+  testing::write_random_adapter(c.model.adapter_dir + "/a", 4, 5);
+  testing::write_random_adapter(c.model.adapter_dir + "/b", 2, 6);
+  testing::write_random_adapter(c.model.adapter_dir + "/disk", 2, 7);
   ThreadLog log;
   std::atomic<int64_t> forwards{0};
   auto started = ServingStack::start(c, nullptr, nullptr, std::make_unique<NotedCpu>(log, forwards));

@@ -24,6 +24,7 @@
 #include "model/init.h"
 #include "model/lora_adapter.h"
 #include "server/serving_stack.h"
+#include "tiny_chat_dir.h"
 #include "tokenizer/qwen3_fixture.h"
 
 namespace kiln {
@@ -41,25 +42,6 @@ struct Dir {
   std::string path = (fs::temp_directory_path() / ("kiln-hot-swap-" + std::to_string(::getpid()))).string();
   ~Dir() { fs::remove_all(path); }
 };
-
-// A random rank-4 adapter of the tiny-chat model (B non-zero, so it changes the replies).
-void write_random_adapter(const std::string& dir) {
-  auto backend = create_backend("cpu").value();
-  LoraConfig c;
-  c.rank = 4;
-  c.alpha = 8;
-  for (int t = 0; t < kLoraTargetCount; ++t) c.targets.push_back(static_cast<LoraTarget>(t));
-  LoraAdapter a = LoraAdapter::init(c, preset_config("tiny-chat").value(), 5, backend->storage()).value();
-  std::mt19937_64 rng(5);
-  std::normal_distribution<float> dist(0.f, 0.5f);
-  for (int64_t l = 0; l < a.num_layers(); ++l)
-    for (int t = 0; t < kLoraTargetCount; ++t) {
-      LoraFactors& f = a.factors(l, static_cast<LoraTarget>(t));
-      if (!f.defined()) continue;
-      for (int64_t i = 0; i < f.b.numel(); ++i) f.b.data<float>()[i] = dist(rng);
-    }
-  ASSERT_TRUE(a.save(dir, backend->storage()).ok());
-}
 
 json chat_body(const std::string& prompt, bool stream) {
   return {{"messages", {{{"role", "user"}, {"content", prompt}}}}, {"max_tokens", kMaxTokens}, {"temperature", 0},
@@ -138,19 +120,10 @@ uint64_t revision_of(const json& stack) {
 
 TEST(HotSwap, SixteenStreamingClientsSeeOneRevisionPerResponseAcrossAnAutoLoad) {
   Dir dir;
-  ASSERT_TRUE(write_random_checkpoint(preset_config("tiny-chat").value(), dir.path, {.quiet = true}).ok());
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-    fs::copy_file(testing::qwen3_dir() + "/" + f, dir.path + "/" + f);
-  KilnConfig c;
-  c.model.path = dir.path;
-  c.model.backend = "cpu";
-  c.model.max_context = 512;
-  c.model.adapter_dir = dir.path + "/adapters";
-  c.server.state_dir = dir.path;
-  c.server.port = 0;
+  KilnConfig c = testing::tiny_chat_server_config(dir.path);
   c.server.max_decode_batch = kClients;
   c.memory.kv_blocks = 2 * kClients + 8;
-  write_random_adapter(c.model.adapter_dir + "/swap");
+  testing::write_random_adapter(c.model.adapter_dir + "/swap", 4, 5);
   auto started = ServingStack::start(c);
   ASSERT_TRUE(started.ok()) << started.status().to_string();
   std::unique_ptr<ServingStack> stack = std::move(*started);

@@ -33,6 +33,7 @@
 #include "server/route_gates.h"
 #include "server/serving_stack.h"
 #include "server/archive_builder.h"
+#include "tiny_chat_dir.h"
 #include "tokenizer/qwen3_fixture.h"
 
 namespace kiln {
@@ -161,26 +162,6 @@ json chat(const std::string& content, json extra = json::object()) {
 
 std::string reply(const json& r) { return r["choices"][0]["message"]["content"].get<std::string>(); }
 
-// A random adapter of the tiny-chat model (B non-zero) saved at `dir`.
-void write_random_adapter(const std::string& dir, int64_t rank, uint64_t seed) {
-  auto backend = create_backend("cpu").value();
-  ModelConfig mc = preset_config("tiny-chat").value();
-  LoraConfig c;
-  c.rank = rank;
-  c.alpha = 2.0 * static_cast<double>(rank);
-  for (int t = 0; t < kLoraTargetCount; ++t) c.targets.push_back(static_cast<LoraTarget>(t));
-  LoraAdapter a = LoraAdapter::init(c, mc, seed, backend->storage()).value();
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.f, 0.5f);
-  for (int64_t l = 0; l < a.num_layers(); ++l)
-    for (int t = 0; t < kLoraTargetCount; ++t) {
-      LoraFactors& f = a.factors(l, static_cast<LoraTarget>(t));
-      if (!f.defined()) continue;
-      for (int64_t i = 0; i < f.b.numel(); ++i) f.b.data<float>()[i] = normal(rng);
-    }
-  ASSERT_TRUE(a.save(dir, backend->storage()).ok());
-}
-
 std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -293,7 +274,7 @@ TEST(TrainHttp, QueueFullIs503WithRetryAfterAndCancelEndsJobsWithTheWebhookCalle
 TEST(TrainHttp, TheDefaultAdapterServesRequestsThatNameNone) {
   Server s;
   ASSERT_TRUE(s.stack);
-  write_random_adapter(s.config.model.adapter_dir + "/styled", 4, 5);
+  testing::write_random_adapter(s.config.model.adapter_dir + "/styled", 4, 5);
   const std::string base = reply(s.post("/v1/chat/completions", chat("Hello")));
   json loaded = s.post("/v1/adapters/load", {{"name", "styled"}, {"default", true}});
   EXPECT_EQ(loaded["default"], true);
@@ -316,7 +297,7 @@ TEST(TrainHttp, DownloadUploadRoundTripGivesAnIdenticalAdapter) {
   Server s;
   ASSERT_TRUE(s.stack);
   const std::string dir = s.config.model.adapter_dir;
-  write_random_adapter(dir + "/orig", 4, 9);
+  testing::write_random_adapter(dir + "/orig", 4, 9);
   auto dl = s.client().Get("/v1/adapters/orig/download");
   ASSERT_TRUE(dl);
   ASSERT_EQ(dl->status, 200) << dl->body;
@@ -388,8 +369,8 @@ TEST(TrainHttp, MergeConcatPublishesAnAdapterThatServes) {
   Server s;
   ASSERT_TRUE(s.stack);
   const std::string dir = s.config.model.adapter_dir;
-  write_random_adapter(dir + "/one", 2, 21);
-  write_random_adapter(dir + "/two", 3, 22);
+  testing::write_random_adapter(dir + "/one", 2, 21);
+  testing::write_random_adapter(dir + "/two", 3, 22);
   s.post("/v1/adapters/load", {{"name", "one"}});  // one loaded, two only on disk
   json m = s.post("/v1/adapters/merge", {{"sources", {{{"name", "one"}, {"weight", 0.5}}, {{"name", "two"}, {"weight", 0.5}}}},
                                          {"method", "concat"}, {"output_name", "both"}, {"load", true}});
@@ -487,7 +468,7 @@ TEST(TrainHttp, MaintenanceProfileRefusesInferenceButAdmitsTrainingAndAdapters) 
   EXPECT_EQ(s.get("/v1/config")["server"]["profile"],
             json({{"value", "maintenance"}, {"source", "flag"}, {"flag", "--set"}}));
   EXPECT_EQ(s.post("/v1/chat/completions", chat("Hello"), 503)["error"]["code"], "maintenance");
-  write_random_adapter(c.model.adapter_dir + "/m", 2, 3);
+  testing::write_random_adapter(c.model.adapter_dir + "/m", 2, 3);
   s.post("/v1/adapters/load", {{"name", "m"}});
   EXPECT_EQ(s.get("/v1/adapters")["data"].size(), 1u);
   json job = s.post("/v1/train/sft", {{"examples", {conversation("a", "b")}}, {"config", {{"lora_rank", 2}}}});
@@ -601,7 +582,7 @@ TEST(TrainHttp, BenchCorrectionTimesEachCorrectionUpToItsSwap) {
   EXPECT_NE(run_kiln("bench correction" + url + " --tokens 8", out, "2>&1"), 0);
   EXPECT_NE(out.find("--tokens must be at least 32, got 8"), std::string::npos) << out;
   // A server with a default adapter would have it replaced: refused, naming it, before any job.
-  write_random_adapter(s.config.model.adapter_dir + "/mine", 2, 5);
+  testing::write_random_adapter(s.config.model.adapter_dir + "/mine", 2, 5);
   s.post("/v1/adapters/load", {{"name", "mine"}, {"default", true}});
   EXPECT_NE(run_kiln("bench correction" + url + " --tokens 64", out, "2>&1"), 0);
   EXPECT_NE(out.find("serves adapter 'mine' by default"), std::string::npos) << out;
@@ -662,7 +643,7 @@ TEST(TrainHttp, UploadsWithLinksAbsoluteOrDotDotNamesOrCutShortAre400AndLeaveNot
   Server s;
   ASSERT_TRUE(s.stack);
   const std::string dir = s.config.model.adapter_dir;
-  write_random_adapter(dir + "/orig", 2, 5);
+  testing::write_random_adapter(dir + "/orig", 2, 5);
   const std::string cfg = file_bytes(dir + "/orig/adapter_config.json");
   const std::string weights = file_bytes(dir + "/orig/adapter_model.safetensors");
   using K = testing::ArchiveEntry::Kind;
@@ -724,7 +705,7 @@ TEST(TrainHttp, UploadsOverMaxAdapterBytesAre413NamingItWhileMaxBodyBytesCapsOth
   Server s(c);
   ASSERT_TRUE(s.stack);
   const std::string dir = c.model.adapter_dir;
-  write_random_adapter(dir + "/orig", 4, 9);
+  testing::write_random_adapter(dir + "/orig", 4, 9);
   const std::string archive = testing::make_tar_gz({{"adapter_config.json", file_bytes(dir + "/orig/adapter_config.json")},
                                                     {"adapter_model.safetensors", file_bytes(dir + "/orig/adapter_model.safetensors")}});
   ASSERT_GT(archive.size(), 4096u);
@@ -778,8 +759,8 @@ TEST(TrainHttp, StartupSweepsStagingLeftoversAndKeepsFailedPublications) {
   const std::string dir = c.model.adapter_dir;
   const std::string suites = c.server.state_dir + "/eval-suites";
   const std::string hex = "-0123456789abcdef";
-  write_random_adapter(dir + "/.replaced-back" + hex, 2, 3);
-  write_random_adapter(dir + "/.failed-pw" + hex, 2, 4);
+  testing::write_random_adapter(dir + "/.replaced-back" + hex, 2, 3);
+  testing::write_random_adapter(dir + "/.failed-pw" + hex, 2, 4);
   fs::create_directories(dir + "/.staging-pw" + hex);
   fs::create_directories(dir + "/pw.checkpoints/.staging-step-4" + hex);
   fs::create_directories(suites + "/.staging-caps" + hex);
