@@ -15,5 +15,5 @@ if [ ! -f "$PREFIX/.extracted" ]; then
 fi
 export KILN_DEPS_PREFIX="$PREFIX"
 source scripts/device-env.sh
-cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a "$@" >&2
+cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >&2
 cmake --build build-device -j "$(nproc)" >&2

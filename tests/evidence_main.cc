@@ -55,7 +55,12 @@ class EvidenceRecorder : public ::testing::EmptyTestEventListener {
     std::time_t now = std::time(nullptr);
     std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
     nlohmann::json host = {{"cuda_device", nullptr}};
-    if (auto cuda = kiln::create_backend("cuda"); cuda.ok()) host["cuda_device"] = cuda.value()->identity().device_name;
+    if (auto cuda = kiln::create_backend("cuda"); cuda.ok()) {
+      host["cuda_device"] = cuda.value()->identity().device_name;
+      const char* jit = std::getenv("CUDA_FORCE_PTX_JIT");
+      host["cuda_target"] = cuda.value()->capabilities().compute.target +
+                            (jit != nullptr && jit[0] == '1' ? " + PTX JIT" : "");
+    }
     nlohmann::json j = {{"schema", "kiln.test-evidence/1"}, {"binary", binary_}, {"commit", commit},
                         {"timestamp_utc", stamp}, {"host", host}, {"tests", results_}};
     std::filesystem::create_directories(dir_);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/fallback.h"
@@ -21,7 +22,12 @@ struct BackendCapabilities {
   struct Compute {
     std::string capability;  // the device's compute capability ("9.0"); "" when it has none (the CPU)
     int multiprocessors = 0;  // its streaming multiprocessors; 0 when it has none
+    std::string target;       // what the kernels are chosen for ("sm_90a", "sm_86 (emulated on sm_90)"); "" on the CPU
+    int64_t shared_memory_per_block = 0;  // bytes a block may opt into (the target's); 0 on the CPU
   } compute;
+  // Which kernel family serves each operation on this device, in words (op -> family), for the
+  // model's shapes; empty where the backend has one implementation per op (the CPU).
+  std::vector<std::pair<std::string, std::string>> kernels;
   struct Startup {
     bool precompiles_kernels = false;
     bool prewarms = false;

@@ -271,6 +271,7 @@ Status run(const BenchOpts& o) {
       {"timestamp_utc", stamp},
       {"backend", be->identity().name},
       {"device", be->identity().device_name},
+      {"target", be->capabilities().compute.target},  // what the kernels were chosen for (KILN_CUDA_TARGET)
       {"threads", be->identity().threads},
       {"model", {{"dir", dir},
                  {"hidden_size", c.hidden_size},

@@ -85,12 +85,20 @@ json facet_support(Backend& be, const ModelConfig& c) {
   return rows;
 }
 
+json kernels_json(const std::vector<std::pair<std::string, std::string>>& kernels) {
+  json j = json::object();
+  for (const auto& [op, family] : kernels) j[op] = family;
+  return j;
+}
+
 json capabilities_json(const BackendCapabilities& c) {
   return {
       {"storage", {{"weight_dtypes", dts(c.storage.weight_dtypes)},
                    {"activation_dtype", std::string(dtype_name(c.storage.activation_dtype))},
                    {"zero_copy_host_weights", c.storage.zero_copy_host_weights}}},
-      {"compute", {{"capability", c.compute.capability}, {"multiprocessors", c.compute.multiprocessors}}},
+      {"compute", {{"capability", c.compute.capability}, {"multiprocessors", c.compute.multiprocessors},
+                   {"target", c.compute.target}, {"shared_memory_per_block", c.compute.shared_memory_per_block}}},
+      {"kernels", kernels_json(c.kernels)},
       {"matmul", {{"engine", c.matmul.engine}, {"weight_dtypes", dts(c.matmul.weight_dtypes)},
                   {"algorithm_cache", c.matmul.algorithm_cache}}},
       {"attention", {{"prefill", c.attention.prefill}, {"paged_decode", c.attention.paged_decode},
@@ -188,7 +196,7 @@ Result<json> build_capability_report(const ReportOptions& opts) {
       if (!opts.only_backend.empty() && gb.backend != opts.only_backend) continue;
       GateStatus s = evaluate_gate(g, gb, evidence);
       per.push_back({{"backend", gb.backend}, {"status", std::string(gate_state_name(s.state))}, {"reason", s.reason},
-                     {"command", s.command}, {"evidence", s.evidence}});
+                     {"command", s.command}, {"evidence", s.evidence}, {"targets", s.targets}});
       if (s.state != GateState::kNotApplicable) ++total;
       if (s.state == GateState::kCovered) ++covered;
       if (s.state == GateState::kPending || s.state == GateState::kPartial)
@@ -205,7 +213,7 @@ Result<json> build_capability_report(const ReportOptions& opts) {
   json files = json::array();
   for (const auto& e : evidence)
     files.push_back({{"path", e.path}, {"binary", e.binary}, {"commit", e.commit}, {"timestamp_utc", e.timestamp},
-                     {"cuda_device", e.cuda_device}});
+                     {"cuda_device", e.cuda_device}, {"cuda_target", e.cuda_target}});
   report["evidence_files"] = files;
   return report;
 }
@@ -257,10 +265,11 @@ std::string render_markdown(const json& r) {
       o << "| " << cell(g["name"]) << " | " << cell(b["backend"]) << " | " << cell(b["status"]) << " | "
         << cell(b["reason"]) << " | " << (b["command"].get<std::string>().empty() ? "" : "`" + cell(b["command"]) + "`")
         << " |\n";
-  o << "\n## Evidence files\n\n| file | binary | commit | recorded | CUDA device |\n|---|---|---|---|---|\n";
+  o << "\n## Evidence files\n\n| file | binary | commit | recorded | CUDA device | CUDA target |\n"
+       "|---|---|---|---|---|---|\n";
   for (const auto& e : r["evidence_files"])
     o << "| " << cell(e["path"]) << " | " << cell(e["binary"]) << " | " << cell(e["commit"]) << " | "
-      << cell(e["timestamp_utc"]) << " | " << cell(e["cuda_device"]) << " |\n";
+      << cell(e["timestamp_utc"]) << " | " << cell(e["cuda_device"]) << " | " << cell(e["cuda_target"]) << " |\n";
   return o.str();
 }
 

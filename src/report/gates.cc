@@ -129,6 +129,8 @@ Result<std::vector<EvidenceFile>> load_evidence(const std::string& dir) {
     f.timestamp = j.value("timestamp_utc", "");
     if (j.contains("host") && j["host"].is_object() && j["host"].value("cuda_device", nlohmann::json()).is_string())
       f.cuda_device = j["host"]["cuda_device"].get<std::string>();
+    if (j.contains("host") && j["host"].is_object() && j["host"].value("cuda_target", nlohmann::json()).is_string())
+      f.cuda_target = j["host"]["cuda_target"].get<std::string>();
     if (!j.contains("tests") || !j["tests"].is_object()) return format_error(where + ": no 'tests' object");
     for (auto it = j["tests"].begin(); it != j["tests"].end(); ++it) {
       if (!it->is_string()) return format_error(where + ": result of '" + it.key() + "' is not a string");
@@ -178,9 +180,26 @@ GateStatus evaluate_gate(const Gate& gate, const GateBackend& b, const std::vect
       missing.push_back(test);
     }
   }
+  // The CUDA targets whose own runs passed every test: each mode's evidence stands apart.
+  if (b.backend == "cuda") {
+    std::vector<std::string> targets;
+    for (const auto& f : evidence)
+      if (present(f) && !f.cuda_target.empty() && std::find(targets.begin(), targets.end(), f.cuda_target) == targets.end())
+        targets.push_back(f.cuda_target);
+    for (const auto& target : targets) {
+      const bool all = std::all_of(b.tests.begin(), b.tests.end(), [&](const std::string& test) {
+        return std::any_of(evidence.begin(), evidence.end(), [&](const EvidenceFile& f) {
+          auto it = f.tests.find(test);
+          return f.cuda_target == target && present(f) && it != f.tests.end() && it->second == "passed";
+        });
+      });
+      if (all) s.targets.push_back(target);
+    }
+  }
   if (passed == static_cast<int>(b.tests.size())) {
     s.state = GateState::kCovered;
     s.reason = "all " + std::to_string(passed) + " tests passed with the backend present";
+    for (size_t i = 0; i < s.targets.size(); ++i) s.reason += (i == 0 ? "; on " : ", ") + s.targets[i];
   } else {
     s.state = passed ? GateState::kPartial : GateState::kPending;
     std::string list;

@@ -35,6 +35,10 @@ struct EvidenceFile {
   std::string path;  // as given to the loader (relative to the repository when committed)
   std::string binary, commit, timestamp;
   std::string cuda_device;  // empty when no CUDA device was present
+  // What the CUDA kernels were chosen for in that run ("sm_90a", "sm_86 (emulated on sm_90)",
+  // "+ PTX JIT" when the driver compiled every kernel from the embedded PTX); empty in files
+  // written before the field existed, and where no CUDA device was present.
+  std::string cuda_target;
   std::map<std::string, std::string> tests;  // name -> passed | failed | skipped
 };
 
@@ -46,6 +50,7 @@ struct GateStatus {
   std::string reason;
   std::string command;                  // what re-verifies it
   std::vector<std::string> evidence;    // files whose results were used
+  std::vector<std::string> targets;     // CUDA targets on which every test passed (EvidenceFile::cuda_target)
 };
 
 GateStatus evaluate_gate(const Gate& gate, const GateBackend& backend, const std::vector<EvidenceFile>& evidence);

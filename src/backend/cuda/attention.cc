@@ -3,6 +3,7 @@
 // products: kernels/flash_prefill.cu).
 #include "backend/arg_checks.h"
 #include "backend/cuda/cuda_facets.h"
+#include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/flash_prefill.h"
 #include "backend/cuda/kernels/kv_elem.cuh"
 #include "backend/cuda/kernels/kv_write.h"
@@ -177,7 +178,7 @@ Status Attention::attend(const AttentionArgs& a) {
   if (mma || (tuning().attention_split && paged_attention_split_applies(r.head_dim, r.q_heads / r.kv_heads))) {
     // The split kernel's plan aims at two blocks an SM; the tuning scales that target (4 measured
     // best at 32..128 rows, docs/cuda.md).
-    const int sms = ctx_->props.multiProcessorCount, split_sms = sms * tuning().attention_decode_blocks_per_sm / 2;
+    const int sms = device_target().multiprocessors, split_sms = sms * tuning().attention_decode_blocks_per_sm / 2;
     AttentionSplit s = mma ? plan_decode_mma(r.tokens, r.kv_heads, sms, tuning().attention_mma_units_per_warp)
                            : plan_attention_split(r.tokens, r.kv_heads, a.layout->max_q_len, r.max_kv_len,
                                                   r.phase == Phase::kDecode, split_sms < 1 ? 1 : split_sms);

@@ -97,6 +97,7 @@ Result<std::shared_ptr<Context>> Context::create() {
   KILN_RETURN_IF_ERROR(cuda_status(cudaSetDevice(c->device), "cudaSetDevice(0)"));
   KILN_RETURN_IF_ERROR(cuda_status(cudaGetDeviceProperties(&c->props, c->device), "cudaGetDeviceProperties"));
   KILN_RETURN_IF_ERROR(check_device_code(c->props.name, c->props.major, c->props.minor));
+  KILN_RETURN_IF_ERROR(device_target_status());
   KILN_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreate"));
   c->pool = std::make_shared<DevicePool>(c->device);
   c->recording_pool = std::make_shared<DevicePool>(c->device);

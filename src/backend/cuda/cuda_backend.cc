@@ -1,9 +1,13 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_facets.h"
+#include "backend/cuda/kernel_families.h"
+#include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/gdn_backward.h"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/paged_attention.h"
@@ -16,17 +20,30 @@ namespace {
 
 BackendCapabilities cuda_capabilities(const cudaDeviceProp& p) {
   BackendCapabilities c;
+  const cuda::DeviceTarget& target = cuda::device_target();
   c.storage.weight_dtypes = {DType::kF32, DType::kBF16, DType::kF16};
   c.storage.activation_dtype = DType::kF32;
   c.storage.zero_copy_host_weights = false;  // weights are uploaded once to device memory
   c.storage.device_memory_bytes = p.totalGlobalMem;
-  c.compute.capability = std::to_string(p.major) + "." + std::to_string(p.minor);
-  c.compute.multiprocessors = p.multiProcessorCount;
-  c.startup.precompiles_kernels = true;  // sm_90a machine code is in the binary
-  c.matmul.engine =
-      "gemv kernel for m <= 8 on bf16/f16 weights (f32 x, f32 accumulate); a wgmma skinny GEMM for m <= 16 where it "
-      "measured faster than cublaslt (every projection but the LM head); cublaslt otherwise (bf16/f16 weights: x "
-      "rounded to the weight dtype, f32 accumulate; f32: no tf32)";
+  c.compute.capability = std::to_string(target.major) + "." + std::to_string(target.minor);
+  c.compute.multiprocessors = target.multiprocessors;
+  c.compute.target = target.label();
+  c.compute.shared_memory_per_block = target.shared_optin;
+  c.kernels = cuda::kernel_families();
+  // Machine code for the device's architecture is in the binary, unless the driver is told to
+  // compile every kernel from the embedded PTX.
+  const char* jit = std::getenv("CUDA_FORCE_PTX_JIT");
+  const std::string list = std::string(" ") + cuda::compiled_architectures() + " ";
+  bool sass = false;  // CMake's forms: "86", "86-real" (machine code), "90a", "90a-real"; "80-virtual" is PTX
+  for (const std::string& a : {std::to_string(p.major) + std::to_string(p.minor),
+                              std::to_string(p.major) + std::to_string(p.minor) + "a"})
+    sass = sass || list.find(" " + a + " ") != std::string::npos || list.find(" " + a + "-real ") != std::string::npos;
+  c.startup.precompiles_kernels = sass && (jit == nullptr || jit[0] != '1');
+  c.matmul.engine = std::string("gemv kernel for m <= 8 on bf16/f16 weights (f32 x, f32 accumulate) and a tensor-core "
+                                 "skinny GEMM for m <= 16 on bf16 (") +
+                     (target.sm90_features ? "wgmma" : "mma.sync") +
+                     "), each where it timed faster than cublaslt on this device for the shape; cublaslt otherwise "
+                     "(bf16/f16 weights: x rounded to the weight dtype, f32 accumulate; f32: no tf32)";
   c.matmul.weight_dtypes = {DType::kF32, DType::kBF16, DType::kF16};
   c.matmul.algorithm_cache = true;
   c.attention.prefill = c.attention.paged_decode = true;
@@ -72,9 +89,11 @@ class CudaBackend final : public Backend {
         conv_(ctx), gdn_(ctx), elementwise_(ctx), sampling_(ctx), training_(ctx), optimizer_(ctx), replay_(ctx) {
     const cudaDeviceProp& p = ctx->props;
     id_.name = "cuda";
+    const cuda::DeviceTarget& t = cuda::device_target();
     id_.device_name = std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
                       std::to_string(p.multiProcessorCount) + " SMs, " +
-                      std::to_string(p.totalGlobalMem >> 20) + " MiB)";
+                      std::to_string(p.totalGlobalMem >> 20) + " MiB" +
+                      (t.emulated.empty() ? std::string() : ", emulating " + t.emulated) + ")";
     id_.device = Device{DeviceKind::kCuda, ctx->device};
     id_.threads = 1;
   }

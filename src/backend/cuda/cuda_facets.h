@@ -11,6 +11,7 @@
 
 #include "backend/arg_checks.h"
 #include "backend/cuda/context.h"
+#include "backend/cuda/gemm_choice.h"
 #include "backend/facets.h"
 #include "backend/lora_delta.h"
 #include "backend/replay.h"
@@ -60,8 +61,9 @@ struct MatmulCacheStats {
   uint64_t timed = 0;  // plans whose algorithm the autotuner chose (gemm_autotune.h)
 };
 
-// GEMMs. bf16/f16 weights with m <= 8 (decode): the GEMV kernel (kernels/gemv.h), f32 x read
-// directly. Otherwise cuBLASLt: bf16/f16 weights with x rounded to the weight dtype in a scratch
+// GEMMs. bf16/f16 weights with few rows (decode): the GEMV kernel (kernels/gemv.h, f32 x read
+// directly, m <= 8) or the skinny GEMM (kernels/skinny_gemm.h, bf16, m <= 16) where it timed
+// faster than cuBLASLt on this device (gemm_choice.h). Otherwise cuBLASLt: bf16/f16 weights with x rounded to the weight dtype in a scratch
 // buffer, f32 accumulation and output; f32 weights in plain f32 (no TF32). Descriptors and the
 // heuristic's algorithm are cached per request shape (dims, leading dims, dtypes, alignments);
 // where m is decode-sized, the algorithm is the fastest of the heuristic's candidates, timed.
@@ -108,11 +110,13 @@ class Linear final : public LinearFacet {
   Status gemm(const MatmulArgs& a, const MatmulRequest& r, float alpha, const GemmInput& in, const std::string& req);
   Status cublaslt(const MatmulArgs& a, const MatmulRequest& r, float alpha);
   Status cublaslt_group(const MatmulGroupArgs& a);
-  bool takes_gemv(const MatmulArgs& a, const MatmulRequest& r) const;
+  // Which kernel runs this matmul: the GEMV or the skinny GEMM where they may (the candidates)
+  // and timed fastest on this device for the shape, else cuBLASLt (gemm_choice.h).
+  Result<SmallGemm> kernel_for(const MatmulArgs& a, const MatmulRequest& r);
+  Result<SmallGemmTimes> time_small_gemm(const MatmulArgs& a, const MatmulRequest& r, bool gemv_ok, bool skinny_ok);
+  bool gemv_candidate(const MatmulArgs& a, const MatmulRequest& r) const;
   GemvParams gemv_params(const MatmulArgs& a, const MatmulRequest& r) const;
-  // Whether the tensor-core skinny GEMM runs this matmul (bf16 weights, 1..64 rows the GEMV does
-  // not take, its layout conditions), and its arguments.
-  bool takes_skinny(const MatmulArgs& a, const MatmulRequest& r) const;
+  bool skinny_candidate(const MatmulArgs& a, const MatmulRequest& r) const;
   SkinnyGemmParams skinny_params(const MatmulArgs& a, const MatmulRequest& r) const;
 
   std::shared_ptr<Context> ctx_;

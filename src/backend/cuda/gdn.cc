@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_facets.h"
+#include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/gated_delta_rule.h"
 #include "backend/cuda/kernels/gdn_chunk_record.h"
 #include "backend/cuda/kernels/gdn_decode.h"
@@ -14,9 +15,19 @@ namespace kiln::cuda {
 namespace {
 
 // Whether a chunked request runs the chunked kernel (else the recurrent one).
-bool chunked_kernel_runs(const GdnRequest& r, size_t smem_optin) {
-  const size_t smem = gated_delta_rule_chunked_smem_bytes(r.dk);
-  return tuning().gdn_chunked && smem > 0 && smem <= smem_optin && r.dv <= 65535 * 32;
+bool fits(size_t smem) { return smem > 0 && static_cast<int64_t>(smem) <= device_target().shared_optin; }
+
+// Whether the chunked kernel runs: with A and Mq in shared memory, or in global memory where only
+// that fits the target (chunked_needs_scratch).
+bool chunked_kernel_runs(const GdnRequest& r) {
+  return tuning().gdn_chunked && r.dv <= 65535 * 32 &&
+         (fits(gated_delta_rule_chunked_smem_bytes(r.dk)) || fits(gated_delta_rule_chunked_lean_smem_bytes(r.dk)));
+}
+bool chunked_needs_scratch(const GdnRequest& r) { return !fits(gated_delta_rule_chunked_smem_bytes(r.dk)); }
+
+// Whether the one-kernel fused decode step's shared memory fits the target.
+bool one_kernel_fits(const GdnDecodeRequest& r) {
+  return static_cast<int64_t>(gdn_decode_smem_bytes(r.k_heads, r.v_heads, r.dk, r.dv)) <= device_target().shared_optin;
 }
 
 GatedDeltaRuleParams params_of(const GdnArgs& a, const GdnRequest& r) {
@@ -59,14 +70,14 @@ Support Gdn::supports(const GdnRequest& r) const {
   if (r.k_heads <= 0 || r.v_heads % r.k_heads != 0) return Support::declined("v_heads must be a multiple of k_heads");
   if (r.form == GdnForm::kChunked && r.chunk < 1) return Support::declined("chunk must be positive");
   if (r.rows > 65535) return Support::declined("more than 65535 rows");
-  if (r.form == GdnForm::kChunked && chunked_kernel_runs(r, ctx_->props.sharedMemPerBlockOptin)) {
+  if (r.form == GdnForm::kChunked && chunked_kernel_runs(r)) {
     if (r.chunk == 64) return Support::native();
     return Support::constrained("solved in chunks of 64 whatever the requested chunk (the result does not depend on it)");
   }
   const size_t smem = gated_delta_rule_smem_bytes(r.dk, r.dv);
-  if (smem > ctx_->props.sharedMemPerBlockOptin)
+  if (static_cast<int64_t>(smem) > device_target().shared_optin)
     return Support::declined("the state of one head (" + std::to_string(smem) + " bytes with its vectors) exceeds " +
-                             std::to_string(ctx_->props.sharedMemPerBlockOptin) + " bytes of shared memory per block");
+                             std::to_string(device_target().shared_optin) + " bytes of shared memory per block");
   if (r.form == GdnForm::kChunked)
     return Support::constrained(
         "runs the recurrent kernel, sequential over each row's tokens (the chunked kernel takes dk 16, 32, 64, 128 "
@@ -78,10 +89,9 @@ Status Gdn::delta_rule(const GdnArgs& a) {
   KILN_RETURN_IF_ERROR(check_args(*this, a));
   const GdnRequest r = describe(a);
   GatedDeltaRuleParams p = params_of(a, r);
-  const bool chunked = r.form == GdnForm::kChunked && chunked_kernel_runs(r, ctx_->props.sharedMemPerBlockOptin);
+  const bool chunked = r.form == GdnForm::kChunked && chunked_kernel_runs(r);
   const size_t two_pass_smem = gated_delta_rule_two_pass_smem_bytes(r.dk);
-  const bool two_pass = chunked && tuning().gdn_two_pass && two_pass_smem > 0 &&
-                        two_pass_smem <= ctx_->props.sharedMemPerBlockOptin;
+  const bool two_pass = chunked && tuning().gdn_two_pass && fits(two_pass_smem);
   Tensor scratch;  // back to the pool on return: stream order makes its reuse safe
   if (a.kept != nullptr) *a.kept = Tensor();
   if (two_pass) {
@@ -99,6 +109,10 @@ Status Gdn::delta_rule(const GdnArgs& a) {
       p.scratch = scratch.data<float>();
     }
     p.tf32 = r.compute != DType::kF32 && tuning().gdn_tf32;  // one tf32 pass where rounding is allowed
+  } else if (chunked && chunked_needs_scratch(r)) {
+    const size_t floats = gated_delta_rule_chunked_lean_floats(r.rows, r.v_heads, r.dv);
+    KILN_ASSIGN_OR_RETURN(scratch, ctx_->empty({static_cast<int64_t>(floats)}, DType::kF32));
+    p.chunk_am = scratch.data<float>();
   }
   ProfileScope prof(ctx_->profiler.get(), [&] {
     return std::string(two_pass ? "gdn chunked two-pass " : chunked ? "gdn chunked " : "gdn recurrent ") +
@@ -114,11 +128,12 @@ Support Gdn::supports(const GdnDecodeRequest& r) const {
     return Support::declined("v_heads must be a multiple of k_heads");
   if (r.conv_kernel < 2 || r.conv_kernel > 8) return Support::declined("conv kernel must be 2..8");
   if (r.rows > 65535) return Support::declined("more than 65535 rows");
-  const size_t smem = gdn_decode_smem_bytes(r.k_heads, r.v_heads, r.dk, r.dv);
-  if (smem > ctx_->props.sharedMemPerBlockOptin)
-    return Support::declined("the states of one key head's value heads (" + std::to_string(smem) +
-                             " bytes with their vectors) exceed the shared memory of a block");
-  return Support::native();
+  if (one_kernel_fits(r) || (r.tokens == r.rows && gdn_decode_split_applies(r.dk, r.dv))) return Support::native();
+  return Support::declined("the states of one key head's value heads (" +
+                           std::to_string(gdn_decode_smem_bytes(r.k_heads, r.v_heads, r.dk, r.dv)) +
+                           " bytes with their vectors) exceed the shared memory of a block (" +
+                           std::to_string(device_target().shared_optin) + " bytes on " + device_target().label() +
+                           "), and the split form takes one token a row");
 }
 
 namespace {
@@ -196,7 +211,11 @@ Status Gdn::fused_decode(const GdnDecodeArgs& a) {
   p.state_slots = a.layout->state_slots.data<int32_t>();
   // One token a row at enough rows: the split kernels (the state streamed through a persistent
   // kernel's shared-memory stages).
-  if (r.tokens == r.rows && r.rows >= tuning().gdn_split_min_rows && gdn_decode_split_applies(r.dk, r.dv, p.state)) {
+  // The one-kernel form's shared memory holds the states of a key head's value heads; where the
+  // target's is smaller, every one-token step takes the split form.
+  const bool split = r.tokens == r.rows && gdn_decode_split_applies(r.dk, r.dv) &&
+                     reinterpret_cast<uintptr_t>(p.state) % 16 == 0;
+  if (split && (r.rows >= tuning().gdn_split_min_rows || !one_kernel_fits(r))) {
     const auto floats = static_cast<int64_t>(gdn_decode_vectors_floats(r.rows, r.k_heads, r.v_heads, r.dk, r.dv));
     KILN_ASSIGN_OR_RETURN(Tensor vec, ctx_->empty({floats}, DType::kF32));
     ProfileScope prof(ctx_->profiler.get(), [&] { return "gdn fused_decode split rows=" + std::to_string(r.rows); });

@@ -1,6 +1,6 @@
-// y[m, n] (+)= x[m, k] w[n, k]^T. Small m with bf16/f16 weights: the GEMV kernel; the rows it
-// leaves with bf16 weights, where skinny_beats_cublaslt says so: the tensor-core skinny GEMM (x
-// rounded as it loads). Otherwise cuBLASLt; in column-major terms y^T = w^T-op * x^T: A = w
+// y[m, n] (+)= x[m, k] w[n, k]^T. Small m with 16-bit weights: the GEMV kernel, the tensor-core
+// skinny GEMM (bf16, x rounded as it loads) or cuBLASLt, whichever timed fastest on this device
+// for the shape (gemm_choice.h). Otherwise cuBLASLt; in column-major terms y^T = w^T-op * x^T: A = w
 // (k x n, ld k, transposed), B = x (k x m, ld = row stride), C = D = y (n x m, ld = row
 // stride). The algorithm cache is keyed by everything the heuristic sees; for decode-sized m the
 // cached algorithm is the fastest of the heuristic's candidates as timed on the first call's
@@ -14,6 +14,8 @@
 #include "backend/cuda/blas.h"
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/gemm_autotune.h"
+#include "backend/cuda/gemm_choice.h"
+#include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/elementwise.h"
 #include "backend/cuda/kernels/gemv.h"
 #include "backend/cuda/kernels/launch.h"
@@ -169,7 +171,7 @@ Result<const Linear::Plan*> Linear::plan_for(const Key& key, const std::string& 
       return {};
     }
     KILN_ASSIGN_OR_RETURN(Tensor d, ctx_->empty({key.m * key.ldc}, DType::kF32));
-    const int64_t flush_bytes = std::max<int64_t>(ctx_->props.l2CacheSize, 1 << 20) * 2;
+    const int64_t flush_bytes = std::max<int64_t>(device_target().l2_bytes, 1 << 20) * 2;
     KILN_ASSIGN_OR_RETURN(Tensor flush, ctx_->empty({flush_bytes}, DType::kU8));
     GemmTrial t{handle_, p.desc, p.a, p.b, p.c, w, in, d.raw(), workspace_.raw(), kWorkspaceBytes,
                 flush.raw(), static_cast<size_t>(flush_bytes), ctx_->stream};
@@ -196,7 +198,7 @@ GemvParams Linear::gemv_params(const MatmulArgs& a, const MatmulRequest& r) cons
   g.w_dtype = a.w.dtype();
   g.seg[0] = {a.w.raw(), a.out.data<float>(), a.out.stride(0), r.n};
   g.accumulate = a.accumulate;
-  g.multiprocessors = ctx_->props.multiProcessorCount;
+  g.multiprocessors = device_target().multiprocessors;
   g.rows_per_warp = tuning().gemv_rows;
   return g;
 }
@@ -231,13 +233,14 @@ Status Linear::matmul(const MatmulArgs& a) {
   KILN_RETURN_IF_ERROR(check_args(*this, a));
   const MatmulRequest r = describe(a);
   if (r.m == 0 || r.n == 0) return {};
-  if (takes_gemv(a, r)) {
+  KILN_ASSIGN_OR_RETURN(const SmallGemm kernel, kernel_for(a, r));
+  if (kernel == SmallGemm::kGemv) {
     ProfileScope prof(ctx_->profiler.get(), [&] {
       return "matmul gemv m=" + std::to_string(r.m) + " n=" + std::to_string(r.n) + " k=" + std::to_string(r.k);
     });
     return in_context(gemv(gemv_params(a, r), ctx_->stream), a);
   }
-  if (takes_skinny(a, r)) {
+  if (kernel == SmallGemm::kSkinny) {
     ProfileScope prof(ctx_->profiler.get(), [&] {
       return "matmul skinny m=" + std::to_string(r.m) + " n=" + std::to_string(r.n) + " k=" + std::to_string(r.k);
     });
@@ -260,23 +263,109 @@ SkinnyGemmParams Linear::skinny_params(const MatmulArgs& a, const MatmulRequest&
   p.out_stride = a.out.stride(0);
   p.accumulate = a.accumulate;
   p.splits = tuning().skinny_splits;
-  p.wgmma = tuning().skinny_wgmma;
+  p.wgmma = tuning().skinny_wgmma && device_target().sm90_features;
   return p;
 }
 
-bool Linear::takes_skinny(const MatmulArgs& a, const MatmulRequest& r) const {
-  if (!tuning().skinny || a.w.dtype() != DType::kBF16 || r.m > tuning().skinny_max_m || r.out_dtype != DType::kF32)
-    return false;
-  const bool faster = skinny_beats_cublaslt(r.m, r.n);
-  return (tuning().skinny_everywhere || faster) && skinny_gemm_applies(skinny_params(a, r));
+// Whether the skinny GEMM may run this matmul: bf16 weights, its layout conditions, up to 16 rows
+// (past 16 whole decode steps measured slower with it though the kernel alone timed faster:
+// docs/cuda.md), or up to skinny_max_m rows where KILN_CUDA_SKINNY=all forces it.
+bool Linear::skinny_candidate(const MatmulArgs& a, const MatmulRequest& r) const {
+  const int64_t max_m = tuning().skinny_everywhere ? tuning().skinny_max_m : std::min(tuning().skinny_max_m, 16);
+  if (!tuning().skinny || a.w.dtype() != DType::kBF16 || r.m > max_m || r.out_dtype != DType::kF32) return false;
+  return skinny_gemm_applies(skinny_params(a, r));
 }
 
-// Whether the decode GEMV kernel runs this matmul (16-bit weights, few rows, where it beats
-// cuBLASLt and its layout conditions hold).
-bool Linear::takes_gemv(const MatmulArgs& a, const MatmulRequest& r) const {
+// Whether the decode GEMV kernel may run this matmul (16-bit weights, f32 x, few rows, its layout
+// conditions).
+bool Linear::gemv_candidate(const MatmulArgs& a, const MatmulRequest& r) const {
   if (a.w.dtype() == DType::kF32 || a.x.dtype() != DType::kF32 || !tuning().gemv || r.m > tuning().gemv_max_m)
     return false;
-  return gemv_applies(gemv_params(a, r)) && r.n <= tuning().gemv_max_n && gemv_beats_cublaslt(r.m, r.n);
+  return gemv_applies(gemv_params(a, r)) && r.n <= tuning().gemv_max_n;
+}
+
+namespace {
+
+// The choices of this process, kept for the device, driver and target they were timed on.
+SmallGemmChoices& small_gemm_choices() {
+  static SmallGemmChoices choices = [] {
+    int driver = 0;
+    if (cudaDriverGetVersion(&driver) != cudaSuccess) (void)cudaGetLastError();
+    const DeviceTarget& t = device_target();
+    return SmallGemmChoices(default_choices_file(), t.name + ", driver " + std::to_string(driver) + ", " + t.label());
+  }();
+  return choices;
+}
+
+}  // namespace
+
+Result<SmallGemm> Linear::kernel_for(const MatmulArgs& a, const MatmulRequest& r) {
+  const bool gemv_ok = gemv_candidate(a, r), skinny_ok = skinny_candidate(a, r);
+  if (!gemv_ok && !skinny_ok) return SmallGemm::kCublasLt;
+  if (skinny_ok && !gemv_ok && tuning().skinny_everywhere) return SmallGemm::kSkinny;
+  const SmallGemmKey key{r.m, r.n, r.k, a.w.dtype(), a.x.dtype()};
+  const std::optional<SmallGemm> known = small_gemm_choices().find(key);
+  if (known && (*known == SmallGemm::kCublasLt || (*known == SmallGemm::kGemv && gemv_ok) ||
+                (*known == SmallGemm::kSkinny && skinny_ok)))
+    return *known;
+  if (!tuning().gemm_autotune || ctx_->recording()) {
+    // The H200's rules: no timing may run here.
+    if (gemv_ok && gemv_beats_cublaslt(r.m, r.n)) return SmallGemm::kGemv;
+    if (skinny_ok && device_target().sm90_features && skinny_beats_cublaslt(r.m, r.n)) return SmallGemm::kSkinny;
+    return SmallGemm::kCublasLt;
+  }
+  KILN_ASSIGN_OR_RETURN(const SmallGemmTimes times, time_small_gemm(a, r, gemv_ok, skinny_ok));
+  const SmallGemm pick = pick_small_gemm(times);
+  small_gemm_choices().put(key, pick, times);
+  return pick;
+}
+
+// Each candidate on the call's own weight and x, into a scratch output: one warm-up run (module
+// load, plans), then the best of five with L2 flushed before each (a decode step streams the
+// weights from memory). Synchronizes: never called while recording.
+Result<SmallGemmTimes> Linear::time_small_gemm(const MatmulArgs& a, const MatmulRequest& r, bool gemv_ok,
+                                               bool skinny_ok) {
+  KILN_ASSIGN_OR_RETURN(Tensor out, ctx_->empty({r.m, r.n}, DType::kF32));
+  const MatmulArgs t{a.x, a.w, out, false};
+  const int64_t flush_bytes = std::max<int64_t>(device_target().l2_bytes, 1 << 20) * 2;
+  KILN_ASSIGN_OR_RETURN(Tensor flush, ctx_->empty({flush_bytes}, DType::kU8));
+  cudaEvent_t start = nullptr, stop = nullptr;
+  KILN_RETURN_IF_ERROR(cuda_status(cudaEventCreate(&start), "gemm timing: event"));
+  if (Status s = cuda_status(cudaEventCreate(&stop), "gemm timing: event"); !s.ok()) {
+    cudaEventDestroy(start);
+    return s;
+  }
+  auto best_us = [&](auto&& run) -> Result<double> {
+    KILN_RETURN_IF_ERROR(run());
+    double best = 1e300;
+    for (int rep = 0; rep < 5; ++rep) {
+      KILN_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(flush.raw(), rep, static_cast<size_t>(flush_bytes), ctx_->stream),
+                                       "gemm timing: flush"));
+      cudaEventRecord(start, ctx_->stream);
+      KILN_RETURN_IF_ERROR(run());
+      cudaEventRecord(stop, ctx_->stream);
+      KILN_RETURN_IF_ERROR(ctx_->synchronize("gemm timing"));
+      float ms = 0.f;
+      KILN_RETURN_IF_ERROR(cuda_status(cudaEventElapsedTime(&ms, start, stop), "gemm timing: elapsed"));
+      best = std::min(best, 1e3 * ms);
+    }
+    return best;
+  };
+  SmallGemmTimes times;
+  Status st = [&]() -> Status {
+    KILN_ASSIGN_OR_RETURN(times.cublaslt_us, best_us([&] { return cublaslt(t, r, 1.f); }));
+    if (gemv_ok) {
+      KILN_ASSIGN_OR_RETURN(times.gemv_us, best_us([&] { return gemv(gemv_params(t, r), ctx_->stream); }));
+    }
+    if (skinny_ok) {
+      KILN_ASSIGN_OR_RETURN(times.skinny_us, best_us([&] { return skinny_gemm(skinny_params(t, r), ctx_->stream); }));
+    }
+    return {};
+  }();
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  KILN_RETURN_IF_ERROR(st.with_context("timing " + r.describe()));
+  return times;
 }
 
 Result<Linear::GemmInput> Linear::gemm_input(const Tensor& x, const MatmulRequest& r, DType w_dtype,
@@ -345,8 +434,10 @@ Status Linear::cublaslt_group(const MatmulGroupArgs& a) {
     KILN_RETURN_IF_ERROR(check_args(*this, m));
     reqs.push_back(describe(m));
     if (a.w[i].dtype() == DType::kF32 || a.w[i].dtype() != a.w[0].dtype() || reqs[i].k != reqs[0].k ||
-        reqs[i].n == 0 || takes_gemv(m, reqs[i]) || takes_skinny(m, reqs[i]))
+        reqs[i].n == 0)
       return LinearFacet::matmul_group(a);
+    KILN_ASSIGN_OR_RETURN(const SmallGemm kernel, kernel_for(m, reqs[i]));
+    if (kernel != SmallGemm::kCublasLt) return LinearFacet::matmul_group(a);
   }
   if (reqs[0].m == 0) return {};
   ProfileScope prof(ctx_->profiler.get(), [&] {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/gdn_backward.h"
 #include "backend/cuda/kernels/gdn_chunked_backward.h"
 #include "backend/cuda/tuning.h"
@@ -75,7 +76,7 @@ Status Training::gdn_backward(const GdnBackwardArgs& a) {
   p.kernel = gdn_backward_kernel_from_env();  // the chunked form unless KILN_CUDA_GDN_BACKWARD=registers
   p.tf32 = a.compute != DType::kF32 && tuning().gdn_backward_tf32;  // one tf32 pass where rounding is allowed
   KILN_RETURN_IF_ERROR(
-      gdn_backward_plan(p, ctx_->props.multiProcessorCount, ctx_->props.sharedMemPerBlockOptin).with_context(req));
+      gdn_backward_plan(p, device_target().multiprocessors, static_cast<size_t>(device_target().shared_optin)).with_context(req));
   if (a.kept.defined() && p.kernel == GdnBackwardKernel::kChunked) {  // the walk recomputes its own states
     const auto want = static_cast<int64_t>(gdn_chunked_backward_kept_floats(p));
     if (a.kept.dtype() != DType::kF32 || a.kept.numel() != want || !a.kept.is_contiguous())

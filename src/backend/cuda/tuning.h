@@ -7,17 +7,18 @@
 //   KILN_CUDA_GEMV_MAX_N=<n>    largest n (weight rows) the GEMV kernel takes
 //   KILN_CUDA_GEMV_ROWS=<r>     weight rows a warp of the GEMV takes (1, 2, 4; -1: the block-split
 //                               form for every n); unset: chosen by shape
-//   KILN_CUDA_SKINNY=0          bf16 GEMMs of up to 64 rows stay on cuBLASLt even where the
-//                               tensor-core skinny GEMM measured faster (kernels/skinny_gemm.h:
-//                               skinny_beats_cublaslt); =all: every bf16 GEMM of up to 64 rows the
-//                               GEMV does not take runs the skinny GEMM
+//   KILN_CUDA_SKINNY=0          bf16 GEMMs of up to 16 rows stay on cuBLASLt even where the
+//                               tensor-core skinny GEMM timed faster (gemm_choice.h); =all: every
+//                               bf16 GEMM of up to 64 rows the GEMV does not take runs the skinny GEMM
 //   KILN_CUDA_SKINNY_MAX_M=<m>  largest m the skinny GEMM takes (0..64)
 //   KILN_CUDA_SKINNY_SPLITS=<s> blocks of a cluster that split a row tile's k (1..16); unset: by occupancy
 //   KILN_CUDA_SKINNY_WGMMA=0    the skinny GEMM runs its mma.sync form (x fragments
 //                               loaded by each warp) instead of the wgmma form
-//   KILN_CUDA_GEMM_AUTOTUNE=0   cuBLASLt GEMMs on 16-bit weights take the heuristic's first
-//                               algorithm instead of the fastest of its candidates timed on first
-//                               use (gemm_autotune.h); f32 weights always take the first
+//   KILN_CUDA_GEMM_AUTOTUNE=0   nothing is timed: cuBLASLt GEMMs on 16-bit weights take the
+//                               heuristic's first algorithm instead of the fastest of its candidates
+//                               timed on first use (gemm_autotune.h; f32 weights always take the
+//                               first), and decode-sized GEMMs take the GEMV, skinny GEMM or
+//                               cuBLASLt by the H200's rules instead of by timing (gemm_choice.h)
 //   KILN_CUDA_GEMM_AUTOTUNE_MAX_M=<m> largest m whose GEMMs are timed (default 256)
 //   KILN_CUDA_GDN_CHUNKED=0     chunked GDN requests run the recurrent kernel
 //   KILN_CUDA_GDN_TWO_PASS=0    the chunked form runs as one kernel (substitution inside the scan)

@@ -147,11 +147,27 @@ TEST(CudaSupport, CapabilitiesComeFromTheDeviceAndThePolicyIsStrict) {
   EXPECT_EQ(be->identity().device.kind, DeviceKind::kCuda);
   EXPECT_GT(c.storage.device_memory_bytes, uint64_t{1} << 30);
   EXPECT_NE(be->identity().device_name.find("SMs"), std::string::npos);
-  // The compute capability, SM count and memory are the runtime's own answers for device 0.
+  // The compute capability, shared memory, SM count and memory are the runtime's own answers for
+  // device 0, the first two narrowed to the emulated device's under KILN_CUDA_TARGET.
   cudaDeviceProp p{};
   ASSERT_EQ(cudaGetDeviceProperties(&p, 0), cudaSuccess);
-  EXPECT_EQ(c.compute.capability, std::to_string(p.major) + "." + std::to_string(p.minor));
+  const cuda::DeviceTarget& t = cuda::device_target();
+  EXPECT_EQ(t.device_major, p.major);
+  EXPECT_EQ(t.device_minor, p.minor);
+  if (t.emulated.empty()) {
+    EXPECT_EQ(t.major, p.major);
+    EXPECT_EQ(t.minor, p.minor);
+    EXPECT_EQ(t.shared_optin, static_cast<int64_t>(p.sharedMemPerBlockOptin));
+  } else {
+    EXPECT_LT(t.shared_optin, static_cast<int64_t>(p.sharedMemPerBlockOptin));
+    EXPECT_FALSE(t.sm90_features);
+  }
+  EXPECT_EQ(c.compute.capability, std::to_string(t.major) + "." + std::to_string(t.minor));
+  EXPECT_EQ(c.compute.shared_memory_per_block, t.shared_optin);
+  EXPECT_EQ(c.compute.target, t.label());
   EXPECT_EQ(c.compute.multiprocessors, p.multiProcessorCount);
+  EXPECT_FALSE(c.kernels.empty());
+  for (const auto& [op, family] : c.kernels) std::printf("kernel: %s -> %s\n", op.c_str(), family.c_str());
   EXPECT_EQ(c.storage.device_memory_bytes, p.totalGlobalMem);
   EXPECT_EQ(c.fallback.generic_op, FallbackMode::kStrict);
   EXPECT_EQ(c.fallback.decode_hot_path, FallbackMode::kNativeRequired);

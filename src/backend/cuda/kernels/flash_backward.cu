@@ -7,10 +7,12 @@
 #include <cuda_bf16.h>
 #include <cuda_pipeline.h>
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 
 #include "backend/cuda/kernels/flash_backward.h"
+#include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/mma_bf16.cuh"
 
@@ -475,13 +477,12 @@ Status launch_all(const FlashBackwardParams& p, const Shape& shape, cudaStream_t
   auto run = [&](auto dim) -> Status {
     constexpr int D = decltype(dim)::value;
     constexpr size_t s1 = dkdv_smem<D>(), s2 = dq_smem<D>(), s3 = dq_from_ds_smem<D>();
-    static const cudaError_t a1 = cudaFuncSetAttribute(flash_backward_dkdv_kernel<D>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(s1));
-    static const cudaError_t a2 = cudaFuncSetAttribute(flash_backward_dq_kernel<D>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(s2));
-    static const cudaError_t a3 = cudaFuncSetAttribute(flash_backward_dq_from_ds_kernel<D>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(s3));
-    (void)a1, (void)a2, (void)a3;  // a failure surfaces as the launch's error
+    KILN_RETURN_IF_ERROR(allow_shared_memory(reinterpret_cast<const void*>(flash_backward_dkdv_kernel<D>), s1,
+                                             "flash_backward_dkdv_kernel"));
+    KILN_RETURN_IF_ERROR(allow_shared_memory(reinterpret_cast<const void*>(flash_backward_dq_kernel<D>), s2,
+                                             "flash_backward_dq_kernel"));
+    KILN_RETURN_IF_ERROR(allow_shared_memory(reinterpret_cast<const void*>(flash_backward_dq_from_ds_kernel<D>), s3,
+                                             "flash_backward_dq_from_ds_kernel"));
     flash_backward_dkdv_kernel<D>
         <<<dim3(static_cast<unsigned>(p.rows * p.kv_heads), tiles), kThreads, s1, stream>>>(p);
     KILN_RETURN_IF_ERROR(launch_status("flash_backward_dkdv_kernel", shape, stream));
@@ -499,7 +500,12 @@ Status launch_all(const FlashBackwardParams& p, const Shape& shape, cudaStream_t
 
 }  // namespace
 
-bool flash_backward_supports(int64_t head_dim) { return head_dim == 128 || head_dim == 256; }
+bool flash_backward_supports(int64_t head_dim) {
+  if (head_dim != 128 && head_dim != 256) return false;
+  const size_t most = head_dim == 128 ? std::max({dkdv_smem<128>(), dq_smem<128>(), dq_from_ds_smem<128>()})
+                                      : std::max({dkdv_smem<256>(), dq_smem<256>(), dq_from_ds_smem<256>()});
+  return static_cast<int64_t>(most) <= device_target().shared_optin;
+}
 
 int64_t flash_backward_ds_bytes(const int32_t* cu, int64_t rows, int64_t q_heads) {
   int64_t tiles = 0;

@@ -55,7 +55,8 @@ struct FlashBackwardParams {
 // and every pair (query tile, key tile at or before it) of each row.
 int64_t flash_backward_ds_bytes(const int32_t* host_cu_seqlens, int64_t rows, int64_t q_heads);
 
-// The head_dims with a kernel instance (128 and 256: those of flash_prefill).
+// The head_dims with a kernel instance (128 and 256: those of flash_prefill) whose kernels fit the
+// target's shared memory (device_target(); 217 KB at head_dim 256: sm_90 only).
 bool flash_backward_supports(int64_t head_dim);
 Status flash_backward(const FlashBackwardParams& p, cudaStream_t stream);
 

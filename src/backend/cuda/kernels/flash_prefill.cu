@@ -8,6 +8,8 @@
 #include <cuda_pipeline.h>
 
 #include "backend/cuda/kernels/flash_prefill.h"
+
+#include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/kv_elem.cuh"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/mma_bf16.cuh"
@@ -17,21 +19,25 @@ namespace kiln::cuda {
 
 namespace {
 
-// 8 warps of 16 query rows share each staged K/V tile (4 warps, 2 blocks an SM, ran the 4,096-token
-// prefill as fast and staged twice the tiles: 1.6x slower with an f32 cache, docs/cuda.md).
-// K and V are double-buffered (Q, then K and V of two tiles: 198 KB at head_dim 256).
-constexpr int kQueryRows = 128, kTileKeys = 64, kWarps = 8, kThreads = 32 * kWarps;
+// A block's tile: kWarps warps of 16 query rows share each staged K/V tile of kTileKeys keys. The
+// wide tile, 8 warps over 64-key tiles, is the measured one (4 warps, 2 blocks an SM, ran the
+// 4,096-token prefill as fast and staged twice the tiles: 1.6x slower with an f32 cache,
+// docs/cuda.md); it needs 198 KB at head_dim 256 (Q, then K and V of two tiles), which sm_90
+// alone has. The narrow tile, 4 warps over 32-key tiles, takes 99 KB there: every GPU since sm_80.
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kNarrowRows = 64;  // the narrow tile's query rows: the most blocks a row's grid takes
 
 template <int D>
-constexpr size_t smem_bytes() {
-  return static_cast<size_t>(kQueryRows + 4 * kTileKeys) * (D + 8) * sizeof(__nv_bfloat16);
+constexpr int64_t smem_bytes(int query_rows, int tile_keys) {
+  return static_cast<int64_t>(query_rows + 4 * tile_keys) * (D + 8) * static_cast<int64_t>(sizeof(__nv_bfloat16));
 }
 
-// Grid: (ceil(max_q_len / 128), rows, q_heads), the query tiles in reverse so that the blocks
-// that see the most keys start first. 8 warps, a warp per 16 query rows.
-template <int D, typename KV>
-__global__ void __launch_bounds__(kThreads, 1) flash_prefill_kernel(FlashPrefillParams p) {
+// Grid: (ceil(max_q_len / query rows), rows, q_heads), the query tiles in reverse so that the
+// blocks that see the most keys start first. A warp per 16 query rows.
+template <int D, typename KV, int kWarps, int kTileKeys>
+__global__ void __launch_bounds__(32 * kWarps, 1) flash_prefill_kernel(FlashPrefillParams p) {
+  constexpr int kQueryRows = 16 * kWarps, kThreads = 32 * kWarps, kHalves = kTileKeys / 32;
+  static_assert(kTileKeys % 32 == 0 && kTileKeys <= kThreads, "a warp looks up 32 keys of a tile");
   constexpr int S = D + 8;  // shared row stride in bf16
   constexpr int kDimSlices = D / 8, kDimSteps = D / 16, kKeySlices = kTileKeys / 8, kQuads = D / 4;
   extern __shared__ float4 smem4[];
@@ -42,7 +48,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_prefill_kernel(FlashPrefill
   // looked up): each key's K/V offset in the cache (-1: masked), and whether any key of each
   // half of the tile is masked.
   __shared__ int64_t key_off_s[3][kTileKeys];
-  __shared__ int tile_holes_s[3][2];
+  __shared__ int tile_holes_s[3][kHalves];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c4 = lane & 3;
   const int64_t row = blockIdx.y, h = blockIdx.z, kvh = h / (p.q_heads / p.kv_heads);
@@ -86,7 +92,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_prefill_kernel(FlashPrefill
   // one is widened here. The block-table lookup runs two tiles ahead (once a key).
   const int64_t tiles = block_last / kTileKeys + 1;
   auto lookup = [&](int64_t t) {
-    if (tid < kTileKeys && t < tiles) {  // warps 0 and 1, whole
+    if (tid < kTileKeys && t < tiles) {  // whole warps
       const int64_t j = t * kTileKeys + tid;
       const int64_t slot = j <= block_last ? keys.slot(j) : -1;
       key_off_s[t % 3][tid] = slot >= 0 ? (slot * p.kv_heads + kvh) * D : -1;
@@ -142,7 +148,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_prefill_kernel(FlashPrefill
     const __nv_bfloat16* Vs = Vbuf + (t & 1) * kTileKeys * S;
     float s[kKeySlices][4];
     if (active) {
-      // S = Q K^T for the warp's 16 rows and the tile's 64 keys.
+      // S = Q K^T for the warp's 16 rows and the tile's keys.
 #pragma unroll
       for (int n = 0; n < kKeySlices; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
       // ldmatrix: Q's A fragment (rows r0 + 0..15, columns kk*16 + 0..15) and K's B fragments
@@ -166,7 +172,9 @@ __global__ void __launch_bounds__(kThreads, 1) flash_prefill_kernel(FlashPrefill
       // Causal and invalid-block masks, then the online softmax of rows g (hr 0) and g + 8 (hr 1).
       // A tile wholly before the warp's first query, with no masked key, needs no mask (warp-uniform).
       const int64_t rel0 = lim0 - k0, rel1 = lim1 - k0;  // the last visible key of each row, in the tile
-      const bool masks = k0 + kTileKeys - 1 > lim0 - g || tile_holes_s[t % 3][0] || tile_holes_s[t % 3][1];
+      bool masks = k0 + kTileKeys - 1 > lim0 - g;
+#pragma unroll
+      for (int half = 0; half < kHalves; ++half) masks = masks || tile_holes_s[t % 3][half];
       float mx[2] = {m[0], m[1]};
       if (masks) {
 #pragma unroll
@@ -263,20 +271,35 @@ __global__ void __launch_bounds__(kThreads, 1) flash_prefill_kernel(FlashPrefill
   }
 }
 
-template <int D, typename KV>
-void launch(const FlashPrefillParams& p, cudaStream_t stream) {
-  constexpr size_t smem = smem_bytes<D>();
-  static const cudaError_t attr = cudaFuncSetAttribute(flash_prefill_kernel<D, KV>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  (void)attr;  // a failure surfaces as the launch's error
+template <int D, typename KV, int kWarps, int kTileKeys>
+Status launch(const FlashPrefillParams& p, cudaStream_t stream) {
+  constexpr int kQueryRows = 16 * kWarps;
+  constexpr int64_t smem = smem_bytes<D>(kQueryRows, kTileKeys);
+  auto kernel = flash_prefill_kernel<D, KV, kWarps, kTileKeys>;
+  KILN_RETURN_IF_ERROR(allow_shared_memory(reinterpret_cast<const void*>(kernel), smem, "flash_prefill_kernel"));
   const dim3 grid(static_cast<unsigned>((p.max_q_len + kQueryRows - 1) / kQueryRows), static_cast<unsigned>(p.rows),
                   static_cast<unsigned>(p.q_heads));
-  flash_prefill_kernel<D, KV><<<grid, kThreads, smem, stream>>>(p);
+  kernel<<<grid, 32 * kWarps, smem, stream>>>(p);
+  return {};
+}
+
+template <int D, typename KV>
+Status launch(const FlashPrefillParams& p, cudaStream_t stream) {
+  if (flash_prefill_wide_tile(D)) return launch<D, KV, 8, 64>(p, stream);
+  return launch<D, KV, 4, 32>(p, stream);
 }
 
 }  // namespace
 
-bool flash_prefill_supports(int64_t head_dim) { return head_dim == 128 || head_dim == 256; }
+bool flash_prefill_supports(int64_t head_dim) {
+  if (head_dim != 128 && head_dim != 256) return false;
+  return (head_dim == 128 ? smem_bytes<128>(kNarrowRows, 32) : smem_bytes<256>(kNarrowRows, 32)) <=
+         device_target().shared_optin;
+}
+
+bool flash_prefill_wide_tile(int64_t head_dim) {
+  return (head_dim == 128 ? smem_bytes<128>(128, 64) : smem_bytes<256>(128, 64)) <= device_target().shared_optin;
+}
 
 Status flash_prefill(const FlashPrefillParams& p, cudaStream_t stream) {
   auto shape = [&] {
@@ -291,15 +314,16 @@ Status flash_prefill(const FlashPrefillParams& p, cudaStream_t stream) {
   if (p.kv_heads <= 0 || p.q_heads % p.kv_heads != 0 || p.block_size <= 0)
     return invalid_argument("flash_prefill_kernel: q_heads must be a multiple of kv_heads, block_size positive (" +
                             shape() + ")");
-  if (p.rows > 65535 || p.q_heads > 65535 || p.max_q_len < 1 || (p.max_q_len + kQueryRows - 1) / kQueryRows > 0x7fffffff)
+  if (p.rows > 65535 || p.q_heads > 65535 || p.max_q_len < 1 || (p.max_q_len + kNarrowRows - 1) / kNarrowRows > 0x7fffffff)
     return invalid_argument("flash_prefill_kernel: grid out of range (" + shape() + ")");
   if (reinterpret_cast<uintptr_t>(p.k_cache) % 16 != 0 || reinterpret_cast<uintptr_t>(p.v_cache) % 16 != 0)
     return invalid_argument("flash_prefill_kernel: K/V caches must be 16-byte aligned (" + shape() + ")");
+  Status st;
   with_kv_type(p.kv_dtype, [&](auto kv) {
     using KV = kv_t<decltype(kv)>;
-    if (p.head_dim == 128) launch<128, KV>(p, stream);
-    else launch<256, KV>(p, stream);
+    st = p.head_dim == 128 ? launch<128, KV>(p, stream) : launch<256, KV>(p, stream);
   });
+  KILN_RETURN_IF_ERROR(st.with_context(shape()));
   return launch_status("flash_prefill_kernel", shape, stream);
 }
 

@@ -1,10 +1,11 @@
 // Causal GQA flash attention for prefill rows on tensor cores, over the paged f32 K/V cache, with
 // the output gate (out *= sigmoid(gate)) fused. A block takes 128 consecutive query tokens of one
-// row and one query head (a warp per 16 of them); tiles of 64 keys of K and V are converted to
-// bf16 as they are staged in shared memory, S = Q K^T and O += P V run as bf16 mma.sync with f32
-// accumulation, and the softmax is online in f32 (P rounded to bf16 for its product with V). So
-// the result is the f32 attention of Q, K and V rounded to bf16, with P rounded too: callers opt
-// in through AttentionArgs::compute = bf16. Key tiles past a block's last query are skipped.
+// row and one query head (64 where shared memory is smaller than sm_90's), a warp per 16 of them;
+// tiles of 64 keys (32) of K and V are converted to bf16 as they are staged in shared memory,
+// S = Q K^T and O += P V run as bf16 mma.sync with f32 accumulation, and the softmax is online in
+// f32 (P rounded to bf16 for its product with V). So the result is the f32 attention of Q, K and
+// V rounded to bf16, with P rounded too: callers opt in through AttentionArgs::compute = bf16.
+// Key tiles past a block's last query are skipped.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -34,8 +35,12 @@ struct FlashPrefillParams {
   float* lse = nullptr;
 };
 
-// The head_dims with a kernel instance (128 and 256).
+// The head_dims with a kernel instance (128 and 256) whose narrow tile fits the target's shared
+// memory (device_target()).
 bool flash_prefill_supports(int64_t head_dim);
+// Whether the wide tile (128 query rows, 64-key tiles) fits the target; else the narrow one (64
+// rows, 32-key tiles) runs.
+bool flash_prefill_wide_tile(int64_t head_dim);
 Status flash_prefill(const FlashPrefillParams& p, cudaStream_t stream);
 
 }  // namespace kiln::cuda

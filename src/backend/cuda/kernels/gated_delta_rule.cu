@@ -1,6 +1,5 @@
-#include <mutex>
-
 #include "backend/cuda/kernels/gated_delta_rule.h"
+#include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/reduce.cuh"
 
@@ -99,19 +98,9 @@ Status gated_delta_rule(const GatedDeltaRuleParams& p, cudaStream_t stream) {
   if (p.rows > 65535 || p.v_heads > 0x7fffffff)
     return invalid_argument("gated_delta_rule_kernel: too many rows or heads (" + shape() + ")");
   const size_t smem = gated_delta_rule_smem_bytes(p.dk, p.dv);
-  // Raise the kernel's dynamic shared-memory limit once, to what the device allows.
-  static std::once_flag once;
-  static cudaError_t attr_err = cudaSuccess;
-  std::call_once(once, [] {
-    int dev = 0, optin = 0;
-    attr_err = cudaGetDevice(&dev);
-    if (attr_err == cudaSuccess) attr_err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (attr_err == cudaSuccess)
-      attr_err = cudaFuncSetAttribute(gated_delta_rule_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
-  });
-  if (attr_err != cudaSuccess)
-    return internal_error(std::string("gated_delta_rule_kernel: raising the shared-memory limit: ") +
-                          cudaGetErrorString(attr_err));
+  KILN_RETURN_IF_ERROR(allow_shared_memory(reinterpret_cast<const void*>(gated_delta_rule_kernel),
+                                           static_cast<int64_t>(smem), "gated_delta_rule_kernel")
+                           .with_context(shape()));
   dim3 grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>(p.rows));
   gated_delta_rule_kernel<<<grid, kThreads, smem, stream>>>(p);
   return launch_status("gated_delta_rule_kernel", shape, stream);

@@ -41,6 +41,10 @@ struct GatedDeltaRuleParams {
   // The two-pass form: every product in one tf32 pass (operands rounded to tf32, ~2^-11 relative)
   // instead of 3xTF32, where the caller allows reduced precision (GdnArgs::compute).
   bool tf32 = false;
+  // The one-kernel form only: A and Mq of each block in global memory
+  // (gated_delta_rule_chunked_lean_floats), where the target's shared memory cannot hold them
+  // (gated_delta_rule_chunked_lean_smem_bytes); null: in shared memory.
+  float* chunk_am = nullptr;
 };
 
 // Shared memory the kernel needs for (dk, dv); the facet declines what the device cannot hold.
@@ -53,6 +57,8 @@ Status gated_delta_rule(const GatedDeltaRuleParams& p, cudaStream_t stream);
 // both per chunk, with the forward substitution in the scan.
 size_t gated_delta_rule_chunked_smem_bytes(int64_t dk);  // one-kernel form; 0: no instance for dk
 size_t gated_delta_rule_two_pass_smem_bytes(int64_t dk);  // 0: no instance for dk
+size_t gated_delta_rule_chunked_lean_smem_bytes(int64_t dk);  // one-kernel form, A and Mq in chunk_am
+size_t gated_delta_rule_chunked_lean_floats(int64_t rows, int64_t v_heads, int64_t dv);
 size_t gated_delta_rule_two_pass_scratch_floats(int64_t rows, int64_t max_chunks, int64_t v_heads, int64_t dk,
                                                 int64_t dv);
 Status gated_delta_rule_chunked(const GatedDeltaRuleParams& p, cudaStream_t stream);

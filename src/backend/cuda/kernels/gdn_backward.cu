@@ -14,6 +14,7 @@
 
 #include "backend/cuda/kernels/gdn_backward.h"
 #include "backend/cuda/kernels/gdn_chunked_backward.h"
+#include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/reduce.cuh"
 
@@ -484,11 +485,9 @@ size_t reg_smem_bytes(int64_t rows_per_lane) {
 }
 
 // Lets the instance take its shared memory where that passes the default 48 KB (dk above 128).
-cudaError_t allow_reg_smem(int64_t rows_per_lane) {
-  const size_t bytes = reg_smem_bytes(rows_per_lane);
-  if (bytes <= 48 * 1024) return cudaSuccess;
-  return cudaFuncSetAttribute(reg_kernel(rows_per_lane), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(bytes));
+Status allow_reg_smem(int64_t rows_per_lane) {
+  return allow_shared_memory(reinterpret_cast<const void*>(reg_kernel(rows_per_lane)),
+                             static_cast<int64_t>(reg_smem_bytes(rows_per_lane)), "gdn_backward_reg_kernel");
 }
 
 std::string shape_of(const GdnBackwardParams& p) {
@@ -515,9 +514,7 @@ Status state_stage(const GdnBackwardParams& p, const Scratch& s, cudaStream_t st
   }
   const RegKernel kernel = reg_kernel(p.rows_per_lane);
   if (kernel == nullptr) return invalid_argument("gdn_backward: not planned (" + shape_of(p) + ")");
-  if (cudaError_t e = allow_reg_smem(p.rows_per_lane); e != cudaSuccess)
-    return internal_error(std::string("gdn_backward_reg_kernel: raising the shared-memory limit: ") +
-                          cudaGetErrorString(e));
+  KILN_RETURN_IF_ERROR(allow_reg_smem(p.rows_per_lane));
   kernel<<<static_cast<unsigned>(p.state_blocks), kRegThreads, reg_smem_bytes(p.rows_per_lane), stream>>>(p, s);
   return launch_status("gdn_backward_reg_kernel", shape, stream);
 }
@@ -538,16 +535,14 @@ Status gdn_backward_plan(GdnBackwardParams& p, int sm_count, size_t smem_optin) 
   if (p.dk < 1 || p.dk > kGdnBackwardMaxDk || p.dv < 1 || p.k_heads < 1 || p.v_heads % p.k_heads != 0 ||
       p.rows < 1 || p.chunk < 1 || p.max_len < 1)
     return invalid_argument("gdn_backward_plan: unsupported sizes (" + shape_of(p) + ")");
-  // The chunked form takes dk 16, 32, 64 and 128 (and rows of at most 65,535 chunks); other sizes walk
-  // the tokens in registers.
+  // The chunked form takes dk 16, 32, 64 and 128 (and rows of at most 65,535 chunks) where its
+  // shared memory fits (217 KB at dk 128: sm_90's); other sizes and devices walk the tokens in
+  // registers.
   if (p.kernel == GdnBackwardKernel::kChunked &&
-      (!gdn_chunked_backward_takes(p.dk) || (p.max_len + 63) / 64 > 65535 || p.rows > 65535))
+      (!gdn_chunked_backward_takes(p.dk) || (p.max_len + 63) / 64 > 65535 || p.rows > 65535 ||
+       gdn_chunked_backward_smem_bytes(p.dk) > smem_optin))
     p.kernel = GdnBackwardKernel::kRegisters;
   if (p.kernel == GdnBackwardKernel::kChunked) {
-    const size_t smem = gdn_chunked_backward_smem_bytes(p.dk);
-    if (smem > smem_optin)
-      return invalid_argument("gdn_backward_plan: " + std::to_string(smem) + " bytes of shared memory per block exceed "
-                              "the device's " + std::to_string(smem_optin) + " (" + shape_of(p) + ")");
     p.cols = p.dv;
     p.groups = 1;
     p.state_blocks = 0;
@@ -563,9 +558,7 @@ Status gdn_backward_plan(GdnBackwardParams& p, int sm_count, size_t smem_optin) 
     return invalid_argument("gdn_backward_plan: " + std::to_string(reg_smem_bytes(p.rows_per_lane)) +
                             " bytes of shared memory per block exceed the device's " + std::to_string(smem_optin) +
                             " (" + shape_of(p) + ")");
-  if (cudaError_t e = allow_reg_smem(p.rows_per_lane); e != cudaSuccess)
-    return internal_error(std::string("gdn_backward_reg_kernel: raising the shared-memory limit: ") +
-                          cudaGetErrorString(e));
+  KILN_RETURN_IF_ERROR(allow_reg_smem(p.rows_per_lane));
   int per_sm = 0;
   if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reg_kernel(p.rows_per_lane), kRegThreads,
                                                                     reg_smem_bytes(p.rows_per_lane));

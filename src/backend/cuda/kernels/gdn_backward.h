@@ -80,8 +80,8 @@ const char* gdn_backward_kernel_name(GdnBackwardKernel k);
 constexpr int64_t kGdnBackwardMaxDk = 256;
 
 // Fills cols, groups, state_blocks (the walk: blocks to fill `sm_count` multiprocessors, no more
-// resident blocks than the device holds at once). Fails where one block exceeds `smem_optin`
-// bytes of shared memory.
+// resident blocks than the device holds at once). The chunked form gives way to the walk where its
+// block exceeds `smem_optin` bytes of shared memory; fails where the walk's does too.
 Status gdn_backward_plan(GdnBackwardParams& p, int sm_count, size_t smem_optin);
 
 // Scratch floats for a planned call: normalised q, k; decays and betas; the partial dq, dk, dg,

@@ -13,6 +13,7 @@
 
 #include "backend/cuda/kernels/gated_delta_rule.h"
 #include "backend/cuda/kernels/gdn_chunk_record.h"
+#include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/mma_tf32.cuh"
 #include "backend/cuda/kernels/reduce.cuh"
@@ -27,15 +28,17 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kWP = kBV + 1;  // W row stride: the substitution reads W down a column
 
-template <int DK>
+// kLean: A and Mq live in global memory (GatedDeltaRuleParams::chunk_am), not here: 91 KB instead
+// of 123 KB at dk 128, which the GPUs with 99 KB of shared memory a block hold.
+template <int DK, bool kLean = false>
 struct ChunkLayout {
   static constexpr int kKP = DK + 4;  // K/Q row stride: float4 rows, staggered banks
   static constexpr int kS = 0;                       // [DK][kBV]
   static constexpr int kK = kS + DK * kBV;           // [kC][kKP]
   static constexpr int kQ = kK + kC * kKP;           // [kC][kKP]
-  static constexpr int kA = kQ + kC * kKP;           // [kC][kC]
-  static constexpr int kM = kA + kC * kC;            // [kC][kC]
-  static constexpr int kW = kM + kC * kC;            // [kC][kWP]
+  static constexpr int kA = kQ + kC * kKP;           // [kC][kC] (none when lean)
+  static constexpr int kM = kA + (kLean ? 0 : kC * kC);  // [kC][kC] (none when lean)
+  static constexpr int kW = kM + (kLean ? 0 : kC * kC);  // [kC][kWP]
   static constexpr int kG = kW + kC * kWP;           // [kC]
   static constexpr int kBeta = kG + kC;              // [kC]
   static constexpr int kFloats = kBeta + kC;
@@ -163,9 +166,9 @@ __device__ void chunk_products(const float* Qs, const float* Ks, const float* G,
 }
 
 // Grid: (v_heads, ceil(dv / 32), rows).
-template <int DK>
+template <int DK, bool kLean>
 __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GatedDeltaRuleParams p) {
-  using L = ChunkLayout<DK>;
+  using L = ChunkLayout<DK, kLean>;
   constexpr int KP = L::kKP;
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
@@ -174,6 +177,11 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GatedDeltaRule
   float* Qs = smem + L::kQ;
   float* A = smem + L::kA;
   float* Mq = smem + L::kM;
+  if constexpr (kLean) {  // the block's own A and Mq; __syncthreads orders global writes as shared ones
+    const int64_t block = (static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    A = p.chunk_am + block * 2 * kC * kC;
+    Mq = A + kC * kC;
+  }
   float* W = smem + L::kW;
   float* G = smem + L::kG;
   float* beta = smem + L::kBeta;
@@ -633,20 +641,13 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
   }
 }
 
-template <typename Kernel>
-cudaError_t allow_smem(Kernel k, size_t bytes) {
-  return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-}
-
 template <int DK, int P>
 Status launch_two_pass(const GatedDeltaRuleParams& p, cudaStream_t stream) {
   const size_t prep = PrepLayout<DK>::kFloats * sizeof(float), scan = ScanLayout<DK>::kFloats * sizeof(float);
-  static cudaError_t attr = [&] {
-    cudaError_t e = allow_smem(gdn_chunk_prep_kernel<DK, P>, prep);
-    return e == cudaSuccess ? allow_smem(gdn_chunk_scan_kernel<DK, P>, scan) : e;
-  }();
-  if (attr != cudaSuccess)
-    return internal_error(std::string("gdn_chunk_kernels: raising the shared-memory limit: ") + cudaGetErrorString(attr));
+  KILN_RETURN_IF_ERROR(allow_shared_memory(reinterpret_cast<const void*>(gdn_chunk_prep_kernel<DK, P>),
+                                           static_cast<int64_t>(prep), "gdn_chunk_prep_kernel"));
+  KILN_RETURN_IF_ERROR(allow_shared_memory(reinterpret_cast<const void*>(gdn_chunk_scan_kernel<DK, P>),
+                                           static_cast<int64_t>(scan), "gdn_chunk_scan_kernel"));
   dim3 prep_grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>(p.max_chunks), static_cast<unsigned>(p.rows));
   gdn_chunk_prep_kernel<DK, P><<<prep_grid, kThreads, prep, stream>>>(p);
   KILN_RETURN_IF_ERROR(launch_status("gdn_chunk_prep_kernel", "", stream));
@@ -662,17 +663,20 @@ Status launch_two_pass(const GatedDeltaRuleParams& p, cudaStream_t stream) {
   return p.tf32 ? launch_two_pass<DK, 1>(p, stream) : launch_two_pass<DK, 3>(p, stream);
 }
 
-template <int DK>
+template <int DK, bool kLean>
 Status launch_chunked(const GatedDeltaRuleParams& p, cudaStream_t stream) {
-  const size_t smem = ChunkLayout<DK>::kFloats * sizeof(float);
-  static cudaError_t attr = cudaFuncSetAttribute(gdn_chunked_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 static_cast<int>(smem));
-  if (attr != cudaSuccess)
-    return internal_error(std::string("gdn_chunked_kernel: raising the shared-memory limit: ") + cudaGetErrorString(attr));
+  const size_t smem = ChunkLayout<DK, kLean>::kFloats * sizeof(float);
+  KILN_RETURN_IF_ERROR(allow_shared_memory(reinterpret_cast<const void*>(gdn_chunked_kernel<DK, kLean>),
+                                           static_cast<int64_t>(smem), "gdn_chunked_kernel"));
   dim3 grid(static_cast<unsigned>(p.v_heads), static_cast<unsigned>((p.dv + kBV - 1) / kBV),
             static_cast<unsigned>(p.rows));
-  gdn_chunked_kernel<DK><<<grid, kThreads, smem, stream>>>(p);
+  gdn_chunked_kernel<DK, kLean><<<grid, kThreads, smem, stream>>>(p);
   return {};
+}
+
+template <int DK>
+Status launch_chunked(const GatedDeltaRuleParams& p, cudaStream_t stream) {
+  return p.chunk_am != nullptr ? launch_chunked<DK, true>(p, stream) : launch_chunked<DK, false>(p, stream);
 }
 
 }  // namespace
@@ -686,6 +690,21 @@ size_t gated_delta_rule_chunked_smem_bytes(int64_t dk) {
     case 256: return ChunkLayout<256>::kFloats * sizeof(float);
     default: return 0;
   }
+}
+
+size_t gated_delta_rule_chunked_lean_smem_bytes(int64_t dk) {
+  switch (dk) {
+    case 16: return ChunkLayout<16, true>::kFloats * sizeof(float);
+    case 32: return ChunkLayout<32, true>::kFloats * sizeof(float);
+    case 64: return ChunkLayout<64, true>::kFloats * sizeof(float);
+    case 128: return ChunkLayout<128, true>::kFloats * sizeof(float);
+    case 256: return ChunkLayout<256, true>::kFloats * sizeof(float);
+    default: return 0;
+  }
+}
+
+size_t gated_delta_rule_chunked_lean_floats(int64_t rows, int64_t v_heads, int64_t dv) {
+  return static_cast<size_t>(rows * v_heads * ((dv + kBV - 1) / kBV) * 2 * kC * kC);
 }
 
 size_t gated_delta_rule_two_pass_scratch_floats(int64_t rows, int64_t max_chunks, int64_t v_heads, int64_t dk,

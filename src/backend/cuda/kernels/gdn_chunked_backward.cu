@@ -11,6 +11,7 @@
 #include "backend/cuda/kernels/gated_delta_rule.h"
 #include "backend/cuda/kernels/gdn_chunk_record.h"
 #include "backend/cuda/kernels/gdn_chunked_backward.h"
+#include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/mma_tf32.cuh"
 #include "backend/cuda/kernels/reduce.cuh"
@@ -631,18 +632,12 @@ std::string shape_of(const GdnBackwardParams& p) {
 template <int DK>
 Status launch(const GdnBackwardParams& p, const GdnChunkedBackwardBuffers& b, cudaStream_t stream) {
   const size_t scan_smem = ScanLayout<DK>::kFloats * sizeof(float), grad_smem = GradLayout<DK>::kFloats * sizeof(float);
-  static const cudaError_t attr = [&] {
-    cudaError_t e = cudaFuncSetAttribute(gdn_chunk_bwd_scan_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(scan_smem));
-    if (e != cudaSuccess) return e;
-    e = cudaFuncSetAttribute(gdn_chunk_bwd_grad_kernel<DK, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(grad_smem));
-    if (e != cudaSuccess) return e;
-    return cudaFuncSetAttribute(gdn_chunk_bwd_grad_kernel<DK, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                static_cast<int>(grad_smem));
-  }();
-  if (attr != cudaSuccess)
-    return internal_error(std::string("gdn_chunk_bwd kernels: raising the shared-memory limit: ") + cudaGetErrorString(attr));
+  KILN_RETURN_IF_ERROR(allow_shared_memory(reinterpret_cast<const void*>(gdn_chunk_bwd_scan_kernel<DK>),
+                                           static_cast<int64_t>(scan_smem), "gdn_chunk_bwd_scan_kernel"));
+  KILN_RETURN_IF_ERROR(allow_shared_memory(reinterpret_cast<const void*>(gdn_chunk_bwd_grad_kernel<DK, 3>),
+                                           static_cast<int64_t>(grad_smem), "gdn_chunk_bwd_grad_kernel"));
+  KILN_RETURN_IF_ERROR(allow_shared_memory(reinterpret_cast<const void*>(gdn_chunk_bwd_grad_kernel<DK, 1>),
+                                           static_cast<int64_t>(grad_smem), "gdn_chunk_bwd_grad_kernel"));
   const int64_t max_chunks = max_chunks_of(p);
   const GdnForwardKept kept = kept_of(p);
   const int64_t items = p.rows * max_chunks * p.v_heads;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backend/cuda/kernels/gdn_decode.h"
+#include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/occupancy.h"
 #include "backend/cuda/kernels/pdl.cuh"
@@ -364,16 +365,10 @@ size_t gdn_decode_state_smem_bytes(int64_t dk, int64_t dv, int stages) {
 template <int RPT, int kStages>
 Status launch_state(const GdnDecodeParams& p, const float* vec, cudaStream_t stream) {
   auto kernel = gdn_decode_state_kernel<RPT, kStages>;
-  // The shared-memory limit raised once, to the widest head this instance takes (dv = 128): a
-  // limit set for one launch's size would refuse a later, wider one.
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(gdn_decode_state_smem_bytes(kStateParts * RPT, 512 / kStateParts, kStages)));
-  if (attr != cudaSuccess)
-    return internal_error(std::string("gdn_decode_state_kernel: raising the shared-memory limit: ") +
-                          cudaGetErrorString(attr));
   const int threads = static_cast<int>(kStateParts * p.dv);
   const size_t smem = gdn_decode_state_smem_bytes(p.dk, p.dv, kStages);
+  KILN_RETURN_IF_ERROR(allow_shared_memory(reinterpret_cast<const void*>(kernel), static_cast<int64_t>(smem),
+                                           "gdn_decode_state_kernel"));
   const int resident = resident_blocks(reinterpret_cast<const void*>(kernel), threads, smem);
   if (resident < 1)
     return internal_error("gdn_decode_state_kernel: no block of " + std::to_string(smem) +
@@ -396,9 +391,10 @@ Status launch_state_dk(const GdnDecodeParams& p, const float* vec, cudaStream_t 
 
 }  // namespace
 
-bool gdn_decode_split_applies(int64_t dk, int64_t dv, const float* state) {
-  return reinterpret_cast<uintptr_t>(state) % 16 == 0 && (dk == 16 || dk == 32 || dk == 64 || dk == 128) && dv >= 8 &&
-         dv % 8 == 0 && kStateParts * dv <= 512 && 2 * dk + 2 * dv + 2 <= 2 * kStateParts * dv;
+bool gdn_decode_split_applies(int64_t dk, int64_t dv) {
+  return (dk == 16 || dk == 32 || dk == 64 || dk == 128) && dv >= 8 && dv % 8 == 0 && kStateParts * dv <= 512 &&
+         2 * dk + 2 * dv + 2 <= 2 * kStateParts * dv &&
+         static_cast<int64_t>(gdn_decode_state_smem_bytes(dk, dv, 1)) <= device_target().shared_optin;
 }
 
 size_t gdn_decode_vectors_floats(int64_t rows, int64_t k_heads, int64_t v_heads, int64_t dk, int64_t dv) {
@@ -412,10 +408,14 @@ Status gdn_decode_split(const GdnDecodeParams& p, float* vec, int stages, cudaSt
            " stages=" + std::to_string(stages);
   };
   if (p.rows == 0) return {};
-  if (p.tokens != p.rows || !gdn_decode_split_applies(p.dk, p.dv, p.state) || p.rows > 65535 || p.conv_kernel < 2 ||
-      stages < 1 || stages > 3)
+  if (p.tokens != p.rows || !gdn_decode_split_applies(p.dk, p.dv) || reinterpret_cast<uintptr_t>(p.state) % 16 != 0 ||
+      p.rows > 65535 || p.conv_kernel < 2 || stages < 1 || stages > 3)
     return invalid_argument("gdn_decode_split: needs one token a row, dk in 16..128, dv <= 128, a 16-byte aligned "
                             "state and 1..3 stages (" + shape() + ")");
+  // Fewer stages where the target's shared memory holds fewer copies of a head's state (two
+  // take 131 KB at dk = dv = 128: not on the 99 KB GPUs).
+  while (stages > 1 && static_cast<int64_t>(gdn_decode_state_smem_bytes(p.dk, p.dv, stages)) > device_target().shared_optin)
+    --stages;
   const int64_t channels = 2 * p.dk + (p.v_heads / p.k_heads) * p.dv;
   const int vec_threads = static_cast<int>(std::min<int64_t>(1024, (channels + 31) / 32 * 32));
   launch_pdl(gdn_decode_vectors_kernel, dim3(static_cast<unsigned>(p.k_heads), static_cast<unsigned>(p.rows)),
@@ -444,15 +444,9 @@ Status gdn_decode(const GdnDecodeParams& p, cudaStream_t stream) {
   if (p.rows > 65535 || p.k_heads > 0x7fffffff || p.conv_kernel < 2)
     return invalid_argument("gdn_decode_kernel: bad rows, heads or conv kernel (" + shape() + ")");
   const size_t smem = gdn_decode_smem_bytes(p.k_heads, p.v_heads, p.dk, p.dv);
-  static cudaError_t attr = [] {
-    int dev = 0, optin = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(gdn_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
-    return e;
-  }();
-  if (attr != cudaSuccess)
-    return internal_error(std::string("gdn_decode_kernel: raising the shared-memory limit: ") + cudaGetErrorString(attr));
+  KILN_RETURN_IF_ERROR(allow_shared_memory(reinterpret_cast<const void*>(gdn_decode_kernel), static_cast<int64_t>(smem),
+                                           "gdn_decode_kernel")
+                           .with_context(shape()));
   const int64_t cols = (p.v_heads / p.k_heads) * p.dv;
   int threads = static_cast<int>(((cols + 31) / 32) * 32);
   if (threads > 1024) threads = 1024;

@@ -44,10 +44,11 @@ Status gdn_decode(const GdnDecodeParams& p, cudaStream_t stream);
 // persistent state kernel takes the (row, value head) items, several a block: each item's state
 // is copied into shared memory `stages` items ahead (1..3; with 1, three blocks an SM and no
 // copy ahead), so the state traffic streams while earlier items are computed; the recurrence and
-// the gated norm read it there and write the new state back. Applies where dk is 16, 32, 64 or
-// 128, dv a multiple of 8 up to 128, and the state 16-byte aligned. The state kernel's grid is at
-// most the blocks the device holds at once (kernels/occupancy.h).
-bool gdn_decode_split_applies(int64_t dk, int64_t dv, const float* state);
+// the gated norm read it there and write the new state back (fewer stages where the target's
+// shared memory holds fewer states). Applies where dk is 16, 32, 64 or 128, dv a multiple of 8 up
+// to 128 and one stage fits the target; gdn_decode_split also needs the state 16-byte aligned.
+// The state kernel's grid is at most the blocks the device holds at once (kernels/occupancy.h).
+bool gdn_decode_split_applies(int64_t dk, int64_t dv);
 size_t gdn_decode_vectors_floats(int64_t rows, int64_t k_heads, int64_t v_heads, int64_t dk, int64_t dv);
 Status gdn_decode_split(const GdnDecodeParams& p, float* vec, int stages, cudaStream_t stream);
 

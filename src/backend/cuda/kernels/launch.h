@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "core/status.h"
 
@@ -31,12 +32,34 @@ inline std::atomic<uint64_t>& kernel_launch_count() {
   return n;
 }
 
+// What this process's launches asked of the device: how many used an sm_90 feature (a wgmma
+// kernel, a thread-block cluster, programmatic dependent launch) and the most dynamic shared memory
+// a kernel asked for (allow_shared_memory). Under KILN_CUDA_TARGET=sm86 a test holds both to what
+// such a device has.
+struct LaunchCensus {
+  std::atomic<uint64_t> sm90_launches{0};
+  std::atomic<int64_t> max_shared_bytes{0};
+};
+inline LaunchCensus& launch_census() {
+  static LaunchCensus c;
+  return c;
+}
+
+// Why the launch about to be checked was not made, for launchers without a Status of their own
+// (a shared-memory request the target refused): launch_status reports it as that launch's error.
+inline Status& refused_launch() {
+  thread_local Status s;
+  return s;
+}
+
 // The Status of the launch just made (and one more launch counted). `shape` (a string, or a callable returning one) describes
 // the launch in an error; a callable is only evaluated on failure, keeping the hot path free of
 // string building.
 template <typename Shape>
 inline Status launch_status(const char* kernel, const Shape& shape, cudaStream_t stream) {
   kernel_launch_count().fetch_add(1, std::memory_order_relaxed);
+  if (Status& refused = refused_launch(); !refused.ok()) [[unlikely]]
+    return std::exchange(refused, Status());
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess && sync_every_launch()) err = cudaStreamSynchronize(stream);
   if (err == cudaSuccess) return {};

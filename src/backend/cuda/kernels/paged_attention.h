@@ -63,7 +63,8 @@ Status attention_combine(const PagedAttentionParams& p, const AttentionSplit& s,
 // their tiles of 16 keys through shared memory (cp.async, two tiles ahead, across units), and
 // computes S^T = K q^T and O^T += V^T P^T with mma.sync m16n8k16, the group's query heads as the
 // 8 columns (up to 8 heads); a unit's result is the gated output (one split) or its partial for
-// attention_combine. head_dim 64, 128 or 256.
+// attention_combine. head_dim 64, 128 or 256, where two stages fit the target's shared memory
+// (132 KB at 256: not on the 99 KB GPUs).
 bool paged_decode_mma_applies(int64_t head_dim, int64_t group, DType kv_dtype);
 // The grid is one block of 4 warps an SM; each token's keys split (evenly, in tiles of 16, by the
 // kernel) so that the units come to about `units_per_warp` a warp, at most kAttentionMaxSplits

@@ -506,9 +506,12 @@ template <int DPL, int G, typename KV>
 void launch(const PagedAttentionParams& p, const AttentionSplit& s, cudaStream_t stream) {
   if (s.prefill_tiles > 0) {
     const size_t smem = 2 * kTileKeys * 32 * DPL * sizeof(KV);
-    static const cudaError_t attr = cudaFuncSetAttribute(attention_prefill_tiled_kernel<DPL, G, KV>,
-                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    (void)attr;  // a failure surfaces as the launch's error
+    if (Status st = allow_shared_memory(reinterpret_cast<const void*>(attention_prefill_tiled_kernel<DPL, G, KV>),
+                                        static_cast<int64_t>(smem), "attention_prefill_tiled_kernel");
+        !st.ok()) {
+      refused_launch() = std::move(st);
+      return;
+    }
     dim3 grid(static_cast<unsigned>(s.prefill_tiles), static_cast<unsigned>(p.rows),
               static_cast<unsigned>(p.kv_heads * s.splits));
     launch_pdl(attention_prefill_tiled_kernel<DPL, G, KV>, grid, kTileTokens * 32, smem, stream, p, s);

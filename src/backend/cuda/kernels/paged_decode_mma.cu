@@ -237,15 +237,25 @@ __global__ void __launch_bounds__(kThreads, 1) paged_decode_mma_kernel(PagedAtte
 template <int D, int kStages>
 void launch(const PagedAttentionParams& p, const AttentionSplit& s, cudaStream_t stream) {
   constexpr size_t smem = MmaLayout<D, kStages>::kBytes;
-  static const cudaError_t attr = cudaFuncSetAttribute(paged_decode_mma_kernel<D, kStages>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  (void)attr;  // a failure surfaces as the launch's error
+  if (Status st = allow_shared_memory(reinterpret_cast<const void*>(paged_decode_mma_kernel<D, kStages>),
+                                      static_cast<int64_t>(smem), "paged_decode_mma_kernel");
+      !st.ok()) {
+    refused_launch() = std::move(st);
+    return;
+  }
   launch_pdl(paged_decode_mma_kernel<D, kStages>, dim3(static_cast<unsigned>(s.blocks)), kThreads, smem, stream, p, s);
+}
+
+// The stages the target's shared memory holds (tuning().attention_mma_stages where it does).
+int64_t shared_bytes(int64_t head_dim, int stages) {
+  const int64_t rows = kTileKeys * (head_dim + 8);
+  return int64_t{kWarps} * stages * 2 * rows * static_cast<int64_t>(sizeof(__nv_bfloat16));
 }
 
 template <int D>
 void launch(const PagedAttentionParams& p, const AttentionSplit& s, cudaStream_t stream) {
-  if (tuning().attention_mma_stages == 3) launch<D, 3>(p, s, stream);
+  static_assert(MmaLayout<D, 3>::kBytes == 3 * MmaLayout<D, 2>::kBytes / 2, "shared_bytes is the layout's");
+  if (tuning().attention_mma_stages == 3 && shared_bytes(D, 3) <= device_target().shared_optin) launch<D, 3>(p, s, stream);
   else launch<D, 2>(p, s, stream);
 }
 
@@ -253,7 +263,7 @@ void launch(const PagedAttentionParams& p, const AttentionSplit& s, cudaStream_t
 
 bool paged_decode_mma_applies(int64_t head_dim, int64_t group, DType kv_dtype) {
   return kv_dtype == DType::kBF16 && group >= 1 && group <= kHeads &&
-         (head_dim == 64 || head_dim == 128 || head_dim == 256);
+         (head_dim == 64 || head_dim == 128 || head_dim == 256) && shared_bytes(head_dim, 2) <= device_target().shared_optin;
 }
 
 AttentionSplit plan_decode_mma(int64_t tokens, int64_t kv_heads, int sms, int units_per_warp) {

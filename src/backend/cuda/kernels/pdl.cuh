@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "backend/cuda/kernels/device_code.h"
+#include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/tuning.h"
 
 namespace kiln::cuda {
@@ -34,6 +35,8 @@ inline void launch_pdl_cluster(void (*kernel)(Params...), dim3 grid, dim3 block,
   config.stream = stream;
   cudaLaunchAttribute attribute[2];
   unsigned n = 0;
+  const bool pdl = tuning().pdl && device_target().sm90_features;  // programmatic dependent launch is sm_90's
+  if (cluster_x > 1 || pdl) launch_census().sm90_launches.fetch_add(1, std::memory_order_relaxed);
   if (cluster_x > 1) {
     attribute[n].id = cudaLaunchAttributeClusterDimension;
     attribute[n].val.clusterDim.x = cluster_x;
@@ -41,7 +44,7 @@ inline void launch_pdl_cluster(void (*kernel)(Params...), dim3 grid, dim3 block,
     attribute[n].val.clusterDim.z = 1;
     ++n;
   }
-  if (tuning().pdl && device_is_hopper_or_newer()) {  // programmatic dependent launch is sm_90's
+  if (pdl) {
     attribute[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attribute[n].val.programmaticStreamSerializationAllowed = 1;
     ++n;

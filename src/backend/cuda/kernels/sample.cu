@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <climits>
 #include <cmath>
 
@@ -409,18 +410,14 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
 }  // namespace
 
 int64_t sample_shared_bytes(int64_t vocab) { return (vocab + 31) / 32 * 4; }
-int64_t sample_max_shared_bytes() { return kMaxDynamicShared; }
+int64_t sample_max_shared_bytes() { return std::min(kMaxDynamicShared, device_target().shared_optin); }
 
 Status sample(const SampleParams& p, cudaStream_t stream) {
   if (p.rows == 0) return {};
   const int64_t shared = sample_shared_bytes(p.vocab);
-  if (p.vocab <= 0 || p.vocab > INT_MAX || shared > kMaxDynamicShared)
+  if (p.vocab <= 0 || p.vocab > INT_MAX || shared > sample_max_shared_bytes())
     return invalid_argument("sample: vocab " + std::to_string(p.vocab) + " out of range");
-  if (shared > 48 * 1024) {
-    const cudaError_t err = cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 static_cast<int>(kMaxDynamicShared));
-    if (err != cudaSuccess) return internal_error(std::string("sample: shared memory attribute: ") + cudaGetErrorString(err));
-  }
+  KILN_RETURN_IF_ERROR(allow_shared_memory(reinterpret_cast<const void*>(sample_kernel), shared, "sample"));
   launch_pdl(sample_kernel, static_cast<unsigned>(p.rows), kThreads, static_cast<size_t>(shared), stream, p);
   return launch_status("sample", [&] { return "rows=" + std::to_string(p.rows) + " vocab=" + std::to_string(p.vocab); },
                        stream);

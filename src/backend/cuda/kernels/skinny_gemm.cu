@@ -256,8 +256,8 @@ static_assert(kTileRows == 128 && kThreads == 128, "the wgmma form is one warpgr
 
 template <bool kXF32, int N>
 __global__ void __launch_bounds__(kThreads) skinny_wgmma_kernel(SkinnyGemmParams p, int splits, int steps_per_split) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  __trap();  // wgmma is sm_90's; the launcher takes the mma.sync form below it (launch_x)
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __trap();  // wgmma is sm_90a's alone; the launcher takes the mma.sync form elsewhere (launch_x)
 #else
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
@@ -401,17 +401,19 @@ int choose_splits(const void* kernel, size_t smem, int64_t tiles, int64_t steps)
 // blocks (the attributes set once a kernel).
 template <auto kernel>
 void launch_form(size_t smem, int step_k, const SkinnyGemmParams& p, cudaStream_t stream) {
-  static const cudaError_t attr = [&] {
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (e == cudaSuccess && device_is_hopper_or_newer())
-      e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    return e;
-  }();
+  const bool clusters = device_target().sm90_features;
+  if (Status s = allow_shared_memory(reinterpret_cast<const void*>(kernel), static_cast<int64_t>(smem), "skinny_gemm");
+      !s.ok()) {
+    refused_launch() = std::move(s);
+    return;
+  }
+  static const cudaError_t attr =
+      clusters ? cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) : cudaSuccess;
   (void)attr;  // a failure surfaces as the launch's error
   const int steps = static_cast<int>(p.k / step_k);
   const int64_t tiles = (p.n + kTileRows - 1) / kTileRows;
-  // Clusters are sm_90's: below it every block streams all of k.
-  const int splits = !device_is_hopper_or_newer() ? 1
+  // Clusters are sm_90's: elsewhere every block streams all of k.
+  const int splits = !clusters ? 1
                      : p.splits > 0           ? p.splits
                                               : choose_splits(reinterpret_cast<const void*>(kernel), smem, tiles, steps);
   const int steps_per_split = (steps + splits - 1) / splits;
@@ -431,7 +433,8 @@ void launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
 
 template <bool kXF32>
 void launch_x(const SkinnyGemmParams& p, cudaStream_t stream) {
-  if (p.wgmma && device_is_hopper_or_newer()) {
+  if (p.wgmma && device_target().sm90_features) {
+    launch_census().sm90_launches.fetch_add(1, std::memory_order_relaxed);
     if (p.m <= 16) launch_wgmma<kXF32, 16>(p, stream);
     else if (p.m <= 32) launch_wgmma<kXF32, 32>(p, stream);
     else launch_wgmma<kXF32, 64>(p, stream);
