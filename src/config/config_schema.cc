@@ -114,9 +114,18 @@ std::vector<ConfigField> build_schema() {
                         "Checkpoints a job keeps on disk, the last ones; older ones are deleted as new ones land; 0: all",
                         at_least(0)),
       KILN_CONFIG_FIELD(training, trace_memory_fraction,
-                        "Share of the device memory free when a job starts that it may keep as layer traces, "
-                        "sparing their recomputation (faster, more memory); 0: recompute every layer",
+                        "Share of the training room a job's estimate leaves (on a host backend: of the memory "
+                        "free when it starts) that it may keep as layer traces, sparing their recomputation "
+                        "(faster, more memory); 0: recompute every layer",
                         Limits{Bound{0, true}, Bound{1, true}, {}}),
+      KILN_CONFIG_FIELD(training, reserve_sequences,
+                        "Sequences of the SFT step (of reserve_sequence_tokens each, at reserve_lora_rank on every "
+                        "target, Muon) whose device memory the K/V pool leaves free; a larger job is refused when "
+                        "posted if it does not fit; 0: the K/V pool leaves no room",
+                        at_least(0)),
+      KILN_CONFIG_FIELD(training, reserve_sequence_tokens, "Tokens of each sequence of the reserved SFT step",
+                        at_least(2)),
+      KILN_CONFIG_FIELD(training, reserve_lora_rank, "LoRA rank of the reserved SFT step", at_least(1)),
       KILN_CONFIG_FIELD(training, data_dir,
                         "Folder of training datasets (uploaded through /v1/datasets); a job's dataset_path must "
                         "name a file in it; empty: datasets/ in server.state_dir"),

@@ -59,7 +59,12 @@ struct TrainingSection {
   int64_t max_queued_jobs = 16;
   int64_t checkpoint_interval = 0;  // optimizer steps between checkpoints; 0: none
   int64_t checkpoint_keep = 3;      // a job's last N checkpoints stay on disk; 0: all
-  double trace_memory_fraction = 0.5;  // of free device memory, for layer traces (TrainerOptions)
+  double trace_memory_fraction = 0.5;  // of the training room a job's estimate leaves, for layer traces (TrainerOptions)
+  // The SFT step the K/V pool leaves device memory for: sequences x tokens at this LoRA rank,
+  // every target, Muon (server/memory_plan.h); 0 sequences: none is kept.
+  int64_t reserve_sequences = 2;
+  int64_t reserve_sequence_tokens = 2048;
+  int64_t reserve_lora_rank = 16;
   std::string data_dir;               // "" : <server.state_dir>/datasets
   int64_t max_dataset_bytes = int64_t{1} << 30;  // one dataset file, uploaded or named by a job
   int64_t max_job_tokens = 1000000000;  // tokens one job trains on, every epoch counted

@@ -13,6 +13,7 @@
 #include "config/kiln_config.h"
 #include "engine/adapter_registry.h"
 #include "engine/engine_actor.h"
+#include "server/memory_plan.h"
 #include "server/metrics.h"
 #include "server/route_gates.h"
 #include "tokenizer/chat_template.h"
@@ -45,6 +46,7 @@ struct ServerContext {
   int64_t vocab_size = 0;    // the model's
   int64_t max_context = 0;   // prompt + generated tokens one request may hold
   std::string kv_dtype;      // the K/V pool's element type (f32, bf16, f8e4m3), for /health
+  MemoryPlan memory;         // the device's division: K/V pool and the room a training job is admitted against
   int64_t default_max_tokens = 4096;  // when a request gives none (capped by the context left)
   int32_t think_open_id = -1, think_close_id = -1;  // <think> / </think>, -1 if the tokenizer has none
   std::chrono::system_clock::time_point started = std::chrono::system_clock::now();

@@ -15,12 +15,14 @@
 
 #include <httplib.h>
 
+#include "backend/device_memory_limit.h"
 #include "backend/registry.h"
 #include "core/atomic_publish.h"
 #include "model/qwen35.h"
 #include "qualify/sha256.h"
 #include "eval/eval_jobs.h"
 #include "server/eval_service.h"
+#include "server/memory_plan.h"
 #include "server/request_log.h"
 #include "server/request_guard.h"
 #include "server/request_log_capture.h"
@@ -88,28 +90,39 @@ uint64_t weight_file_bytes(const std::string& dir) {
   return n;
 }
 
-// K/V blocks: the configured count, or as many as memory.memory_fraction of the device's memory
-// (host: of the RAM available now) holds after the weights, capped at what max_decode_batch
-// sequences of the full context could use.
-int64_t size_kv_blocks(const KilnConfig& cfg, const Backend& backend, const Qwen35Model& model, const std::string& dir,
-                       int64_t context) {
-  if (cfg.memory.kv_blocks > 0) return cfg.memory.kv_blocks;
+// The device's memory plan (server/memory_plan.h): K/V blocks, the configured count or as many
+// as memory.memory_fraction of the device (host: of the RAM available now) holds after the
+// weights, the GDN slots and a training job of the training.reserve_* shape, capped at what
+// max_decode_batch sequences of the full context could use; and the room left for a job.
+MemoryPlan plan_server_memory(const KilnConfig& cfg, const Backend& backend, const Qwen35Model& model,
+                              const std::string& dir, int64_t context, int64_t slots) {
   const ModelConfig& mc = model.config();
-  const int64_t block_bytes = ModelState::block_bytes_for(mc, model.kv_dtype());
+  MemoryPlanInputs in;
+  in.device_bytes = backend.capabilities().storage.device_memory_bytes;
+  in.host_available_bytes = static_cast<uint64_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  auto limit = device_memory_limit_from_env();
+  in.device_label = backend.identity().name == "cuda" && limit.ok() && *limit && (*limit)->limit_bytes == in.device_bytes
+                        ? "the " + format_gib(in.device_bytes) + " limit (" + kCudaMemoryLimitEnv + ")"
+                        : "the " + format_gib(in.device_bytes) + " device";
+  in.memory_fraction = cfg.memory.memory_fraction;
+  const uint64_t arena = model.weights().arena_bytes;
+  in.weight_bytes = static_cast<int64_t>(arena > 0 ? arena : weight_file_bytes(dir));
+  in.slot_bytes = ModelState::slot_bytes_for(mc);
+  in.slots = slots;
+  in.block_bytes = ModelState::block_bytes_for(mc, model.kv_dtype());
   const int64_t per_seq = (context + ModelState::kBlockSize - 1) / ModelState::kBlockSize;
-  const int64_t cap = per_seq * cfg.server.max_decode_batch;
-  if (block_bytes <= 0) return cap;
-  double budget = 0;
-  const uint64_t device = backend.capabilities().storage.device_memory_bytes;
-  if (device > 0) {
-    budget = cfg.memory.memory_fraction * static_cast<double>(device) - static_cast<double>(weight_file_bytes(dir)) -
-             static_cast<double>(ModelState::slot_bytes_for(mc) * (cfg.server.max_decode_batch + 16));
-  } else {
-    budget = cfg.memory.memory_fraction * static_cast<double>(sysconf(_SC_AVPHYS_PAGES)) *
-             static_cast<double>(sysconf(_SC_PAGESIZE));
+  in.max_blocks = per_seq * cfg.server.max_decode_batch;
+  in.min_blocks = per_seq > 0 ? std::min<int64_t>(per_seq, 64) : 1;
+  in.configured_kv_blocks = cfg.memory.kv_blocks;
+  const TrainingSection& t = cfg.training;
+  if (in.device_bytes > 0 && backend.capabilities().training.supported && t.reserve_sequences > 0) {
+    TrainJobShape job;
+    job.sequence_tokens.assign(static_cast<size_t>(t.reserve_sequences), t.reserve_sequence_tokens);
+    job.lora.rank = t.reserve_lora_rank;
+    job.kv_dtype = model.kv_dtype();
+    in.training_reserve_bytes = estimate_train_memory(mc, job).total();
   }
-  const int64_t fit = static_cast<int64_t>(budget / static_cast<double>(block_bytes));
-  return std::max<int64_t>(std::min(cap, fit), per_seq > 0 ? std::min<int64_t>(per_seq, 64) : 1);
+  return plan_memory(in);
 }
 
 class Stack final : public ServingStack {
@@ -168,8 +181,11 @@ class Stack final : public ServingStack {
     ec.scheduler.max_batch_tokens = cfg.server.max_batch_tokens;
     ec.scheduler.max_running = cfg.server.max_decode_batch;
     ec.scheduler.max_queue = cfg.server.max_queued_requests;
-    ec.kv_blocks = size_kv_blocks(cfg, *backend_, *model_, dir, context);
     ec.snapshot_slots = cfg.prefix_cache.enabled ? 16 : 0;
+    // The engine's slots: its sequences, the prefix cache's snapshots, one for replay's padding rows.
+    ctx_.memory = plan_server_memory(cfg, *backend_, *model_, dir, context,
+                                     cfg.server.max_decode_batch + ec.snapshot_slots + 1);
+    ec.kv_blocks = ctx_.memory.kv_blocks;
     ec.prefix_cache.enabled = cfg.prefix_cache.enabled;
     ec.prefix_cache.max_blocks = cfg.prefix_cache.max_blocks;
     ec.prefix_cache.max_bytes = cfg.prefix_cache.max_bytes;
@@ -204,6 +220,13 @@ class Stack final : public ServingStack {
                  static_cast<double>(ec.kv_blocks * ModelState::block_bytes_for(mc, model_->kv_dtype())) / (1 << 20),
                  std::string(dtype_name(model_->kv_dtype())).c_str(),
                  static_cast<long long>(ctx_.max_context), static_cast<long long>(cfg.server.max_decode_batch));
+    if (ctx_.memory.device_bytes > 0)
+      std::fprintf(stderr, "kiln: memory plan: %s of %s for weights %s, GDN slots %s, K/V %s; %s left for a training job\n",
+                   format_gib(static_cast<uint64_t>(ctx_.memory.planned_bytes)).c_str(), ctx_.memory.device_label.c_str(),
+                   format_gib(static_cast<uint64_t>(ctx_.memory.weight_bytes)).c_str(),
+                   format_gib(static_cast<uint64_t>(ctx_.memory.slot_bytes)).c_str(),
+                   format_gib(static_cast<uint64_t>(ctx_.memory.kv_bytes)).c_str(),
+                   format_gib(static_cast<uint64_t>(ctx_.memory.training_room_bytes)).c_str());
     if (const uint64_t arena = model_->weights().arena_bytes; arena > 0)
       std::fprintf(stderr, "kiln: weights in one block of %s memory, %.2f GiB\n", ctx_.backend.c_str(),
                    static_cast<double>(arena) / (1 << 30));

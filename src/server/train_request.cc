@@ -13,6 +13,7 @@
 #include "qualify/sha256.h"
 #include "server/route_support.h"
 #include "train/train_data.h"
+#include "train/train_memory.h"
 
 namespace kiln {
 
@@ -323,6 +324,26 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
   if (const int64_t most = ctx.config.training.max_job_tokens; tokens * spec.epochs > most)
     return ApiError::invalid("config.epochs", std::to_string(spec.epochs) + " epochs of " + std::to_string(tokens) +
                                                   " tokens pass training.max_job_tokens (" + std::to_string(most) + ")");
+  if (ctx.train_env.model != nullptr) {
+    // Memory: the job's largest step must fit the room the K/V pool left (server/memory_plan.h),
+    // refused now rather than out of memory mid-run; its traces take a share of what it leaves.
+    TrainJobShape shape;
+    shape.sequence_tokens = largest_step_tokens(spec);
+    shape.lora = spec.lora;
+    shape.optimizer = spec.optimizer;
+    shape.kv_dtype = ctx.train_env.model->kv_dtype();
+    const TrainAdmission a = admit_training(ctx.memory, estimate_train_memory(ctx.train_env.model->config(), shape),
+                                            spec.trainer.trace_memory_fraction);
+    if (a.refusal) {
+      ApiError e;
+      e.message = *a.refusal;
+      e.http_status = 507;
+      e.type = "server_error";
+      e.code = "insufficient_device_memory";
+      return e;
+    }
+    if (a.trace_budget_bytes) spec.trainer.trace_budget_bytes = *a.trace_budget_bytes;
+  }
   spec.max_seconds = static_cast<double>(ctx.config.training.max_job_seconds);
   req->hyperparameters = hyperparameters(spec, base_adapter, req->auto_load, checkpoint_interval, req->output_name);
   out = std::move(req);

@@ -26,7 +26,8 @@ TEST(ConfigSchema, ListsEveryFieldOfKilnConfigInOrder) {
       "model.backend", "model.max_context", "memory.kv_blocks", "memory.memory_fraction", "memory.kv_cache_fp8",
       "batching.channel_capacity", "prefix_cache.enabled", "prefix_cache.max_blocks", "prefix_cache.max_bytes",
       "training.webhook_url", "training.max_queued_jobs", "training.checkpoint_interval",
-      "training.checkpoint_keep", "training.trace_memory_fraction", "training.data_dir", "training.max_dataset_bytes", "training.max_job_tokens",
+      "training.checkpoint_keep", "training.trace_memory_fraction", "training.reserve_sequences",
+      "training.reserve_sequence_tokens", "training.reserve_lora_rank", "training.data_dir", "training.max_dataset_bytes", "training.max_job_tokens",
       "training.max_job_seconds", "logging.level", "logging.request_log", "logging.request_log_dir",
       "logging.request_log_max_bytes", "logging.request_log_redact"};
   std::vector<std::string> names;

@@ -28,6 +28,7 @@
 #include "backend/registry.h"
 #include "config/config_loader.h"
 #include "config/config_render.h"
+#include "forwarding_backend.h"
 #include "model/init.h"
 #include "model/lora_adapter.h"
 #include "server/route_gates.h"
@@ -449,6 +450,51 @@ TEST(TrainHttp, SftJobEndToEndPublishesAndAutoLoadsItsAdapter) {
   EXPECT_EQ(heard[0]["status"], "completed");
   EXPECT_EQ(heard[0]["adapter_name"], "pw");
   EXPECT_TRUE(heard[0]["error"].is_null()) << heard[0].dump();
+}
+
+// The CPU backend saying it computes on a device of `bytes`: the server plans that memory and
+// admits jobs against it as it does a CUDA device's.
+class SmallDevice final : public testing::ForwardingBackend {
+ public:
+  explicit SmallDevice(uint64_t bytes) : ForwardingBackend(std::move(create_backend("cpu").value())) {
+    caps_ = inner().capabilities();
+    caps_.storage.device_memory_bytes = bytes;
+  }
+  const BackendCapabilities& capabilities() const override { return caps_; }
+
+ private:
+  BackendCapabilities caps_;
+};
+
+TEST(TrainHttp, AJobOverTheDevicesTrainingRoomIs507WithTheNumbersAndIsNotQueued) {
+  // 128 MiB: 90% of it less the tiny model's weights, slots and 64 K/V blocks leaves tens of MB;
+  // a few short conversations fit, while a 370-token one needs 370 x 151,936 f32 logits (225 MB).
+  auto started = ServingStack::start(test_config(), nullptr, nullptr, std::make_unique<SmallDevice>(uint64_t{128} << 20));
+  ASSERT_TRUE(started.ok()) << started.status().to_string();
+  std::unique_ptr<ServingStack> stack = std::move(*started);
+  httplib::Client cli("127.0.0.1", stack->port());
+  cli.set_read_timeout(60, 0);
+  std::string long_text;
+  for (int i = 0; i < 350; ++i) long_text += " word";
+  const json big = {{"examples", {conversation(long_text, "fine")}}, {"config", {{"output_name", "big"}}}};
+  auto r = cli.Post("/v1/train/sft", big.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 507) << r->body;
+  const json err = json::parse(r->body)["error"];
+  EXPECT_EQ(err["code"], "insufficient_device_memory");
+  EXPECT_EQ(err["type"], "server_error");
+  const std::string m = err["message"];
+  for (const char* part : {"the job needs 0.2", "GiB is free for training under the 0.12 GiB device (90% of it",
+                           "of K/V blocks", "Its estimate: ", "logits 0.2"})
+    EXPECT_NE(m.find(part), std::string::npos) << part << " not in: " << m;
+  auto q = cli.Get("/v1/train/queue");
+  ASSERT_TRUE(q && q->status == 200);
+  EXPECT_TRUE(json::parse(q->body)["data"].empty()) << q->body;
+  // A short job on the same server is admitted.
+  const json small = {{"examples", {conversation("hi", "hello")}}, {"config", {{"lora_rank", 2}, {"output_name", "small"}}}};
+  r = cli.Post("/v1/train/sft", small.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
 }
 
 TEST(TrainHttp, MaintenanceProfileRefusesInferenceButAdmitsTrainingAndAdapters) {

@@ -20,6 +20,14 @@ size_t DevicePool::round_size(size_t bytes) {
   return (bytes + kLarge - 1) / kLarge * kLarge;
 }
 
+bool PoolBudget::try_take(uint64_t bytes) {
+  uint64_t held = held_.load(std::memory_order_relaxed);
+  do {
+    if (held + bytes > limit_.pool_bytes) return false;
+  } while (!held_.compare_exchange_weak(held, held + bytes, std::memory_order_relaxed));
+  return true;
+}
+
 Result<void*> DevicePool::allocate(size_t bytes, size_t* rounded) {
   const size_t want = round_size(bytes);
   std::lock_guard<std::mutex> lock(mu_);
@@ -34,16 +42,25 @@ Result<void*> DevicePool::allocate(size_t bytes, size_t* rounded) {
     stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
     return p;
   }
+  if (budget_ && !budget_->try_take(want)) {
+    if (frees_cache_ && !free_.empty()) free_cached_locked();  // the cache back to the driver, then once more
+    if (!budget_->try_take(want)) {
+      const uint64_t cached = stats_.reserved_bytes - stats_.in_use_bytes;
+      return resource_exhausted(
+          over_limit_message(budget_->limit(), want, budget_->held(), stats_.in_use_bytes, cached));
+    }
+  }
   cudaSetDevice(device_);
   void* p = nullptr;
   cudaError_t err = cudaMalloc(&p, want);
-  if (err == cudaErrorMemoryAllocation && !free_.empty()) {
+  if (err == cudaErrorMemoryAllocation && frees_cache_ && !free_.empty()) {
     (void)cudaGetLastError();
     free_cached_locked();  // give the cache back to the driver and try once more
     err = cudaMalloc(&p, want);
   }
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
+    if (budget_) budget_->give_back(want);
     return resource_exhausted("cuda: cannot allocate " + std::to_string(want) + " bytes of device memory (" +
                               std::to_string(stats_.in_use_bytes) + " in use): " + cudaGetErrorString(err));
   }
@@ -65,6 +82,7 @@ void DevicePool::free_cached_locked() {
   for (auto& [size, p] : free_) {
     cudaFree(p);
     stats_.reserved_bytes -= size;
+    if (budget_) budget_->give_back(size);
   }
   free_.clear();
 }
@@ -98,9 +116,12 @@ Result<std::shared_ptr<Context>> Context::create() {
   KILN_RETURN_IF_ERROR(cuda_status(cudaGetDeviceProperties(&c->props, c->device), "cudaGetDeviceProperties"));
   KILN_RETURN_IF_ERROR(check_device_code(c->props.name, c->props.major, c->props.minor));
   KILN_RETURN_IF_ERROR(device_target_status());
+  KILN_ASSIGN_OR_RETURN(std::optional<DeviceMemoryLimit> limit, device_memory_limit_from_env());
+  if (limit) c->budget = std::make_shared<PoolBudget>(*limit);
   KILN_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreate"));
-  c->pool = std::make_shared<DevicePool>(c->device);
-  c->recording_pool = std::make_shared<DevicePool>(c->device);
+  c->pool = std::make_shared<DevicePool>(c->device, c->budget);
+  // Recorded graphs keep using the blocks this pool caches: they are never given back.
+  c->recording_pool = std::make_shared<DevicePool>(c->device, c->budget, /*frees_cache=*/false);
   c->profiler = Profiler::from_env(c->stream);
   return c;
 }

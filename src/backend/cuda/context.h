@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "backend/cuda/profile.h"
+#include "backend/device_memory_limit.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
@@ -28,12 +29,32 @@ struct PoolStats {
   uint64_t in_use_bytes = 0, peak_in_use_bytes = 0;
 };
 
+// The bytes a context's pools hold from the driver together, against KILN_CUDA_MEMORY_LIMIT_GB's
+// share for them (DeviceMemoryLimit::pool_bytes). Shared by the pools of one context.
+class PoolBudget {
+ public:
+  explicit PoolBudget(DeviceMemoryLimit limit) : limit_(limit) {}
+  const DeviceMemoryLimit& limit() const { return limit_; }
+  bool try_take(uint64_t bytes);  // false, taking nothing, when the pools would pass pool_bytes
+  void give_back(uint64_t bytes) { held_.fetch_sub(bytes, std::memory_order_relaxed); }
+  uint64_t held() const { return held_.load(std::memory_order_relaxed); }
+
+ private:
+  const DeviceMemoryLimit limit_;
+  std::atomic<uint64_t> held_{0};
+};
+
 // A caching allocator: freed blocks are kept, keyed by size, and handed out again. Reuse is safe
 // without events because every kernel and copy runs on the one stream of the Context, in order.
 // Shared by the Context and every device buffer, so buffers may outlive the backend.
+// With a budget, a block the cache cannot serve is taken from the budget first; over it, the
+// pool gives its cache back to the driver (when `frees_cache`) and asks once more, then refuses
+// with the numbers. A pool whose cached blocks recorded graphs still use (the recording pool)
+// never frees them.
 class DevicePool {
  public:
-  explicit DevicePool(int device) : device_(device) {}
+  explicit DevicePool(int device, std::shared_ptr<PoolBudget> budget = nullptr, bool frees_cache = true)
+      : device_(device), budget_(std::move(budget)), frees_cache_(frees_cache) {}
   ~DevicePool();
   Result<void*> allocate(size_t bytes, size_t* rounded);
   void release(void* p, size_t rounded);
@@ -44,6 +65,8 @@ class DevicePool {
  private:
   void free_cached_locked();
   int device_;
+  std::shared_ptr<PoolBudget> budget_;  // null: no limit
+  bool frees_cache_;
   mutable std::mutex mu_;
   std::multimap<size_t, void*> free_;  // rounded size -> block
   PoolStats stats_;
@@ -65,6 +88,8 @@ struct Context {
   int device = 0;
   cudaDeviceProp props{};
   cudaStream_t stream = nullptr;
+  // KILN_CUDA_MEMORY_LIMIT_GB, read once at create(); null: the pools take what the driver gives.
+  std::shared_ptr<PoolBudget> budget;
   std::shared_ptr<DevicePool> pool;
   // While a recording is made (replay.cc), allocations come from recording_pool instead: its
   // blocks are only ever handed to recorded work, which replays in stream order like everything

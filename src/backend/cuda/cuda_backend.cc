@@ -18,13 +18,15 @@ namespace kiln {
 
 namespace {
 
-BackendCapabilities cuda_capabilities(const cudaDeviceProp& p) {
+BackendCapabilities cuda_capabilities(const cudaDeviceProp& p, const cuda::PoolBudget* budget) {
   BackendCapabilities c;
   const cuda::DeviceTarget& target = cuda::device_target();
   c.storage.weight_dtypes = {DType::kF32, DType::kBF16, DType::kF16};
   c.storage.activation_dtype = DType::kF32;
   c.storage.zero_copy_host_weights = false;  // weights are uploaded once to device memory
-  c.storage.device_memory_bytes = p.totalGlobalMem;
+  // Under KILN_CUDA_MEMORY_LIMIT_GB, the card the limit describes.
+  c.storage.device_memory_bytes =
+      budget ? std::min<uint64_t>(p.totalGlobalMem, budget->limit().limit_bytes) : p.totalGlobalMem;
   c.compute.capability = std::to_string(target.major) + "." + std::to_string(target.minor);
   c.compute.multiprocessors = target.multiprocessors;
   c.compute.target = target.label();
@@ -85,7 +87,7 @@ BackendCapabilities cuda_capabilities(const cudaDeviceProp& p) {
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(std::shared_ptr<cuda::Context> ctx)
-      : ctx_(ctx), caps_(cuda_capabilities(ctx->props)), storage_(ctx), linear_(ctx), norm_(ctx), attention_(ctx),
+      : ctx_(ctx), caps_(cuda_capabilities(ctx->props, ctx->budget.get())), storage_(ctx), linear_(ctx), norm_(ctx), attention_(ctx),
         conv_(ctx), gdn_(ctx), elementwise_(ctx), sampling_(ctx), training_(ctx), optimizer_(ctx), replay_(ctx) {
     const cudaDeviceProp& p = ctx->props;
     id_.name = "cuda";
@@ -93,7 +95,9 @@ class CudaBackend final : public Backend {
     id_.device_name = std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
                       std::to_string(p.multiProcessorCount) + " SMs, " +
                       std::to_string(p.totalGlobalMem >> 20) + " MiB" +
-                      (t.emulated.empty() ? std::string() : ", emulating " + t.emulated) + ")";
+                      (t.emulated.empty() ? std::string() : ", emulating " + t.emulated) +
+                      (ctx->budget ? std::string(", limited to ") + format_gib(ctx->budget->limit().limit_bytes) : "") +
+                      ")";
     id_.device = Device{DeviceKind::kCuda, ctx->device};
     id_.threads = 1;
   }
@@ -112,6 +116,17 @@ class CudaBackend final : public Backend {
   ReplayFacet& replay() override { return replay_; }
   MemoryUsage memory_usage() const override {
     MemoryUsage m;
+    if (ctx_->budget) {
+      // Against the limit: the allowance for the context, the blocks in use, and the recording
+      // pool's cache (recorded graphs use it); the main pool's cache is free to reuse.
+      const DeviceMemoryLimit& l = ctx_->budget->limit();
+      const cuda::PoolStats main = ctx_->pool->stats(), rec = ctx_->recording_pool->stats();
+      m.what = std::string("device memory under ") + kCudaMemoryLimitEnv +
+               ": the pools' blocks in use plus what is set aside for the CUDA context";
+      m.used_bytes = static_cast<int64_t>(kCudaOutsidePoolBytes + main.in_use_bytes + rec.reserved_bytes);
+      m.total_bytes = static_cast<int64_t>(l.limit_bytes);
+      return m;
+    }
     m.what = "device memory in use by every process and context (cudaMemGetInfo)";
     size_t free_b = 0, total_b = 0;
     if (cudaSetDevice(ctx_->device) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
@@ -177,6 +192,8 @@ Result<CudaBackendStats> cuda_backend_stats(Backend& backend) {
   s.pool_reserved_bytes = p.reserved_bytes;
   s.pool_peak_in_use_bytes = p.peak_in_use_bytes;
   s.pool_in_use_bytes = p.in_use_bytes;
+  s.recording_pool_reserved_bytes = be->context().recording_pool->stats().reserved_bytes;
+  if (be->context().budget) s.pool_limit_bytes = be->context().budget->limit().pool_bytes;
   size_t free_b = 0, total_b = 0;
   KILN_RETURN_IF_ERROR(cuda::cuda_status(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo"));
   s.device_used_bytes = total_b - free_b;

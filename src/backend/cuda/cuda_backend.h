@@ -22,6 +22,9 @@ struct CudaBackendStats {
   uint64_t pool_reserved_bytes = 0, pool_peak_in_use_bytes = 0;
   uint64_t pool_in_use_bytes = 0;  // now; with cuda_reset_peak_memory, the baseline of the next peak
   uint64_t device_used_bytes = 0, device_total_bytes = 0;  // cudaMemGetInfo: every process and the context
+  uint64_t recording_pool_reserved_bytes = 0;  // the graph recordings' pool (Context::recording_pool)
+  // What the pools may hold together under KILN_CUDA_MEMORY_LIMIT_GB (DeviceMemoryLimit::pool_bytes); 0: no limit.
+  uint64_t pool_limit_bytes = 0;
   // Kernel launches plus cuBLASLt matmuls, by every CUDA backend of this process since it started
   // (kernels/launch.h); take differences around the work to count.
   uint64_t launches = 0;
