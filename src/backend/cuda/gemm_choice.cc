@@ -26,7 +26,12 @@ std::optional<SmallGemmKey> parse_key(const std::string& s) {
   SmallGemmKey k;
   long long m = 0, n = 0, kk = 0;
   char w[16] = {}, x[16] = {};
-  if (std::sscanf(s.c_str(), "m=%lld n=%lld k=%lld w=%15s x=%15s", &m, &n, &kk, w, x) != 5) return std::nullopt;
+  int used = 0;
+  if (std::sscanf(s.c_str(), "m=%lld n=%lld k=%lld w=%15s x=%15s%n", &m, &n, &kk, w, x, &used) != 5) return std::nullopt;
+  const std::string rest = s.substr(static_cast<size_t>(used));
+  if (rest != "" && rest != " gemv" && rest != " skinny" && rest != " gemv skinny") return std::nullopt;
+  k.gemv = rest.find("gemv") != std::string::npos;
+  k.skinny = rest.find("skinny") != std::string::npos;
   const std::optional<DType> wd = parse_dtype(w), xd = parse_dtype(x);
   if (!wd || !xd) return std::nullopt;
   k.m = m;
@@ -52,7 +57,8 @@ std::string_view small_gemm_name(SmallGemm k) { return kNames[static_cast<size_t
 
 std::string SmallGemmKey::text() const {
   return "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
-         " w=" + std::string(dtype_name(w)) + " x=" + std::string(dtype_name(x));
+         " w=" + std::string(dtype_name(w)) + " x=" + std::string(dtype_name(x)) + (gemv ? " gemv" : "") +
+         (skinny ? " skinny" : "");
 }
 
 SmallGemm pick_small_gemm(const SmallGemmTimes& t) {

@@ -20,11 +20,14 @@ namespace kiln::cuda {
 enum class SmallGemm : uint8_t { kCublasLt, kGemv, kSkinny };
 std::string_view small_gemm_name(SmallGemm k);
 
+// A shape, and which of our kernels may take it (switches like KILN_CUDA_SKINNY=0 narrow that):
+// each candidate set keeps its own choice.
 struct SmallGemmKey {
   int64_t m = 0, n = 0, k = 0;
   DType w = DType::kBF16, x = DType::kF32;
+  bool gemv = false, skinny = false;
   auto operator<=>(const SmallGemmKey&) const = default;
-  std::string text() const;  // "m=1 n=4096 k=2560 w=bf16 x=f32"
+  std::string text() const;  // "m=1 n=4096 k=2560 w=bf16 x=f32 gemv skinny"
 };
 
 // What a timing found: each candidate's best time in microseconds (absent: it does not apply).

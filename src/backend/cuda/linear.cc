@@ -303,16 +303,17 @@ Result<SmallGemm> Linear::kernel_for(const MatmulArgs& a, const MatmulRequest& r
   const bool gemv_ok = gemv_candidate(a, r), skinny_ok = skinny_candidate(a, r);
   if (!gemv_ok && !skinny_ok) return SmallGemm::kCublasLt;
   if (skinny_ok && !gemv_ok && tuning().skinny_everywhere) return SmallGemm::kSkinny;
-  const SmallGemmKey key{r.m, r.n, r.k, a.w.dtype(), a.x.dtype()};
-  const std::optional<SmallGemm> known = small_gemm_choices().find(key);
-  if (known && (*known == SmallGemm::kCublasLt || (*known == SmallGemm::kGemv && gemv_ok) ||
-                (*known == SmallGemm::kSkinny && skinny_ok)))
-    return *known;
+  const SmallGemmKey key{r.m, r.n, r.k, a.w.dtype(), a.x.dtype(), gemv_ok, skinny_ok};
+  if (const std::optional<SmallGemm> known = small_gemm_choices().find(key)) return *known;
   if (!tuning().gemm_autotune || ctx_->recording()) {
-    // The H200's rules: no timing may run here.
-    if (gemv_ok && gemv_beats_cublaslt(r.m, r.n)) return SmallGemm::kGemv;
-    if (skinny_ok && device_target().sm90_features && skinny_beats_cublaslt(r.m, r.n)) return SmallGemm::kSkinny;
-    return SmallGemm::kCublasLt;
+    // The H200's rules where no timing may run. A shape first met inside a recording keeps the
+    // rule's choice, so that the eager calls after it compute what its replays compute.
+    const SmallGemm rule = gemv_ok && gemv_beats_cublaslt(r.m, r.n) ? SmallGemm::kGemv
+                           : skinny_ok && device_target().sm90_features && skinny_beats_cublaslt(r.m, r.n)
+                               ? SmallGemm::kSkinny
+                               : SmallGemm::kCublasLt;
+    if (tuning().gemm_autotune) small_gemm_choices().put(key, rule, {});
+    return rule;
   }
   KILN_ASSIGN_OR_RETURN(const SmallGemmTimes times, time_small_gemm(a, r, gemv_ok, skinny_ok));
   const SmallGemm pick = pick_small_gemm(times);

@@ -22,8 +22,8 @@ TEST(GemmChoice, TheFastestWinsButOurKernelsMustBeatTheLibraryByThreePercent) {
 
 TEST(GemmChoice, ChoicesPersistPerScopeAndSurviveAGarbledFile) {
   const std::string file = testing::temp_dir("gemm-choices") + "/choices.json";
-  const SmallGemmKey lm_head{1, 248320, 2560, DType::kBF16, DType::kF32};
-  const SmallGemmKey qkv{16, 8192, 2560, DType::kBF16, DType::kF32};
+  const SmallGemmKey lm_head{1, 248320, 2560, DType::kBF16, DType::kF32, true, false};
+  const SmallGemmKey qkv{16, 8192, 2560, DType::kBF16, DType::kF32, false, true};
   {
     SmallGemmChoices h200(file, "NVIDIA H200, driver 13000, sm_90a");
     EXPECT_FALSE(h200.find(lm_head).has_value());
@@ -49,8 +49,23 @@ TEST(GemmChoice, ChoicesPersistPerScopeAndSurviveAGarbledFile) {
   EXPECT_EQ(SmallGemmChoices(file, "NVIDIA H200, driver 13000, sm_90a").find(lm_head), SmallGemm::kCublasLt);
 }
 
-TEST(GemmChoice, KeysNameTheirShape) {
-  EXPECT_EQ((SmallGemmKey{4, 1024, 2560, DType::kF16, DType::kF32}.text()), "m=4 n=1024 k=2560 w=f16 x=f32");
+TEST(GemmChoice, KeysNameTheirShapeAndCandidatesAndEachSetKeepsItsOwnChoice) {
+  EXPECT_EQ((SmallGemmKey{4, 1024, 2560, DType::kF16, DType::kF32, true, false}.text()),
+            "m=4 n=1024 k=2560 w=f16 x=f32 gemv");
+  EXPECT_EQ((SmallGemmKey{4, 1024, 2560, DType::kBF16, DType::kBF16, true, true}.text()),
+            "m=4 n=1024 k=2560 w=bf16 x=bf16 gemv skinny");
+  const std::string file = testing::temp_dir("gemm-choice-sets") + "/choices.json";
+  const SmallGemmKey both{4, 1024, 2560, DType::kBF16, DType::kF32, true, true};
+  SmallGemmKey skinny_only = both;
+  skinny_only.gemv = false;  // KILN_CUDA_GEMV=0: timed without the GEMV
+  {
+    SmallGemmChoices c(file, "scope");
+    c.put(both, SmallGemm::kGemv, {10.0, 4.0, 6.0});
+    c.put(skinny_only, SmallGemm::kSkinny, {10.0, std::nullopt, 6.0});
+  }
+  SmallGemmChoices read(file, "scope");
+  EXPECT_EQ(read.find(both), SmallGemm::kGemv);
+  EXPECT_EQ(read.find(skinny_only), SmallGemm::kSkinny);
 }
 
 }  // namespace
