@@ -57,9 +57,10 @@ class EvidenceRecorder : public ::testing::EmptyTestEventListener {
     nlohmann::json host = {{"cuda_device", nullptr}};
     if (auto cuda = kiln::create_backend("cuda"); cuda.ok()) {
       host["cuda_device"] = cuda.value()->identity().device_name;
-      const char* jit = std::getenv("CUDA_FORCE_PTX_JIT");
-      host["cuda_target"] = cuda.value()->capabilities().compute.target +
-                            (jit != nullptr && jit[0] == '1' ? " + PTX JIT" : "");
+      // "+ PTX JIT" where the driver compiled the kernels from the embedded PTX (no machine code for
+      // this device in the build, or CUDA_FORCE_PTX_JIT=1).
+      const kiln::BackendCapabilities& c = cuda.value()->capabilities();
+      host["cuda_target"] = c.compute.target + (c.startup.precompiles_kernels ? "" : " + PTX JIT");
     }
     nlohmann::json j = {{"schema", "kiln.test-evidence/1"}, {"binary", binary_}, {"commit", commit},
                         {"timestamp_utc", stamp}, {"host", host}, {"tests", results_}};

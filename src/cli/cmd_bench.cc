@@ -271,7 +271,9 @@ Status run(const BenchOpts& o) {
       {"timestamp_utc", stamp},
       {"backend", be->identity().name},
       {"device", be->identity().device_name},
-      {"target", be->capabilities().compute.target},  // what the kernels were chosen for (KILN_CUDA_TARGET)
+      // What the kernels were chosen for (KILN_CUDA_TARGET), and whether the driver compiled them from PTX.
+      {"target", be->capabilities().compute.target +
+                     (be->capabilities().startup.precompiles_kernels || be->identity().name != "cuda" ? "" : " + PTX JIT")},
       {"threads", be->identity().threads},
       {"model", {{"dir", dir},
                  {"hidden_size", c.hidden_size},
