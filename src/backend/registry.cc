@@ -11,7 +11,7 @@ const std::vector<BackendEntry>& backend_registry() {
   static const std::vector<BackendEntry> entries = {
       {"cpu", true, "openblas, " KILN_CPU_ARCH_STRING},
 #ifdef KILN_HAVE_CUDA
-      {"cuda", true, "nvcc, sm_90a"},
+      {"cuda", true, "nvcc: machine code for KILN_CUDA_ARCHS (default sm_80, sm_86, sm_89, sm_90a, sm_120) and compute_80 PTX"},
 #else
       {"cuda", false, "not configured: nvcc not found, or KILN_ENABLE_CUDA=OFF"},
 #endif
