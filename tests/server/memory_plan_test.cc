@@ -80,7 +80,7 @@ TEST(MemoryPlan, AJobOverTheRoomIsRefusedWithTheNumbers) {
   ASSERT_TRUE(a.refusal);
   EXPECT_FALSE(a.trace_budget_bytes);
   const std::string& m = *a.refusal;
-  for (const std::string part :
+  for (const std::string& part :
        {"the job needs " + big.describe().substr(0, big.describe().find(' ')) + " GiB of device memory",
         std::string("4.84 GiB is free for training under the 24.00 GiB limit (KILN_CUDA_MEMORY_LIMIT_GB)"),
         std::string("(90% of it, 21.60 GiB, less 7.83 GiB of weights, 4.96 GiB of K/V blocks and 3.97 GiB of GDN state "
