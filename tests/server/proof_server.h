@@ -18,9 +18,8 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "model/init.h"
 #include "server/serving_stack.h"
-#include "tokenizer/qwen3_fixture.h"
+#include "tiny_chat_dir.h"
 
 namespace kiln::testing {
 
@@ -34,20 +33,8 @@ class ProofServer {
     fs::remove_all(dir_);
     ModelConfig mc = preset_config("tiny-chat").value();
     mc.hidden_size = 256;
-    InitOptions o;
-    o.quiet = true;
-    if (Status s = write_random_checkpoint(mc, dir_, o); !s.ok()) {
-      ADD_FAILURE() << s.to_string();
-      return;
-    }
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(qwen3_dir() + "/" + f, dir_ + "/" + f);
-    KilnConfig c;
-    c.model.path = dir_;
-    c.model.backend = "cpu";
-    c.model.max_context = 512;
-    c.model.adapter_dir = dir_ + "/adapters";
-    c.server.state_dir = dir_;
-    c.server.port = 0;
+    KilnConfig c = tiny_chat_server_config(dir_, mc);
+    if (::testing::Test::HasFailure()) return;
     c.memory.kv_blocks = 64;
     auto started = ServingStack::start(c);
     if (!started.ok()) {

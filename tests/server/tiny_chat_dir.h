@@ -37,10 +37,12 @@ inline void write_random_adapter(const std::string& dir, int64_t rank, uint64_t 
   ASSERT_TRUE(a.save(dir, backend->storage()).ok());
 }
 
-// The tiny-chat model written to `dir` with the Qwen3 tokenizer, and a configuration serving it on
-// the CPU from there (state and adapters inside `dir`, any free port, 512-token context).
-inline KilnConfig tiny_chat_server_config(const std::string& dir) {
-  EXPECT_TRUE(write_random_checkpoint(preset_config("tiny-chat").value(), dir, {.quiet = true}).ok());
+// The tiny-chat model (or `model`, a variant of its shape) written to `dir` with the Qwen3
+// tokenizer, and a configuration serving it on the CPU from there (state and adapters inside
+// `dir`, any free port, 512-token context).
+inline KilnConfig tiny_chat_server_config(const std::string& dir,
+                                          const ModelConfig& model = preset_config("tiny-chat").value()) {
+  EXPECT_TRUE(write_random_checkpoint(model, dir, {.quiet = true}).ok());
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     std::filesystem::copy_file(qwen3_dir() + "/" + f, dir + "/" + f);
   KilnConfig c;

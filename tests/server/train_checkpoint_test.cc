@@ -19,9 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_publish.h"
-#include "model/init.h"
 #include "server/serving_stack.h"
-#include "tokenizer/qwen3_fixture.h"
+#include "tiny_chat_dir.h"
 
 namespace kiln {
 namespace {
@@ -43,15 +42,7 @@ struct Fixture {
   KilnConfig config;
   explicit Fixture(int64_t checkpoint_keep = 3) {
     fs::remove_all(dir);
-    EXPECT_TRUE(write_random_checkpoint(preset_config("tiny-chat").value(), dir, {.quiet = true}).ok());
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-      fs::copy_file(testing::qwen3_dir() + "/" + f, dir + "/" + f);
-    config.model.path = dir;
-    config.model.backend = "cpu";
-    config.model.max_context = 512;
-    config.model.adapter_dir = dir + "/adapters";
-    config.server.state_dir = dir;
-    config.server.port = 0;
+    config = testing::tiny_chat_server_config(dir);
     config.memory.kv_blocks = 32;
     config.training.checkpoint_keep = checkpoint_keep;
     auto s = ServingStack::start(config);
