@@ -26,6 +26,9 @@ namespace kiln::cuda {
 
 namespace {
 
+// Bytes that, written before a timed run, leave none of its operands in L2 (twice the L2).
+int64_t l2_flush_bytes() { return std::max<int64_t>(device_target().l2_bytes, 1 << 20) * 2; }
+
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 constexpr int kCandidates = 8;  // heuristic candidates the autotuner times
 
@@ -171,7 +174,7 @@ Result<const Linear::Plan*> Linear::plan_for(const Key& key, const std::string& 
       return {};
     }
     KILN_ASSIGN_OR_RETURN(Tensor d, ctx_->empty({key.m * key.ldc}, DType::kF32));
-    const int64_t flush_bytes = std::max<int64_t>(device_target().l2_bytes, 1 << 20) * 2;
+    const int64_t flush_bytes = l2_flush_bytes();
     KILN_ASSIGN_OR_RETURN(Tensor flush, ctx_->empty({flush_bytes}, DType::kU8));
     GemmTrial t{handle_, p.desc, p.a, p.b, p.c, w, in, d.raw(), workspace_.raw(), kWorkspaceBytes,
                 flush.raw(), static_cast<size_t>(flush_bytes), ctx_->stream};
@@ -328,7 +331,7 @@ Result<SmallGemmTimes> Linear::time_small_gemm(const MatmulArgs& a, const Matmul
                                                bool skinny_ok) {
   KILN_ASSIGN_OR_RETURN(Tensor out, ctx_->empty({r.m, r.n}, DType::kF32));
   const MatmulArgs t{a.x, a.w, out, false};
-  const int64_t flush_bytes = std::max<int64_t>(device_target().l2_bytes, 1 << 20) * 2;
+  const int64_t flush_bytes = l2_flush_bytes();
   KILN_ASSIGN_OR_RETURN(Tensor flush, ctx_->empty({flush_bytes}, DType::kU8));
   cudaEvent_t start = nullptr, stop = nullptr;
   KILN_RETURN_IF_ERROR(cuda_status(cudaEventCreate(&start), "gemm timing: event"));

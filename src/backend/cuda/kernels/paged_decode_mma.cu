@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/mma_bf16.cuh"
@@ -246,15 +247,20 @@ void launch(const PagedAttentionParams& p, const AttentionSplit& s, cudaStream_t
   launch_pdl(paged_decode_mma_kernel<D, kStages>, dim3(static_cast<unsigned>(s.blocks)), kThreads, smem, stream, p, s);
 }
 
-// The stages the target's shared memory holds (tuning().attention_mma_stages where it does).
+// The shared memory of an instance (head_dim 64, 128 or 256; 2 or 3 stages): what the target must
+// hold for it to run (tuning().attention_mma_stages where it does, else 2).
 int64_t shared_bytes(int64_t head_dim, int stages) {
-  const int64_t rows = kTileKeys * (head_dim + 8);
-  return int64_t{kWarps} * stages * 2 * rows * static_cast<int64_t>(sizeof(__nv_bfloat16));
+  auto of = [&](auto d) -> int64_t {
+    constexpr int D = decltype(d)::value;
+    return static_cast<int64_t>(stages == 3 ? MmaLayout<D, 3>::kBytes : MmaLayout<D, 2>::kBytes);
+  };
+  if (head_dim == 64) return of(std::integral_constant<int, 64>());
+  if (head_dim == 128) return of(std::integral_constant<int, 128>());
+  return of(std::integral_constant<int, 256>());
 }
 
 template <int D>
 void launch(const PagedAttentionParams& p, const AttentionSplit& s, cudaStream_t stream) {
-  static_assert(MmaLayout<D, 3>::kBytes == 3 * MmaLayout<D, 2>::kBytes / 2, "shared_bytes is the layout's");
   if (tuning().attention_mma_stages == 3 && shared_bytes(D, 3) <= device_target().shared_optin) launch<D, 3>(p, s, stream);
   else launch<D, 2>(p, s, stream);
 }
