@@ -3,6 +3,7 @@
 // products: kernels/flash_prefill.cu).
 #include "backend/arg_checks.h"
 #include "backend/cuda/cuda_facets.h"
+#include "backend/cuda/kernel_timing.h"
 #include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/flash_prefill.h"
 #include "backend/cuda/kernels/kv_elem.cuh"
@@ -100,54 +101,61 @@ Status Attention::write_kv(const KvWriteArgs& a) {
 
 namespace {
 
-// The tensor-core kernel rounds Q, K, V and P to bf16, so only where the caller allows it. Short
-// prefills (a key tile or two a query tile) stay on the f32 kernels: 64 tokens is a first guess,
-// to be tuned with cuda_kernel_bench.
-bool use_flash_prefill(const AttentionRequest& r, const BatchLayout& layout) {
+// The tensor-core kernel rounds Q, K, V and P to bf16, so only where the caller allows it.
+bool flash_prefill_allowed(const AttentionRequest& r) {
   return tuning().flash_prefill && r.compute == DType::kBF16 && r.phase == Phase::kPrefill &&
-         flash_prefill_supports(r.head_dim) && layout.max_q_len >= tuning().flash_prefill_min_q_len &&
-         r.q_heads % r.kv_heads == 0;
+         flash_prefill_supports(r.head_dim) && r.q_heads % r.kv_heads == 0;
 }
+
+// Powers of two a key rounds its sizes up to: one timing serves a range of shapes.
+int64_t bucket(int64_t v) {
+  int64_t b = 1;
+  while (b < v) b *= 2;
+  return b;
+}
+
+// Rows at least this long take the flash kernel without a timing: it wins there on every GPU
+// measured, and the f32 kernels' scores over whole rows make timing them long.
+constexpr int64_t kFlashUntimedQLen = 512;
 
 }  // namespace
 
-Status Attention::attend(const AttentionArgs& a) {
-  KILN_RETURN_IF_ERROR(check_args(*this, a));
-  const AttentionRequest r = describe(a);
-  if (use_flash_prefill(r, *a.layout)) {
-    FlashPrefillParams f;
-    f.rows = r.rows;
-    f.tokens = r.tokens;
-    f.max_q_len = a.layout->max_q_len;
-    f.q_heads = r.q_heads;
-    f.kv_heads = r.kv_heads;
-    f.head_dim = r.head_dim;
-    f.block_size = a.k_cache.dim(1);
-    f.max_blocks = a.layout->block_tables.dim(1);
-    f.cache_blocks = a.k_cache.dim(0);
-    f.q = a.q.data<float>();
-    f.q_token_stride = a.q.stride(0);
-    f.q_head_stride = a.q.stride(1);
-    if (r.output_gate) {
-      f.gate = a.gate.data<float>();
-      f.gate_token_stride = a.gate.stride(0);
-      f.gate_head_stride = a.gate.stride(1);
-    }
-    f.out = a.out.data<float>();
-    f.out_token_stride = a.out.stride(0);
-    f.out_head_stride = a.out.stride(1);
-    set_cache(f, a.k_cache, a.v_cache);
-    f.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
-    f.kv_lens = a.layout->kv_lens.data<int32_t>();
-    f.block_tables = a.layout->block_tables.data<int32_t>();
-    f.scale = a.scale;
-    if (a.kept != nullptr) {  // each query's log-sum-exp, for the training backward (flash_backward.h)
-      KILN_ASSIGN_OR_RETURN(*a.kept, ctx_->empty({r.tokens, r.q_heads}, DType::kF32));
-      f.lse = a.kept->data<float>();
-    }
-    ProfileScope prof(ctx_->profiler.get(), [&] { return "attention flash prefill tokens=" + std::to_string(r.tokens); });
-    return in_context(flash_prefill(f, ctx_->stream), a);
+Status Attention::attend_flash(const AttentionArgs& a, const AttentionRequest& r) {
+  FlashPrefillParams f;
+  f.rows = r.rows;
+  f.tokens = r.tokens;
+  f.max_q_len = a.layout->max_q_len;
+  f.q_heads = r.q_heads;
+  f.kv_heads = r.kv_heads;
+  f.head_dim = r.head_dim;
+  f.block_size = a.k_cache.dim(1);
+  f.max_blocks = a.layout->block_tables.dim(1);
+  f.cache_blocks = a.k_cache.dim(0);
+  f.q = a.q.data<float>();
+  f.q_token_stride = a.q.stride(0);
+  f.q_head_stride = a.q.stride(1);
+  if (r.output_gate) {
+    f.gate = a.gate.data<float>();
+    f.gate_token_stride = a.gate.stride(0);
+    f.gate_head_stride = a.gate.stride(1);
   }
+  f.out = a.out.data<float>();
+  f.out_token_stride = a.out.stride(0);
+  f.out_head_stride = a.out.stride(1);
+  set_cache(f, a.k_cache, a.v_cache);
+  f.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
+  f.kv_lens = a.layout->kv_lens.data<int32_t>();
+  f.block_tables = a.layout->block_tables.data<int32_t>();
+  f.scale = a.scale;
+  if (a.kept != nullptr) {  // each query's log-sum-exp, for the training backward (flash_backward.h)
+    KILN_ASSIGN_OR_RETURN(*a.kept, ctx_->empty({r.tokens, r.q_heads}, DType::kF32));
+    f.lse = a.kept->data<float>();
+  }
+  ProfileScope prof(ctx_->profiler.get(), [&] { return "attention flash prefill tokens=" + std::to_string(r.tokens); });
+  return in_context(flash_prefill(f, ctx_->stream), a);
+}
+
+Status Attention::attend_f32(const AttentionArgs& a, const AttentionRequest& r) {
   if (a.kept != nullptr) *a.kept = Tensor();  // the backward recomputes the softmax
   PagedAttentionParams p;
   p.rows = r.rows;
@@ -200,6 +208,42 @@ Status Attention::attend(const AttentionArgs& a) {
     return std::string("attention simple ") + std::string(phase_name(r.phase)) + " tokens=" + std::to_string(r.tokens);
   });
   return in_context(cuda::paged_attention(p, ctx_->stream), a);
+}
+
+// Short prefills (a key tile or two a query tile) may run faster on the f32 kernels: below
+// kFlashUntimedQLen, which serves a shape is timed on this device (the H200's rule, flash from
+// 64 tokens, where nothing may be timed).
+Result<bool> Attention::flash_wins(const AttentionArgs& a, const AttentionRequest& r) {
+  const int64_t q_len = a.layout->max_q_len;
+  if (tuning().flash_prefill_min_q_len > 0) return q_len >= tuning().flash_prefill_min_q_len;
+  if (q_len >= kFlashUntimedQLen) return true;
+  // Both on the call's own q and cache into a scratch output (no log-sum-exp kept).
+  AttentionArgs t = a;
+  t.kept = nullptr;
+  auto scratch = [&]() -> Status {
+    KILN_ASSIGN_OR_RETURN(t.out, ctx_->empty({r.tokens, r.q_heads, r.head_dim}, DType::kF32));
+    return {};
+  };
+  const std::vector<Candidate> candidates{{"flash", [&] { return attend_flash(t, r); }},
+                                          {"f32", [&] { return attend_f32(t, r); }}};
+  const std::string key = "attention_prefill q_heads=" + std::to_string(r.q_heads) +
+                          " kv_heads=" + std::to_string(r.kv_heads) + " head_dim=" + std::to_string(r.head_dim) +
+                          " kv=" + std::string(dtype_name(r.kv_dtype)) + (r.output_gate ? " gate" : "") +
+                          " rows<=" + std::to_string(bucket(r.rows)) + " q<=" + std::to_string(bucket(q_len)) +
+                          " keys<=" + std::to_string(bucket(r.max_kv_len));
+  const char* rule = q_len >= 64 ? "flash" : "f32";
+  KILN_ASSIGN_OR_RETURN(const std::string pick, choose_kernel(*ctx_, key, candidates, rule, rule, scratch));
+  return pick == "flash";
+}
+
+Status Attention::attend(const AttentionArgs& a) {
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
+  const AttentionRequest r = describe(a);
+  bool flash = flash_prefill_allowed(r);
+  if (flash) {
+    KILN_ASSIGN_OR_RETURN(flash, flash_wins(a, r));
+  }
+  return flash ? attend_flash(a, r) : attend_f32(a, r);
 }
 
 }  // namespace kiln::cuda

@@ -113,7 +113,6 @@ class Linear final : public LinearFacet {
   // Which kernel runs this matmul: the GEMV or the skinny GEMM where they may (the candidates)
   // and timed fastest on this device for the shape, else cuBLASLt (gemm_choice.h).
   Result<SmallGemm> kernel_for(const MatmulArgs& a, const MatmulRequest& r);
-  Result<SmallGemmTimes> time_small_gemm(const MatmulArgs& a, const MatmulRequest& r, bool gemv_ok, bool skinny_ok);
   bool gemv_candidate(const MatmulArgs& a, const MatmulRequest& r) const;
   GemvParams gemv_params(const MatmulArgs& a, const MatmulRequest& r) const;
   bool skinny_candidate(const MatmulArgs& a, const MatmulRequest& r) const;
@@ -151,6 +150,11 @@ class Attention final : public AttentionFacet {
   Status attend(const AttentionArgs& a) override;
 
  private:
+  // The tensor-core flash kernel, or the f32 kernels (split-key, tensor-core decode or simple).
+  Status attend_flash(const AttentionArgs& a, const AttentionRequest& r);
+  Status attend_f32(const AttentionArgs& a, const AttentionRequest& r);
+  // Whether a prefill that may take the flash kernel does: timed per shape on this device.
+  Result<bool> flash_wins(const AttentionArgs& a, const AttentionRequest& r);
   std::shared_ptr<Context> ctx_;
 };
 

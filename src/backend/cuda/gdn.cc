@@ -2,8 +2,11 @@
 // recurrent kernel for decode and wherever the chunked one has no instance
 // (kernels/gated_delta_rule.cu), and the fused decode step (kernels/gdn_decode.cu).
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "backend/cuda/cuda_facets.h"
+#include "backend/cuda/kernel_timing.h"
 #include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/gated_delta_rule.h"
 #include "backend/cuda/kernels/gdn_chunk_record.h"
@@ -209,21 +212,65 @@ Status Gdn::fused_decode(const GdnDecodeArgs& a) {
   p.out_head_stride = a.out.stride(1);
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
   p.state_slots = a.layout->state_slots.data<int32_t>();
-  // One token a row at enough rows: the split kernels (the state streamed through a persistent
-  // kernel's shared-memory stages).
-  // The one-kernel form's shared memory holds the states of a key head's value heads; where the
-  // target's is smaller, every one-token step takes the split form.
+  // The forms: one kernel where its shared memory fits the target; for one token a row, the split
+  // kernels with 1, 2 or 3 stages. Which one runs is timed per shape on this device (the H200's
+  // rule, split with 2 stages wherever it applies, only where nothing may be timed).
   const bool split = r.tokens == r.rows && gdn_decode_split_applies(r.dk, r.dv) &&
                      reinterpret_cast<uintptr_t>(p.state) % 16 == 0;
-  if (split && (r.rows >= tuning().gdn_split_min_rows || !one_kernel_fits(r))) {
-    const auto floats = static_cast<int64_t>(gdn_decode_vectors_floats(r.rows, r.k_heads, r.v_heads, r.dk, r.dv));
-    KILN_ASSIGN_OR_RETURN(Tensor vec, ctx_->empty({floats}, DType::kF32));
-    ProfileScope prof(ctx_->profiler.get(), [&] { return "gdn fused_decode split rows=" + std::to_string(r.rows); });
-    Status s = gdn_decode_split(p, vec.data<float>(), tuning().gdn_decode_stages, ctx_->stream);
-    return s.ok() ? s : s.with_context(r.describe());
+  const bool one = one_kernel_fits(r);
+  const auto floats = static_cast<int64_t>(gdn_decode_vectors_floats(r.rows, r.k_heads, r.v_heads, r.dk, r.dv));
+  Tensor vec;
+  if (split) {
+    KILN_ASSIGN_OR_RETURN(vec, ctx_->empty({floats}, DType::kF32));
   }
-  ProfileScope prof(ctx_->profiler.get(), [&] { return "gdn fused_decode rows=" + std::to_string(r.rows); });
-  Status s = gdn_decode(p, ctx_->stream);
+  auto run = [&](const GdnDecodeParams& q, int form) {
+    return form == 0 ? gdn_decode(q, ctx_->stream) : gdn_decode_split(q, vec.data<float>(), form, ctx_->stream);
+  };
+  int form = tuning().gdn_decode_form;
+  if (form < 0 || (form == 0 && !one) || (form > 0 && !split)) {
+    // Timed on scratch state, conv state and output (the step updates its state in place): the
+    // call's own inputs, rows 0..R-1 of scratch pools.
+    const char* rule = split ? "split2" : "one_kernel";
+    Tensor state, conv_state, out, slots;
+    std::vector<int32_t> iota(static_cast<size_t>(r.rows));
+    for (size_t i = 0; i < iota.size(); ++i) iota[i] = static_cast<int32_t>(i);
+    GdnDecodeParams t = p;
+    auto scratch = [&]() -> Status {
+      KILN_ASSIGN_OR_RETURN(state, ctx_->empty({r.rows, r.v_heads, r.dk, r.dv}, DType::kF32));
+      KILN_ASSIGN_OR_RETURN(conv_state, ctx_->empty({r.rows, a.conv_state.dim(1), a.conv_state.dim(2)}, DType::kF32));
+      KILN_ASSIGN_OR_RETURN(out, ctx_->empty({r.tokens, r.v_heads, r.dv}, DType::kF32));
+      KILN_ASSIGN_OR_RETURN(slots, ctx_->empty({r.rows}, DType::kI32));
+      KILN_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(state.raw(), 0, state.nbytes(), ctx_->stream), "gdn timing"));
+      KILN_RETURN_IF_ERROR(
+          cuda_status(cudaMemsetAsync(conv_state.raw(), 0, conv_state.nbytes(), ctx_->stream), "gdn timing"));
+      KILN_RETURN_IF_ERROR(cuda_status(
+          cudaMemcpyAsync(slots.raw(), iota.data(), slots.nbytes(), cudaMemcpyHostToDevice, ctx_->stream), "gdn timing"));
+      t.state = state.data<float>();
+      t.slots = r.rows;
+      t.conv_state = conv_state.data<float>();
+      t.conv_slots = r.rows;
+      t.out = out.data<float>();
+      t.out_token_stride = r.v_heads * r.dv;
+      t.out_head_stride = r.dv;
+      t.state_slots = slots.data<int32_t>();
+      return {};
+    };
+    std::vector<Candidate> candidates;
+    if (one) candidates.push_back({"one_kernel", [&] { return run(t, 0); }});
+    for (int stages = 1; split && stages <= 3; ++stages)
+      candidates.push_back({"split" + std::to_string(stages), [&, stages] { return run(t, stages); }});
+    const std::string key = "gdn_decode rows=" + std::to_string(r.rows) + " k_heads=" + std::to_string(r.k_heads) +
+                            " v_heads=" + std::to_string(r.v_heads) + " dk=" + std::to_string(r.dk) +
+                            " dv=" + std::to_string(r.dv);
+    Result<std::string> pick = choose_kernel(*ctx_, key, candidates, rule, rule, scratch);
+    if (!pick.ok()) return pick.status().with_context(r.describe());
+    form = pick.value() == "one_kernel" ? 0 : pick.value().back() - '0';
+  }
+  ProfileScope prof(ctx_->profiler.get(), [&] {
+    return std::string("gdn fused_decode ") + (form == 0 ? "" : "split" + std::to_string(form) + " ") +
+           "rows=" + std::to_string(r.rows);
+  });
+  Status s = run(p, form);
   return s.ok() ? s : s.with_context(r.describe());
 }
 

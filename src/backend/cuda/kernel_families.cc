@@ -33,8 +33,10 @@ std::vector<std::pair<std::string, std::string>> kernel_families() {
   k.emplace_back("attention prefill (bf16 products)",
                  !t.flash_prefill || !flash_prefill_supports(kHeadDim)
                      ? "split-key f32 kernel"
-                     : flash_prefill_wide_tile(kHeadDim) ? "flash, mma.sync, 128 queries x 64-key tiles"
-                                                         : "flash, mma.sync, 64 queries x 32-key tiles");
+                     : std::string(flash_prefill_wide_tile(kHeadDim) ? "flash, mma.sync, 128 queries x 64-key tiles"
+                                                                     : "flash, mma.sync, 64 queries x 32-key tiles") +
+                           (t.gemm_autotune ? "; below 512 tokens, split-key f32 where that timed faster per shape"
+                                            : "; split-key f32 below 64 tokens"));
   k.emplace_back("attention decode (bf16 cache)", t.attention_decode_mma && paged_decode_mma_applies(kHeadDim, kGroup, DType::kBF16)
                                                       ? "mma.sync over 16-key tiles"
                                                       : "split-key f32 kernel, 8 lanes a key");
@@ -46,10 +48,12 @@ std::vector<std::pair<std::string, std::string>> kernel_families() {
                                 : fits(gated_delta_rule_chunked_smem_bytes(kDk))
                                     ? "chunked, one kernel"
                                     : "chunked, one kernel, A and Mq in global memory");
-  k.emplace_back("gdn decode step", !fits(gdn_decode_smem_bytes(kKHeads, kVHeads, kDk, kDk)) ||
-                                            t.gdn_split_min_rows <= 1
+  k.emplace_back("gdn decode step", !fits(gdn_decode_smem_bytes(kKHeads, kVHeads, kDk, kDk))
                                         ? "split: vectors kernel + persistent state kernel"
-                                        : "one kernel");
+                                    : t.gemm_autotune
+                                        ? "one kernel, or split (vectors + persistent state kernel), whichever timed "
+                                          "faster per batch"
+                                        : "split: vectors kernel + persistent state kernel");
   k.emplace_back("attention backward (bf16 products)", t.flash_backward && flash_backward_supports(kHeadDim)
                                                            ? "flash backward, mma.sync"
                                                            : "cublas TF32 GEMMs over whole score rows");

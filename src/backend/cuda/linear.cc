@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/gemm_autotune.h"
 #include "backend/cuda/gemm_choice.h"
+#include "backend/cuda/kernel_timing.h"
 #include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/elementwise.h"
 #include "backend/cuda/kernels/gemv.h"
@@ -25,9 +26,6 @@
 namespace kiln::cuda {
 
 namespace {
-
-// Bytes that, written before a timed run, leave none of its operands in L2 (twice the L2).
-int64_t l2_flush_bytes() { return std::max<int64_t>(device_target().l2_bytes, 1 << 20) * 2; }
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 constexpr int kCandidates = 8;  // heuristic candidates the autotuner times
@@ -287,89 +285,28 @@ bool Linear::gemv_candidate(const MatmulArgs& a, const MatmulRequest& r) const {
   return gemv_applies(gemv_params(a, r)) && r.n <= tuning().gemv_max_n;
 }
 
-namespace {
-
-// The choices of this process, kept for the device, driver and target they were timed on.
-SmallGemmChoices& small_gemm_choices() {
-  static SmallGemmChoices choices = [] {
-    int driver = 0;
-    if (cudaDriverGetVersion(&driver) != cudaSuccess) (void)cudaGetLastError();
-    const DeviceTarget& t = device_target();
-    return SmallGemmChoices(default_choices_file(), t.name + ", driver " + std::to_string(driver) + ", " + t.label());
-  }();
-  return choices;
-}
-
-}  // namespace
-
 Result<SmallGemm> Linear::kernel_for(const MatmulArgs& a, const MatmulRequest& r) {
   const bool gemv_ok = gemv_candidate(a, r), skinny_ok = skinny_candidate(a, r);
   if (!gemv_ok && !skinny_ok) return SmallGemm::kCublasLt;
   if (skinny_ok && !gemv_ok && tuning().skinny_everywhere) return SmallGemm::kSkinny;
-  const SmallGemmKey key{r.m, r.n, r.k, a.w.dtype(), a.x.dtype(), gemv_ok, skinny_ok};
-  if (const std::optional<SmallGemm> known = small_gemm_choices().find(key)) return *known;
-  if (!tuning().gemm_autotune || ctx_->recording()) {
-    // The H200's rules where no timing may run. A shape first met inside a recording keeps the
-    // rule's choice, so that the eager calls after it compute what its replays compute.
-    const SmallGemm rule = gemv_ok && gemv_beats_cublaslt(r.m, r.n) ? SmallGemm::kGemv
-                           : skinny_ok && device_target().sm90_features && skinny_beats_cublaslt(r.m, r.n)
-                               ? SmallGemm::kSkinny
-                               : SmallGemm::kCublasLt;
-    if (tuning().gemm_autotune) small_gemm_choices().put(key, rule, {});
-    return rule;
-  }
-  KILN_ASSIGN_OR_RETURN(const SmallGemmTimes times, time_small_gemm(a, r, gemv_ok, skinny_ok));
-  const SmallGemm pick = pick_small_gemm(times);
-  small_gemm_choices().put(key, pick, times);
-  return pick;
-}
-
-// Each candidate on the call's own weight and x, into a scratch output: one warm-up run (module
-// load, plans), then the best of five with L2 flushed before each (a decode step streams the
-// weights from memory). Synchronizes: never called while recording.
-Result<SmallGemmTimes> Linear::time_small_gemm(const MatmulArgs& a, const MatmulRequest& r, bool gemv_ok,
-                                               bool skinny_ok) {
-  KILN_ASSIGN_OR_RETURN(Tensor out, ctx_->empty({r.m, r.n}, DType::kF32));
-  const MatmulArgs t{a.x, a.w, out, false};
-  const int64_t flush_bytes = l2_flush_bytes();
-  KILN_ASSIGN_OR_RETURN(Tensor flush, ctx_->empty({flush_bytes}, DType::kU8));
-  cudaEvent_t start = nullptr, stop = nullptr;
-  KILN_RETURN_IF_ERROR(cuda_status(cudaEventCreate(&start), "gemm timing: event"));
-  if (Status s = cuda_status(cudaEventCreate(&stop), "gemm timing: event"); !s.ok()) {
-    cudaEventDestroy(start);
-    return s;
-  }
-  auto best_us = [&](auto&& run) -> Result<double> {
-    KILN_RETURN_IF_ERROR(run());
-    double best = 1e300;
-    for (int rep = 0; rep < 5; ++rep) {
-      KILN_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(flush.raw(), rep, static_cast<size_t>(flush_bytes), ctx_->stream),
-                                       "gemm timing: flush"));
-      cudaEventRecord(start, ctx_->stream);
-      KILN_RETURN_IF_ERROR(run());
-      cudaEventRecord(stop, ctx_->stream);
-      KILN_RETURN_IF_ERROR(ctx_->synchronize("gemm timing"));
-      float ms = 0.f;
-      KILN_RETURN_IF_ERROR(cuda_status(cudaEventElapsedTime(&ms, start, stop), "gemm timing: elapsed"));
-      best = std::min(best, 1e3 * ms);
-    }
-    return best;
-  };
-  SmallGemmTimes times;
-  Status st = [&]() -> Status {
-    KILN_ASSIGN_OR_RETURN(times.cublaslt_us, best_us([&] { return cublaslt(t, r, 1.f); }));
-    if (gemv_ok) {
-      KILN_ASSIGN_OR_RETURN(times.gemv_us, best_us([&] { return gemv(gemv_params(t, r), ctx_->stream); }));
-    }
-    if (skinny_ok) {
-      KILN_ASSIGN_OR_RETURN(times.skinny_us, best_us([&] { return skinny_gemm(skinny_params(t, r), ctx_->stream); }));
-    }
+  // The H200's rules, where no timing may run.
+  const SmallGemm rule = gemv_ok && gemv_beats_cublaslt(r.m, r.n) ? SmallGemm::kGemv
+                         : skinny_ok && device_target().sm90_features && skinny_beats_cublaslt(r.m, r.n)
+                             ? SmallGemm::kSkinny
+                             : SmallGemm::kCublasLt;
+  // Each candidate on the call's own weight and x, into a scratch output.
+  MatmulArgs t{a.x, a.w, Tensor(), false};
+  auto scratch = [&]() -> Status {
+    KILN_ASSIGN_OR_RETURN(t.out, ctx_->empty({r.m, r.n}, DType::kF32));
     return {};
-  }();
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  KILN_RETURN_IF_ERROR(st.with_context("timing " + r.describe()));
-  return times;
+  };
+  std::vector<Candidate> candidates{{"cublaslt", [&] { return cublaslt(t, r, 1.f); }}};
+  if (gemv_ok) candidates.push_back({"gemv", [&] { return gemv(gemv_params(t, r), ctx_->stream); }});
+  if (skinny_ok) candidates.push_back({"skinny", [&] { return skinny_gemm(skinny_params(t, r), ctx_->stream); }});
+  const SmallGemmKey key{r.m, r.n, r.k, a.w.dtype(), a.x.dtype(), gemv_ok, skinny_ok};
+  KILN_ASSIGN_OR_RETURN(const std::string pick,
+                        choose_kernel(*ctx_, key.text(), candidates, small_gemm_name(rule), "cublaslt", scratch));
+  return small_gemm_named(pick);
 }
 
 Result<Linear::GemmInput> Linear::gemm_input(const Tensor& x, const MatmulRequest& r, DType w_dtype,

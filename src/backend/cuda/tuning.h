@@ -17,18 +17,14 @@
 //   KILN_CUDA_GEMM_AUTOTUNE=0   nothing is timed: cuBLASLt GEMMs on 16-bit weights take the
 //                               heuristic's first algorithm instead of the fastest of its candidates
 //                               timed on first use (gemm_autotune.h; f32 weights always take the
-//                               first), and decode-sized GEMMs take the GEMV, skinny GEMM or
-//                               cuBLASLt by the H200's rules instead of by timing (gemm_choice.h)
+//                               first), and where several kernels could serve a shape (decode-sized
+//                               GEMMs, the GDN decode step's forms, flash or f32 prefill attention)
+//                               the H200's rules choose instead of timings (kernel_timing.h)
 //   KILN_CUDA_GEMM_AUTOTUNE_MAX_M=<m> largest m whose GEMMs are timed (default 256)
 //   KILN_CUDA_GDN_CHUNKED=0     chunked GDN requests run the recurrent kernel
 //   KILN_CUDA_GDN_TWO_PASS=0    the chunked form runs as one kernel (substitution inside the scan)
 //   KILN_CUDA_GDN_FUSED=0       the fused GDN decode step is declined (the model runs conv, delta
 //                               rule and gated norm as separate calls)
-//   KILN_CUDA_GDN_SPLIT_MIN_ROWS=<n> fewest rows (one token each) for which the fused decode step
-//                               runs as the split kernels (gdn_decode.h); 0 or unset:
-//                               the measured default; a huge value keeps the one-kernel form
-//   KILN_CUDA_GDN_DECODE_STAGES=<s> shared-memory stages of the split decode's state kernel (1..3;
-//                               1: three blocks an SM, no state copied ahead; gdn_decode.h)
 //   KILN_CUDA_CONV_SEQUENTIAL=1 the conv runs one thread per channel over all of a row's tokens
 //   KILN_CUDA_ATTN_DECODE_BLOCKS_PER_SM=<n> decode attention splits the keys until about n blocks
 //                               an SM run (at least 64 keys a split)
@@ -85,8 +81,9 @@ struct Tuning {
   bool gdn_chunked = true;
   bool gdn_two_pass = true;
   bool gdn_fused_decode = true;
-  long long gdn_split_min_rows = 1;
-  int gdn_decode_stages = 2;  // the split decode's state copied this many items ahead (gdn_decode.h)
+  // The fused GDN decode step's form: -1 timed per shape (kernel_timing.h); 0 one kernel; 1..3 the
+  // split kernels with that many stages (gdn_decode.h). Set by tests and the kernel benchmark.
+  int gdn_decode_form = -1;
   bool conv_token_parallel = true;
   bool attention_split = true;  // the split-key GQA kernel where its shape allows
   int attention_decode_blocks_per_sm = 4;
@@ -95,7 +92,9 @@ struct Tuning {
   int attention_mma_units_per_warp = 1;
   int attention_mma_stages = 2;
   bool flash_prefill = true;          // bf16-allowed prefill attention on tensor cores (flash_prefill.cu)
-  long long flash_prefill_min_q_len = 64;  // ... when the longest query row has at least this many tokens
+  // ... 0: where it timed faster than the f32 kernels for the shape (kernel_timing.h); n > 0:
+  // exactly when the longest query row has at least n tokens (tests).
+  long long flash_prefill_min_q_len = 0;
   bool flash_backward = true;  // bf16-allowed attention backward on tensor cores from the forward's lse (flash_backward.cu)
   long long flash_backward_ds_mb = 1024;  // ... its dQ from kept dS tiles while they take at most this many MB
   bool graphs = true;        // decode steps recorded as CUDA graphs and replayed (replay.cc)
@@ -141,10 +140,6 @@ inline Tuning tuning_from_env() {
   t.gdn_chunked = flag("KILN_CUDA_GDN_CHUNKED", true);
   t.gdn_two_pass = flag("KILN_CUDA_GDN_TWO_PASS", true);
   t.gdn_fused_decode = flag("KILN_CUDA_GDN_FUSED", true);
-  if (const char* n = std::getenv("KILN_CUDA_GDN_SPLIT_MIN_ROWS"); n != nullptr && std::atoll(n) > 0)
-    t.gdn_split_min_rows = std::atoll(n);
-  if (const char* n = std::getenv("KILN_CUDA_GDN_DECODE_STAGES"); n != nullptr && n[0] != '\0')
-    t.gdn_decode_stages = std::clamp(std::atoi(n), 1, 3);
   t.conv_token_parallel = !flag("KILN_CUDA_CONV_SEQUENTIAL", false);
   if (const char* n = std::getenv("KILN_CUDA_ATTN_DECODE_BLOCKS_PER_SM"); n != nullptr && std::atoi(n) > 0)
     t.attention_decode_blocks_per_sm = std::atoi(n);

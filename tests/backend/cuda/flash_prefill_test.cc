@@ -17,6 +17,7 @@
 #include <random>
 
 #include "backend/cuda/cuda_test_util.h"
+#include "backend/cuda/kernel_timing.h"
 #include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/paged_attention.h"
 #include "backend/cuda/tuning.h"
@@ -201,6 +202,36 @@ TEST_F(FlashPrefill, MatchesCpuOnBf16RoundedInputs) {
     std::printf("flash prefill %-45s max %.3g mean %.3g (f32 kernels %.3g)\n", c.name, max_err, mean_err,
                 rel_error(exact, want));
   }
+}
+
+// Below 512 tokens a row, whether flash or the f32 kernels serve a bf16 prefill is timed on this
+// device per shape (kernel_timing.h): the timing runs both into scratch, records its pick under
+// the shape's key, and the call's output is then exactly what the picked kernel gives on its own.
+TEST_F(FlashPrefill, AShortPrefillTakesTheKernelTimedFasterForItsShape) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = std::move(create_backend("cpu").value());
+  uint32_t seed = 950;
+  AttentionInputs in(*be, *ref, {0, 30}, {20, 40}, 16, 4, 256, seed);
+  const std::string key = "attention_prefill q_heads=16 kv_heads=4 head_dim=256 kv=f32 gate rows<=2 q<=64 keys<=128";
+  auto run = [&](int64_t min_q_len, bool flash_on) {
+    cuda::tuning().flash_prefill = flash_on;
+    cuda::tuning().flash_prefill_min_q_len = min_q_len;
+    Twin out(*be, random_tensor({in.tokens, 16, 256}, 7));
+    AttentionArgs a{in.q_dev, in.g_dev, out.dev, in.kc.dev, in.vc.dev, &in.dl, 1.f / 16.f};
+    a.compute = DType::kBF16;
+    Status st = be->attention().attend(a);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return to_host(*be, out.dev);
+  };
+  cuda::kernel_choices().forget(key);
+  const Tensor timed = run(0, true);
+  const std::optional<std::string> pick = cuda::kernel_choices().find(key);
+  ASSERT_TRUE(pick.has_value()) << "no choice recorded under " << key;
+  ASSERT_TRUE(*pick == "flash" || *pick == "f32") << *pick;
+  const Tensor flash = run(1, true), f32 = run(0, false);
+  EXPECT_EQ(rel_error(timed, *pick == "flash" ? flash : f32), 0.0) << "the call ran another kernel than its pick";
+  EXPECT_GT(rel_error(flash, f32), 0.0) << "flash and f32 kernels gave the same bits: one did not run";
+  std::printf("flash prefill rows of 20 and 40 over 0 and 30 cached: %s timed faster\n", pick->c_str());
 }
 
 // The tensor-core decode attention (compute = bf16 over a bf16 cache, kernels/paged_decode_mma.cu)

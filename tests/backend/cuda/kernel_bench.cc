@@ -222,14 +222,13 @@ void bench_gdn(Backend& be, int64_t only_rows) {
     Tensor core = be.storage().allocate({R, hv, dv}, DType::kF32).value();
     Tensor out = be.storage().allocate({R, hv, dv}, DType::kF32).value();
     GdnDecodeArgs d{mixed, cw, cst, z, a, b, a_log, dtb, state, nw, out, hk, dk, 1e-6f, &l};
-    const int stages = cuda::tuning().gdn_decode_stages;
-    double staged[3];  // the state kernel with 1, 2 and 3 stages
-    for (int s = 1; s <= 3; ++s) {
-      cuda::tuning().gdn_decode_stages = s;
-      staged[s - 1] = time_us(be, [&] { return be.gdn().fused_decode(d); });
+    double staged[4];  // one kernel; the split state kernel with 1, 2 and 3 stages
+    for (int s = 0; s <= 3; ++s) {
+      cuda::tuning().gdn_decode_form = s;
+      staged[s] = time_us(be, [&] { return be.gdn().fused_decode(d); });
     }
-    cuda::tuning().gdn_decode_stages = stages;
-    const double fused = staged[stages - 1];
+    cuda::tuning().gdn_decode_form = -1;
+    const double fused = *std::min_element(staged, staged + 4);
     GdnArgs g;
     g.form = GdnForm::kRecurrent;
     g.q = conv.as_strided({R, hk, dk}, {C, dk, 1});
@@ -249,9 +248,9 @@ void bench_gdn(Backend& be, int64_t only_rows) {
                                  out.reshape({R * hv, dv}), 1e-6f});
     });
     const double state_bytes = 2.0 * R * hv * dk * dv * 4;
-    std::printf("gdn   decode rows=%-3lld (4B layer)  fused %8.2f us (%5.0f GB/s of state)  stages 1/2/3 %8.2f %8.2f "
-                "%8.2f us  conv+recurrent+norm %8.2f us\n",
-                (long long)R, fused, state_bytes / fused * 1e-3, staged[0], staged[1], staged[2], separate);
+    std::printf("gdn   decode rows=%-3lld (4B layer)  fused %8.2f us (%5.0f GB/s of state)  one kernel %8.2f  split "
+                "stages 1/2/3 %8.2f %8.2f %8.2f us  conv+recurrent+norm %8.2f us\n",
+                (long long)R, fused, state_bytes / fused * 1e-3, staged[0], staged[1], staged[2], staged[3], separate);
   }
 }
 

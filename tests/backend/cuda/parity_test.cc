@@ -14,8 +14,10 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_test_util.h"
+#include "backend/cuda/kernel_timing.h"
 #include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/gated_delta_rule.h"
+#include "backend/cuda/kernels/gdn_decode.h"
 #include "backend/cuda/tuning.h"
 
 namespace kiln {
@@ -742,15 +744,16 @@ TEST(CudaParity, GdnFusedDecodeEqualsConvDeltaRuleAndGatedNorm) {
       {"ratio 1 kernel 3", {{0}, {1}}, 2, 2, 64, 64, 3},
       {"several tokens a row", {{0, 7}, {3, 2}}, 2, 4, 16, 16, 4},
   };
-  // One kernel; split with 1, 2 and 3 stages.
-  for (int form : {0, 1, 2, 3}) {
+  // One kernel; split with 1, 2 and 3 stages; the form timed on this device for the shape (on
+  // scratch state: the step itself must still advance the state exactly once).
+  for (int form : {0, 1, 2, 3, -1}) {
   const bool split = form > 0;
-  tune->gdn_split_min_rows = split ? 1 : (1LL << 62);
-  tune->gdn_decode_stages = split ? form : 1;
-  const char* form_name[] = {"one kernel", "split, 1 stage", "split, 2 stages", "split, 3 stages"};
+  tune->gdn_decode_form = form;
+  const char* form_names[] = {"timed", "one kernel", "split, 1 stage", "split, 2 stages", "split, 3 stages"};
+  const char* form_name = form_names[form + 1];
   uint32_t seed = 650;
   for (const auto& c : cases) {
-    SCOPED_TRACE(std::string(c.name) + " (" + form_name[form] + ")");
+    SCOPED_TRACE(std::string(c.name) + " (" + form_name + ")");
     const int64_t T = total_tokens(c.rows), R = static_cast<int64_t>(c.rows.n.size());
     const int64_t C = 2 * c.hk * c.dk + c.hv * c.dv;
     HostBatchLayout hl = make_layout(c.rows, blocks_needed(c.rows) + 1, seed++);
@@ -792,16 +795,27 @@ TEST(CudaParity, GdnFusedDecodeEqualsConvDeltaRuleAndGatedNorm) {
     GdnDecodeArgs d{mixed.dev, conv_w.dev, conv_st.dev, z.dev, a.dev, b.dev, a_log.dev, dt_bias.dev, state.dev,
                     norm_w.dev, out.dev, c.hk, c.dk, 1e-6f, &dl};
     ASSERT_EQ(be->gdn().supports(describe(d)).state, SupportState::kNative);
+    const std::string key = "gdn_decode rows=" + std::to_string(R) + " k_heads=" + std::to_string(c.hk) +
+                            " v_heads=" + std::to_string(c.hv) + " dk=" + std::to_string(c.dk) +
+                            " dv=" + std::to_string(c.dv);
+    if (form < 0) cuda::kernel_choices().forget(key);
     Status s = be->gdn().fused_decode(d);
     ASSERT_TRUE(s.ok()) << s.to_string();
+    std::string chosen;
+    if (form < 0 && T == R && cuda::gdn_decode_split_applies(c.dk, c.dv)) {  // several forms: one was timed
+      const std::optional<std::string> pick = cuda::kernel_choices().find(key);
+      ASSERT_TRUE(pick.has_value()) << key;
+      EXPECT_TRUE(*pick == "one_kernel" || *pick == "split1" || *pick == "split2" || *pick == "split3") << *pick;
+      chosen = " -> " + *pick;
+    }
     const double eo = rel_error(out.dev_result(*be), out.host_base);
     const double es = rel_error(state.dev_result(*be), state.host_base);
     const double ec = rel_error(conv_st.dev_result(*be), conv_st.host_base);
     EXPECT_LE(eo, kF32Tol);
     EXPECT_LE(es, kF32Tol);
     EXPECT_EQ(ec, 0.0);  // the conv state is the inputs, moved
-    std::printf("gdn fused decode %s (%s): out rel err %.3g, state %.3g, conv state %.3g\n", c.name,
-                split && T == R ? form_name[form] : "one kernel", eo, es, ec);
+    std::printf("gdn fused decode %s (%s%s): out rel err %.3g, state %.3g, conv state %.3g\n", c.name,
+                split && T != R ? "one kernel" : form_name, chosen.c_str(), eo, es, ec);
   }
   }
 }
