@@ -11,7 +11,7 @@
 #include "core/json_text.h"
 #include "core/names.h"
 #include "core/regex.h"
-#include "qualify/sha256.h"
+#include "core/sha256.h"
 
 namespace kiln {
 
@@ -63,7 +63,7 @@ std::string EvalSuite::examples_jsonl() const {
   return out;
 }
 
-std::string EvalSuite::sha256() const { return qualify::sha256_hex(examples_jsonl()); }
+std::string EvalSuite::sha256() const { return sha256_hex(examples_jsonl()); }
 
 json EvalSuite::manifest() const {
   return {{"kind", "kiln.eval_suite"}, {"version", 1},          {"name", name},

@@ -7,7 +7,7 @@
 
 #include "qualify/environment_filter.h"
 #include "qualify/process.h"
-#include "qualify/sha256.h"
+#include "core/sha256.h"
 
 namespace kiln::qualify {
 namespace {

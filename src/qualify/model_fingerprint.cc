@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "qualify/sha256.h"
+#include "core/sha256.h"
 
 namespace kiln::qualify {
 namespace fs = std::filesystem;

@@ -5,7 +5,7 @@
 #include "qualify/json_fields.h"
 #include "qualify/receipt.h"
 #include "qualify/regex.h"
-#include "qualify/sha256.h"
+#include "core/sha256.h"
 #include "qualify/utc_time.h"
 
 namespace kiln::qualify {

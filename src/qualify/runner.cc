@@ -16,7 +16,7 @@
 #include "qualify/platform_probe.h"
 #include "qualify/receipt.h"
 #include "qualify/regex.h"
-#include "qualify/sha256.h"
+#include "core/sha256.h"
 #include "qualify/utc_time.h"
 #include "qualify/variables.h"
 #include "qualify/workload.h"

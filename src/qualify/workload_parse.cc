@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "qualify/json_fields.h"
-#include "qualify/sha256.h"
+#include "core/sha256.h"
 #include "qualify/workload.h"
 
 namespace kiln::qualify {

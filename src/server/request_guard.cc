@@ -10,7 +10,7 @@
 #include <cctype>
 #include <fstream>
 
-#include "qualify/sha256.h"
+#include "core/sha256.h"
 #include "server/metrics.h"
 #include "server/route_support.h"
 
@@ -162,7 +162,7 @@ Result<GuardOptions> guard_options(const KilnConfig& config) {
 }
 
 RequestGuard::RequestGuard(GuardOptions options) : o_(std::move(options)) {
-  if (!o_.api_key.empty()) key_digest_ = qualify::sha256_hex(o_.api_key);
+  if (!o_.api_key.empty()) key_digest_ = sha256_hex(o_.api_key);
 }
 
 int64_t RequestGuard::max_body_bytes() const {
@@ -272,7 +272,7 @@ std::optional<ApiError> RequestGuard::check(const httplib::Request& req) const {
     const size_t space = auth.find(' ');
     const std::string token = space == std::string::npos ? "" : trim(auth.substr(space + 1));
     if (space == std::string::npos || lower(auth.substr(0, space)) != "bearer" ||
-        !same_bytes(qualify::sha256_hex(token), key_digest_))
+        !same_bytes(sha256_hex(token), key_digest_))
       return refusal(401, "invalid_api_key", "Authorization", "the API key in the Authorization header is not this server's");
   }
   return check_body(req);

@@ -19,7 +19,7 @@
 #include "backend/registry.h"
 #include "core/atomic_publish.h"
 #include "model/qwen35.h"
-#include "qualify/sha256.h"
+#include "core/sha256.h"
 #include "eval/eval_jobs.h"
 #include "server/eval_service.h"
 #include "server/memory_plan.h"
@@ -259,7 +259,7 @@ class Stack final : public ServingStack {
     ctx_.train_env.model = model_.get();
     ctx_.train_env.registry = adapters_.get();
     ctx_.train_env.adapter_dir = ctx_.adapter_dir;
-    auto config_hash = qualify::sha256_file((fs::path(dir) / "config.json").string());
+    auto config_hash = sha256_file((fs::path(dir) / "config.json").string());
     ctx_.train_env.base_model = {{"model_id", ctx_.model_id},
                                  {"path", fs::absolute(dir).string()},
                                  {"config_sha256", config_hash.ok() ? nlohmann::json(config_hash->sha256) : nlohmann::json(nullptr)},

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "eval/suite.h"
-#include "qualify/sha256.h"
+#include "core/sha256.h"
 #include "server/route_support.h"
 #include "train/train_data.h"
 #include "train/train_memory.h"
@@ -121,7 +121,7 @@ Json hyperparameters(const TrainSpec& s, const std::string& base_adapter, bool a
 
 // sha256 of the canonical form of the inline data: keys sorted, no whitespace.
 std::string canonical_sha256(const Json& data) {
-  return qualify::sha256_hex(nlohmann::json::parse(data.dump()).dump());
+  return sha256_hex(nlohmann::json::parse(data.dump()).dump());
 }
 
 }  // namespace
@@ -301,7 +301,7 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
     auto file = dataset_file(ctx, *path);
     if (!file.ok()) return ApiError::invalid("dataset_path", file.status().message());
     path = *file;
-    auto digest = qualify::sha256_file(*path);
+    auto digest = sha256_file(*path);
     if (!digest.ok()) return ApiError::invalid("dataset_path", "dataset_path: " + digest.status().message());
     req->data_sha256 = digest->sha256;
     if (sft) {

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qualify/receipt.h"
-#include "qualify/sha256.h"
+#include "core/sha256.h"
 #include "qualify/workload_fixtures.h"
 
 namespace kiln::qualify::testing {

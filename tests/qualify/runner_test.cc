@@ -12,7 +12,7 @@
 
 #include "qualify/receipt.h"
 #include "qualify/runner.h"
-#include "qualify/sha256.h"
+#include "core/sha256.h"
 #include "qualify/temp_repo.h"
 #include "qualify/workload_fixtures.h"
 

@@ -7,7 +7,7 @@
 
 #include "core/status.h"
 
-namespace kiln::qualify {
+namespace kiln {
 
 std::string sha256_hex(std::string_view bytes);
 
@@ -19,4 +19,4 @@ struct FileDigest {
 // Streams the file, so multi-gigabyte weight shards never sit in memory.
 Result<FileDigest> sha256_file(const std::string& path);
 
-}  // namespace kiln::qualify
+}  // namespace kiln

@@ -1,4 +1,4 @@
-#include "qualify/sha256.h"
+#include "core/sha256.h"
 
 #include <openssl/evp.h>
 
@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-namespace kiln::qualify {
+namespace kiln {
 namespace {
 
 struct MdCtxDeleter {
@@ -68,4 +68,4 @@ Result<FileDigest> sha256_file(const std::string& path) {
   return out;
 }
 
-}  // namespace kiln::qualify
+}  // namespace kiln
