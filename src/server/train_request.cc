@@ -124,43 +124,99 @@ std::string canonical_sha256(const Json& data) {
   return sha256_hex(nlohmann::json::parse(data.dump()).dump());
 }
 
-}  // namespace
-
-std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec::Kind kind, const Json& body,
-                                            std::shared_ptr<TrainJobRequest>& out) {
-  const bool sft = kind == TrainSpec::Kind::kSft;
-  int64_t min_rank = 1, max_rank = int64_t{1} << 20;
-  if (ctx.train_env.model != nullptr) {
-    const Backend& be = ctx.train_env.model->backend();
-    const auto& t = be.capabilities().training;
-    if (!t.supported) {
-      ApiError e;
-      e.http_status = 501;
-      e.type = "server_error";
-      e.code = "training_unsupported";
-      e.message = "training is not supported on the " + be.identity().name +
-                  " backend yet (see `kiln capabilities`); serve with --backend cpu to train";
-      return e;
-    }
-    if (t.muon_rank_min > 0) min_rank = t.muon_rank_min;
-    if (t.muon_rank_max > 0) max_rank = t.muon_rank_max;
+// Whether this server's backend trains; the LoRA ranks it takes narrow [min_rank, max_rank].
+std::optional<ApiError> training_support(const ServerContext& ctx, int64_t& min_rank, int64_t& max_rank) {
+  if (ctx.train_env.model == nullptr) return std::nullopt;
+  const Backend& be = ctx.train_env.model->backend();
+  const auto& t = be.capabilities().training;
+  if (!t.supported) {
+    ApiError e;
+    e.http_status = 501;
+    e.type = "server_error";
+    e.code = "training_unsupported";
+    e.message = "training is not supported on the " + be.identity().name +
+                " backend yet (see `kiln capabilities`); serve with --backend cpu to train";
+    return e;
   }
-  const std::string data_field = sft ? "examples" : "groups";
-  FieldReader r(body, "", {data_field, "dataset_path", "config"});
-  if (!r.ok()) return r.error();
-  auto req = std::make_shared<TrainJobRequest>();
-  req->type = sft ? "sft" : "grpo";
-  TrainSpec& spec = req->spec;
-  spec.kind = kind;
-  spec.lora.targets.clear();
-  for (int t = 0; t < kLoraTargetCount; ++t) spec.lora.targets.push_back(static_cast<LoraTarget>(t));
+  if (t.muon_rank_min > 0) min_rank = t.muon_rank_min;
+  if (t.muon_rank_max > 0) max_rank = t.muon_rank_max;
+  return std::nullopt;
+}
 
-  // The envelope first: a bad config is refused before any tokenizing.
-  static const Json kEmpty = Json::object();
-  const Json* cfg_json = r.get("config");
+// config.post_eval, {suite, min_accuracy?}: the suite runs on the new adapter before auto_load
+// (docs/evals.md).
+std::optional<ApiError> read_post_eval(const ServerContext& ctx, FieldReader& c, TrainJobRequest& req) {
+  const Json* pe = c.get("post_eval");
+  if (pe == nullptr) return std::nullopt;
+  if (!pe->is_object()) {
+    c.fail("post_eval", "config.post_eval must be an object {suite, min_accuracy?}");
+    return std::nullopt;
+  }
+  FieldReader p(*pe, "config.post_eval", {"suite", "min_accuracy"});
+  auto suite = p.string("suite");
+  auto min_acc = p.number("min_accuracy", 0.0, 1.0);
+  if (!p.ok()) return p.error();
+  if (!suite || suite->empty()) return ApiError::invalid("config.post_eval.suite", "config.post_eval.suite is required (a suite name)");
+  if (!ctx.eval_suites || !ctx.eval_suites->load(*suite).ok()) {
+    ApiError e = ApiError::invalid("config.post_eval.suite", "no eval suite '" + *suite + "'");
+    e.http_status = 404;
+    e.code = "suite_not_found";
+    return e;
+  }
+  req.post_eval_suite = *suite;
+  req.post_eval_min_accuracy = min_acc;
+  return std::nullopt;
+}
+
+// config.target_modules: the projections the adapter adapts (default: every one).
+void read_target_modules(FieldReader& c, LoraConfig& lora) {
+  const Json* t = c.get("target_modules");
+  if (t == nullptr) return;
+  if (!t->is_array() || t->empty()) c.fail("target_modules", "config.target_modules must be a non-empty list of module names");
+  std::vector<LoraTarget> targets;
+  for (size_t i = 0; c.ok() && i < t->size(); ++i) {
+    const Json& n = (*t)[i];
+    auto target = n.is_string() ? parse_lora_target(n.get<std::string>()) : std::nullopt;
+    if (!target) c.fail("target_modules", "config.target_modules[" + std::to_string(i) + "] is not a projection Kiln adapts (q_proj, k_proj, v_proj, o_proj, in_proj_qkv, in_proj_z, out_proj, gate_proj, up_proj, down_proj): " + n.dump());
+    else if (std::find(targets.begin(), targets.end(), *target) == targets.end()) targets.push_back(*target);
+  }
+  std::sort(targets.begin(), targets.end());
+  if (c.ok()) lora.targets = targets;
+}
+
+// GRPO's own settings: advantage, clipping, KL and echo.
+void read_grpo_options(FieldReader& c, TrainSpec& spec) {
+  if (auto v = c.string("advantage_mode")) {
+    if (*v == "dr_grpo") spec.advantage = AdvantageMode::kDrGrpo;
+    else if (*v == "vanilla") spec.advantage = AdvantageMode::kVanilla;
+    else c.fail("advantage_mode", "config.advantage_mode must be \"dr_grpo\" or \"vanilla\", got \"" + *v + "\"");
+  }
+  if (auto v = c.number("clip_epsilon", 0.0, 1.0)) spec.clip_epsilon = static_cast<float>(*v);
+  if (auto v = c.number("kl_coeff", 0.0, 100.0)) spec.kl_coeff = static_cast<float>(*v);
+  if (auto v = c.string("kl_estimator")) {
+    if (*v == "none") spec.kl = KlEstimator::kNone;
+    else if (*v == "k1") spec.kl = KlEstimator::kK1;
+    else if (*v == "k3") spec.kl = KlEstimator::kK3;
+    else c.fail("kl_estimator", "config.kl_estimator must be \"k1\", \"k3\" or \"none\", got \"" + *v + "\"");
+  }
+  if (auto v = c.number("echo_lambda", 0.0, 100.0)) spec.echo_lambda = static_cast<float>(*v);
+}
+
+// What the config asks for beyond TrainSpec and TrainJobRequest, used by the later steps.
+struct ConfigRest {
+  std::optional<std::string> exclude_suite;
+  std::string base_adapter;
+  bool replace = false;
+  int64_t checkpoint_interval = 0;
+};
+
+// The envelope: every config field, checked before any tokenizing.
+std::optional<ApiError> read_config(const ServerContext& ctx, const Json& cfg, bool sft, int64_t min_rank,
+                                    int64_t max_rank, TrainJobRequest& req, ConfigRest& rest) {
+  TrainSpec& spec = req.spec;
   std::set<std::string> keys = kLoraKeys;
   if (!sft) keys.insert(kGrpoKeys.begin(), kGrpoKeys.end());
-  FieldReader c(cfg_json ? *cfg_json : kEmpty, "config", keys);
+  FieldReader c(cfg, "config", keys);
   if (auto v = c.integer("lora_rank", min_rank, max_rank)) spec.lora.rank = *v;
   if (auto v = c.number("lora_alpha", 0.0, 1e6, /*lo_open=*/true)) spec.lora.alpha = *v;
   if (auto v = c.number("learning_rate", 0.0, 10.0, /*lo_open=*/true)) spec.hyper.lr = static_cast<float>(*v);
@@ -172,96 +228,62 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
     else if (s->is_number_integer() && s->get<int64_t>() >= 0) spec.seed = static_cast<uint64_t>(s->get<int64_t>());
     else c.fail("seed", "config.seed must be a non-negative integer, got " + s->dump());
   }
-  int64_t checkpoint_interval = ctx.config.training.checkpoint_interval;
-  if (auto v = c.integer("checkpoint_interval", 0, int64_t{1} << 40)) checkpoint_interval = *v;
-  spec.checkpoint_interval = checkpoint_interval;
-  req->checkpoint_keep = ctx.config.training.checkpoint_keep;
+  rest.checkpoint_interval = ctx.config.training.checkpoint_interval;
+  if (auto v = c.integer("checkpoint_interval", 0, int64_t{1} << 40)) rest.checkpoint_interval = *v;
+  spec.checkpoint_interval = rest.checkpoint_interval;
+  req.checkpoint_keep = ctx.config.training.checkpoint_keep;
   spec.trainer.trace_memory_fraction = ctx.config.training.trace_memory_fraction;
-  if (auto v = c.boolean("auto_load")) req->auto_load = *v;
-  auto exclude_suite = c.string("exclude_suite");
-  if (const Json* pe = c.get("post_eval")) {
-    // {suite, min_accuracy?}: the suite runs on the new adapter before auto_load (docs/evals.md).
-    if (!pe->is_object()) {
-      c.fail("post_eval", "config.post_eval must be an object {suite, min_accuracy?}");
-    } else {
-      FieldReader p(*pe, "config.post_eval", {"suite", "min_accuracy"});
-      auto suite = p.string("suite");
-      auto min_acc = p.number("min_accuracy", 0.0, 1.0);
-      if (!p.ok()) return p.error();
-      if (!suite || suite->empty()) return ApiError::invalid("config.post_eval.suite", "config.post_eval.suite is required (a suite name)");
-      if (!ctx.eval_suites || !ctx.eval_suites->load(*suite).ok()) {
-        ApiError e = ApiError::invalid("config.post_eval.suite", "no eval suite '" + *suite + "'");
-        e.http_status = 404;
-        e.code = "suite_not_found";
-        return e;
-      }
-      req->post_eval_suite = *suite;
-      req->post_eval_min_accuracy = min_acc;
-    }
-  }
-  if (const Json* t = c.get("target_modules")) {
-    if (!t->is_array() || t->empty()) c.fail("target_modules", "config.target_modules must be a non-empty list of module names");
-    std::vector<LoraTarget> targets;
-    for (size_t i = 0; c.ok() && i < t->size(); ++i) {
-      const Json& n = (*t)[i];
-      auto target = n.is_string() ? parse_lora_target(n.get<std::string>()) : std::nullopt;
-      if (!target) c.fail("target_modules", "config.target_modules[" + std::to_string(i) + "] is not a projection Kiln adapts (q_proj, k_proj, v_proj, o_proj, in_proj_qkv, in_proj_z, out_proj, gate_proj, up_proj, down_proj): " + n.dump());
-      else if (std::find(targets.begin(), targets.end(), *target) == targets.end()) targets.push_back(*target);
-    }
-    std::sort(targets.begin(), targets.end());
-    if (c.ok()) spec.lora.targets = targets;
-  }
-  std::string base_adapter;
-  if (auto v = c.string("base_adapter")) base_adapter = *v;
+  if (auto v = c.boolean("auto_load")) req.auto_load = *v;
+  rest.exclude_suite = c.string("exclude_suite");
+  if (auto e = read_post_eval(ctx, c, req)) return e;
+  read_target_modules(c, spec.lora);
+  if (auto v = c.string("base_adapter")) rest.base_adapter = *v;
   if (auto v = c.string("output_name")) {
     if (Status st = AdapterRegistry::check_name(*v); !st.ok()) c.fail("output_name", "config.output_name: " + st.message());
-    req->output_name = *v;
+    req.output_name = *v;
   }
-  const bool replace = c.boolean("replace").value_or(false);
-  if (!sft) {
-    if (auto v = c.string("advantage_mode")) {
-      if (*v == "dr_grpo") spec.advantage = AdvantageMode::kDrGrpo;
-      else if (*v == "vanilla") spec.advantage = AdvantageMode::kVanilla;
-      else c.fail("advantage_mode", "config.advantage_mode must be \"dr_grpo\" or \"vanilla\", got \"" + *v + "\"");
-    }
-    if (auto v = c.number("clip_epsilon", 0.0, 1.0)) spec.clip_epsilon = static_cast<float>(*v);
-    if (auto v = c.number("kl_coeff", 0.0, 100.0)) spec.kl_coeff = static_cast<float>(*v);
-    if (auto v = c.string("kl_estimator")) {
-      if (*v == "none") spec.kl = KlEstimator::kNone;
-      else if (*v == "k1") spec.kl = KlEstimator::kK1;
-      else if (*v == "k3") spec.kl = KlEstimator::kK3;
-      else c.fail("kl_estimator", "config.kl_estimator must be \"k1\", \"k3\" or \"none\", got \"" + *v + "\"");
-    }
-    if (auto v = c.number("echo_lambda", 0.0, 100.0)) spec.echo_lambda = static_cast<float>(*v);
-  }
+  rest.replace = c.boolean("replace").value_or(false);
+  if (!sft) read_grpo_options(c, spec);
   if (!c.ok()) return c.error();
-  if (req->output_name.empty()) {
-    // No name given: a fresh one, so that the job never replaces an adapter by accident.
+  return std::nullopt;
+}
+
+// The adapter the job writes: the name given, or a fresh one so that a job never replaces an
+// adapter by accident; an existing one only with "replace".
+std::optional<ApiError> name_output(const ServerContext& ctx, bool replace, TrainJobRequest& req) {
+  if (req.output_name.empty()) {
     char suffix[24];
     std::snprintf(suffix, sizeof suffix, "%08x", static_cast<unsigned>(std::random_device{}()));
-    req->output_name = req->type + "-" + suffix;
+    req.output_name = req.type + "-" + suffix;
   }
-  if (std::error_code ec; !replace && std::filesystem::exists(std::filesystem::path(ctx.adapter_dir) / req->output_name, ec)) {
-    return ApiError::conflict("config.output_name", "adapter '" + req->output_name + "' already exists in " +
+  if (std::error_code ec; !replace && std::filesystem::exists(std::filesystem::path(ctx.adapter_dir) / req.output_name, ec)) {
+    return ApiError::conflict("config.output_name", "adapter '" + req.output_name + "' already exists in " +
                                                          ctx.adapter_dir + " (add \"replace\": true to the config)");
   }
-  if (Status st = spec.lora.validate("config"); !st.ok()) return ApiError::invalid("config", st.message());
-  if (!base_adapter.empty()) {
-    Result<LoadedAdapter> base = ctx.adapters ? ctx.adapters->resolve(base_adapter)
-                                              : Result<LoadedAdapter>(not_found("adapter '" + base_adapter + "' is not loaded"));
-    if (!base.ok()) {
-      ApiError e = ApiError::invalid("config.base_adapter", base.status().message());
-      e.http_status = 404;
-      e.code = "adapter_not_found";
-      return e;
-    }
-    // Training continues from the base adapter's factors, so its shape is the job's.
-    spec.lora = base->adapter->config();
-    req->base_adapter = base->adapter;
-    spec.base_adapter = req->base_adapter.get();
-  }
+  return std::nullopt;
+}
 
-  // The data.
+// config.base_adapter: training continues from a loaded adapter's factors, so its shape is the job's.
+std::optional<ApiError> resolve_base_adapter(const ServerContext& ctx, const std::string& name, TrainJobRequest& req) {
+  if (name.empty()) return std::nullopt;
+  Result<LoadedAdapter> base = ctx.adapters ? ctx.adapters->resolve(name)
+                                            : Result<LoadedAdapter>(not_found("adapter '" + name + "' is not loaded"));
+  if (!base.ok()) {
+    ApiError e = ApiError::invalid("config.base_adapter", base.status().message());
+    e.http_status = 404;
+    e.code = "adapter_not_found";
+    return e;
+  }
+  req.spec.lora = base->adapter->config();
+  req.base_adapter = base->adapter;
+  req.spec.base_adapter = req.base_adapter.get();
+  return std::nullopt;
+}
+
+// The training data, inline (`examples` or `groups`) or from dataset_path, tokenized into the spec.
+std::optional<ApiError> read_data(const ServerContext& ctx, FieldReader& r, const std::string& data_field, bool sft,
+                                  const std::optional<std::string>& exclude_suite, TrainJobRequest& req) {
+  TrainSpec& spec = req.spec;
   const Json* inline_data = r.get(data_field);
   auto path = r.string("dataset_path");
   if (!r.ok()) return r.error();
@@ -286,7 +308,7 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
   if (inline_data) {
     if (!inline_data->is_array() || inline_data->empty())
       return ApiError::invalid(data_field, data_field + " must be a non-empty list");
-    req->data_sha256 = canonical_sha256(*inline_data);
+    req.data_sha256 = canonical_sha256(*inline_data);
     if (sft) {
       auto seqs = sft_sequences(*inline_data, dc);
       if (seqs.ok()) spec.sft = std::move(*seqs);
@@ -303,7 +325,7 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
     path = *file;
     auto digest = sha256_file(*path);
     if (!digest.ok()) return ApiError::invalid("dataset_path", "dataset_path: " + digest.status().message());
-    req->data_sha256 = digest->sha256;
+    req.data_sha256 = digest->sha256;
     if (sft) {
       auto seqs = sft_sequences_from_jsonl(*path, dc);
       if (seqs.ok()) spec.sft = std::move(*seqs);
@@ -317,6 +339,13 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
   }
   if (sft && spec.sft.empty()) return ApiError::invalid(data_field, "no training sequences");
   if (!sft && spec.grpo.empty()) return ApiError::invalid(data_field, "no groups");
+  return std::nullopt;
+}
+
+// The job's size against training.max_job_tokens, and its largest step against the room the K/V
+// pool left (server/memory_plan.h): refused now rather than out of memory mid-run; its traces
+// take a share of what it leaves.
+std::optional<ApiError> admit(const ServerContext& ctx, TrainSpec& spec) {
   int64_t tokens = 0;
   for (const TrainSequence& q : spec.sft) tokens += static_cast<int64_t>(q.tokens.size());
   for (const GrpoGroup& g : spec.grpo)
@@ -324,28 +353,53 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
   if (const int64_t most = ctx.config.training.max_job_tokens; tokens * spec.epochs > most)
     return ApiError::invalid("config.epochs", std::to_string(spec.epochs) + " epochs of " + std::to_string(tokens) +
                                                   " tokens pass training.max_job_tokens (" + std::to_string(most) + ")");
-  if (ctx.train_env.model != nullptr) {
-    // Memory: the job's largest step must fit the room the K/V pool left (server/memory_plan.h),
-    // refused now rather than out of memory mid-run; its traces take a share of what it leaves.
-    TrainJobShape shape;
-    shape.sequence_tokens = largest_step_tokens(spec);
-    shape.lora = spec.lora;
-    shape.optimizer = spec.optimizer;
-    shape.kv_dtype = ctx.train_env.model->kv_dtype();
-    const TrainAdmission a = admit_training(ctx.memory, estimate_train_memory(ctx.train_env.model->config(), shape),
-                                            spec.trainer.trace_memory_fraction);
-    if (a.refusal) {
-      ApiError e;
-      e.message = *a.refusal;
-      e.http_status = 507;
-      e.type = "server_error";
-      e.code = "insufficient_device_memory";
-      return e;
-    }
-    if (a.trace_budget_bytes) spec.trainer.trace_budget_bytes = *a.trace_budget_bytes;
+  if (ctx.train_env.model == nullptr) return std::nullopt;
+  TrainJobShape shape;
+  shape.sequence_tokens = largest_step_tokens(spec);
+  shape.lora = spec.lora;
+  shape.optimizer = spec.optimizer;
+  shape.kv_dtype = ctx.train_env.model->kv_dtype();
+  const TrainAdmission a = admit_training(ctx.memory, estimate_train_memory(ctx.train_env.model->config(), shape),
+                                          spec.trainer.trace_memory_fraction);
+  if (a.refusal) {
+    ApiError e;
+    e.message = *a.refusal;
+    e.http_status = 507;
+    e.type = "server_error";
+    e.code = "insufficient_device_memory";
+    return e;
   }
-  spec.max_seconds = static_cast<double>(ctx.config.training.max_job_seconds);
-  req->hyperparameters = hyperparameters(spec, base_adapter, req->auto_load, checkpoint_interval, req->output_name);
+  if (a.trace_budget_bytes) spec.trainer.trace_budget_bytes = *a.trace_budget_bytes;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec::Kind kind, const Json& body,
+                                            std::shared_ptr<TrainJobRequest>& out) {
+  const bool sft = kind == TrainSpec::Kind::kSft;
+  int64_t min_rank = 1, max_rank = int64_t{1} << 20;
+  if (auto e = training_support(ctx, min_rank, max_rank)) return e;
+  const std::string data_field = sft ? "examples" : "groups";
+  FieldReader r(body, "", {data_field, "dataset_path", "config"});
+  if (!r.ok()) return r.error();
+  auto req = std::make_shared<TrainJobRequest>();
+  req->type = sft ? "sft" : "grpo";
+  req->spec.kind = kind;
+  req->spec.lora.targets.clear();
+  for (int t = 0; t < kLoraTargetCount; ++t) req->spec.lora.targets.push_back(static_cast<LoraTarget>(t));
+  static const Json kEmpty = Json::object();
+  const Json* cfg = r.get("config");
+  ConfigRest rest;
+  if (auto e = read_config(ctx, cfg ? *cfg : kEmpty, sft, min_rank, max_rank, *req, rest)) return e;
+  if (auto e = name_output(ctx, rest.replace, *req)) return e;
+  if (Status st = req->spec.lora.validate("config"); !st.ok()) return ApiError::invalid("config", st.message());
+  if (auto e = resolve_base_adapter(ctx, rest.base_adapter, *req)) return e;
+  if (auto e = read_data(ctx, r, data_field, sft, rest.exclude_suite, *req)) return e;
+  if (auto e = admit(ctx, req->spec)) return e;
+  req->spec.max_seconds = static_cast<double>(ctx.config.training.max_job_seconds);
+  req->hyperparameters =
+      hyperparameters(req->spec, rest.base_adapter, req->auto_load, rest.checkpoint_interval, req->output_name);
   out = std::move(req);
   return std::nullopt;
 }
