@@ -164,6 +164,196 @@ Result<nlohmann::json> bench_prefill(Qwen35Model& model, int64_t tokens, int rep
   return j;
 }
 
+// The rooflines a run's figures stand next to: on the host its memcpy bandwidth and f32 matmul
+// rate; on an accelerator the device's copy bandwidth and its GEMM rate in the checkpoint's weight
+// dtype, on a problem large enough to fill it (docs/ARCHITECTURE.md).
+struct Rooflines {
+  double bandwidth = 0, matmul_rate = 0;  // bytes/s (read + written), flop/s
+  std::string bandwidth_note, matmul_note;
+};
+
+Result<Rooflines> measure_rooflines(Backend& be, const Qwen35Model& model, bool device, const std::string& backend) {
+  std::fprintf(stderr, "bench: measuring copy bandwidth and matmul rate...\n");
+  Rooflines r;
+  // 256 MiB: several times any host's last-level cache, and a quarter of the page faulting a
+  // GiB took (the first pass faults the pages in; a bench of a tiny model spent seconds there).
+  r.bandwidth_note = "bytes read + bytes written per second, 256 MiB memcpy on all threads";
+  r.matmul_note = "the backend's own f32 matmul, 512x2048x2048";
+  DType rate_dtype = DType::kF32;
+  int64_t rate_m = 512, rate_nk = 2048;
+  if (!device) {
+    r.bandwidth = measure_copy_bandwidth(size_t{1} << 28);
+  } else {
+#ifdef KILN_HAVE_CUDA
+    KILN_ASSIGN_OR_RETURN(r.bandwidth, cuda_device_copy_bandwidth(be, size_t{1} << 30));
+#endif
+    r.bandwidth_note = "bytes read + bytes written per second, 1 GiB device-to-device copy";
+    rate_dtype = model.weights().embed.dtype();
+    rate_m = rate_nk = 4096;
+    r.matmul_note = "the backend's own matmul, 4096x4096x4096, " + std::string(dtype_name(rate_dtype)) + " weights";
+  }
+  if (r.bandwidth <= 0) return unsupported("bench: no copy-bandwidth measurement for backend " + backend);
+  KILN_ASSIGN_OR_RETURN(r.matmul_rate, measure_matmul_rate(be, rate_dtype, rate_m, rate_nk, rate_nk));
+  return r;
+}
+
+// Kernel launches + cuBLASLt matmuls so far (CUDA only; null elsewhere).
+std::optional<uint64_t> launches_now([[maybe_unused]] Backend& be) {
+#ifdef KILN_HAVE_CUDA
+  if (auto st = cuda_backend_stats(be); st.ok()) return st->launches;
+#endif
+  return std::nullopt;
+}
+
+// One row through the forward step by step: a --prompt-tokens prefill then --decode-tokens
+// greedy steps, median of the repeats; the "prefill" and "decode" entries of the report.
+Result<nlohmann::json> bench_one_row(Qwen35Model& model, const BenchOpts& o, const Rooflines& roof, bool device) {
+  Backend& be = model.backend();
+  const ModelConfig& c = model.config();
+  const int64_t ctx = o.prompt_tokens + o.decode_tokens;
+  KILN_ASSIGN_OR_RETURN(ModelState state, model.create_state({1, (ctx + 63) / 64}));
+  std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_tokens));
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 13) % c.vocab_size);
+
+  std::vector<double> prefill_s, decode_s;
+  KILN_ASSIGN_OR_RETURN(const int64_t prefill_tile, prefill_tile_of(model, prompt));
+  // The argmax runs where the logits are; on a device only the id crosses to the host.
+  Tensor ids = Tensor::empty({1}, DType::kI32), dev_ids = ids;
+  if (device) {
+    KILN_ASSIGN_OR_RETURN(dev_ids, be.storage().allocate({1}, DType::kI32));
+  }
+  auto pick = [&](const Tensor& logits) -> Status {
+    KILN_RETURN_IF_ERROR(be.sampling().argmax({logits, dev_ids}));
+    return device ? be.storage().copy_to_host(dev_ids, ids) : Status();
+  };
+  uint64_t decode_launches = 0;
+  bool launches_counted = false;
+  for (int rep = 0; rep < o.repeats; ++rep) {
+    KILN_ASSIGN_OR_RETURN(SequenceState seq, state.new_sequence());
+    std::fprintf(stderr, "bench: repeat %d/%d: prefill %lld tokens, decode %lld tokens\n", rep + 1, o.repeats,
+                 static_cast<long long>(o.prompt_tokens), static_cast<long long>(o.decode_tokens));
+    auto t = Clock::now();
+    SequenceInput row{&seq, prompt};
+    KILN_ASSIGN_OR_RETURN(Tensor logits, model.forward_on_device({&row, 1}, LogitsMode::kLast, state));
+    KILN_RETURN_IF_ERROR(pick(logits));
+    prefill_s.push_back(seconds_since(t));
+    t = Clock::now();
+    const std::optional<uint64_t> launches_before = launches_now(be);
+    for (int64_t i = 0; i < o.decode_tokens; ++i) {
+      int32_t tok = ids.data<int32_t>()[0];
+      SequenceInput step{&seq, {&tok, 1}};
+      KILN_ASSIGN_OR_RETURN(logits, model.forward_on_device({&step, 1}, LogitsMode::kLast, state));
+      KILN_RETURN_IF_ERROR(pick(logits));
+    }
+    decode_s.push_back(seconds_since(t));
+    if (auto after = launches_now(be); after && launches_before) {
+      decode_launches += *after - *launches_before;
+      launches_counted = true;
+    }
+    state.release(seq);
+  }
+
+  const double matmul_params = static_cast<double>(model.weights().matmul_bytes) /
+                               static_cast<double>(dtype_size(model.weights().embed.dtype()));
+  const double prefill_time = median(prefill_s), decode_time = median(decode_s);
+  const double prefill_tps = o.prompt_tokens / prefill_time;
+  const double prefill_flops = 2.0 * matmul_params * o.prompt_tokens / prefill_time;
+  const double bytes_per_token = static_cast<double>(model.weights().matmul_bytes);
+  const double decode_tps = o.decode_tokens / decode_time;
+  const double roofline_tps = roof.bandwidth / bytes_per_token;
+  return nlohmann::json{
+      {"prefill", {{"tokens", o.prompt_tokens},
+                   {"seconds", prefill_time},
+                   {"tokens_per_s", prefill_tps},
+                   {"matmul_gflop_s", prefill_flops / 1e9},
+                   {"fraction_of_matmul_rate", prefill_flops / roof.matmul_rate},
+                   {"tiled", prefill_tile > 0},
+                   {"tile_tokens", prefill_tile}}},
+      {"decode", {{"tokens", o.decode_tokens},
+                  {"context", ctx},
+                  {"seconds", decode_time},
+                  {"tokens_per_s", decode_tps},
+                  {"roofline_tokens_per_s", roofline_tps},
+                  {"fraction_of_roofline", decode_tps / roofline_tps},
+                  {"execution", "eager: the forward called step by step (decode_batches goes through the engine)"},
+                  // Every kernel launch and cuBLASLt matmul of a decode step, the argmax included.
+                  {"launches_per_token", launches_counted ? nlohmann::json(static_cast<double>(decode_launches) /
+                                                                           static_cast<double>(o.decode_tokens * o.repeats))
+                                                          : nlohmann::json(nullptr)}}},
+      {"matmul_params", matmul_params},
+      {"matmul_bytes_per_token", bytes_per_token}};
+}
+
+// The engine's options for the batch sweep and TTFT, from the command line.
+EngineBenchOpts engine_opts(const BenchOpts& o) {
+  EngineBenchOpts eo;
+  eo.context = o.context;
+  eo.decode_steps = o.decode_tokens;
+  eo.device_sampling = !o.host_sampling;
+  eo.decode_replay = !o.eager;
+  eo.temperature = o.temperature;
+  eo.top_p = o.top_p;
+  eo.adapters = o.adapters;
+  eo.adapter_rank = o.adapter_rank;
+  return eo;
+}
+
+// Engine decode at each of --batches rows at --context, each point next to its bytes-per-step
+// roofline.
+nlohmann::json bench_decode_batches(Qwen35Model& model, const BenchOpts& o, double bandwidth, bool device) {
+  const EngineBenchOpts eo = engine_opts(o);
+  nlohmann::json sweep = nlohmann::json::array();
+  for (int64_t b : o.batches) {
+    std::fprintf(stderr, "bench: engine decode, batch %lld at context %lld\n", static_cast<long long>(b),
+                 static_cast<long long>(o.context));
+    auto r = bench_engine_decode(model, b, eo);
+    if (!r.ok()) {
+      sweep.push_back({{"batch", b}, {"error", r.status().to_string()}});
+      continue;
+    }
+    // Bytes at the middle of the timed steps' contexts (rows that prefilled early are up to
+    // prefill_cycles tokens longer: half of that on average).
+    const int64_t mid = o.context + 2 + o.decode_tokens / 2 + r->value("prefill_cycles", int64_t{0}) / 2;
+    const double bytes = decode_step_bytes(model.config(), model.weights(), model.kv_dtype(), b, mid) +
+                         r->value("adapter_bytes_per_step", 0.0);
+    const double tps = (*r)["tokens_per_s"].get<double>();
+    (*r)["bytes_per_step"] = bytes;
+    (*r)["roofline_tokens_per_s"] = b * bandwidth / bytes;
+    (*r)["fraction_of_roofline"] = tps / (b * bandwidth / bytes);
+    if (device) {
+      (*r)["roofline_tokens_per_s_spec"] = b * kH200PeakBytesPerS / bytes;
+      (*r)["fraction_of_spec_roofline"] = tps / (b * kH200PeakBytesPerS / bytes);
+    }
+    sweep.push_back(*r);
+  }
+  const std::string picked = o.temperature > 0.f ? "sampled at temperature " + std::to_string(o.temperature) +
+                                                       ", top_p " + std::to_string(o.top_p)
+                                                 : std::string("greedy");
+  // Rows with adapters are replayed too, a recording per adapter composition (model/decode_replay.h).
+  const bool replayed = !o.eager && model.backend().replay().available();
+  return {{"sampling", picked + (o.host_sampling ? ", on the host (every row's logits copied)" : ", on the device (ids only)")},
+          {"execution", replayed ? "graph_replay" : "eager"},
+          {"adapters", o.adapters == 0 ? std::string("none")
+                                       : std::to_string(o.adapters) + " random adapters of rank " +
+                                             std::to_string(o.adapter_rank) + " on every target, row i the (i mod N)-th"},
+          {"points", sweep}};
+}
+
+// The CUDA backend's plan caches and device memory at the end of the run (null elsewhere).
+nlohmann::json device_stats([[maybe_unused]] Backend& be, [[maybe_unused]] uint64_t run_peak) {
+#ifdef KILN_HAVE_CUDA
+  if (auto st = cuda_backend_stats(be); st.ok())
+    return {{"matmul_cache_hits", st->matmul_cache_hits},
+            {"matmul_cache_misses", st->matmul_cache_misses},
+            {"matmul_plans_timed", st->matmul_plans_timed},
+            {"device_pool_peak_in_use_bytes", std::max(run_peak, st->pool_peak_in_use_bytes)},
+            {"device_pool_reserved_bytes", st->pool_reserved_bytes},
+            {"device_used_bytes_at_end", st->device_used_bytes},
+            {"device_total_bytes", st->device_total_bytes}};
+#endif
+  return nullptr;
+}
+
 Status run(const BenchOpts& o) {
   if (o.prompt_tokens < 1 || o.decode_tokens < 1 || o.repeats < 1)
     return invalid_argument("--prompt-tokens, --decode-tokens and --repeats must be positive");
@@ -179,90 +369,9 @@ Status run(const BenchOpts& o) {
   const DType default_kv = model->kv_dtype();
   if (o.kv_fp8) KILN_RETURN_IF_ERROR(model->set_kv_dtype(DType::kF8E4M3).with_context("--kv-fp8"));
   KILN_RETURN_IF_ERROR(model->prefill_tile({}).status().with_context("--prefill-tile"));
-
-  std::fprintf(stderr, "bench: measuring copy bandwidth and matmul rate...\n");
-  // On an accelerator the rooflines are the device's: its memory bandwidth and its GEMM rate in
-  // the checkpoint's weight dtype, on a problem large enough to fill it (docs/ARCHITECTURE.md).
   const bool device = be->identity().device.kind != DeviceKind::kHost;
-  double bandwidth = 0;
-  // 256 MiB: several times any host's last-level cache, and a quarter of the page faulting a
-  // GiB took (the first pass faults the pages in; a bench of a tiny model spent seconds there).
-  std::string bandwidth_note = "bytes read + bytes written per second, 256 MiB memcpy on all threads";
-  std::string matmul_note = "the backend's own f32 matmul, 512x2048x2048";
-  DType rate_dtype = DType::kF32;
-  int64_t rate_m = 512, rate_nk = 2048;
-  if (!device) {
-    bandwidth = measure_copy_bandwidth(size_t{1} << 28);
-  } else {
-#ifdef KILN_HAVE_CUDA
-    KILN_ASSIGN_OR_RETURN(bandwidth, cuda_device_copy_bandwidth(*be, size_t{1} << 30));
-#endif
-    bandwidth_note = "bytes read + bytes written per second, 1 GiB device-to-device copy";
-    rate_dtype = model->weights().embed.dtype();
-    rate_m = rate_nk = 4096;
-    matmul_note = "the backend's own matmul, 4096x4096x4096, " + std::string(dtype_name(rate_dtype)) + " weights";
-  }
-  if (bandwidth <= 0) return unsupported("bench: no copy-bandwidth measurement for backend " + o.backend);
-  KILN_ASSIGN_OR_RETURN(double matmul_rate, measure_matmul_rate(*be, rate_dtype, rate_m, rate_nk, rate_nk));
-
-  const int64_t ctx = o.prompt_tokens + o.decode_tokens;
-  KILN_ASSIGN_OR_RETURN(ModelState state, model->create_state({1, (ctx + 63) / 64}));
-  std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_tokens));
-  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 13) % c.vocab_size);
-
-  std::vector<double> prefill_s, decode_s;
-  KILN_ASSIGN_OR_RETURN(const int64_t prefill_tile, prefill_tile_of(*model, prompt));
-  // The argmax runs where the logits are; on a device only the id crosses to the host.
-  Tensor ids = Tensor::empty({1}, DType::kI32), dev_ids = ids;
-  if (device) {
-    KILN_ASSIGN_OR_RETURN(dev_ids, be->storage().allocate({1}, DType::kI32));
-  }
-  auto pick = [&](const Tensor& logits) -> Status {
-    KILN_RETURN_IF_ERROR(be->sampling().argmax({logits, dev_ids}));
-    return device ? be->storage().copy_to_host(dev_ids, ids) : Status();
-  };
-  // Kernel launches + cuBLASLt matmuls of the decode loops (CUDA only; null elsewhere).
-  auto launches_now = [&]() -> std::optional<uint64_t> {
-#ifdef KILN_HAVE_CUDA
-    if (auto st = cuda_backend_stats(*be); st.ok()) return st->launches;
-#endif
-    return std::nullopt;
-  };
-  uint64_t decode_launches = 0;
-  bool launches_counted = false;
-  for (int rep = 0; rep < o.repeats; ++rep) {
-    KILN_ASSIGN_OR_RETURN(SequenceState seq, state.new_sequence());
-    std::fprintf(stderr, "bench: repeat %d/%d: prefill %lld tokens, decode %lld tokens\n", rep + 1, o.repeats,
-                 static_cast<long long>(o.prompt_tokens), static_cast<long long>(o.decode_tokens));
-    auto t = Clock::now();
-    SequenceInput row{&seq, prompt};
-    KILN_ASSIGN_OR_RETURN(Tensor logits, model->forward_on_device({&row, 1}, LogitsMode::kLast, state));
-    KILN_RETURN_IF_ERROR(pick(logits));
-    prefill_s.push_back(seconds_since(t));
-    t = Clock::now();
-    const std::optional<uint64_t> launches_before = launches_now();
-    for (int64_t i = 0; i < o.decode_tokens; ++i) {
-      int32_t tok = ids.data<int32_t>()[0];
-      SequenceInput step{&seq, {&tok, 1}};
-      KILN_ASSIGN_OR_RETURN(logits, model->forward_on_device({&step, 1}, LogitsMode::kLast, state));
-      KILN_RETURN_IF_ERROR(pick(logits));
-    }
-    decode_s.push_back(seconds_since(t));
-    if (auto after = launches_now(); after && launches_before) {
-      decode_launches += *after - *launches_before;
-      launches_counted = true;
-    }
-    state.release(seq);
-  }
-
-  const double matmul_params = static_cast<double>(model->weights().matmul_bytes) /
-                               static_cast<double>(dtype_size(model->weights().embed.dtype()));
-  const double prefill_time = median(prefill_s), decode_time = median(decode_s);
-  const double prefill_tps = o.prompt_tokens / prefill_time;
-  const double prefill_flops = 2.0 * matmul_params * o.prompt_tokens / prefill_time;
-  const double bytes_per_token = static_cast<double>(model->weights().matmul_bytes);
-  const double decode_tps = o.decode_tokens / decode_time;
-  const double roofline_tps = bandwidth / bytes_per_token;
+  KILN_ASSIGN_OR_RETURN(const Rooflines roof, measure_rooflines(*be, *model, device, o.backend));
+  KILN_ASSIGN_OR_RETURN(nlohmann::json one_row, bench_one_row(*model, o, roof, device));
 
   char stamp[32];
   std::time_t now = std::time(nullptr);
@@ -281,30 +390,14 @@ Status run(const BenchOpts& o) {
                  {"vocab_size", c.vocab_size},
                  {"weight_dtype", std::string(dtype_name(model->weights().embed.dtype()))},
                  {"kv_dtype", std::string(dtype_name(model->kv_dtype()))},
-                 {"matmul_params", matmul_params},
-                 {"matmul_bytes_per_token", bytes_per_token}}},
-      {"roofline", {{"copy_bandwidth_gb_s", bandwidth / 1e9},
-                    {"copy_bandwidth_note", bandwidth_note},
-                    {"matmul_gflop_s", matmul_rate / 1e9},
-                    {"matmul_note", matmul_note}}},
-      {"prefill", {{"tokens", o.prompt_tokens},
-                   {"seconds", prefill_time},
-                   {"tokens_per_s", prefill_tps},
-                   {"matmul_gflop_s", prefill_flops / 1e9},
-                   {"fraction_of_matmul_rate", prefill_flops / matmul_rate},
-                   {"tiled", prefill_tile > 0},
-                   {"tile_tokens", prefill_tile}}},
-      {"decode", {{"tokens", o.decode_tokens},
-                  {"context", ctx},
-                  {"seconds", decode_time},
-                  {"tokens_per_s", decode_tps},
-                  {"roofline_tokens_per_s", roofline_tps},
-                  {"fraction_of_roofline", decode_tps / roofline_tps},
-                  {"execution", "eager: the forward called step by step (decode_batches goes through the engine)"},
-                  // Every kernel launch and cuBLASLt matmul of a decode step, the argmax included.
-                  {"launches_per_token", launches_counted ? nlohmann::json(static_cast<double>(decode_launches) /
-                                                                           static_cast<double>(o.decode_tokens * o.repeats))
-                                                          : nlohmann::json(nullptr)}}},
+                 {"matmul_params", one_row["matmul_params"]},
+                 {"matmul_bytes_per_token", one_row["matmul_bytes_per_token"]}}},
+      {"roofline", {{"copy_bandwidth_gb_s", roof.bandwidth / 1e9},
+                    {"copy_bandwidth_note", roof.bandwidth_note},
+                    {"matmul_gflop_s", roof.matmul_rate / 1e9},
+                    {"matmul_note", roof.matmul_note}}},
+      {"prefill", one_row["prefill"]},
+      {"decode", one_row["decode"]},
       {"repeats", o.repeats},
       // What decides each prefill's "tiled" and "tile_tokens" (model/tiled_prefill.h).
       {"prefill_tiling", {{"prefill_tile", o.prefill_tile < 0 ? nlohmann::json("the backend's policy")
@@ -320,61 +413,15 @@ Status run(const BenchOpts& o) {
     for (int64_t n : o.prefill_tokens) {
       std::fprintf(stderr, "bench: prefill %lld tokens\n", static_cast<long long>(n));
       // Long prompts once (a 32k prompt takes seconds); the short ones take the median.
-      auto r = bench_prefill(*model, n, n > 8192 ? 1 : o.repeats, matmul_rate, device, run_peak);
+      auto r = bench_prefill(*model, n, n > 8192 ? 1 : o.repeats, roof.matmul_rate, device, run_peak);
       sweep.push_back(r.ok() ? *r : nlohmann::json{{"tokens", n}, {"error", r.status().to_string()}});
     }
     j["prefill_sweep"] = sweep;
   }
-  EngineBenchOpts eo;
-  eo.context = o.context;
-  eo.decode_steps = o.decode_tokens;
-  eo.device_sampling = !o.host_sampling;
-  eo.decode_replay = !o.eager;
-  eo.temperature = o.temperature;
-  eo.top_p = o.top_p;
-  eo.adapters = o.adapters;
-  eo.adapter_rank = o.adapter_rank;
-  if (!o.batches.empty()) {
-    nlohmann::json sweep = nlohmann::json::array();
-    for (int64_t b : o.batches) {
-      std::fprintf(stderr, "bench: engine decode, batch %lld at context %lld\n", static_cast<long long>(b),
-                   static_cast<long long>(o.context));
-      auto r = bench_engine_decode(*model, b, eo);
-      if (!r.ok()) {
-        sweep.push_back({{"batch", b}, {"error", r.status().to_string()}});
-        continue;
-      }
-      // Bytes at the middle of the timed steps' contexts (rows that prefilled early are up to
-      // prefill_cycles tokens longer: half of that on average).
-      const int64_t mid = o.context + 2 + o.decode_tokens / 2 + r->value("prefill_cycles", int64_t{0}) / 2;
-      const double bytes = decode_step_bytes(c, model->weights(), model->kv_dtype(), b, mid) +
-                           r->value("adapter_bytes_per_step", 0.0);
-      const double tps = (*r)["tokens_per_s"].get<double>();
-      (*r)["bytes_per_step"] = bytes;
-      (*r)["roofline_tokens_per_s"] = b * bandwidth / bytes;
-      (*r)["fraction_of_roofline"] = tps / (b * bandwidth / bytes);
-      if (device) {
-        (*r)["roofline_tokens_per_s_spec"] = b * kH200PeakBytesPerS / bytes;
-        (*r)["fraction_of_spec_roofline"] = tps / (b * kH200PeakBytesPerS / bytes);
-      }
-      sweep.push_back(*r);
-    }
-    const std::string picked = o.temperature > 0.f ? "sampled at temperature " + std::to_string(o.temperature) +
-                                                         ", top_p " + std::to_string(o.top_p)
-                                                   : std::string("greedy");
-    // Rows with adapters are replayed too, a recording per adapter composition (model/decode_replay.h).
-    const bool replayed = !o.eager && model->backend().replay().available();
-    j["decode_batches"] = {{"sampling", picked + (o.host_sampling ? ", on the host (every row's logits copied)" : ", on the device (ids only)")},
-                           {"execution", replayed ? "graph_replay" : "eager"},
-                           {"adapters", o.adapters == 0 ? std::string("none")
-                                                        : std::to_string(o.adapters) + " random adapters of rank " +
-                                                              std::to_string(o.adapter_rank) +
-                                                              " on every target, row i the (i mod N)-th"},
-                           {"points", sweep}};
-  }
+  if (!o.batches.empty()) j["decode_batches"] = bench_decode_batches(*model, o, roof.bandwidth, device);
   if (o.ttft_tokens > 0) {
     std::fprintf(stderr, "bench: TTFT of a %lld-token prompt\n", static_cast<long long>(o.ttft_tokens));
-    KILN_ASSIGN_OR_RETURN(j["ttft"], bench_engine_ttft(*model, o.ttft_tokens, o.repeats, eo));
+    KILN_ASSIGN_OR_RETURN(j["ttft"], bench_engine_ttft(*model, o.ttft_tokens, o.repeats, engine_opts(o)));
   }
   if (o.kv_fp8) {
     std::fprintf(stderr, "bench: logits with e4m3 K/V against %s K/V\n", std::string(dtype_name(default_kv)).c_str());
@@ -383,16 +430,7 @@ Status run(const BenchOpts& o) {
   if (device) j["spec_peaks"] = {{"bandwidth_tb_s", kH200PeakBytesPerS / 1e12}, {"bf16_tflop_s", kH200PeakBf16FlopPerS / 1e12},
                                  {"note", "H200 SXM spec sheet: the rooflines the CUDA targets are quoted against"}};
   if (!peer.is_null()) j["peer"] = std::move(peer);
-#ifdef KILN_HAVE_CUDA
-  if (auto st = cuda_backend_stats(*be); st.ok())
-    j["cuda"] = {{"matmul_cache_hits", st->matmul_cache_hits},
-                 {"matmul_cache_misses", st->matmul_cache_misses},
-                 {"matmul_plans_timed", st->matmul_plans_timed},
-                 {"device_pool_peak_in_use_bytes", std::max(run_peak, st->pool_peak_in_use_bytes)},
-                 {"device_pool_reserved_bytes", st->pool_reserved_bytes},
-                 {"device_used_bytes_at_end", st->device_used_bytes},
-                 {"device_total_bytes", st->device_total_bytes}};
-#endif
+  if (nlohmann::json stats = device_stats(*be, run_peak); !stats.is_null()) j["cuda"] = std::move(stats);
   std::printf("%s\n", j.dump(2).c_str());
   return {};
 }
