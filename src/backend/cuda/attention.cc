@@ -117,6 +117,8 @@ int64_t bucket(int64_t v) {
 // Rows at least this long take the flash kernel without a timing: it wins there on every GPU
 // measured, and the f32 kernels' scores over whole rows make timing them long.
 constexpr int64_t kFlashUntimedQLen = 512;
+// The H200's crossover, where nothing is timed: flash from 64 tokens a row.
+constexpr int64_t kFlashRuleQLen = 64;
 
 }  // namespace
 
@@ -211,12 +213,15 @@ Status Attention::attend_f32(const AttentionArgs& a, const AttentionRequest& r) 
 }
 
 // Short prefills (a key tile or two a query tile) may run faster on the f32 kernels: below
-// kFlashUntimedQLen, which serves a shape is timed on this device (the H200's rule, flash from
-// 64 tokens, where nothing may be timed).
+// kFlashUntimedQLen, which serves a shape is timed on this device (kFlashRuleQLen where nothing
+// may be timed).
 Result<bool> Attention::flash_wins(const AttentionArgs& a, const AttentionRequest& r) {
   const int64_t q_len = a.layout->max_q_len;
   if (tuning().flash_prefill_min_q_len > 0) return q_len >= tuning().flash_prefill_min_q_len;
   if (q_len >= kFlashUntimedQLen) return true;
+  // A training forward (log-sum-exps kept) takes the rule: the flash backward needs them, so the
+  // forward alone is not what would have to be timed.
+  if (a.kept != nullptr) return q_len >= kFlashRuleQLen;
   // Both on the call's own q and cache into a scratch output (no log-sum-exp kept).
   AttentionArgs t = a;
   t.kept = nullptr;
@@ -231,7 +236,7 @@ Result<bool> Attention::flash_wins(const AttentionArgs& a, const AttentionReques
                           " kv=" + std::string(dtype_name(r.kv_dtype)) + (r.output_gate ? " gate" : "") +
                           " rows<=" + std::to_string(bucket(r.rows)) + " q<=" + std::to_string(bucket(q_len)) +
                           " keys<=" + std::to_string(bucket(r.max_kv_len));
-  const char* rule = q_len >= 64 ? "flash" : "f32";
+  const char* rule = q_len >= kFlashRuleQLen ? "flash" : "f32";
   KILN_ASSIGN_OR_RETURN(const std::string pick, choose_kernel(*ctx_, key, candidates, rule, rule, scratch));
   return pick == "flash";
 }
