@@ -1,9 +1,12 @@
 #include "qualify/strict_json.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fstream>
 #include <sstream>
+
+#include "core/json_text.h"
 
 namespace kiln::qualify {
 
@@ -106,8 +109,6 @@ std::string json_path_index(const std::string& parent, size_t index) {
 
 namespace {
 
-constexpr int kMaxDepth = 64;
-
 // A decimal number reduced to sign, significant digits and a power of ten, so that two
 // spellings of the same value compare equal ("1.50e1" and "15").
 struct DecimalValue {
@@ -162,299 +163,187 @@ DecimalValue decimal_of(std::string_view text) {
   return d;
 }
 
-bool is_continuation(unsigned char c) { return (c & 0xC0) == 0x80; }
+constexpr const char* kTrailingContent = "unexpected content after the document";
 
-class Parser {
+std::string overflow_reason(std::string_view lexeme) {
+  return "number " + std::string(lexeme) + " overflows or underflows a double";
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// Builds the JsonValue tree from nlohmann::json::sax_parse events. nlohmann checks the grammar,
+// the escapes and UTF-8; this adds what it lets through: duplicate keys, numbers that do not
+// round-trip, nesting deeper than kMaxJsonDepth, a byte order mark, bytes after a NUL. Every
+// error names the JSON path of the value at fault.
+class TreeBuilder {
  public:
-  explicit Parser(std::string_view text) : text_(text) {}
+  explicit TreeBuilder(std::string_view text) : text_(text) {}
 
-  Result<JsonValue> parse_document() {
-    JsonValue root;
-    skip_ws();
-    KILN_RETURN_IF_ERROR(parse_value("$", 0, root));
-    skip_ws();
-    if (pos_ != text_.size()) return fail("$", "unexpected content after the document");
-    return root;
+  Result<JsonValue> parse() {
+    // nlohmann skips a leading byte order mark and reads a NUL byte as the end of the input.
+    if (text_.starts_with("\xEF\xBB\xBF")) return format_error("$: byte order mark before the document (byte 0)");
+    if (!nlohmann::json::sax_parse(text_.begin(), text_.end(), this)) return error_;
+    if (size_t nul = text_.find('\0'); nul != std::string_view::npos) {
+      return format_error(std::string("$: ") + kTrailingContent + " (byte " + std::to_string(nul) + ")");
+    }
+    return std::move(root_);
+  }
+
+  // The json_sax interface.
+  bool null() { return add(JsonValue::make_null()); }
+  bool boolean(bool b) { return add(JsonValue::make_bool(b)); }
+  // Integers come without their text, "-0" as the signed integer 0; a JSON integer has one
+  // spelling, so the text is rebuilt for the checks every number gets.
+  bool number_integer(int64_t i) { return number(i == 0 ? "-0" : std::to_string(i)); }
+  bool number_unsigned(uint64_t u) { return number(std::to_string(u)); }
+  bool number_float(double, const std::string& text) { return number(text); }
+  bool string(std::string& s) { return add(JsonValue::make_string(std::move(s))); }
+  bool binary(nlohmann::json::binary_t&) { return false; }  // binary formats only
+  bool start_object(size_t) { return open(JsonValue::make_object()); }
+  bool start_array(size_t) { return open(JsonValue::make_array()); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+
+  bool key(std::string& key) {
+    Frame& f = stack_.back();
+    if (f.value.find(key) != nullptr) return fail(json_path_key(f.path, key), "duplicate key \"" + key + "\"");
+    f.key = std::move(key);
+    f.has_key = true;
+    return true;
+  }
+
+  // `position` counts the bytes read (the end of the input as one). `token` holds the bytes read
+  // since the last string or number began: for a number, that number.
+  bool parse_error(size_t position, const std::string& token, const nlohmann::json::exception& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 9: syntax error while
+    // parsing value - invalid literal; last read: 'tru}'": a context, then the reason.
+    const std::string_view what = e.what();
+    const size_t dash = what.find(" - ");
+    const std::string_view context = what.substr(0, dash);
+    std::string reason(what.substr(dash == std::string_view::npos ? 0 : dash + 3));
+    const std::string last_read = "; last read: '" + token + "'";
+    if (size_t at = reason.find(last_read); at != std::string::npos) reason.erase(at, last_read.size());
+
+    const bool in_value = e.id == 406 || context.ends_with("parsing value");
+    const bool in_array = !stack_.empty() && stack_.back().value.is_array();
+    const std::string_view from_last = text_.substr(std::min(position - 1, text_.size()));
+    std::string path = in_array && !in_value ? stack_.back().path : next_path();
+    if (reason.starts_with("unexpected number literal") && is_digit(token[0]) && position > token.size() &&
+        is_digit(text_[position - token.size() - 1])) {
+      // Only a number "0" or "-0" ends just before a digit.
+      path = last_path();
+      reason = "leading zeros are not allowed in numbers";
+    } else if (done_) {
+      path = "$";
+      reason = kTrailingContent;
+    } else if (e.id == 406) {
+      reason = overflow_reason(token);
+    } else if (in_value && (from_last.starts_with("NaN") || from_last.starts_with("Infinity"))) {
+      reason = "NaN and Infinity are not JSON numbers";
+    } else if (in_value && in_array && reason.starts_with("unexpected ']'")) {
+      path = stack_.back().path;  // a value was due after a comma
+      reason = "trailing comma in array";
+    } else if (context.ends_with("object key") && reason.starts_with("unexpected '}'")) {
+      reason = "trailing comma in object";
+    }
+    return fail(path, reason + " (byte " + std::to_string(position - 1) + ")");
   }
 
  private:
-  Status fail(const std::string& path, const std::string& reason) const {
-    return format_error(path + ": " + reason + " (byte " + std::to_string(pos_) + ")");
-  }
+  struct Frame {
+    JsonValue value;  // the array or object being filled
+    std::string path;
+    std::string key;  // of the object member whose value comes next
+    bool has_key = false;
+  };
 
-  void skip_ws() {
-    while (pos_ < text_.size() &&
-           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r')) {
-      ++pos_;
-    }
-  }
-
-  bool consume_literal(std::string_view lit) {
-    if (text_.substr(pos_, lit.size()) == lit) {
-      pos_ += lit.size();
-      return true;
-    }
+  bool fail(const std::string& path, const std::string& reason) {
+    error_ = format_error(path + ": " + reason);
     return false;
   }
 
-  Status parse_value(const std::string& path, int depth, JsonValue& out) {
-    if (depth > kMaxDepth) return fail(path, "nesting deeper than " + std::to_string(kMaxDepth));
-    if (pos_ >= text_.size()) return fail(path, "unexpected end of input");
-    char c = text_[pos_];
-    if (c == '{') return parse_object(path, depth, out);
-    if (c == '[') return parse_array(path, depth, out);
-    if (c == '"') {
-      out.type = JsonType::kString;
-      return parse_string(path, out.string);
-    }
-    if (consume_literal("true")) {
-      out = JsonValue::make_bool(true);
-      return Status::ok_status();
-    }
-    if (consume_literal("false")) {
-      out = JsonValue::make_bool(false);
-      return Status::ok_status();
-    }
-    if (consume_literal("null")) {
-      out = JsonValue::make_null();
-      return Status::ok_status();
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) return parse_number(path, out);
-    if (text_.substr(pos_, 3) == "NaN" || text_.substr(pos_, 8) == "Infinity" ||
-        text_.substr(pos_, 9) == "-Infinity") {
-      return fail(path, "NaN and Infinity are not JSON numbers");
-    }
-    return fail(path, std::string("unexpected character '") + c + "'");
+  // The path of the value that comes next (of the object itself while no key is pending).
+  std::string next_path() const {
+    if (stack_.empty()) return "$";
+    const Frame& f = stack_.back();
+    if (f.value.is_array()) return json_path_index(f.path, f.value.array.size());
+    return f.has_key ? json_path_key(f.path, f.key) : f.path;
   }
 
-  Status parse_object(const std::string& path, int depth, JsonValue& out) {
-    out.type = JsonType::kObject;
-    ++pos_;  // '{'
-    skip_ws();
-    if (pos_ < text_.size() && text_[pos_] == '}') {
-      ++pos_;
-      return Status::ok_status();
-    }
-    while (true) {
-      skip_ws();
-      if (pos_ >= text_.size() || text_[pos_] != '"') return fail(path, "expected a string key");
-      std::string key;
-      KILN_RETURN_IF_ERROR(parse_string(path, key));
-      std::string child = json_path_key(path, key);
-      if (out.find(key) != nullptr) return fail(child, "duplicate key \"" + key + "\"");
-      skip_ws();
-      if (pos_ >= text_.size() || text_[pos_] != ':') return fail(child, "expected ':' after key");
-      ++pos_;
-      skip_ws();
-      JsonValue value;
-      KILN_RETURN_IF_ERROR(parse_value(child, depth + 1, value));
-      out.object.emplace_back(std::move(key), std::move(value));
-      skip_ws();
-      if (pos_ < text_.size() && text_[pos_] == ',') {
-        ++pos_;
-        skip_ws();
-        if (pos_ < text_.size() && text_[pos_] == '}') return fail(path, "trailing comma in object");
-        continue;
-      }
-      if (pos_ < text_.size() && text_[pos_] == '}') {
-        ++pos_;
-        return Status::ok_status();
-      }
-      return fail(path, "expected ',' or '}' in object");
-    }
+  // The path of the value added last.
+  std::string last_path() const {
+    if (stack_.empty()) return "$";
+    const Frame& f = stack_.back();
+    if (f.value.is_array()) return json_path_index(f.path, f.value.array.size() - 1);
+    return json_path_key(f.path, f.value.object.back().first);
   }
 
-  Status parse_array(const std::string& path, int depth, JsonValue& out) {
-    out.type = JsonType::kArray;
-    ++pos_;  // '['
-    skip_ws();
-    if (pos_ < text_.size() && text_[pos_] == ']') {
-      ++pos_;
-      return Status::ok_status();
-    }
-    while (true) {
-      skip_ws();
-      JsonValue value;
-      KILN_RETURN_IF_ERROR(parse_value(json_path_index(path, out.array.size()), depth + 1, value));
-      out.array.push_back(std::move(value));
-      skip_ws();
-      if (pos_ < text_.size() && text_[pos_] == ',') {
-        ++pos_;
-        skip_ws();
-        if (pos_ < text_.size() && text_[pos_] == ']') return fail(path, "trailing comma in array");
-        continue;
-      }
-      if (pos_ < text_.size() && text_[pos_] == ']') {
-        ++pos_;
-        return Status::ok_status();
-      }
-      return fail(path, "expected ',' or ']' in array");
-    }
+  // A value's depth is the number of arrays and objects around it.
+  bool depth_ok() {
+    if (stack_.size() <= static_cast<size_t>(kMaxJsonDepth)) return true;
+    return fail(next_path(), "nesting deeper than " + std::to_string(kMaxJsonDepth));
   }
 
-  Status parse_hex4(const std::string& path, uint32_t& out) {
-    if (pos_ + 4 > text_.size()) return fail(path, "truncated \\u escape");
-    out = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = text_[pos_++];
-      out <<= 4;
-      if (c >= '0' && c <= '9') out |= static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f') out |= static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') out |= static_cast<uint32_t>(c - 'A' + 10);
-      else return fail(path, "invalid hex digit in \\u escape");
-    }
-    return Status::ok_status();
+  bool open(JsonValue container) {
+    if (!depth_ok()) return false;
+    stack_.push_back(Frame{std::move(container), next_path(), "", false});
+    return true;
   }
 
-  static void append_utf8(uint32_t cp, std::string& out) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
+  bool close() {
+    JsonValue value = std::move(stack_.back().value);
+    stack_.pop_back();
+    return add(std::move(value));
+  }
+
+  bool add(JsonValue value) {
+    if (!depth_ok()) return false;
+    if (stack_.empty()) {
+      root_ = std::move(value);
+      done_ = true;
+      return true;
+    }
+    Frame& f = stack_.back();
+    if (f.value.is_array()) {
+      f.value.array.push_back(std::move(value));
     } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
+      f.value.object.emplace_back(std::move(f.key), std::move(value));
+      f.has_key = false;
     }
+    return true;
   }
 
-  // Validates one UTF-8 sequence starting at pos_ and appends it.
-  Status copy_utf8(const std::string& path, std::string& out) {
-    auto lead = static_cast<unsigned char>(text_[pos_]);
-    size_t len = 0;
-    uint32_t cp = 0;
-    if (lead >= 0xC2 && lead <= 0xDF) { len = 2; cp = lead & 0x1F; }
-    else if (lead >= 0xE0 && lead <= 0xEF) { len = 3; cp = lead & 0x0F; }
-    else if (lead >= 0xF0 && lead <= 0xF4) { len = 4; cp = lead & 0x07; }
-    else return fail(path, "invalid UTF-8");
-    if (pos_ + len > text_.size()) return fail(path, "invalid UTF-8");
-    for (size_t i = 1; i < len; ++i) {
-      auto c = static_cast<unsigned char>(text_[pos_ + i]);
-      if (!is_continuation(c)) return fail(path, "invalid UTF-8");
-      cp = (cp << 6) | (c & 0x3F);
-    }
-    bool overlong = (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
-    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return fail(path, "invalid UTF-8");
-    out.append(text_.substr(pos_, len));
-    pos_ += len;
-    return Status::ok_status();
-  }
-
-  Status parse_string(const std::string& path, std::string& out) {
-    ++pos_;  // opening quote
-    while (true) {
-      if (pos_ >= text_.size()) return fail(path, "unterminated string");
-      auto c = static_cast<unsigned char>(text_[pos_]);
-      if (c == '"') {
-        ++pos_;
-        return Status::ok_status();
-      }
-      if (c < 0x20) return fail(path, "unescaped control character in string");
-      if (c >= 0x80) {
-        KILN_RETURN_IF_ERROR(copy_utf8(path, out));
-        continue;
-      }
-      if (c != '\\') {
-        out += static_cast<char>(c);
-        ++pos_;
-        continue;
-      }
-      ++pos_;
-      if (pos_ >= text_.size()) return fail(path, "unterminated escape");
-      char e = text_[pos_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          uint32_t cp = 0;
-          KILN_RETURN_IF_ERROR(parse_hex4(path, cp));
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (text_.substr(pos_, 2) != "\\u") return fail(path, "unpaired surrogate in \\u escape");
-            pos_ += 2;
-            uint32_t low = 0;
-            KILN_RETURN_IF_ERROR(parse_hex4(path, low));
-            if (low < 0xDC00 || low > 0xDFFF) return fail(path, "unpaired surrogate in \\u escape");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            return fail(path, "unpaired surrogate in \\u escape");
-          }
-          append_utf8(cp, out);
-          break;
-        }
-        default: return fail(path, std::string("invalid escape '\\") + e + "'");
-      }
-    }
-  }
-
-  Status parse_number(const std::string& path, JsonValue& out) {
-    size_t start = pos_;
-    auto digit = [&](size_t p) { return p < text_.size() && text_[p] >= '0' && text_[p] <= '9'; };
-    if (text_[pos_] == '-') ++pos_;
-    if (text_.substr(pos_, 8) == "Infinity") return fail(path, "NaN and Infinity are not JSON numbers");
-    if (!digit(pos_)) return fail(path, "invalid number");
-    if (text_[pos_] == '0' && digit(pos_ + 1)) return fail(path, "leading zeros are not allowed in numbers");
-    while (digit(pos_)) ++pos_;
-    bool integral = true;
-    if (pos_ < text_.size() && text_[pos_] == '.') {
-      integral = false;
-      ++pos_;
-      if (!digit(pos_)) return fail(path, "invalid number: no digits after '.'");
-      while (digit(pos_)) ++pos_;
-    }
-    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
-      integral = false;
-      ++pos_;
-      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
-      if (!digit(pos_)) return fail(path, "invalid number: no digits in exponent");
-      while (digit(pos_)) ++pos_;
-    }
-    std::string_view lexeme = text_.substr(start, pos_ - start);
+  bool number(std::string_view lexeme) {
     double value = 0.0;
     auto [ptr, ec] = std::from_chars(lexeme.data(), lexeme.data() + lexeme.size(), value);
     if (ec == std::errc::result_out_of_range || (ec == std::errc() && !std::isfinite(value))) {
       // from_chars also reports underflow as out of range; zero in disguise is still fine.
-      if (decimal_of(lexeme).digits.empty()) {
-        value = 0.0;
-      } else {
-        return fail(path, "number " + std::string(lexeme) + " overflows or underflows a double");
-      }
-    } else if (ec != std::errc() || ptr != lexeme.data() + lexeme.size()) {
-      return fail(path, "invalid number " + std::string(lexeme));
+      if (!decimal_of(lexeme).digits.empty()) return fail(next_path(), overflow_reason(lexeme));
+      value = 0.0;
+    } else if (ec != std::errc() || ptr != lexeme.data() + lexeme.size()) {  // LC_NUMERIC not "C"
+      return fail(next_path(), "invalid number " + std::string(lexeme));
     }
     char buf[64];
     auto res = std::to_chars(buf, buf + sizeof buf, value);
     if (!(decimal_of(lexeme) == decimal_of(std::string_view(buf, static_cast<size_t>(res.ptr - buf))))) {
-      return fail(path, "number " + std::string(lexeme) + " does not round-trip through a double (reads back as " +
-                            std::string(buf, res.ptr) + ")");
+      return fail(next_path(), "number " + std::string(lexeme) + " does not round-trip through a double (reads back as " +
+                                   std::string(buf, res.ptr) + ")");
     }
-    out.type = JsonType::kNumber;
-    out.number = value;
+    JsonValue out = JsonValue::make_number(value);
     // -0 stays a double: an int64 has no negative zero, and the writer must give back what it read.
-    if (integral && !(value == 0.0 && std::signbit(value))) {
+    if (lexeme.find_first_of(".eE") == std::string_view::npos && !(value == 0.0 && std::signbit(value))) {
       int64_t i = 0;
       auto [iptr, iec] = std::from_chars(lexeme.data(), lexeme.data() + lexeme.size(), i);
-      if (iec == std::errc() && iptr == lexeme.data() + lexeme.size()) {
-        out.is_integer = true;
-        out.integer = i;
-      }
+      if (iec == std::errc() && iptr == lexeme.data() + lexeme.size()) out = JsonValue::make_integer(i);
     }
-    return Status::ok_status();
+    return add(std::move(out));
   }
 
   std::string_view text_;
-  size_t pos_ = 0;
+  std::vector<Frame> stack_;
+  JsonValue root_;
+  bool done_ = false;
+  Status error_;
 };
 
 void write_string(const std::string& s, std::string& out) {
@@ -527,7 +416,7 @@ void write_value(const JsonValue& v, std::string& out, int indent, int depth) {
 
 }  // namespace
 
-Result<JsonValue> parse_strict_json(std::string_view text) { return Parser(text).parse_document(); }
+Result<JsonValue> parse_strict_json(std::string_view text) { return TreeBuilder(text).parse(); }
 
 Result<JsonValue> read_strict_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
