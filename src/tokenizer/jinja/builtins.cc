@@ -11,6 +11,7 @@
 #include <ctime>
 #include <optional>
 #include <set>
+#include <unordered_map>
 
 #include <utf8proc.h>
 
@@ -853,322 +854,417 @@ bool compare_op(const std::string& op, const Value& a, const Value& b) {
   return found != negate;
 }
 
-Value apply_filter(Interpreter& in, const std::string& name, Value v, CallArgs& args) {
-  const std::string what = "filter '" + name + "'";
-  if (name == "tojson") return do_tojson(v, args);
-  if (name == "length" || name == "count") {
-    bind(what, args, {});
-    return Value(python_len(v));
-  }
-  if (name == "string") {
-    bind(what, args, {});
-    return Value(soft_str(v));
-  }
-  if (name == "trim") {
-    auto p = bind(what, args, {{"chars", Value(None{})}});
-    return Value(strip(soft_str(v), p[0], true, true));
-  }
-  if (name == "default" || name == "d") {
-    auto p = bind(what, args, {{"default_value", Value("")}, {"boolean", Value(false)}});
-    if (v.is_undefined() || (p[1].truthy() && !v.truthy())) return p[0];
-    return v;
-  }
-  if (name == "upper" || name == "lower") {
-    bind(what, args, {});
-    return Value(map_case(soft_str(v), name == "upper"));
-  }
-  if (name == "capitalize") {
-    bind(what, args, {});
-    return Value(python_capitalize(soft_str(v)));
-  }
-  if (name == "title") {
-    // Jinja2's do_title: capitalise each piece after runs of whitespace, '-', '(', '{', '[', '<'.
-    bind(what, args, {});
-    const auto cps = code_points(soft_str(v));
-    std::string out;
-    bool start = true;
-    for (char32_t cp : cps) {
-      const bool delimiter = utf8::is_python_space(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';
-      const auto c = static_cast<utf8proc_int32_t>(cp);
-      utf8::append(out, static_cast<char32_t>(delimiter ? c : start ? utf8proc_toupper(c) : utf8proc_tolower(c)));
-      start = delimiter;
-    }
-    return Value(out);
-  }
-  if (name == "replace") {
-    auto p = bind(what, args, {{"old", std::nullopt}, {"new", std::nullopt}, {"count", Value(None{})}});
-    CallArgs inner;
-    inner.positional = {p[0], p[1]};
-    if (!p[2].is_none()) inner.positional.push_back(p[2]);
-    return string_method(soft_str(v), "replace").as_callable().fn(in, inner);
-  }
-  if (name == "join") {
-    auto p = bind(what, args, {{"d", Value("")}, {"attribute", Value(None{})}});
-    std::string out;
-    bool first = true;
-    for (const Value& item : iterate(v)) {
-      if (!first) out += soft_str(p[0]);
-      out += soft_str(p[1].is_none() ? item : attribute_or_item(item, p[1]));
-      first = false;
-    }
-    return Value(out);
-  }
-  if (name == "first" || name == "last") {
-    bind(what, args, {});
-    const auto items = iterate(v);
-    if (items.empty()) return Value::undefined("No " + name + " item, sequence was empty.");
-    return name == "first" ? items.front() : items.back();
-  }
-  if (name == "list") {
-    bind(what, args, {});
-    return list_of(iterate(v));
-  }
-  if (name == "reverse") {
-    bind(what, args, {});
-    if (v.is_string()) {
-      auto cps = code_points(v.as_string());
-      std::reverse(cps.begin(), cps.end());
-      return Value(from_code_points(cps, 0, cps.size()));
-    }
-    auto items = iterate(v);
-    std::reverse(items.begin(), items.end());
-    return list_of(std::move(items));
-  }
-  if (name == "sort") {
-    auto p = bind(what, args, {{"reverse", Value(false)}, {"case_sensitive", Value(false)}, {"attribute", Value(None{})}});
-    return list_of(sorted(iterate(v), p[0].truthy(), p[1].truthy(), p[2]));
-  }
-  if (name == "unique") {
-    auto p = bind(what, args, {{"case_sensitive", Value(false)}, {"attribute", Value(None{})}});
-    std::vector<Value> out, seen;
-    for (const Value& item : iterate(v)) {
-      Value key = p[1].is_none() ? item : attribute_or_item(item, p[1]);
-      if (!p[0].truthy() && key.is_string()) key = Value(map_case(key.as_string(), false));
-      if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return s.equals(key); })) {
-        seen.push_back(key);
-        out.push_back(item);
+namespace {
+
+// One filter: the operand, its call's arguments, the name it was called by (several names share a
+// body) and "filter 'name'" for messages.
+using Filter = Value (*)(Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args);
+
+// Every filter this subset has, by name.
+const std::unordered_map<std::string, Filter>& filters() {
+  static const std::unordered_map<std::string, Filter> table = [] {
+    std::unordered_map<std::string, Filter> t;
+    auto add = [&t](std::initializer_list<const char*> names, Filter f) {
+      for (const char* n : names) t.emplace(n, f);
+    };
+    add({"tojson"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+        return do_tojson(v, args);
+        });
+    add({"length", "count"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      bind(what, args, {});
+      return Value(python_len(v));
+        });
+    add({"string"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      bind(what, args, {});
+      return Value(soft_str(v));
+        });
+    add({"trim"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      auto p = bind(what, args, {{"chars", Value(None{})}});
+      return Value(strip(soft_str(v), p[0], true, true));
+        });
+    add({"default", "d"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      auto p = bind(what, args, {{"default_value", Value("")}, {"boolean", Value(false)}});
+      if (v.is_undefined() || (p[1].truthy() && !v.truthy())) return p[0];
+      return v;
+        });
+    add({"upper", "lower"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      bind(what, args, {});
+      return Value(map_case(soft_str(v), name == "upper"));
+        });
+    add({"capitalize"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      bind(what, args, {});
+      return Value(python_capitalize(soft_str(v)));
+        });
+    add({"title"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      // Jinja2's do_title: capitalise each piece after runs of whitespace, '-', '(', '{', '[', '<'.
+      bind(what, args, {});
+      const auto cps = code_points(soft_str(v));
+      std::string out;
+      bool start = true;
+      for (char32_t cp : cps) {
+        const bool delimiter = utf8::is_python_space(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';
+        const auto c = static_cast<utf8proc_int32_t>(cp);
+        utf8::append(out, static_cast<char32_t>(delimiter ? c : start ? utf8proc_toupper(c) : utf8proc_tolower(c)));
+        start = delimiter;
       }
-    }
-    return list_of(std::move(out));
-  }
-  if (name == "items") {
-    bind(what, args, {});
-    if (v.is_undefined()) return list_of({});
-    if (!v.is_dict()) type_error("can only get item pairs from a mapping.");
-    return dict_method(v, "items").as_callable().fn(in, args);
-  }
-  if (name == "dictsort") {
-    auto p = bind(what, args, {{"case_sensitive", Value(false)}, {"by", Value("key")}, {"reverse", Value(false)}});
-    if (!v.is_dict()) type_error("dictsort needs a mapping");
-    std::vector<Value> pairs;
-    for (const auto& [k, val] : v.as_dict().items) pairs.push_back(Value::list({Value(k), val}, true));
-    const bool by_value = p[1].is_string() && p[1].as_string() == "value";
-    if (!by_value && !(p[1].is_string() && p[1].as_string() == "key")) throw TemplateError("You can only sort by either \"key\" or \"value\"");
-    return list_of(sorted(pairs, p[2].truthy(), p[0].truthy(), Value(by_value ? 1 : 0)));
-  }
-  if (name == "map") {
-    std::vector<Value> out;
-    Value attribute, fallback;
-    bool by_attribute = false;
-    for (auto& [k, val] : args.keywords) {
-      if (k == "attribute") {
-        attribute = val;
-        by_attribute = true;
-      } else if (k == "default") {
-        fallback = val;
-      } else {
-        throw TemplateError("filter 'map' got an unexpected keyword argument '" + k + "'");
-      }
-    }
-    if (by_attribute) {
+      return Value(out);
+        });
+    add({"replace"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      auto p = bind(what, args, {{"old", std::nullopt}, {"new", std::nullopt}, {"count", Value(None{})}});
+      CallArgs inner;
+      inner.positional = {p[0], p[1]};
+      if (!p[2].is_none()) inner.positional.push_back(p[2]);
+      return string_method(soft_str(v), "replace").as_callable().fn(in, inner);
+        });
+    add({"join"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      auto p = bind(what, args, {{"d", Value("")}, {"attribute", Value(None{})}});
+      std::string out;
+      bool first = true;
       for (const Value& item : iterate(v)) {
-        Value x = attribute_or_item(item, attribute);
-        out.push_back(x.is_undefined() && !fallback.is_undefined() ? fallback : x);
+        if (!first) out += soft_str(p[0]);
+        out += soft_str(p[1].is_none() ? item : attribute_or_item(item, p[1]));
+        first = false;
+      }
+      return Value(out);
+        });
+    add({"first", "last"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      bind(what, args, {});
+      const auto items = iterate(v);
+      if (items.empty()) return Value::undefined("No " + name + " item, sequence was empty.");
+      return name == "first" ? items.front() : items.back();
+        });
+    add({"list"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      bind(what, args, {});
+      return list_of(iterate(v));
+        });
+    add({"reverse"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      bind(what, args, {});
+      if (v.is_string()) {
+        auto cps = code_points(v.as_string());
+        std::reverse(cps.begin(), cps.end());
+        return Value(from_code_points(cps, 0, cps.size()));
+      }
+      auto items = iterate(v);
+      std::reverse(items.begin(), items.end());
+      return list_of(std::move(items));
+        });
+    add({"sort"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      auto p = bind(what, args, {{"reverse", Value(false)}, {"case_sensitive", Value(false)}, {"attribute", Value(None{})}});
+      return list_of(sorted(iterate(v), p[0].truthy(), p[1].truthy(), p[2]));
+        });
+    add({"unique"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      auto p = bind(what, args, {{"case_sensitive", Value(false)}, {"attribute", Value(None{})}});
+      std::vector<Value> out, seen;
+      for (const Value& item : iterate(v)) {
+        Value key = p[1].is_none() ? item : attribute_or_item(item, p[1]);
+        if (!p[0].truthy() && key.is_string()) key = Value(map_case(key.as_string(), false));
+        if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return s.equals(key); })) {
+          seen.push_back(key);
+          out.push_back(item);
+        }
       }
       return list_of(std::move(out));
-    }
-    if (args.positional.empty() || !args.positional[0].is_string()) throw TemplateError("map needs a filter name or attribute=");
-    const std::string filter = args.positional[0].as_string();
-    for (const Value& item : iterate(v)) {
-      CallArgs inner;
-      inner.positional.assign(args.positional.begin() + 1, args.positional.end());
-      out.push_back(in.call_filter(filter, item, inner));
-    }
-    return list_of(std::move(out));
-  }
-  if (name == "select" || name == "reject") return select_items(in, v, args, false, name == "select");
-  if (name == "selectattr" || name == "rejectattr") return select_items(in, v, args, true, name == "selectattr");
-  if (name == "int") {
-    auto p = bind(what, args, {{"default", Value(0)}, {"base", Value(10)}});
-    if (v.is_int() || v.is_bool()) return Value(to_int(v, ""));
-    if (v.is_float()) return std::isfinite(v.as_float()) ? Value(float_to_int(v.as_float())) : p[0];
-    if (v.is_string()) {
-      const std::string s = strip(v.as_string(), Value(None{}), true, true);
-      std::optional<double> d;  // a float spelling, converted outside the try: its range error is an error
-      try {
-        size_t used = 0;
-        const long long i = std::stoll(s, &used, static_cast<int>(to_int(p[1], "base")));
-        if (used == s.size()) return Value(static_cast<int64_t>(i));
-        d = std::stod(s, &used);
-        if (used != s.size()) d.reset();
-      } catch (const std::exception&) {
+        });
+    add({"items"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      bind(what, args, {});
+      if (v.is_undefined()) return list_of({});
+      if (!v.is_dict()) type_error("can only get item pairs from a mapping.");
+      return dict_method(v, "items").as_callable().fn(in, args);
+        });
+    add({"dictsort"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      auto p = bind(what, args, {{"case_sensitive", Value(false)}, {"by", Value("key")}, {"reverse", Value(false)}});
+      if (!v.is_dict()) type_error("dictsort needs a mapping");
+      std::vector<Value> pairs;
+      for (const auto& [k, val] : v.as_dict().items) pairs.push_back(Value::list({Value(k), val}, true));
+      const bool by_value = p[1].is_string() && p[1].as_string() == "value";
+      if (!by_value && !(p[1].is_string() && p[1].as_string() == "key")) throw TemplateError("You can only sort by either \"key\" or \"value\"");
+      return list_of(sorted(pairs, p[2].truthy(), p[0].truthy(), Value(by_value ? 1 : 0)));
+        });
+    add({"map"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      std::vector<Value> out;
+      Value attribute, fallback;
+      bool by_attribute = false;
+      for (auto& [k, val] : args.keywords) {
+        if (k == "attribute") {
+          attribute = val;
+          by_attribute = true;
+        } else if (k == "default") {
+          fallback = val;
+        } else {
+          throw TemplateError("filter 'map' got an unexpected keyword argument '" + k + "'");
+        }
       }
-      if (d && std::isfinite(*d)) return Value(float_to_int(*d));
-    }
-    return p[0];
-  }
-  if (name == "float") {
-    auto p = bind(what, args, {{"default", Value(0.0)}});
-    if (v.is_number()) return Value(v.as_double());
-    if (v.is_string()) {
-      try {
-        size_t used = 0;
+      if (by_attribute) {
+        for (const Value& item : iterate(v)) {
+          Value x = attribute_or_item(item, attribute);
+          out.push_back(x.is_undefined() && !fallback.is_undefined() ? fallback : x);
+        }
+        return list_of(std::move(out));
+      }
+      if (args.positional.empty() || !args.positional[0].is_string()) throw TemplateError("map needs a filter name or attribute=");
+      const std::string filter = args.positional[0].as_string();
+      for (const Value& item : iterate(v)) {
+        CallArgs inner;
+        inner.positional.assign(args.positional.begin() + 1, args.positional.end());
+        out.push_back(in.call_filter(filter, item, inner));
+      }
+      return list_of(std::move(out));
+        });
+    add({"select", "reject"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+        return select_items(in, v, args, false, name == "select");
+        });
+    add({"selectattr", "rejectattr"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+        return select_items(in, v, args, true, name == "selectattr");
+        });
+    add({"int"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      auto p = bind(what, args, {{"default", Value(0)}, {"base", Value(10)}});
+      if (v.is_int() || v.is_bool()) return Value(to_int(v, ""));
+      if (v.is_float()) return std::isfinite(v.as_float()) ? Value(float_to_int(v.as_float())) : p[0];
+      if (v.is_string()) {
         const std::string s = strip(v.as_string(), Value(None{}), true, true);
-        const double d = std::stod(s, &used);
-        if (used == s.size()) return Value(d);
-      } catch (const std::exception&) {
+        std::optional<double> d;  // a float spelling, converted outside the try: its range error is an error
+        try {
+          size_t used = 0;
+          const long long i = std::stoll(s, &used, static_cast<int>(to_int(p[1], "base")));
+          if (used == s.size()) return Value(static_cast<int64_t>(i));
+          d = std::stod(s, &used);
+          if (used != s.size()) d.reset();
+        } catch (const std::exception&) {
+        }
+        if (d && std::isfinite(*d)) return Value(float_to_int(*d));
       }
-    }
-    return p[0];
-  }
-  if (name == "abs") {
-    bind(what, args, {});
-    if (v.is_int() || v.is_bool()) return Value(std::abs(to_int(v, "")));
-    if (v.is_float()) return Value(std::fabs(v.as_float()));
-    type_error("bad operand type for abs(): '" + v.type_name() + "'");
-  }
-  if (name == "round") {
-    auto p = bind(what, args, {{"precision", Value(0)}, {"method", Value("common")}});
-    if (!v.is_number()) type_error("round needs a number");
-    const int64_t precision = to_int(p[0], "precision");
-    const std::string m = p[1].is_string() ? p[1].as_string() : "";
-    const double x = v.as_double();
-    if (m == "common") {
-      // Python's round(): the double correctly rounded to `precision` decimals, ties to even,
-      // which is what printf's %.Nf computes.
-      if (precision < 0 || precision > 300) throw TemplateError("round precision outside 0..300 is not supported");
-      char buf[400];
-      std::snprintf(buf, sizeof(buf), "%.*f", static_cast<int>(precision), x);
-      return Value(std::strtod(buf, nullptr));
-    }
-    const double scale = std::pow(10.0, static_cast<double>(precision));
-    if (m == "ceil") return Value(std::ceil(x * scale) / scale);
-    if (m == "floor") return Value(std::floor(x * scale) / scale);
-    throw TemplateError("method must be common, ceil or floor");
-  }
-  if (name == "sum") {
-    auto p = bind(what, args, {{"attribute", Value(None{})}, {"start", Value(0)}});
-    Value total = p[1];
-    for (const Value& item : iterate(v)) total = binary_op("+", total, p[0].is_none() ? item : attribute_or_item(item, p[0]));
-    return total;
-  }
-  if (name == "min" || name == "max") {
-    auto p = bind(what, args, {{"case_sensitive", Value(false)}, {"attribute", Value(None{})}});
-    auto items = sorted(iterate(v), false, p[0].truthy(), p[1]);
-    if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
-    return name == "min" ? items.front() : items.back();
-  }
-  if (name == "indent") {
-    auto p = bind(what, args, {{"width", Value(4)}, {"first", Value(false)}, {"blank", Value(false)}});
-    const std::string pad =
-        p[0].is_string() ? p[0].as_string() : std::string(built_count(to_int(p[0], "width"), 1, "indent width"), ' ');
-    std::string s = soft_str(v);
-    std::string out;
-    std::string newline = "\n";
-    if (s.empty()) return Value(p[1].truthy() && p[2].truthy() ? pad : "");
-    // Jinja2 appends a newline, indents the lines after the first, then drops it again.
-    s += newline;
-    size_t pos = 0;
-    bool first_line = true;
-    while (pos < s.size()) {
-      size_t nl = s.find('\n', pos);
-      if (nl == std::string::npos) nl = s.size();
-      const std::string line = s.substr(pos, nl - pos);
-      const bool blank_line = strip(line, Value(None{}), true, true).empty();
-      if (first_line) out += (p[1].truthy() ? pad : "") + line;
-      else out += newline + ((p[2].truthy() || !blank_line) ? pad : "") + line;
-      first_line = false;
-      pos = nl + 1;
-    }
-    return Value(out);
-  }
-  if (name == "safe") {
-    bind(what, args, {});
-    return v;
-  }
-  if (name == "escape" || name == "e" || name == "forceescape") {
-    bind(what, args, {});
-    return Value(html_escape(soft_str(v)));
-  }
-  if (name == "attr") {
-    auto p = bind(what, args, {{"name", std::nullopt}});
-    if (!p[0].is_string()) type_error("attr needs a string name");
-    return get_attribute(v, p[0].as_string());
-  }
-  if (name == "batch" || name == "center" || name == "filesizeformat" || name == "format" || name == "groupby" ||
-      name == "pprint" || name == "random" || name == "slice" || name == "striptags" || name == "truncate" ||
-      name == "urlencode" || name == "urlize" || name == "wordcount" || name == "wordwrap" || name == "xmlattr") {
-    throw TemplateError("the filter '" + name + "' is not supported");
-  }
+      return p[0];
+        });
+    add({"float"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      auto p = bind(what, args, {{"default", Value(0.0)}});
+      if (v.is_number()) return Value(v.as_double());
+      if (v.is_string()) {
+        try {
+          size_t used = 0;
+          const std::string s = strip(v.as_string(), Value(None{}), true, true);
+          const double d = std::stod(s, &used);
+          if (used == s.size()) return Value(d);
+        } catch (const std::exception&) {
+        }
+      }
+      return p[0];
+        });
+    add({"abs"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      bind(what, args, {});
+      if (v.is_int() || v.is_bool()) return Value(std::abs(to_int(v, "")));
+      if (v.is_float()) return Value(std::fabs(v.as_float()));
+      type_error("bad operand type for abs(): '" + v.type_name() + "'");
+        });
+    add({"round"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      auto p = bind(what, args, {{"precision", Value(0)}, {"method", Value("common")}});
+      if (!v.is_number()) type_error("round needs a number");
+      const int64_t precision = to_int(p[0], "precision");
+      const std::string m = p[1].is_string() ? p[1].as_string() : "";
+      const double x = v.as_double();
+      if (m == "common") {
+        // Python's round(): the double correctly rounded to `precision` decimals, ties to even,
+        // which is what printf's %.Nf computes.
+        if (precision < 0 || precision > 300) throw TemplateError("round precision outside 0..300 is not supported");
+        char buf[400];
+        std::snprintf(buf, sizeof(buf), "%.*f", static_cast<int>(precision), x);
+        return Value(std::strtod(buf, nullptr));
+      }
+      const double scale = std::pow(10.0, static_cast<double>(precision));
+      if (m == "ceil") return Value(std::ceil(x * scale) / scale);
+      if (m == "floor") return Value(std::floor(x * scale) / scale);
+      throw TemplateError("method must be common, ceil or floor");
+        });
+    add({"sum"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      auto p = bind(what, args, {{"attribute", Value(None{})}, {"start", Value(0)}});
+      Value total = p[1];
+      for (const Value& item : iterate(v)) total = binary_op("+", total, p[0].is_none() ? item : attribute_or_item(item, p[0]));
+      return total;
+        });
+    add({"min", "max"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      auto p = bind(what, args, {{"case_sensitive", Value(false)}, {"attribute", Value(None{})}});
+      auto items = sorted(iterate(v), false, p[0].truthy(), p[1]);
+      if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
+      return name == "min" ? items.front() : items.back();
+        });
+    add({"indent"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      auto p = bind(what, args, {{"width", Value(4)}, {"first", Value(false)}, {"blank", Value(false)}});
+      const std::string pad =
+          p[0].is_string() ? p[0].as_string() : std::string(built_count(to_int(p[0], "width"), 1, "indent width"), ' ');
+      std::string s = soft_str(v);
+      std::string out;
+      std::string newline = "\n";
+      if (s.empty()) return Value(p[1].truthy() && p[2].truthy() ? pad : "");
+      // Jinja2 appends a newline, indents the lines after the first, then drops it again.
+      s += newline;
+      size_t pos = 0;
+      bool first_line = true;
+      while (pos < s.size()) {
+        size_t nl = s.find('\n', pos);
+        if (nl == std::string::npos) nl = s.size();
+        const std::string line = s.substr(pos, nl - pos);
+        const bool blank_line = strip(line, Value(None{}), true, true).empty();
+        if (first_line) out += (p[1].truthy() ? pad : "") + line;
+        else out += newline + ((p[2].truthy() || !blank_line) ? pad : "") + line;
+        first_line = false;
+        pos = nl + 1;
+      }
+      return Value(out);
+        });
+    add({"safe"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      bind(what, args, {});
+      return v;
+        });
+    add({"escape", "e", "forceescape"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      bind(what, args, {});
+      return Value(html_escape(soft_str(v)));
+        });
+    add({"attr"},
+        [](Interpreter& in, const std::string& name, const std::string& what, Value& v, CallArgs& args) -> Value {
+      auto p = bind(what, args, {{"name", std::nullopt}});
+      if (!p[0].is_string()) type_error("attr needs a string name");
+      return get_attribute(v, p[0].as_string());
+        });
+    return t;
+  }();
+  return table;
+}
+
+// Jinja2 filters this subset leaves out: named as such, not as unknown.
+bool unsupported_filter(const std::string& name) {
+  static const std::set<std::string> kNames = {"batch", "center", "filesizeformat", "format", "groupby", "pprint", "random", "slice", "striptags", "truncate", "urlencode", "urlize", "wordcount", "wordwrap", "xmlattr"};
+  return kNames.count(name) > 0;
+}
+
+}  // namespace
+
+Value apply_filter(Interpreter& in, const std::string& name, Value v, CallArgs& args) {
+  if (auto it = filters().find(name); it != filters().end()) return it->second(in, name, "filter '" + name + "'", v, args);
+  if (unsupported_filter(name)) throw TemplateError("the filter '" + name + "' is not supported");
   throw TemplateError("no filter named '" + name + "'");
 }
 
-bool apply_test(Interpreter& in, const std::string& name, const Value& v, CallArgs& args) {
-  const std::string what = "test '" + name + "'";
-  auto no_args = [&] { bind(what, args, {}); };
-  if (name == "defined") return no_args(), !v.is_undefined();
-  if (name == "undefined") return no_args(), v.is_undefined();
-  if (name == "none") return no_args(), v.is_none();
-  if (name == "boolean") return no_args(), v.is_bool();
-  if (name == "false") return no_args(), v.is_bool() && !v.as_bool();
-  if (name == "true") return no_args(), v.is_bool() && v.as_bool();
-  if (name == "integer") return no_args(), v.is_int();
-  if (name == "float") return no_args(), v.is_float();
-  if (name == "number") return no_args(), v.is_number();
-  if (name == "string") return no_args(), v.is_string();
-  if (name == "mapping") return no_args(), v.is_dict() && !v.as_dict().is_namespace;
-  if (name == "iterable") return no_args(), v.is_undefined() || v.is_list() || v.is_string() || (v.is_dict() && !v.as_dict().is_namespace);
-  if (name == "sequence") return no_args(), v.is_undefined() || v.is_list() || v.is_string() || (v.is_dict() && !v.as_dict().is_namespace);
-  if (name == "callable") return no_args(), v.is_callable();
-  if (name == "escaped") return no_args(), false;
-  if (name == "lower" || name == "upper") {
-    no_args();
-    CallArgs none;
-    return string_method(soft_str(v), name == "lower" ? "islower" : "isupper").as_callable().fn(in, none).truthy();
-  }
-  if (name == "odd" || name == "even") {
-    no_args();
-    const int64_t i = to_int(v, name);
-    return (((i % 2) + 2) % 2 == 1) == (name == "odd");
-  }
-  if (name == "divisibleby") {
-    auto p = bind(what, args, {{"num", std::nullopt}});
-    const int64_t d = to_int(p[0], "divisibleby");
-    if (d == 0) throw TemplateError("integer modulo by zero");
-    return to_int(v, name) % d == 0;
-  }
-  static const std::vector<std::pair<std::vector<std::string>, std::string>> kComparisons = {
-      {{"eq", "equalto", "=="}, "=="}, {{"ne", "!="}, "!="}, {{"lt", "lessthan", "<"}, "<"},
-      {{"le", "<="}, "<="},            {{"gt", "greaterthan", ">"}, ">"}, {{"ge", ">="}, ">="}};
-  for (const auto& [names, op] : kComparisons) {
-    if (std::find(names.begin(), names.end(), name) != names.end()) {
-      auto p = bind(what, args, {{"other", std::nullopt}});
-      return compare_op(op, v, p[0]);
+namespace {
+
+// One test: the value, its call's arguments, the name it was called by and "test 'name'".
+using Test = bool (*)(Interpreter& in, const std::string& name, const std::string& what, const Value& v, CallArgs& args);
+
+bool iterable(const Value& v) {
+  return v.is_undefined() || v.is_list() || v.is_string() || (v.is_dict() && !v.as_dict().is_namespace);
+}
+
+// Every test this subset has, by name.
+const std::unordered_map<std::string, Test>& tests() {
+  static const std::unordered_map<std::string, Test> table = [] {
+    std::unordered_map<std::string, Test> t;
+    // Tests of the value alone: no arguments.
+    using Predicate = bool (*)(const Value&);
+    static const std::vector<std::pair<const char*, Predicate>> kPredicates = {
+        {"defined", [](const Value& v) { return !v.is_undefined(); }},
+        {"undefined", [](const Value& v) { return v.is_undefined(); }},
+        {"none", [](const Value& v) { return v.is_none(); }},
+        {"boolean", [](const Value& v) { return v.is_bool(); }},
+        {"false", [](const Value& v) { return v.is_bool() && !v.as_bool(); }},
+        {"true", [](const Value& v) { return v.is_bool() && v.as_bool(); }},
+        {"integer", [](const Value& v) { return v.is_int(); }},
+        {"float", [](const Value& v) { return v.is_float(); }},
+        {"number", [](const Value& v) { return v.is_number(); }},
+        {"string", [](const Value& v) { return v.is_string(); }},
+        {"mapping", [](const Value& v) { return v.is_dict() && !v.as_dict().is_namespace; }},
+        {"iterable", iterable},
+        {"sequence", iterable},
+        {"callable", [](const Value& v) { return v.is_callable(); }},
+        {"escaped", [](const Value&) { return false; }},
+    };
+    static std::unordered_map<std::string, Predicate> predicates;
+    for (const auto& [n, f] : kPredicates) {
+      predicates.emplace(n, f);
+      t.emplace(n, [](Interpreter&, const std::string& name, const std::string& what, const Value& v, CallArgs& args) {
+        bind(what, args, {});
+        return predicates.at(name)(v);
+      });
     }
-  }
-  if (name == "in") {
-    auto p = bind(what, args, {{"seq", std::nullopt}});
-    return compare_op("in", v, p[0]);
-  }
-  if (name == "sameas") {
-    auto p = bind(what, args, {{"other", std::nullopt}});
-    const Value& o = p[0];
-    if (v.is_none() || o.is_none()) return v.is_none() && o.is_none();
-    if (v.is_bool() || o.is_bool()) return v.is_bool() && o.is_bool() && v.as_bool() == o.as_bool();
-    if (v.is_list() && o.is_list()) return &v.as_list() == &o.as_list();
-    if (v.is_dict() && o.is_dict()) return &v.as_dict() == &o.as_dict();
-    throw TemplateError("the test 'sameas' is only supported for none, booleans, lists and dicts");
-  }
+    t.emplace("lower", [](Interpreter& in, const std::string& name, const std::string& what, const Value& v, CallArgs& args) {
+      bind(what, args, {});
+      CallArgs none;
+      return string_method(soft_str(v), name == "lower" ? "islower" : "isupper").as_callable().fn(in, none).truthy();
+    });
+    t.emplace("upper", t.at("lower"));
+    t.emplace("odd", [](Interpreter&, const std::string& name, const std::string& what, const Value& v, CallArgs& args) {
+      bind(what, args, {});
+      const int64_t i = to_int(v, name);
+      return (((i % 2) + 2) % 2 == 1) == (name == "odd");
+    });
+    t.emplace("even", t.at("odd"));
+    t.emplace("divisibleby", [](Interpreter&, const std::string& name, const std::string& what, const Value& v, CallArgs& args) {
+      auto p = bind(what, args, {{"num", std::nullopt}});
+      const int64_t d = to_int(p[0], "divisibleby");
+      if (d == 0) throw TemplateError("integer modulo by zero");
+      return to_int(v, name) % d == 0;
+    });
+    // The comparisons, under each of their names: the operator compare_op takes.
+    static const std::vector<std::pair<std::vector<std::string>, std::string>> kComparisons = {
+        {{"eq", "equalto", "=="}, "=="}, {{"ne", "!="}, "!="}, {{"lt", "lessthan", "<"}, "<"},
+        {{"le", "<="}, "<="},            {{"gt", "greaterthan", ">"}, ">"}, {{"ge", ">="}, ">="}};
+    static std::unordered_map<std::string, std::string> operators;
+    for (const auto& [names, op] : kComparisons)
+      for (const std::string& n : names) {
+        operators.emplace(n, op);
+        t.emplace(n, [](Interpreter&, const std::string& name, const std::string& what, const Value& v, CallArgs& args) {
+          auto p = bind(what, args, {{"other", std::nullopt}});
+          return compare_op(operators.at(name), v, p[0]);
+        });
+      }
+    t.emplace("in", [](Interpreter&, const std::string&, const std::string& what, const Value& v, CallArgs& args) {
+      auto p = bind(what, args, {{"seq", std::nullopt}});
+      return compare_op("in", v, p[0]);
+    });
+    t.emplace("sameas", [](Interpreter&, const std::string&, const std::string& what, const Value& v, CallArgs& args) {
+      auto p = bind(what, args, {{"other", std::nullopt}});
+      const Value& o = p[0];
+      if (v.is_none() || o.is_none()) return v.is_none() && o.is_none();
+      if (v.is_bool() || o.is_bool()) return v.is_bool() && o.is_bool() && v.as_bool() == o.as_bool();
+      if (v.is_list() && o.is_list()) return &v.as_list() == &o.as_list();
+      if (v.is_dict() && o.is_dict()) return &v.as_dict() == &o.as_dict();
+      throw TemplateError("the test 'sameas' is only supported for none, booleans, lists and dicts");
+    });
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+bool apply_test(Interpreter& in, const std::string& name, const Value& v, CallArgs& args) {
+  if (auto it = tests().find(name); it != tests().end()) return it->second(in, name, "test '" + name + "'", v, args);
   throw TemplateError("no test named '" + name + "'");
 }
 
