@@ -59,19 +59,9 @@ Result<OptimizerKind> parse_optimizer(const std::string& s) {
   return invalid_argument("--optimizer " + s + ": expected muon, adam_w or sgd");
 }
 
-Status run(const TrainBenchOpts& o) {
-  if (o.sequences < 1 || o.seq_tokens < 2 || o.steps < 1 || o.rank < 1)
-    return invalid_argument("--sequences, --steps and --lora-rank must be positive and --seq-tokens at least 2");
-  KILN_ASSIGN_OR_RETURN(OptimizerKind opt, parse_optimizer(o.optimizer));
-  nlohmann::json peer;  // read before training, so that a bad path costs nothing
-  if (!o.peer_json.empty()) {
-    KILN_ASSIGN_OR_RETURN(peer, read_peer_json(o.peer_json));
-  }
-  KILN_ASSIGN_OR_RETURN(std::string dir, resolve_model_dir(o.model));
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, create_backend(o.backend));
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Qwen35Model> model, Qwen35Model::load(dir, *be));
-  const ModelConfig& c = model->config();
-
+// The job: every LoRA target at --lora-rank, --steps batches of --sequences sequences, either
+// pseudo-random tokens (the second half of each a target) or --dataset's conversations cycled.
+Result<TrainSpec> bench_spec(const TrainBenchOpts& o, OptimizerKind opt, const std::string& dir, const ModelConfig& c) {
   TrainSpec spec;
   spec.lora.rank = o.rank;
   spec.lora.alpha = 2.0 * static_cast<double>(o.rank);
@@ -93,18 +83,93 @@ Status run(const TrainBenchOpts& o) {
       }
       spec.sft.push_back(std::move(seq));
     }
-  } else {
-    KILN_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::load(dir));
-    KILN_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::load(dir));
-    TrainDataContext ctx;
-    ctx.tokenizer = &tok;
-    ctx.chat_template = &tmpl;
-    KILN_ASSIGN_OR_RETURN(std::vector<TrainSequence> data, sft_sequences_from_jsonl(o.dataset, ctx));
-    // The conversations in file order, cycled until every step has its sequences: one epoch of
-    // exactly `steps` batches.
-    for (int64_t i = 0; i < o.steps * o.sequences; ++i) spec.sft.push_back(data[static_cast<size_t>(i) % data.size()]);
-    spec.epochs = 1;
+    return spec;
   }
+  KILN_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::load(dir));
+  KILN_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::load(dir));
+  TrainDataContext ctx;
+  ctx.tokenizer = &tok;
+  ctx.chat_template = &tmpl;
+  KILN_ASSIGN_OR_RETURN(std::vector<TrainSequence> data, sft_sequences_from_jsonl(o.dataset, ctx));
+  // The conversations in file order, cycled until every step has its sequences: one epoch of
+  // exactly `steps` batches.
+  for (int64_t i = 0; i < o.steps * o.sequences; ++i) spec.sft.push_back(data[static_cast<size_t>(i) % data.size()]);
+  spec.epochs = 1;
+  return spec;
+}
+
+// The host's waits on the device so far (CUDA only): the run's share of them says host-bound or
+// device-bound.
+struct HostWaits {
+  double seconds = 0;
+  uint64_t synchronizations = 0;
+};
+HostWaits host_waits([[maybe_unused]] Backend& be) {
+#ifdef KILN_HAVE_CUDA
+  if (auto st = cuda_backend_stats(be); st.ok()) return {st->host_wait_seconds, st->synchronizations};
+#endif
+  return {};
+}
+
+// The CUDA backend's memory, launches and host waits over the run (null elsewhere).
+nlohmann::json device_stats([[maybe_unused]] Backend& be, [[maybe_unused]] const HostWaits& before,
+                            [[maybe_unused]] const TrainResult& r) {
+#ifdef KILN_HAVE_CUDA
+  if (auto st = cuda_backend_stats(be); st.ok()) {
+    // Model load excluded: the waits are counted from before the first step.
+    const double wait = st->host_wait_seconds - before.seconds;
+    double sum_steps = 0;
+    for (double s : r.step_seconds) sum_steps += s;
+    return {{"device_pool_peak_in_use_bytes", st->pool_peak_in_use_bytes},
+            {"device_pool_reserved_bytes", st->pool_reserved_bytes},
+            {"launches", st->launches},
+            {"synchronizations_per_step", static_cast<double>(st->synchronizations - before.synchronizations) /
+                                              static_cast<double>(r.step_seconds.size())},
+            {"host_wait_seconds", wait},
+            {"host_wait_fraction_of_steps", wait / std::max(1e-9, sum_steps)},
+            {"gdn_backward", st->gdn_backward}};
+  }
+#endif
+  return nullptr;
+}
+
+// The qualification case result of the training-sft-cuda-v1 workload: first and final loss,
+// step time, tokens/s, with the whole report as its details.
+Status write_case_result(const char* path, const TrainBenchOpts& o, const Backend& be, const TrainResult& r,
+                         double step_s, int64_t step_tokens, const nlohmann::json& report) {
+  auto metric = [](const char* name, double value, const char* unit) {
+    return nlohmann::json{{"name", name}, {"value", value}, {"unit", unit}};
+  };
+  const bool finite = std::all_of(r.losses.begin(), r.losses.end(), [](double l) { return std::isfinite(l); });
+  nlohmann::json doc = {
+      {"schema_version", 1},
+      {"case_id", "sft"},
+      {"status", finite && !r.losses.empty() ? "passed" : "failed"},
+      {"duration_seconds", r.seconds},
+      {"effective_config", {{"backend", be.identity().name}, {"lora", {{"rank", o.rank}, {"targets", "all"}}},
+                            {"optimizer", o.optimizer}, {"sequences_per_step", o.sequences}}},
+      {"metrics", nlohmann::json::array({metric("final_loss", r.losses.back(), "nats"),
+                                         metric("first_loss", r.losses.front(), "nats"),
+                                         metric("step_time_ms", step_s * 1e3, "ms"),
+                                         metric("tokens_per_second", static_cast<double>(step_tokens) / step_s, "tok/s")})},
+      {"tolerances", nlohmann::json::array()},
+      {"details", report}};
+  return loadgen::write_case_result(path, doc);
+}
+
+Status run(const TrainBenchOpts& o) {
+  if (o.sequences < 1 || o.seq_tokens < 2 || o.steps < 1 || o.rank < 1)
+    return invalid_argument("--sequences, --steps and --lora-rank must be positive and --seq-tokens at least 2");
+  KILN_ASSIGN_OR_RETURN(OptimizerKind opt, parse_optimizer(o.optimizer));
+  nlohmann::json peer;  // read before training, so that a bad path costs nothing
+  if (!o.peer_json.empty()) {
+    KILN_ASSIGN_OR_RETURN(peer, read_peer_json(o.peer_json));
+  }
+  KILN_ASSIGN_OR_RETURN(std::string dir, resolve_model_dir(o.model));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, create_backend(o.backend));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Qwen35Model> model, Qwen35Model::load(dir, *be));
+  const ModelConfig& c = model->config();
+  KILN_ASSIGN_OR_RETURN(TrainSpec spec, bench_spec(o, opt, dir, c));
   int64_t trained_tokens = 0;
   for (const auto& seq : spec.sft) trained_tokens += static_cast<int64_t>(seq.tokens.size());
   std::fprintf(stderr, "bench train: %lld steps of %lld sequences (%lld tokens in all), rank %lld, %s, on %s\n",
@@ -117,14 +182,7 @@ Status run(const TrainBenchOpts& o) {
                  static_cast<long long>(p.total_steps), p.loss, p.tokens_per_second);
     std::fflush(stderr);
   };
-#ifdef KILN_HAVE_CUDA
-  double wait_before = 0;
-  uint64_t syncs_before = 0;
-  if (auto st = cuda_backend_stats(*be); st.ok()) {
-    wait_before = st->host_wait_seconds;
-    syncs_before = st->synchronizations;
-  }
-#endif
+  const HostWaits waits_before = host_waits(*be);
   KILN_ASSIGN_OR_RETURN(TrainResult r, run_training(*model, spec, progress, cancel));
   std::fprintf(stderr, "\n");
 
@@ -162,43 +220,9 @@ Status run(const TrainBenchOpts& o) {
   if (!peer.is_null()) j["peer"] = std::move(peer);
   const MemoryUsage mem = be->memory_usage();
   j["memory"] = {{"used_bytes_at_end", mem.used_bytes}, {"total_bytes", mem.total_bytes}, {"what", mem.what}};
-#ifdef KILN_HAVE_CUDA
-  if (auto st = cuda_backend_stats(*be); st.ok()) {
-    // Host-bound or device-bound: the host's time blocked on the device against the run's wall
-    // time (model load excluded: the waits are counted from before the first step).
-    const double wait = st->host_wait_seconds - wait_before;
-    double sum_steps = 0;
-    for (double s : r.step_seconds) sum_steps += s;
-    j["cuda"] = {{"device_pool_peak_in_use_bytes", st->pool_peak_in_use_bytes},
-                 {"device_pool_reserved_bytes", st->pool_reserved_bytes},
-                 {"launches", st->launches},
-                 {"synchronizations_per_step", static_cast<double>(st->synchronizations - syncs_before) /
-                                                   static_cast<double>(r.step_seconds.size())},
-                 {"host_wait_seconds", wait},
-                 {"host_wait_fraction_of_steps", wait / std::max(1e-9, sum_steps)},
-                 {"gdn_backward", st->gdn_backward}};
-  }
-#endif
-  if (const char* path = std::getenv("KILN_QUALIFICATION_CASE_RESULT"); path != nullptr) {
-    auto metric = [](const char* name, double value, const char* unit) {
-      return nlohmann::json{{"name", name}, {"value", value}, {"unit", unit}};
-    };
-    const bool finite = std::all_of(r.losses.begin(), r.losses.end(), [](double l) { return std::isfinite(l); });
-    nlohmann::json doc = {
-        {"schema_version", 1},
-        {"case_id", "sft"},
-        {"status", finite && !r.losses.empty() ? "passed" : "failed"},
-        {"duration_seconds", r.seconds},
-        {"effective_config", {{"backend", be->identity().name}, {"lora", {{"rank", o.rank}, {"targets", "all"}}},
-                              {"optimizer", o.optimizer}, {"sequences_per_step", o.sequences}}},
-        {"metrics", nlohmann::json::array({metric("final_loss", r.losses.back(), "nats"),
-                                           metric("first_loss", r.losses.front(), "nats"),
-                                           metric("step_time_ms", step_s * 1e3, "ms"),
-                                           metric("tokens_per_second", static_cast<double>(step_tokens) / step_s, "tok/s")})},
-        {"tolerances", nlohmann::json::array()},
-        {"details", j}};
-    KILN_RETURN_IF_ERROR(loadgen::write_case_result(path, doc));
-  }
+  if (nlohmann::json stats = device_stats(*be, waits_before, r); !stats.is_null()) j["cuda"] = std::move(stats);
+  if (const char* path = std::getenv("KILN_QUALIFICATION_CASE_RESULT"); path != nullptr)
+    KILN_RETURN_IF_ERROR(write_case_result(path, o, *be, r, step_s, step_tokens, j));
   return emit_document(j, o.out);
 }
 
