@@ -191,52 +191,51 @@ Result<Preflight> preflight(const RunRequest& req) {
   return p;
 }
 
-}  // namespace
-
-Result<RunOutcome> run_workload(const RunRequest& req) {
-  KILN_ASSIGN_OR_RETURN(Preflight p, preflight(req));
-  const Variant& variant = *p.variant;
-  WallTime started_wall = std::chrono::system_clock::now();
-  auto started = std::chrono::steady_clock::now();
-  PlatformFacts facts = probe_platform(variant.backend);
-
+// What the cases and the runner's own checks found.
+struct Findings {
   JsonValue results = JsonValue::make_array();
   std::vector<EvidenceFile> evidence;
   std::vector<std::string> notes;
-  bool all_required_passed = true;
-  bool any_failed = false;
-  bool skipped = false;
+  bool all_required_passed = true, any_failed = false, skipped = false;
+  void add_runner_result(const std::string& id, const std::vector<std::string>& failures) {
+    results.array.push_back(runner_result(id, failures.empty(), failures));
+    if (!failures.empty()) all_required_passed = false, any_failed = true;
+  }
+};
+
+// Every case of the variant, in order; none where it needs a device this host lacks.
+void run_cases(const RunRequest& req, const Preflight& p, const PlatformFacts& facts, Findings& f) {
+  const Variant& variant = *p.variant;
   if (variant.device_requirement == "required" && !facts.device.available) {
     if (variant.skip_policy == "skip") {
-      skipped = true;
-      notes.push_back("no " + variant.backend + " device was found; skip_policy is skip, so no case ran");
+      f.skipped = true;
+      f.notes.push_back("no " + variant.backend + " device was found; skip_policy is skip, so no case ran");
     } else {
-      results.array.push_back(runner_result("runner:device", false,
-                                            {"variant " + variant.id + " requires a " + variant.backend +
-                                             " device and none was found; no case ran"}));
-      all_required_passed = false;
-      any_failed = true;
+      f.add_runner_result("runner:device", {"variant " + variant.id + " requires a " + variant.backend +
+                                            " device and none was found; no case ran"});
     }
-  } else {
-    CaseContext ctx;
-    ctx.workload = &p.workload;
-    ctx.variant = &variant;
-    ctx.repo_root = p.repo.root();
-    ctx.run_dir = p.run_dir.string();
-    ctx.placeholders = p.variables.placeholder_values;
-    ctx.limits = req.limits;
-    for (const WorkloadCase& c : variant.cases) {
-      CaseRun run = execute_case(ctx, c);
-      if (!run.passed) {
-        any_failed = true;
-        if (c.required) all_required_passed = false;
-      }
-      results.array.push_back(std::move(run.result));
-      evidence.insert(evidence.end(), run.evidence.begin(), run.evidence.end());
-    }
+    return;
   }
+  CaseContext ctx;
+  ctx.workload = &p.workload;
+  ctx.variant = &variant;
+  ctx.repo_root = p.repo.root();
+  ctx.run_dir = p.run_dir.string();
+  ctx.placeholders = p.variables.placeholder_values;
+  ctx.limits = req.limits;
+  for (const WorkloadCase& c : variant.cases) {
+    CaseRun run = execute_case(ctx, c);
+    if (!run.passed) {
+      f.any_failed = true;
+      if (c.required) f.all_required_passed = false;
+    }
+    f.results.array.push_back(std::move(run.result));
+    f.evidence.insert(f.evidence.end(), run.evidence.begin(), run.evidence.end());
+  }
+}
 
-  // Integrity after the run: the same commit, a clean tree with the same hash, the same model.
+// Integrity after the run: the same commit, a clean tree with the same hash, the same model.
+void check_integrity(const RunRequest& req, const Preflight& p, Findings& f) {
   std::vector<std::string> source_failures;
   Result<std::string> head_after = p.repo.head_commit();
   if (!head_after.ok() || *head_after != p.head) source_failures.push_back("HEAD moved during the run");
@@ -244,41 +243,33 @@ Result<RunOutcome> run_workload(const RunRequest& req) {
   if (!dirty_after.ok() || !dirty_after->empty()) source_failures.push_back("the worktree became dirty during the run");
   Result<std::string> tree_after = source_tree_hash(p.repo);
   if (!tree_after.ok() || *tree_after != p.tree_hash) source_failures.push_back("the source tree changed during the run");
-  results.array.push_back(runner_result("runner:source-integrity", source_failures.empty(), source_failures));
-  if (!source_failures.empty()) {
-    all_required_passed = false;
-    any_failed = true;
-  }
-  if (p.model) {
-    Result<ModelFingerprint> after = fingerprint_model(p.model_dir, req.model_id);
-    std::vector<std::string> model_failures;
-    if (!after.ok()) model_failures.push_back("re-fingerprinting failed: " + after.status().message());
-    else if (!after->same_identity(*p.model)) model_failures.push_back("the model's weights, config, tokenizer or chat template changed during the run");
-    results.array.push_back(runner_result("runner:model-integrity", model_failures.empty(), model_failures));
-    if (!model_failures.empty()) {
-      all_required_passed = false;
-      any_failed = true;
-    }
-  }
-  double duration = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  WallTime finished_wall = started_wall + std::chrono::duration_cast<WallTime::duration>(std::chrono::duration<double>(duration));
-  std::string verdict = skipped && !any_failed ? "skipped" : (all_required_passed && !results.array.empty() ? "passed" : "failed");
+  f.add_runner_result("runner:source-integrity", source_failures);
+  if (!p.model) return;
+  Result<ModelFingerprint> after = fingerprint_model(p.model_dir, req.model_id);
+  std::vector<std::string> model_failures;
+  if (!after.ok()) model_failures.push_back("re-fingerprinting failed: " + after.status().message());
+  else if (!after->same_identity(*p.model)) model_failures.push_back("the model's weights, config, tokenizer or chat template changed during the run");
+  f.add_runner_result("runner:model-integrity", model_failures);
+}
 
-  // Normalised evidence for the whole run, then the artifact list.
+// The run's normalised evidence (evidence.json in the run directory), then every evidence file
+// with its digest: the receipt's artifacts.
+JsonValue artifacts_of(const RunRequest& req, const Preflight& p, const std::string& verdict, Findings& f,
+                       std::string& summary_path) {
   JsonValue summary = JsonValue::make_object();
   summary.set("receipt_id", str(p.receipt_id));
   summary.set("workload", str(fs::path(req.workload_path).string()));
-  summary.set("variant", str(variant.id));
+  summary.set("variant", str(p.variant->id));
   summary.set("verdict", str(verdict));
-  summary.set("results", results);
-  std::string summary_path = (p.run_dir / "evidence.json").string();
+  summary.set("results", f.results);
+  summary_path = (p.run_dir / "evidence.json").string();
   {
     std::ofstream out(summary_path, std::ios::binary);
     out << to_json_text(summary, 2) << "\n";
   }
-  evidence.push_back({"evidence", summary_path});
+  f.evidence.push_back({"evidence", summary_path});
   JsonValue artifacts = JsonValue::make_array();
-  for (const EvidenceFile& e : evidence) {
+  for (const EvidenceFile& e : f.evidence) {
     Result<FileDigest> d = sha256_file(e.path);
     if (!d.ok()) continue;
     JsonValue a = JsonValue::make_object();
@@ -287,21 +278,32 @@ Result<RunOutcome> run_workload(const RunRequest& req) {
     a.set("sha256", str(d->sha256)).set("bytes", JsonValue::make_integer(static_cast<int64_t>(d->bytes)));
     artifacts.array.push_back(std::move(a));
   }
+  return artifacts;
+}
 
+// When the run was, for the receipt.
+struct RunTimes {
+  WallTime started, finished;
+  double seconds = 0;
+};
+
+JsonValue receipt_of(const RunRequest& req, const Preflight& p, const PlatformFacts& facts, const std::string& verdict,
+                     const RunTimes& t, Findings& f, JsonValue artifacts) {
+  const Variant& variant = *p.variant;
   JsonValue receipt = JsonValue::make_object();
   receipt.set("schema_version", JsonValue::make_integer(1));
   receipt.set("receipt_id", str(p.receipt_id));
-  WallTime created = std::max(std::chrono::system_clock::now(), finished_wall);
+  WallTime created = std::max(std::chrono::system_clock::now(), t.finished);
   receipt.set("created_at_utc", str(format_utc(created)));
   JsonValue source = JsonValue::make_object();
   source.set("tree_hash", str(p.tree_hash)).set("git_commit", str(p.head)).set("git_worktree_clean", JsonValue::make_bool(true));
   receipt.set("source", std::move(source));
   JsonValue q = JsonValue::make_object();
   q.set("kind", str(p.workload.kind)).set("backend", str(variant.backend)).set("profile", str(variant.id));
-  q.set("verdict", str(verdict)).set("started_at_utc", str(format_utc(started_wall)));
-  q.set("finished_at_utc", str(format_utc(finished_wall)));
+  q.set("verdict", str(verdict)).set("started_at_utc", str(format_utc(t.started)));
+  q.set("finished_at_utc", str(format_utc(t.finished)));
   // Rounded to the microsecond like the timestamps, so the two always agree.
-  q.set("duration_seconds", JsonValue::make_number(std::round(duration * 1e6) / 1e6));
+  q.set("duration_seconds", JsonValue::make_number(std::round(t.seconds * 1e6) / 1e6));
   JsonValue cmd = JsonValue::make_array();
   for (const std::string& a : req.command) cmd.array.push_back(str(a));
   if (cmd.array.empty()) cmd.array.push_back(str("kiln"));
@@ -315,7 +317,7 @@ Result<RunOutcome> run_workload(const RunRequest& req) {
   wl.set("parameters", p.variables.parameters);
   receipt.set("workload", std::move(wl));
   receipt.set("effective_config", variant.effective_config);
-  receipt.set("results", std::move(results));
+  receipt.set("results", std::move(f.results));
   receipt.set("artifacts", std::move(artifacts));
   JsonValue unsupported = JsonValue::make_array();
   for (const Unsupported& u : facts.unsupported) {
@@ -325,10 +327,29 @@ Result<RunOutcome> run_workload(const RunRequest& req) {
   }
   receipt.set("unsupported", std::move(unsupported));
   JsonValue n = JsonValue::make_array();
-  for (const std::string& s : notes) n.array.push_back(str(s));
+  for (const std::string& s : f.notes) n.array.push_back(str(s));
   receipt.set("notes", std::move(n));
+  return receipt;
+}
 
-  std::string text = to_json_text(receipt, 2) + "\n";
+}  // namespace
+
+Result<RunOutcome> run_workload(const RunRequest& req) {
+  KILN_ASSIGN_OR_RETURN(Preflight p, preflight(req));
+  RunTimes t;
+  t.started = std::chrono::system_clock::now();
+  const auto started = std::chrono::steady_clock::now();
+  const PlatformFacts facts = probe_platform(p.variant->backend);
+  Findings f;
+  run_cases(req, p, facts, f);
+  check_integrity(req, p, f);
+  t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  t.finished = t.started + std::chrono::duration_cast<WallTime::duration>(std::chrono::duration<double>(t.seconds));
+  const std::string verdict = f.skipped && !f.any_failed ? "skipped"
+                              : (f.all_required_passed && !f.results.array.empty() ? "passed" : "failed");
+  std::string summary_path;
+  JsonValue artifacts = artifacts_of(req, p, verdict, f, summary_path);
+  const std::string text = to_json_text(receipt_of(req, p, facts, verdict, t, f, std::move(artifacts)), 2) + "\n";
   ReceiptCheck self_check = check_receipt_text(text);
   if (!self_check.issues.empty()) {
     return internal_error("the runner produced an invalid receipt (kept at " + summary_path + "):\n" +
