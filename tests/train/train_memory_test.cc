@@ -52,7 +52,7 @@ TEST(TrainMemory, FourBSftOfTwoByTwoThousandFortyEight) {
 }
 
 TEST(TrainMemory, OneByFourThousandNinetySixWithTheWeightsIsTheMeasuredPoolPeak) {
-  // docs/cuda.md, "Training": kiln bench train at 1 x 4,096 with no traces peaked at 13.4 GB of
+  // docs/cuda.md, "Memory limit": kiln bench train at 1 x 4,096 with no traces peaked at 13.4 GB of
   // pool on the H200, the bf16 weights (2 bytes x 4,205,751,296 parameters) included. The
   // estimate may exceed that by a little, never fall short by much.
   const ModelConfig c = preset_config("qwen3.5-4b").value();

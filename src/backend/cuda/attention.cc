@@ -187,7 +187,7 @@ Status Attention::attend_f32(const AttentionArgs& a, const AttentionRequest& r) 
   const bool mma = use_decode_mma(r);
   if (mma || (tuning().attention_split && paged_attention_split_applies(r.head_dim, r.q_heads / r.kv_heads))) {
     // The split kernel's plan aims at two blocks an SM; the tuning scales that target (4 measured
-    // best at 32..128 rows, docs/cuda.md).
+    // best at 32..128 rows, docs/decisions.md).
     const int sms = device_target().multiprocessors, split_sms = sms * tuning().attention_decode_blocks_per_sm / 2;
     AttentionSplit s = mma ? plan_decode_mma(r.tokens, r.kv_heads, sms, tuning().attention_mma_units_per_warp)
                            : plan_attention_split(r.tokens, r.kv_heads, a.layout->max_q_len, r.max_kv_len,

@@ -270,7 +270,7 @@ SkinnyGemmParams Linear::skinny_params(const MatmulArgs& a, const MatmulRequest&
 
 // Whether the skinny GEMM may run this matmul: bf16 weights, its layout conditions, up to 16 rows
 // (past 16 whole decode steps measured slower with it though the kernel alone timed faster:
-// docs/cuda.md), or up to skinny_max_m rows where KILN_CUDA_SKINNY=all forces it.
+// docs/decisions.md), or up to skinny_max_m rows where KILN_CUDA_SKINNY=all forces it.
 bool Linear::skinny_candidate(const MatmulArgs& a, const MatmulRequest& r) const {
   const int64_t max_m = tuning().skinny_everywhere ? tuning().skinny_max_m : std::min(tuning().skinny_max_m, 16);
   if (!tuning().skinny || a.w.dtype() != DType::kBF16 || r.m > max_m || r.out_dtype != DType::kF32) return false;

@@ -148,7 +148,7 @@ TEST(CudaLoraDelta, MatchesCpuFacet) {
 
 // The facet's default (three matmuls a segment, coef * I uploaded per call) on the device equals
 // the kernels on the decode batch they replace (2e-5 of the delta: every product f32 on both,
-// the GEMV reads f32 x); both are timed and printed, not asserted (docs/cuda.md records them).
+// the GEMV reads f32 x); both are timed and printed, not asserted (docs/decisions.md records them).
 TEST(CudaLoraDelta, KernelsEqualTheMatmulLoop) {
   KILN_CUDA_OR_SKIP(be);
   const LoraKernels use(true);

@@ -22,7 +22,7 @@ __device__ __forceinline__ bool live_slot(const GdnDecodeParams& p, int64_t slot
 // One token's conv update of channel ch: silu(sum_k w[k] s_k + w[K - 1] x) over the K - 1 taps s_k
 // kept in the row's conv state `cst`, which then shifts by one and takes x. Every tap and weight
 // is loaded before the first store; against a loop that loads each tap after the previous shift
-// this measured the same (docs/cuda.md, "Session 20").
+// this measured the same (docs/decisions.md, "The split GDN decode state: staged, persistent, two stages").
 constexpr int kMaxTaps = 7;  // conv_kernel <= 8 (the facet's limit)
 
 __device__ __forceinline__ float conv_step(const GdnDecodeParams& p, float* cst, int64_t ch, float x) {
@@ -190,7 +190,7 @@ __global__ void gdn_decode_vectors_kernel(GdnDecodeParams p, float* vec) {
   const int64_t t = p.cu_seqlens[row], channels = 2 * dk + ratio * dv;
   float* rec = vec + (row * p.k_heads + kh) * record_floats(dk, dv, ratio);
   float* cst = p.conv_state + slot * (K - 1) * C;
-  // The gates' inputs, loaded before the conv (measured no faster than after it: docs/cuda.md).
+  // The gates' inputs, loaded before the conv (measured no faster than after it: docs/decisions.md).
   const int64_t gh = kh * ratio + threadIdx.x;  // value head of thread e < ratio
   float ga = 0.f, gb = 0.f, ga_log = 0.f;
   if (threadIdx.x < ratio) {

@@ -9,7 +9,7 @@
 // predecessor has completed and its writes are visible, then lets this kernel's own dependent
 // start launching. Kernels launched the plain way, cuBLAS and copies keep full serialisation on
 // both sides. On by default (tuning().pdl; KILN_CUDA_PDL=0 turns it off): on the H200 the gpu tests
-// and graph replay pass with it, and it takes ~0.13 ms off a 3.4 ms batch-1 step (docs/cuda.md).
+// and graph replay pass with it, and it takes ~0.13 ms off a 3.4 ms batch-1 step (docs/decisions.md).
 #pragma once
 
 #include <cuda_runtime.h>

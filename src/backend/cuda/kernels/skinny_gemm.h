@@ -42,7 +42,7 @@ struct SkinnyGemmParams {
 // aligned, x f32 or bf16 with 16-byte aligned rows.
 bool skinny_gemm_applies(const SkinnyGemmParams& p);
 // Where the skinny GEMM's wgmma form measured faster than cuBLASLt on an H200 (4B shapes,
-// `cuda_kernel_bench gemm` and whole decode steps; docs/cuda.md): up to 16 rows, every projection
+// `cuda_kernel_bench gemm` and whole decode steps; docs/decisions.md): up to 16 rows, every projection
 // but the LM head. The mma.sync form (an A/B switch) takes the same GEMMs: its own policy of
 // session 17 measured slower than cuBLASLt in whole steps at 16 rows.
 bool skinny_beats_cublaslt(int64_t m, int64_t n);
