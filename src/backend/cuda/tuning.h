@@ -56,8 +56,10 @@
 //   KILN_CUDA_KV_BF16=0         the backend offers no bf16 K/V cache (f32, and e4m3 when asked),
 //                               so a bf16 checkpoint's state keeps K/V in f32 as an f32 one does
 //                               (Qwen35Model::kv_dtype)
-//   KILN_CUDA_GDN_BACKWARD=shared the GDN backward's previous state kernel (shared memory, a thread
-//                               per column); read at every call by training_gdn.cc, not here
+//   KILN_CUDA_GDN_BACKWARD_TF32=0 the GDN backward's gradient pass keeps 3xTF32 products even where
+//                               its compute allows one tf32 pass
+//   KILN_CUDA_GDN_BACKWARD=registers the GDN backward walks the tokens in registers instead of the
+//                               chunked form; read at every call by training_gdn.cc, not here
 #pragma once
 
 #include <algorithm>
