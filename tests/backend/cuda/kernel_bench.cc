@@ -130,7 +130,7 @@ void bench_gemv(Backend& be, int64_t only_m) {
 // on first use unless KILN_CUDA_GEMM_AUTOTUNE=0). Bandwidth counts the weight bytes. Back-to-back
 // calls without a graph: the small shapes include host time, and with PDL (the default) a skinny
 // call's weight prefetch overlaps the previous call, which flatters it against cuBLASLt (no PDL);
-// KILN_CUDA_PDL=0 times each call alone (docs/cuda.md, session 18).
+// KILN_CUDA_PDL=0 times each call alone (docs/cuda.md, the wgmma skinny GEMM at 556fcd2).
 void bench_gemm(Backend& be, int64_t only_m) {
   const cuda::Tuning saved = cuda::tuning();
   struct Shape2 {

@@ -22,7 +22,7 @@ __device__ __forceinline__ bool live_slot(const GdnDecodeParams& p, int64_t slot
 // One token's conv update of channel ch: silu(sum_k w[k] s_k + w[K - 1] x) over the K - 1 taps s_k
 // kept in the row's conv state `cst`, which then shifts by one and takes x. Every tap and weight
 // is loaded before the first store; against a loop that loads each tap after the previous shift
-// this measured the same (docs/cuda.md, "Session 20").
+// this measured the same (docs/cuda.md, `conv_step`).
 constexpr int kMaxTaps = 7;  // conv_kernel <= 8 (the facet's limit)
 
 __device__ __forceinline__ float conv_step(const GdnDecodeParams& p, float* cst, int64_t ch, float x) {

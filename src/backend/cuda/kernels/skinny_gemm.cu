@@ -469,7 +469,7 @@ bool skinny_gemm_applies(const SkinnyGemmParams& p) {
 bool skinny_beats_cublaslt(int64_t m, int64_t n) {
   // Up to 16 rows, every projection but the LM head (which cuBLASLt streams at ~4 TB/s). Past 16
   // rows the kernel bench still has it ahead on most shapes, but whole decode steps measured slower
-  // with it (`kiln bench`, 32 and 64 rows: docs/cuda.md, session 18).
+  // with it (`kiln bench`, 32 and 64 rows: docs/cuda.md, the wgmma skinny GEMM at 556fcd2).
   return m <= 16 && n <= 16384;
 }
 
