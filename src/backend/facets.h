@@ -265,12 +265,12 @@ struct ArgmaxArgs {
 };
 SampleRequest describe(const ArgmaxArgs& a);
 
-// One row's sampling request, applied in spec/engine.md's order (backend/sampling_math.h):
-// repetition penalty over `seen` (each distinct token once), presence and frequency penalties over
-// `generated` (with occurrence counts), then at temperature 0 the first largest logit, its logprob
-// under their softmax; at temperature > 0 temperature, top-k, softmax, min-p, top-p, and the token
-// whose cumulative-probability interval (in index order) holds u. Rows that want only the argmax
-// of raw logits are `argmax`'s.
+// One row's sampling request, applied in the sampler's order (docs/ARCHITECTURE.md, "The engine";
+// backend/sampling_math.h): repetition penalty over `seen` (each distinct token once), presence and
+// frequency penalties over `generated` (with occurrence counts), then at temperature 0 the first
+// largest logit, its logprob under their softmax; at temperature > 0 temperature, top-k, softmax,
+// min-p, top-p, and the token whose cumulative-probability interval (in index order) holds u. Rows
+// that want only the argmax of raw logits are `argmax`'s.
 struct SampleRow {
   float temperature = 1.f, top_p = 1.f, min_p = 0.f;
   int32_t top_k = 0;

@@ -83,8 +83,8 @@ struct GdnRequest {
 };
 
 // The fused GDN decode step: per row and value head, the conv update of the qkv projection, l2
-// norm of q and k, gates, the recurrence and the gated output norm, in one call (spec/engine.md,
-// "Decode fast path"). Optional: a backend without it declines, and the model runs the conv,
+// norm of q and k, gates, the recurrence and the gated output norm, in one call (docs/model.md,
+// "Decode: the fused step"). Optional: a backend without it declines, and the model runs the conv,
 // the delta rule and the gated norm as separate calls.
 struct GdnDecodeRequest {
   int64_t rows = 0, tokens = 0, k_heads = 0, v_heads = 0, dk = 0, dv = 0, conv_kernel = 0;

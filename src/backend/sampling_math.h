@@ -1,7 +1,8 @@
-// The sampling transforms of spec/engine.md, on one host row of logits, in the order they apply
-// (penalties, temperature, top-k, softmax, min-p, top-p, seeded draw). They live below the engine
-// so that a backend's reference `sample` (cpu/sample.cc) runs exactly what the engine's Sampler
-// runs; each is a function of its own so that tests can check it against a direct computation.
+// The sampling transforms (docs/ARCHITECTURE.md, "The engine"), on one host row of logits, in the
+// order they apply (penalties, temperature, top-k, softmax, min-p, top-p, seeded draw). They live
+// below the engine so that a backend's reference `sample` (cpu/sample.cc) runs exactly what the
+// engine's Sampler runs; each is a function of its own so that tests can check it against a direct
+// computation.
 #pragma once
 
 #include <cstdint>

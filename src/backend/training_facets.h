@@ -1,9 +1,9 @@
 // The training facets: the backward of each forward operation and the optimizer step
-// (spec/training.md). Only LoRA factors are trained, so no backward produces a base-weight
-// gradient; gradients flow to the activations (and from them to the factors through
-// `TrainingFacet::gemm`). Training sequences start from an empty state (no prefix): attention,
-// conv and GDN backward assume position 0 and zero initial state for every row of the layout.
-// Every output gradient tensor is overwritten unless the args say `accumulate`.
+// (docs/ARCHITECTURE.md, "Training"). Only LoRA factors are trained, so no backward produces a
+// base-weight gradient; gradients flow to the activations (and from them to the factors through
+// `TrainingFacet::gemm`). Training sequences start from an empty state (no prefix): attention, conv
+// and GDN backward assume position 0 and zero initial state for every row of the layout. Every
+// output gradient tensor is overwritten unless the args say `accumulate`.
 #pragma once
 
 #include <span>
@@ -162,7 +162,7 @@ class TrainingFacet {
   virtual Status token_logprobs_backward(const TokenLogprobBackwardArgs& a) = 0;
 };
 
-// ---- optimizer steps on trainable f32 parameters (spec/training.md, "Optimizers") ----
+// ---- optimizer steps on trainable f32 parameters (docs/training.md, "Optimizers") ----
 enum class OptimizerKind : uint8_t { kMuon, kAdamW, kSgd };
 std::string_view optimizer_kind_name(OptimizerKind k);  // "muon", "adam_w", "sgd"
 

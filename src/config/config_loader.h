@@ -1,6 +1,6 @@
-// Loading the configuration (spec/api.md "Configuration"): defaults < kiln.toml <
-// KILN_<SECTION>_<FIELD> environment variables < command-line flags, checked strictly against the
-// schema, with every problem of every level reported together.
+// Loading the configuration (docs/configuration.md, "Where values come from" and "Strictness"):
+// defaults < kiln.toml < KILN_<SECTION>_<FIELD> environment variables < command-line flags, checked
+// strictly against the schema, with every problem of every level reported together.
 #pragma once
 
 #include <map>

@@ -1,4 +1,4 @@
-// KilnConfig: the resolved configuration of one process (spec/api.md "Configuration"), one struct
+// KilnConfig: the resolved configuration of one process (docs/configuration.md), one struct
 // per section of kiln.toml. Values come from defaults < kiln.toml < KILN_<SECTION>_<FIELD> <
 // command-line flags (config/config_loader.h); once resolved it never changes.
 #pragma once

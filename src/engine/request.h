@@ -39,10 +39,10 @@ struct RequestSpec {
   // many alternatives); the scores come with the first TokenEvent. Such a prompt is computed in
   // full (no prefix-cache hit).
   int32_t prompt_logprobs = -1;
-  // LoRA adapters, by their AdapterRegistry names: `adapter` is one use of weight 1, `adapters`
-  // a weighted stack (spec/api.md `adapters: [{name, scale}]`); both may be given, `adapter`
-  // then comes first. Both empty: the registry's default adapter where one is set (unless
-  // `base_model`: the API's explicit `"adapter": null` / `""`), else the base model.
+  // LoRA adapters, by their AdapterRegistry names: `adapter` is one use of weight 1, `adapters` a
+  // weighted stack (the API's `adapters: [{name, scale}]`, docs/api.md "Inference"); both may be
+  // given, `adapter` then comes first. Both empty: the registry's default adapter where one is set
+  // (unless `base_model`: the API's explicit `"adapter": null` / `""`), else the base model.
   struct AdapterUse {
     std::string name;
     float weight = 1.f;

@@ -1,8 +1,8 @@
 // The sampler: turns one row of logits into a token, on the host, in the order of
-// spec/engine.md (penalties, temperature, top-k, softmax, min-p, top-p, seeded draw), through the
-// transforms of backend/sampling_math.h; or hands a backend's `sample` the same request
-// (sample_row), drawing u from the same generator so that a seed gives the same sequence of u
-// whichever path runs.
+// docs/ARCHITECTURE.md, "The engine" (penalties, temperature, top-k, softmax, min-p, top-p, seeded
+// draw), through the transforms of backend/sampling_math.h; or hands a backend's `sample` the same
+// request (sample_row), drawing u from the same generator so that a seed gives the same sequence of
+// u whichever path runs.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,8 @@
-// Scheduler: decides each cycle's work within the token budget, in the order of spec/engine.md:
-// one decode token for every ready row, then prefill chunks of prompts in progress (rotating
-// between requests), then admission of waiting requests whose first chunk fits. It owns the
-// bounded waiting queue and the running set, and takes blocks and slots for what it schedules.
+// Scheduler: decides each cycle's work within the token budget, in this order
+// (docs/ARCHITECTURE.md, "The engine"): one decode token for every ready row, then prefill chunks
+// of prompts in progress (rotating between requests), then admission of waiting requests whose
+// first chunk fits. It owns the bounded waiting queue and the running set, and takes blocks and
+// slots for what it schedules.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // LoRA adapter settings as HF PEFT's adapter_config.json holds them, and the ten projections of
-// Qwen3.5 an adapter may target (spec/training.md: attention q/k/v/o, GDN in_proj_qkv, in_proj_z,
-// out_proj, MLP gate/up/down).
+// Qwen3.5 an adapter may target (docs/training.md, "The adapter": attention q/k/v/o, GDN
+// in_proj_qkv, in_proj_z, out_proj, MLP gate/up/down).
 #pragma once
 
 #include <cstdint>

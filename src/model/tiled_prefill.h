@@ -1,6 +1,7 @@
-// Streaming (tiled) prefill (spec/backends.md): a forward whose batch holds a long prompt runs as
-// successive passes of at most a tile of each row's tokens, so its activations scale with the
-// tile, not the prompt. Each pass continues the rows' state as the engine's chunked prefill does.
+// Streaming (tiled) prefill (docs/ARCHITECTURE.md, "One forward"): a forward whose batch holds a
+// long prompt runs as successive passes of at most a tile of each row's tokens, so its activations
+// scale with the tile, not the prompt. Each pass continues the rows' state as the engine's chunked
+// prefill does.
 #pragma once
 
 #include <cstdint>

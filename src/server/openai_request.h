@@ -1,7 +1,7 @@
-// The inference requests of the OpenAI-compatible API (spec/api.md "Inference"), parsed and
-// range-checked: POST /v1/chat/completions, /v1/completions and /v1/completions/batch. Parsing
-// knows nothing of the model; limits that depend on it (context length, vocabulary, adapters)
-// are checked by the routes.
+// The inference requests of the OpenAI-compatible API (docs/api.md "Inference"; fields in
+// docs/serving.md "Routes"), parsed and range-checked: POST /v1/chat/completions, /v1/completions
+// and /v1/completions/batch. Parsing knows nothing of the model; limits that depend on it (context
+// length, vocabulary, adapters) are checked by the routes.
 #pragma once
 
 #include <cstdint>

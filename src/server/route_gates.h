@@ -2,7 +2,7 @@
 // (docs/backend-capability-report.json, built into the binary) says, per conformance gate and
 // backend, whether passing tests cover it; a route family is qualified on a backend when every
 // gate it rests on is covered there (or does not apply). The `stable` profile admits qualified
-// routes only; `experimental` also admits those still under qualification (spec/api.md).
+// routes only; `experimental` also admits those still under qualification (docs/api.md, "Profiles").
 #pragma once
 
 #include <string>

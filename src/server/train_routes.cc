@@ -1,7 +1,7 @@
-// The training routes (spec/api.md "Training"): POST /v1/train/sft and /v1/train/grpo validate
-// the whole request (server/train_request.h) and queue a job, answering {job_id, state,
-// queue_position} at once (503 + Retry-After when training.max_queued_jobs jobs already wait);
-// GET /v1/train/status/{job_id}, GET /v1/train/queue, DELETE /v1/train/queue/{job_id} (cancel).
+// The training routes (docs/training-api.md, "Routes"): POST /v1/train/sft and /v1/train/grpo
+// validate the whole request (server/train_request.h) and queue a job, answering {job_id, state,
+// queue_position} at once (503 + Retry-After when training.max_queued_jobs jobs already wait); GET
+// /v1/train/status/{job_id}, GET /v1/train/queue, DELETE /v1/train/queue/{job_id} (cancel).
 #include "server/route_support.h"
 #include "server/routes.h"
 #include "server/train_request.h"

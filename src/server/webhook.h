@@ -1,5 +1,5 @@
 // training.webhook_url: a POST of {job_id, job_type, status, adapter_name, error, timestamp}
-// when a training job ends (spec/api.md "Training"). Delivery is best effort: one attempt with
+// when a training job ends (docs/training-api.md, "Jobs"). Delivery is best effort: one attempt with
 // short timeouts; a failure is logged, never fatal.
 #pragma once
 

@@ -1,9 +1,9 @@
-// JobQueue: the server's training jobs (spec/training.md "Jobs and publication"). Jobs wait in a
-// bounded FIFO (training.max_queued_jobs) and run one at a time on the queue's worker thread;
+// JobQueue: the server's training jobs (docs/training-api.md, "Jobs" and "Publication"). Jobs wait
+// in a bounded FIFO (training.max_queued_jobs) and run one at a time on the queue's worker thread;
 // each keeps its state, queue position, per-step loss curve, progress, timings, error and the
 // adapter it produced. Cancelling a queued job removes it; a running one sees its cancel flag
-// (run_training polls it between steps). What a job does is a JobWork function, so the queue
-// knows nothing of models or HTTP.
+// (run_training polls it between steps). What a job does is a JobWork function, so the queue knows
+// nothing of models or HTTP.
 #pragma once
 
 #include <atomic>

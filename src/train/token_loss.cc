@@ -1,4 +1,4 @@
-// SFT, GRPO and ECHO losses from per-token log-probabilities (spec/training.md, "Losses").
+// SFT, GRPO and ECHO losses from per-token log-probabilities (docs/training.md, "Losses").
 #include "train/token_loss.h"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
-// The losses of spec/training.md as pure functions of per-token log-probabilities: each returns
-// the loss and dLoss/dlogp per token (the `coef` LoraTrainer::backward takes), so one backward
-// serves SFT, GRPO and ECHO. Sums run in double; the coefficients are rounded to f32 at the end.
+// The losses of docs/training.md ("Losses") as pure functions of per-token log-probabilities: each
+// returns the loss and dLoss/dlogp per token (the `coef` LoraTrainer::backward takes), so one
+// backward serves SFT, GRPO and ECHO. Sums run in double; the coefficients are rounded to f32 at
+// the end.
 #pragma once
 
 #include <cstdint>

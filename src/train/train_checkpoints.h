@@ -1,6 +1,6 @@
-// Intermediate adapters of a training job (the API's config.checkpoint_interval, spec/api.md
-// "Training"): every N optimizer steps the adapter as it stands is published, atomically and
-// validated like the final one (train/adapter_publish.h), to
+// Intermediate adapters of a training job (the API's config.checkpoint_interval,
+// docs/training-api.md "Publication"): every N optimizer steps the adapter as it stands is
+// published, atomically and validated like the final one (train/adapter_publish.h), to
 // <adapter_dir>/<output_name>.checkpoints/step-<N>/ (PEFT layout + a small train_receipt.json of
 // kind "kiln.train_checkpoint"). Only the last TrainJobRequest::checkpoint_keep stay: older ones
 // are removed as new ones land, and the job's status lists those that remain. The folder holds one

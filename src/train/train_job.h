@@ -47,8 +47,8 @@ struct TrainJobRequest {
   int64_t checkpoint_keep = 3;     // the last N checkpoints stay on disk; 0: all (training.checkpoint_keep)
 };
 
-// The receipt written beside the adapter (spec/training.md): hyperparameters, data hash, loss
-// curve, timings, seed, base model identity.
+// The receipt written beside the adapter (docs/training-api.md, "Publication"): hyperparameters,
+// data hash, loss curve, timings, seed, base model identity.
 nlohmann::json train_receipt(const TrainJobRequest& req, const TrainResult& result, const nlohmann::json& base_model);
 
 JobWork make_train_job(const TrainJobEnv& env, std::shared_ptr<TrainJobRequest> req);

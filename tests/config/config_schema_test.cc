@@ -1,5 +1,5 @@
 // The schema table: exactly KilnConfig's fields, defaults read from the struct, each row wired to
-// its own member, and the constraints of spec/api.md.
+// its own member, and the constraints of docs/configuration.md ("Reference").
 #include <gtest/gtest.h>
 
 #include <set>

@@ -309,7 +309,7 @@ TEST(LoraForward, ZeroBAdapterGivesTheBaseLogitsExactly) {
   cfg.alpha = 32;
   for (int t = 0; t < kLoraTargetCount; ++t) cfg.targets.push_back(static_cast<LoraTarget>(t));
   LoraAdapter fresh = LoraAdapter::init(cfg, s.model->config(), 7, s.storage()).value();
-  // spec/training.md: A uniform in +-sqrt(1/in), B zero.
+  // docs/training.md, "The adapter": A uniform in +-sqrt(1/in), B zero.
   const Tensor& a = fresh.factors(3, LoraTarget::kOProj).a;
   ASSERT_EQ(a.shape(), (Shape{16, 128}));
   float amax = 0;

@@ -60,7 +60,7 @@ TEST(Reference, PrefillLogitsMatchTransformers) {
   }
 }
 
-// The same logits against a float64 evaluation of spec/model-qwen35.md on the same weights (a
+// The same logits against a float64 evaluation of docs/model.md on the same weights (a
 // second oracle, free of transformers' own f32 rounding; the generator keeps only draws where
 // transformers itself is within 4e-5 of it).
 TEST(Reference, PrefillLogitsMatchFloat64Spec) {

@@ -1,5 +1,5 @@
 // The gated delta rule's backward (Training::gdn_backward) against central finite differences of
-// a double-precision forward written here from spec/model-qwen35.md (l2 norms with eps 1e-6, q
+// a double-precision forward written here from docs/model.md (l2 norms with eps 1e-6, q
 // scaled by 1/sqrt(dk), g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b), value head h
 // reading key head h / (Hv / Hk), the recurrence from a zero state per row). That forward is
 // first checked against cpu::Gdn::delta_rule, so the differences are those of the real op.

@@ -1,4 +1,4 @@
-// The CPU optimizer steps against an independent double-precision reading of spec/training.md
+// The CPU optimizer steps against an independent double-precision reading of docs/training.md
 // ("Optimizers"): Muon with the Newton-Schulz iteration written literally (A = X X^T on the rows,
 // even when they are the larger side, so agreement checks the facet's Gram-space form), AdamW
 // and SGD over several steps with state, hand-computed values for SGD and one AdamW step, the
@@ -36,7 +36,7 @@ std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
   return v;
 }
 
-// ---- the reference: spec/training.md read literally, in double ----
+// ---- the reference: docs/training.md ("Optimizers") read literally, in double ----
 Mat matmul(const Mat& a, const Mat& b, int64_t n, int64_t k, int64_t m, bool trans_b = false) {
   Mat c(n * m, 0.0);
   for (int64_t i = 0; i < n; ++i)

@@ -1,7 +1,7 @@
 // The CPU training facet's ops (backend/cpu/training_*.cc) against independent references:
 // gemm against a double-precision loop; the norm, silu-mul and attention backward against central
 // finite differences of double-precision re-implementations of their forwards (written here from
-// spec/model-qwen35.md); the RoPE backward as the transpose of the forward facet's rotation;
+// docs/model.md); the RoPE backward as the transpose of the forward facet's rotation;
 // token log-probabilities against a full softmax in double, and their backward against finite
 // differences of that. Shapes are small, with GQA, several rows and strided inputs.
 #include <gtest/gtest.h>
@@ -209,7 +209,8 @@ TEST(TrainingOps, RopeBackwardIsTheTransposeOfTheForwardRotation) {
 }
 
 // The double forward of causal GQA attention with the output gate over dense K/V, rows from
-// position 0 (spec/model-qwen35.md, full attention 4-5), summed against `c`.
+// position 0 (docs/model.md, "GQA over the paged K/V cache" and "The output gate"), summed against
+// `c`.
 double attention_loss(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gate,
                       const std::vector<int32_t>& cu, const std::vector<double>& c, double scale) {
   const int64_t Hq = q.dim(1), Hkv = k.dim(1), D = q.dim(2), group = Hq / Hkv;

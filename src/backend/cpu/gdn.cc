@@ -1,6 +1,7 @@
 // The gated delta rule on the CPU, in its recurrent form (token by token) and its chunked form
-// (WY/UT: a chunk's updates solved at once by forward substitution). Both continue from and
-// update each sequence's f32 state S[v_head] in R^{dk x dv}. See spec/model-qwen35.md.
+// (WY/UT: a chunk's updates solved at once by forward substitution). Both continue from and update
+// each sequence's f32 state S[v_head] in R^{dk x dv}. See docs/model.md, "The gated delta rule" and
+// "The chunked form".
 #include <algorithm>
 #include <cmath>
 #include <vector>

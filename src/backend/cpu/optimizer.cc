@@ -1,7 +1,8 @@
-// The optimizer steps of spec/training.md on f32 host parameters, in place on param, m and v:
-// Muon (Newton-Schulz-5 in the Gram space of the smaller side, so a LoRA factor's iteration is
-// rank x rank), AdamW (bias-corrected, decoupled weight decay) and SGD. Reductions (the norm, the
-// Gram matrix, the Newton-Schulz products) accumulate in double; the iterates are f32.
+// The optimizer steps of docs/training.md ("Optimizers") on f32 host parameters, in place on param,
+// m and v: Muon (Newton-Schulz-5 in the Gram space of the smaller side, so a LoRA factor's
+// iteration is rank x rank), AdamW (bias-corrected, decoupled weight decay) and SGD. Reductions
+// (the norm, the Gram matrix, the Newton-Schulz products) accumulate in double; the iterates are
+// f32.
 #include <algorithm>
 #include <cmath>
 #include <vector>

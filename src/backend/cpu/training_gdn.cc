@@ -1,4 +1,4 @@
-// The backward of the GDN mixer's two CPU ops (spec/training.md, "Backward"): the depthwise
+// The backward of the GDN mixer's two CPU ops (docs/ARCHITECTURE.md, "Training"): the depthwise
 // causal conv1d + silu of cpu/conv.cc, and the gated delta rule of cpu/gdn.cc with its l2 norms
 // and gates. Training rows start at position 0 from zero conv and recurrent state.
 #include <algorithm>

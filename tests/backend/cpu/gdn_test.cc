@@ -108,7 +108,7 @@ TEST(Gdn, BatchedRowsAreIndependent) {
   }
 }
 
-// The recurrence of spec/model-qwen35.md, in double, for one head.
+// The recurrence of docs/model.md ("The gated delta rule"), in double, for one head.
 TEST(Gdn, RecurrentMatchesSpecInDouble) {
   auto be = std::move(create_backend("cpu").value());
   const int64_t n = 40, C = 2 * kHk * kDk + kHv * kDv;

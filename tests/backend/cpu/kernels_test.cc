@@ -1,5 +1,5 @@
 // Each CPU kernel against a direct double-precision evaluation of the formula in
-// spec/model-qwen35.md, on random inputs.
+// docs/model.md, on random inputs.
 #include <gtest/gtest.h>
 
 #include <cmath>

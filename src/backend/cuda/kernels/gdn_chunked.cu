@@ -1,5 +1,5 @@
 // The gated delta rule in its chunked (WY/UT) form for prefill, chunks of 64 tokens, f32 state.
-// Every column of the state evolves independently (spec/model-qwen35.md, "Chunked form"), so a
+// Every column of the state evolves independently (docs/model.md, "The gated delta rule"), so a
 // block owns one (value head, 32 state columns, row): 4 blocks per head at dv = 128, and the
 // chunks of the row are taken in order. Per chunk, in shared memory:
 //   K, Q  [64, dk]  normalised (q scaled by 1/sqrt(dk)); G = cumsum(g); beta

@@ -1,9 +1,9 @@
-// The fused GDN decode step (spec/engine.md, "Decode fast path"): per row and key head, one block
-// does the conv update of its q, k and v channels, the l2 norm of q and k, the gates, the
+// The fused GDN decode step (docs/model.md, "Decode: the fused step"): per row and key head, one
+// block does the conv update of its q, k and v channels, the l2 norm of q and k, the gates, the
 // recurrence of the key head's value heads (their f32 states in shared memory, fetched with
-// asynchronous copies while the conv runs) and the gated RMSNorm of each value head's output.
-// A block owns every channel it reads, so the conv state needs no ordering between blocks.
-// Equal to causal_conv1d + gated_delta_rule (recurrent) + rms_norm (kGated) in turn.
+// asynchronous copies while the conv runs) and the gated RMSNorm of each value head's output. A
+// block owns every channel it reads, so the conv state needs no ordering between blocks. Equal to
+// causal_conv1d + gated_delta_rule (recurrent) + rms_norm (kGated) in turn.
 #pragma once
 
 #include <cuda_runtime.h>

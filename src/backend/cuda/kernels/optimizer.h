@@ -1,8 +1,8 @@
-// The optimizer steps of spec/training.md on contiguous f32 device parameters, in place on param
-// and its state, computing what cpu/optimizer.cc computes: SGD, AdamW (the bias corrections
-// come in from the host, in double) and Muon, whose Newton-Schulz-5 runs in the Gram space of the
-// smaller side s (<= kMuonMaxRank) with the Gram products, the polynomial and the update
-// accumulated in double and the iterate rounded to f32 after each step, as the CPU does. The
+// The optimizer steps of docs/training.md ("Optimizers") on contiguous f32 device parameters, in
+// place on param and its state, computing what cpu/optimizer.cc computes: SGD, AdamW (the bias
+// corrections come in from the host, in double) and Muon, whose Newton-Schulz-5 runs in the Gram
+// space of the smaller side s (<= kMuonMaxRank) with the Gram products, the polynomial and the
+// update accumulated in double and the iterate rounded to f32 after each step, as the CPU does. The
 // norm is reduced on the device: no host round trip.
 #pragma once
 

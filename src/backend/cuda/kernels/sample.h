@@ -1,6 +1,7 @@
-// Sampling on the device: one block per row runs spec/engine.md's transforms (penalties,
-// temperature, top-k, softmax, min-p, top-p, draw) with the host reference's semantics
-// (backend/sampling_math.h) and writes the token and the log of its final probability.
+// Sampling on the device: one block per row runs the sampler's transforms (docs/ARCHITECTURE.md,
+// "The engine": penalties, temperature, top-k, softmax, min-p, top-p, draw) with the host
+// reference's semantics (backend/sampling_math.h) and writes the token and the log of its final
+// probability.
 //   - penalties: repetition over the distinct ids of `seen` (a shared-memory bitmap claims each
 //     id once), presence/frequency over (id, count) pairs the host counted; float ops rounded as
 //     the host rounds them (explicit _rn intrinsics; frequency * n + presence as one fma, as

@@ -43,8 +43,8 @@ struct SkinnyGemmParams {
 bool skinny_gemm_applies(const SkinnyGemmParams& p);
 // Where the skinny GEMM's wgmma form measured faster than cuBLASLt on an H200 (4B shapes,
 // `cuda_kernel_bench gemm` and whole decode steps; docs/decisions.md): up to 16 rows, every projection
-// but the LM head. The mma.sync form (an A/B switch) takes the same GEMMs: its own policy of
-// session 17 measured slower than cuBLASLt in whole steps at 16 rows.
+// but the LM head. The mma.sync form (an A/B switch) takes the same GEMMs: its own policy
+// measured slower than cuBLASLt in whole steps at 16 rows.
 bool skinny_beats_cublaslt(int64_t m, int64_t n);
 Status skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream);
 
