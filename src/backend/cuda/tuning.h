@@ -2,64 +2,7 @@
 // measured winners (docs/cuda.md); the switches exist so that one binary can time a variant
 // against its predecessor (`cuda_kernel_bench`, `kiln bench` with a variable set) and so that a
 // suspected kernel can be ruled out without a rebuild.
-//   KILN_CUDA_GEMV=0            bf16/f16 GEMMs with m <= 8 go to cuBLASLt (x rounded) instead
-//   KILN_CUDA_GEMV_MAX_M=<m>    largest m the GEMV kernel takes (1..8)
-//   KILN_CUDA_GEMV_MAX_N=<n>    largest n (weight rows) the GEMV kernel takes
-//   KILN_CUDA_GEMV_ROWS=<r>     weight rows a warp of the GEMV takes (1, 2, 4; -1: the block-split
-//                               form for every n); unset: chosen by shape
-//   KILN_CUDA_SKINNY=0          bf16 GEMMs of up to 16 rows stay on cuBLASLt even where the
-//                               tensor-core skinny GEMM timed faster (gemm_choice.h); =all: every
-//                               bf16 GEMM of up to 64 rows the GEMV does not take runs the skinny GEMM
-//   KILN_CUDA_SKINNY_MAX_M=<m>  largest m the skinny GEMM takes (0..64)
-//   KILN_CUDA_SKINNY_SPLITS=<s> blocks of a cluster that split a row tile's k (1..16); unset: by occupancy
-//   KILN_CUDA_SKINNY_WGMMA=0    the skinny GEMM runs its mma.sync form (x fragments
-//                               loaded by each warp) instead of the wgmma form
-//   KILN_CUDA_GEMM_AUTOTUNE=0   nothing is timed: cuBLASLt GEMMs on 16-bit weights take the
-//                               heuristic's first algorithm instead of the fastest of its candidates
-//                               timed on first use (gemm_autotune.h; f32 weights always take the
-//                               first), and where several kernels could serve a shape (decode-sized
-//                               GEMMs, the GDN decode step's forms, flash or f32 prefill attention)
-//                               the H200's rules choose instead of timings (kernel_timing.h)
-//   KILN_CUDA_GEMM_AUTOTUNE_MAX_M=<m> largest m whose GEMMs are timed (default 256)
-//   KILN_CUDA_GDN_CHUNKED=0     chunked GDN requests run the recurrent kernel
-//   KILN_CUDA_GDN_TWO_PASS=0    the chunked form runs as one kernel (substitution inside the scan)
-//   KILN_CUDA_GDN_FUSED=0       the fused GDN decode step is declined (the model runs conv, delta
-//                               rule and gated norm as separate calls)
-//   KILN_CUDA_CONV_SEQUENTIAL=1 the conv runs one thread per channel over all of a row's tokens
-//   KILN_CUDA_ATTN_DECODE_BLOCKS_PER_SM=<n> decode attention splits the keys until about n blocks
-//                               an SM run (at least 64 keys a split)
-//   KILN_CUDA_ATTN_DECODE_MMA=0 decode attention that allows bf16 products over a bf16 cache stays
-//                               on the f32 kernels instead of the tensor-core kernel
-//                               (kernels/paged_decode_mma.cu)
-//   KILN_CUDA_ATTN_MMA_UNITS=<n> the tensor-core decode attention splits the keys until its
-//                               units (token, KV head, split) come to about n a warp
-//   KILN_CUDA_ATTN_MMA_STAGES=<s> its shared-memory stages (2 or 3: tiles staged 1 or 2 ahead)
-//   KILN_CUDA_ATTN_KEY_GROUPS=0 decode attention keeps lanes over dims (a warp reduction a key
-//                               and head) instead of 8 lanes a key (paged_attention_split.cu)
-//   KILN_CUDA_ATTENTION=simple  the one-block-per-(token, head) attention kernel for every request
-//   KILN_CUDA_FLASH_PREFILL=0   prefill attention that allows bf16 products (AttentionArgs::compute)
-//                               stays on the f32 kernels instead of the tensor-core flash kernel
-//   KILN_CUDA_FLASH_BACKWARD=0  the attention backward that allows bf16 products keeps the TF32
-//                               cuBLAS GEMMs over whole score rows instead of flash_backward.cu
-//   KILN_CUDA_FLASH_DS_MB=<mb>  the most scratch its dS tiles may take for a dQ pass of one GEMM
-//                               (1024; 0: dQ recomputes S and dP instead)
-//   KILN_CUDA_NORM_VEC4=0       RMSNorm keeps the strided loop for every row (rms_norm.cu)
-//   KILN_CUDA_GDN_TF32=0        the two-pass GDN keeps 3xTF32 products even where GdnArgs::compute
-//                               allows rounding (gdn_chunked.cu)
-//   KILN_CUDA_GRAPHS=0          the engine runs every decode step eagerly (no CUDA graph replay)
-//   KILN_CUDA_BF16_OPERANDS=0   no op writes a GEMM operand in the weight's 16-bit dtype (silu-mul's
-//                               output for the down projection): every GEMM rounds an f32 x
-//   KILN_CUDA_LORA_KERNEL=0     LoRA deltas of short segments run the matmul sequence instead of
-//                               the shrink/expand kernels (kernels/lora.h)
-//   KILN_CUDA_PDL=0             decode-path kernels launch plainly, without programmatic
-//                               dependent launch (kernels/pdl.cuh)
-//   KILN_CUDA_KV_BF16=0         the backend offers no bf16 K/V cache (f32, and e4m3 when asked),
-//                               so a bf16 checkpoint's state keeps K/V in f32 as an f32 one does
-//                               (Qwen35Model::kv_dtype)
-//   KILN_CUDA_GDN_BACKWARD_TF32=0 the GDN backward's gradient pass keeps 3xTF32 products even where
-//                               its compute allows one tf32 pass
-//   KILN_CUDA_GDN_BACKWARD=registers the GDN backward walks the tokens in registers instead of the
-//                               chunked form; read at every call by training_gdn.cc, not here
+// Every switch, its values and what it does: tuning_switches.cc (rendered into docs/cuda.md).
 #pragma once
 
 #include <algorithm>
