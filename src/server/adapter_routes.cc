@@ -97,6 +97,18 @@ bool discard_body(const httplib::ContentReader& read, uint64_t limit) {
   return read([&n, limit](const char*, size_t len) { return (n += len) <= limit; });
 }
 
+// Loads an adapter just published at `path` (upload's and merge's "load"), noting it in `out`.
+std::optional<ApiError> load_published(ServerContext& ctx, const std::string& name, const std::string& path, Json& out) {
+  if (!ctx.adapters) return std::nullopt;
+  auto loaded = ctx.adapters->load(name, path);
+  if (!loaded.ok())
+    return loaded.status().code() == ErrorCode::kResourceExhausted ? no_room(loaded.status())
+                                                                   : ApiError::from_status(loaded.status());
+  out["loaded"] = true;
+  out["revision"] = loaded->revision;
+  return std::nullopt;
+}
+
 std::optional<ApiError> read_object(const httplib::Request& req, Json& body) {
   if (auto e = parse_body(req, body)) return e;
   if (!body.is_object()) return ApiError::invalid("", "the request body must be a JSON object");
@@ -280,13 +292,8 @@ void upload_adapter(ServerContext& ctx, const httplib::Request& req, httplib::Re
   if (!path.ok() && path.status().code() == ErrorCode::kIoError) return send_error(res, ApiError::from_status(path.status()));
   if (!path.ok()) return send_error(res, ApiError::invalid("body", path.status().message()));
   Json out = {{"name", name}, {"object", "adapter"}, {"path", *path}, {"files", *files}, {"loaded", false}};
-  if (*load && ctx.adapters) {
-    auto loaded = ctx.adapters->load(name, *path);
-    if (!loaded.ok()) return send_error(res, loaded.status().code() == ErrorCode::kResourceExhausted ? no_room(loaded.status())
-                                                                                                 : ApiError::from_status(loaded.status()));
-    out["loaded"] = true;
-    out["revision"] = loaded->revision;
-  }
+  if (*load)
+    if (auto e = load_published(ctx, name, *path, out)) return send_error(res, *e);
   send_json(res, 200, out);
 }
 
@@ -355,13 +362,8 @@ void merge_adapters_route(ServerContext& ctx, const httplib::Request& req, httpl
   if (!path.ok()) return send_error(res, ApiError::from_status(path.status()));
   Json out = {{"name", output}, {"object", "adapter"}, {"path", *path}, {"rank", merged->config.rank},
               {"alpha", merged->config.alpha}, {"loaded", false}};
-  if (load && ctx.adapters) {
-    auto loaded = ctx.adapters->load(output, *path);
-    if (!loaded.ok()) return send_error(res, loaded.status().code() == ErrorCode::kResourceExhausted ? no_room(loaded.status())
-                                                                                                 : ApiError::from_status(loaded.status()));
-    out["loaded"] = true;
-    out["revision"] = loaded->revision;
-  }
+  if (load)
+    if (auto e = load_published(ctx, output, *path, out)) return send_error(res, *e);
   send_json(res, 200, out);
 }
 
