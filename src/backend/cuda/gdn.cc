@@ -219,13 +219,12 @@ Status Gdn::fused_decode(const GdnDecodeArgs& a) {
                      reinterpret_cast<uintptr_t>(p.state) % 16 == 0;
   const bool one = one_kernel_fits(r);
   const auto floats = static_cast<int64_t>(gdn_decode_vectors_floats(r.rows, r.k_heads, r.v_heads, r.dk, r.dv));
-  Tensor vec;  // the split form's vectors, taken from the pool when a split form first runs
-  auto run = [&](const GdnDecodeParams& q, int form) -> Status {
-    if (form == 0) return gdn_decode(q, ctx_->stream);
-    if (!vec.defined()) {
-      KILN_ASSIGN_OR_RETURN(vec, ctx_->empty({floats}, DType::kF32));
-    }
-    return gdn_decode_split(q, vec.data<float>(), form, ctx_->stream);
+  Tensor vec;
+  if (split) {
+    KILN_ASSIGN_OR_RETURN(vec, ctx_->empty({floats}, DType::kF32));
+  }
+  auto run = [&](const GdnDecodeParams& q, int form) {
+    return form == 0 ? gdn_decode(q, ctx_->stream) : gdn_decode_split(q, vec.data<float>(), form, ctx_->stream);
   };
   int form = tuning().gdn_decode_form;
   if (form < 0 || (form == 0 && !one) || (form > 0 && !split)) {
@@ -233,11 +232,10 @@ Status Gdn::fused_decode(const GdnDecodeArgs& a) {
     // call's own inputs, rows 0..R-1 of scratch pools.
     const char* rule = split ? "split2" : "one_kernel";
     Tensor state, conv_state, out, slots;
-    std::vector<int32_t> iota;  // the scratch rows' slots, 0..R-1
+    std::vector<int32_t> iota(static_cast<size_t>(r.rows));
+    for (size_t i = 0; i < iota.size(); ++i) iota[i] = static_cast<int32_t>(i);
     GdnDecodeParams t = p;
     auto scratch = [&]() -> Status {
-      iota.resize(static_cast<size_t>(r.rows));
-      for (size_t i = 0; i < iota.size(); ++i) iota[i] = static_cast<int32_t>(i);
       KILN_ASSIGN_OR_RETURN(state, ctx_->empty({r.rows, r.v_heads, r.dk, r.dv}, DType::kF32));
       KILN_ASSIGN_OR_RETURN(conv_state, ctx_->empty({r.rows, a.conv_state.dim(1), a.conv_state.dim(2)}, DType::kF32));
       KILN_ASSIGN_OR_RETURN(out, ctx_->empty({r.tokens, r.v_heads, r.dv}, DType::kF32));
