@@ -38,9 +38,6 @@ struct DeviceTarget {
 
   // "sm_90a", "sm_86", or "sm_86 (emulated on sm_90)".
   std::string label() const;
-  // Whether a block asking `bytes` of shared memory fits the target (0 bytes: a form with no
-  // instance, which never fits).
-  bool fits(size_t bytes) const { return bytes > 0 && static_cast<int64_t>(bytes) <= shared_optin; }
 };
 
 // The shared memory a block may opt into on each architecture (the CUDA programming guide's

@@ -17,20 +17,20 @@ namespace kiln::cuda {
 
 namespace {
 
+// Whether a chunked request runs the chunked kernel (else the recurrent one).
+bool fits(size_t smem) { return smem > 0 && static_cast<int64_t>(smem) <= device_target().shared_optin; }
+
 // Whether the chunked kernel runs: with A and Mq in shared memory, or in global memory where only
 // that fits the target (chunked_needs_scratch).
 bool chunked_kernel_runs(const GdnRequest& r) {
   return tuning().gdn_chunked && r.dv <= 65535 * 32 &&
-         (device_target().fits(gated_delta_rule_chunked_smem_bytes(r.dk)) ||
-          device_target().fits(gated_delta_rule_chunked_lean_smem_bytes(r.dk)));
+         (fits(gated_delta_rule_chunked_smem_bytes(r.dk)) || fits(gated_delta_rule_chunked_lean_smem_bytes(r.dk)));
 }
-bool chunked_needs_scratch(const GdnRequest& r) {
-  return !device_target().fits(gated_delta_rule_chunked_smem_bytes(r.dk));
-}
+bool chunked_needs_scratch(const GdnRequest& r) { return !fits(gated_delta_rule_chunked_smem_bytes(r.dk)); }
 
 // Whether the one-kernel fused decode step's shared memory fits the target.
 bool one_kernel_fits(const GdnDecodeRequest& r) {
-  return device_target().fits(gdn_decode_smem_bytes(r.k_heads, r.v_heads, r.dk, r.dv));
+  return static_cast<int64_t>(gdn_decode_smem_bytes(r.k_heads, r.v_heads, r.dk, r.dv)) <= device_target().shared_optin;
 }
 
 GatedDeltaRuleParams params_of(const GdnArgs& a, const GdnRequest& r) {
@@ -94,7 +94,7 @@ Status Gdn::delta_rule(const GdnArgs& a) {
   GatedDeltaRuleParams p = params_of(a, r);
   const bool chunked = r.form == GdnForm::kChunked && chunked_kernel_runs(r);
   const size_t two_pass_smem = gated_delta_rule_two_pass_smem_bytes(r.dk);
-  const bool two_pass = chunked && tuning().gdn_two_pass && device_target().fits(two_pass_smem);
+  const bool two_pass = chunked && tuning().gdn_two_pass && fits(two_pass_smem);
   Tensor scratch;  // back to the pool on return: stream order makes its reuse safe
   if (a.kept != nullptr) *a.kept = Tensor();
   if (two_pass) {

@@ -15,6 +15,8 @@ namespace {
 
 constexpr int64_t kHeadDim = 256, kGroup = 4, kDk = 128, kKHeads = 16, kVHeads = 32;
 
+bool fits(size_t bytes) { return bytes > 0 && static_cast<int64_t>(bytes) <= device_target().shared_optin; }
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> kernel_families() {
@@ -38,15 +40,15 @@ std::vector<std::pair<std::string, std::string>> kernel_families() {
   k.emplace_back("attention decode (bf16 cache)", t.attention_decode_mma && paged_decode_mma_applies(kHeadDim, kGroup, DType::kBF16)
                                                       ? "mma.sync over 16-key tiles"
                                                       : "split-key f32 kernel, 8 lanes a key");
-  const bool chunked = t.gdn_chunked && (device_target().fits(gated_delta_rule_chunked_smem_bytes(kDk)) ||
-                                         device_target().fits(gated_delta_rule_chunked_lean_smem_bytes(kDk)));
+  const bool chunked = t.gdn_chunked && (fits(gated_delta_rule_chunked_smem_bytes(kDk)) ||
+                                         fits(gated_delta_rule_chunked_lean_smem_bytes(kDk)));
   k.emplace_back("gdn prefill", !chunked ? "recurrent kernel (sequential over tokens)"
-                                : t.gdn_two_pass && device_target().fits(gated_delta_rule_two_pass_smem_bytes(kDk))
+                                : t.gdn_two_pass && fits(gated_delta_rule_two_pass_smem_bytes(kDk))
                                     ? "chunked, two passes (prep, scan), tensor-core products"
-                                : device_target().fits(gated_delta_rule_chunked_smem_bytes(kDk))
+                                : fits(gated_delta_rule_chunked_smem_bytes(kDk))
                                     ? "chunked, one kernel"
                                     : "chunked, one kernel, A and Mq in global memory");
-  k.emplace_back("gdn decode step", !device_target().fits(gdn_decode_smem_bytes(kKHeads, kVHeads, kDk, kDk))
+  k.emplace_back("gdn decode step", !fits(gdn_decode_smem_bytes(kKHeads, kVHeads, kDk, kDk))
                                         ? "split: vectors kernel + persistent state kernel"
                                     : t.gemm_autotune
                                         ? "one kernel, or split (vectors + persistent state kernel), whichever timed "
@@ -55,7 +57,7 @@ std::vector<std::pair<std::string, std::string>> kernel_families() {
   k.emplace_back("attention backward (bf16 products)", t.flash_backward && flash_backward_supports(kHeadDim)
                                                            ? "flash backward, mma.sync"
                                                            : "cublas TF32 GEMMs over whole score rows");
-  k.emplace_back("gdn backward", device_target().fits(gdn_chunked_backward_smem_bytes(kDk)) ? "chunked" : "register walk over tokens");
+  k.emplace_back("gdn backward", fits(gdn_chunked_backward_smem_bytes(kDk)) ? "chunked" : "register walk over tokens");
   k.emplace_back("launches", sm90 && t.pdl ? "programmatic dependent launch on the decode path" : "plain stream order");
   k.emplace_back("decode step", t.graphs ? "CUDA graph replay" : "eager");
   return k;
