@@ -4,7 +4,7 @@
 // effective bandwidth where the kernel is memory-bound. Weights rotate over enough copies to
 // exceed the L2 cache, as in a decode step. "default" is what the facet runs with every switch
 // on (the GEMV kernel where gemv_beats_cublaslt says so). Usage:
-// cuda_kernel_bench [gemv[:m]|gemm[:m]|gdn[:rows]|gdn_backward|conv|attention]...
+// cuda_kernel_bench [gemv[:m]|gemm[:m]|gemv_rows|skinny_splits|gdn[:rows]|gdn_backward|conv|norm|attention]...
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -360,6 +360,86 @@ void bench_conv(Backend& be) {
   }
 }
 
+// RMSNorm (the model's, with its residual add) over 2,560 columns: one float4 a thread, and the
+// strided loop.
+void bench_norm(Backend& be) {
+  const int64_t W = 2560;
+  for (int64_t rows : {1, 8, 64, 512, 4096}) {
+    Tensor x = filled(be, {rows, W}, DType::kF32), res = filled(be, {rows, W}, DType::kF32, 1.f, 2);
+    Tensor w = filled(be, {W}, DType::kF32, 0.1f, 3), out = be.storage().allocate({rows, W}, DType::kF32).value();
+    double us[2];
+    for (int v = 0; v < 2; ++v) {
+      cuda::tuning().norm_vec4 = v == 0;
+      us[v] = time_us(be, [&] { return be.norm().rms_norm({NormKind::kOnePlus, x, res, w, {}, out}); });
+    }
+    cuda::tuning().norm_vec4 = true;
+    std::printf("norm  rows=%-5lld width=%lld  vec4 %8.2f us  strided %8.2f us\n", (long long)rows, (long long)W, us[0],
+                us[1]);
+  }
+}
+
+// The GEMV's rows a warp (0: by shape; 1, 2, 4 forced; -1 the block-split form) at m = 1..8.
+void bench_gemv_rows(Backend& be) {
+  const cuda::Tuning saved = cuda::tuning();
+  struct Shape2 {
+    const char* what;
+    int64_t n, k;
+  } shapes[] = {{"in_proj_qkv", 8192, 2560}, {"in_proj_a/b", 64, 2560}, {"k_proj", 1024, 2560},
+                {"out_proj", 2560, 4096},    {"gate/up", 9216, 2560},   {"down", 2560, 9216}};
+  for (const auto& sh : shapes) {
+    const double bytes = 2.0 * sh.n * sh.k;
+    const int copies = static_cast<int>(std::clamp(std::ceil(256e6 / bytes), 1.0, 64.0));
+    std::vector<Tensor> ws;
+    for (int c = 0; c < copies; ++c) ws.push_back(filled(be, {sh.n, sh.k}, DType::kBF16, 0.05f, 10 + c));
+    for (int64_t m : {1, 2, 4, 8}) {
+      Tensor x = filled(be, {m, sh.k}, DType::kF32, 1.f, 3);
+      Tensor y = be.storage().allocate({m, sh.n}, DType::kF32).value();
+      const int forms[] = {0, 1, 2, 4, -1};
+      double us[5];
+      for (int f = 0; f < 5; ++f) {
+        cuda::tuning().skinny = false;
+        cuda::tuning().gemm_autotune = false;  // the GEMV for every m it takes, not the timed choice
+        cuda::tuning().gemv_rows = forms[f];
+        size_t i = 0;
+        us[f] = time_us(be, [&] { return be.linear().matmul({x, ws[i++ % ws.size()], y}); });
+      }
+      cuda::tuning() = saved;
+      std::printf("gemv_rows %-12s m=%lld n=%6lld k=%5lld  by shape %7.2f  1 %7.2f  2 %7.2f  4 %7.2f  block-split %7.2f us\n",
+                  sh.what, (long long)m, (long long)sh.n, (long long)sh.k, us[0], us[1], us[2], us[3], us[4]);
+    }
+  }
+}
+
+// The skinny GEMM's k splits across a cluster (0: by occupancy) at 9..64 rows, wgmma form.
+void bench_skinny_splits(Backend& be) {
+  const cuda::Tuning saved = cuda::tuning();
+  struct Shape2 {
+    const char* what;
+    int64_t n, k;
+  } shapes[] = {{"in_proj_qkv", 8192, 2560}, {"k_proj", 1024, 2560}, {"out_proj", 2560, 4096}, {"down", 2560, 9216}};
+  for (const auto& sh : shapes) {
+    const double bytes = 2.0 * sh.n * sh.k;
+    const int copies = static_cast<int>(std::clamp(std::ceil(256e6 / bytes), 1.0, 64.0));
+    std::vector<Tensor> ws;
+    for (int c = 0; c < copies; ++c) ws.push_back(filled(be, {sh.n, sh.k}, DType::kBF16, 0.05f, 10 + c));
+    for (int64_t m : {16, 64}) {
+      Tensor x = filled(be, {m, sh.k}, DType::kBF16, 1.f, 3);
+      Tensor y = be.storage().allocate({m, sh.n}, DType::kF32).value();
+      const int splits[] = {0, 1, 2, 4, 8};
+      double us[5];
+      for (int v = 0; v < 5; ++v) {
+        cuda::tuning().skinny_everywhere = true;
+        cuda::tuning().skinny_splits = splits[v];
+        size_t i = 0;
+        us[v] = time_us(be, [&] { return be.linear().matmul({x, ws[i++ % ws.size()], y}); });
+      }
+      cuda::tuning() = saved;
+      std::printf("skinny_splits %-12s m=%lld  by occupancy %7.2f  1 %7.2f  2 %7.2f  4 %7.2f  8 %7.2f us\n", sh.what,
+                  (long long)m, us[0], us[1], us[2], us[3], us[4]);
+    }
+  }
+}
+
 // rows > 0: the decode cases of that many rows at 1,056 keys alone.
 void bench_attention(Backend& be, int64_t rows) {
   const int64_t hq = 16, hkv = 4, D = 256;
@@ -400,6 +480,13 @@ void bench_attention(Backend& be, int64_t rows) {
     const double kv_bytes = 2.0 * kv * hkv * D * 4;
     std::printf("attn  %-24s split %9.1f us (%5.0f GB/s of K/V)  simple %9.1f us  (%.1fx)\n", c.what, us[1],
                 kv_bytes / us[1] * 1e-3, us[0], us[0] / us[1]);
+    if (c.n[0] == 1) {  // f32 decode: lanes over keys against a warp reduction a key and head
+      cuda::tuning().attention_key_groups = false;
+      const double lanes_over_dims = time_us(be, [&] { return be.attention().attend(a); });
+      cuda::tuning().attention_key_groups = true;
+      std::printf("attn  %-24s f32 K/V: key groups %8.1f us  lanes over dims %8.1f us\n", c.what, us[1],
+                  lanes_over_dims);
+    }
     if (c.n[0] == 1) {  // decode over a bf16 cache (a bf16 checkpoint's): the f32 kernel, and tensor cores
       a.k_cache = filled(be, {blocks, 64, hkv, D}, DType::kBF16);
       a.v_cache = filled(be, {blocks, 64, hkv, D}, DType::kBF16, 1.f, 2);
@@ -411,6 +498,14 @@ void bench_attention(Backend& be, int64_t rows) {
         mma[b] = time_us(be, [&] { return be.attention().attend(a); });
       }
       cuda::tuning().attention_mma_units_per_warp = 1;
+      cuda::tuning().attention_mma_stages = 3;
+      const double mma3 = time_us(be, [&] { return be.attention().attend(a); });
+      cuda::tuning().attention_mma_stages = 2;
+      cuda::tuning().attention_decode_mma = false;
+      const double f32_over_bf16 = time_us(be, [&] { return be.attention().attend(a); });
+      cuda::tuning().attention_decode_mma = true;
+      std::printf("attn  %-24s bf16 K/V: mma 2 stages %8.1f us  3 stages %8.1f us  f32 kernels %8.1f us\n", c.what,
+                  mma[0], mma3, f32_over_bf16);
       std::printf("attn  %-24s bf16 K/V: split %8.1f us (%5.0f GB/s)  mma, 1/2/3 units a warp %8.1f %8.1f %8.1f us "
                   "(best %5.0f GB/s)\n",
                   c.what, split16, kv_bytes / 2 / split16 * 1e-3, mma[0], mma[1], mma[2],
@@ -453,6 +548,9 @@ int main(int argc, char** argv) {
     else if (w == "gdn_backward") kiln::bench_gdn_backward(*be.value());
     else if (w == "attention_backward") kiln::bench_attention_backward(*be.value());
     else if (w == "conv") kiln::bench_conv(*be.value());
+    else if (w == "norm") kiln::bench_norm(*be.value());
+    else if (w == "gemv_rows") kiln::bench_gemv_rows(*be.value());
+    else if (w == "skinny_splits") kiln::bench_skinny_splits(*be.value());
     else if (w == "attention") kiln::bench_attention(*be.value(), only_m);
     else std::printf("unknown benchmark '%s'\n", w.c_str());
     std::fflush(stdout);
