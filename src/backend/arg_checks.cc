@@ -204,7 +204,9 @@ Status validate(const EmbedArgs& a, DeviceKind d, const std::string& r) {
 
 Status validate(const BinaryArgs& a, DeviceKind d, const std::string& r) {
   CHECK(check_tensor(a.a, "a", 2, F, d, r));
-  const bool out16 = a.op == ElementwiseOp::kSiluMul && a.out.defined() &&
+  const BinaryOpInfo* info = binary_op_info(a.op);
+  if (info == nullptr) return invalid_argument(r + ": embed is not a binary op");
+  const bool out16 = info->out16 && a.out.defined() &&
                      (a.out.dtype() == DType::kBF16 || a.out.dtype() == DType::kF16);
   for (auto [t, n] : {std::pair{&a.b, "b"}, std::pair{&a.out, "out"}}) {
     CHECK(check_tensor(*t, n, 2, t == &a.out && out16 ? a.out.dtype() : F, d, r));

@@ -85,9 +85,9 @@ std::string GdnDecodeRequest::describe() const {
 }
 
 std::string ElementwiseRequest::describe() const {
-  static const char* ops[] = {"embed", "add", "silu_mul"};
+  const BinaryOpInfo* info = binary_op_info(op);
   std::ostringstream s;
-  s << ops[static_cast<int>(op)] << " rows=" << rows << " width=" << width << " " << dt(dtype);
+  s << (info != nullptr ? info->name : "embed") << " rows=" << rows << " width=" << width << " " << dt(dtype);
   if (out_dtype != DType::kF32) s << " out " << dt(out_dtype);
   return s.str();
 }

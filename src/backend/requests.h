@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/elementwise_ops.h"
 #include "core/dtype.h"
 
 namespace kiln {
@@ -91,8 +92,6 @@ struct GdnDecodeRequest {
   DType state_dtype = DType::kF32;
   std::string describe() const;
 };
-
-enum class ElementwiseOp : uint8_t { kEmbed, kAdd, kSiluMul };
 
 struct ElementwiseRequest {
   ElementwiseOp op = ElementwiseOp::kAdd;

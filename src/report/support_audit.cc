@@ -110,13 +110,13 @@ std::vector<AuditCase> cases() {
                    return ask_and_run(EmbedArgs{ids, t, out}, [&](auto& r) { return be.elementwise().supports(r); },
                                       [&](auto& a) { return be.elementwise().embed(a); });
                  }});
-  for (ElementwiseOp op : {ElementwiseOp::kAdd, ElementwiseOp::kSiluMul})
+  for (const BinaryOpInfo& info : kBinaryOps)
     for (DType d : {DType::kF32, DType::kBF16})
       c.push_back({"elementwise.binary", [=](Backend& be) -> Result<AuditOutcome> {
                      KILN_DEV(a, {3, 8}, d);
                      KILN_DEV(b, {3, 8}, d);
                      KILN_DEV(out, {3, 8}, d);
-                     return ask_and_run(BinaryArgs{op, a, b, out}, [&](auto& r) { return be.elementwise().supports(r); },
+                     return ask_and_run(BinaryArgs{info.op, a, b, out}, [&](auto& r) { return be.elementwise().supports(r); },
                                         [&](auto& x) { return be.elementwise().binary(x); });
                    }});
   c.push_back({"sampling.argmax", [](Backend& be) -> Result<AuditOutcome> {

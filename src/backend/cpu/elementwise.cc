@@ -1,4 +1,4 @@
-// Embedding gather (any float table to f32), residual add, and silu(a) * b.
+// Embedding gather (any float table to f32) and the binary ops of backend/elementwise_ops.h.
 #include <cmath>
 #include <cstring>
 
@@ -36,21 +36,18 @@ Status Elementwise::embed(const EmbedArgs& a) {
 }
 
 Status Elementwise::binary(const BinaryArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, check_call(*this, a, "cpu", DeviceKind::kHost));
+  KILN_RETURN_IF_ERROR(check_call(*this, a, "cpu", DeviceKind::kHost).status());
   const ElementwiseRequest r = describe(a);
-  if (r.op == ElementwiseOp::kEmbed) return invalid_argument(req + ": embed is not a binary op");
   const int64_t W = r.width;
-  default_thread_pool().parallel_for(r.rows, 4, [&](int64_t r0, int64_t r1, int) {
-    for (int64_t i = r0; i < r1; ++i) {
-      const float* x = a.a.data<float>() + i * a.a.stride(0);
-      const float* y = a.b.data<float>() + i * a.b.stride(0);
-      float* o = a.out.data<float>() + i * a.out.stride(0);
-      if (r.op == ElementwiseOp::kAdd) {
-        for (int64_t j = 0; j < W; ++j) o[j] = x[j] + y[j];
-      } else {
-        for (int64_t j = 0; j < W; ++j) o[j] = x[j] / (1.f + std::exp(-x[j])) * y[j];
+  with_binary_op(r.op, [&](auto op) {
+    default_thread_pool().parallel_for(r.rows, 4, [&](int64_t r0, int64_t r1, int) {
+      for (int64_t i = r0; i < r1; ++i) {
+        const float* x = a.a.data<float>() + i * a.a.stride(0);
+        const float* y = a.b.data<float>() + i * a.b.stride(0);
+        float* o = a.out.data<float>() + i * a.out.stride(0);
+        for (int64_t j = 0; j < W; ++j) o[j] = apply<decltype(op)::value>(x[j], y[j]);
       }
-    }
+    });
   });
   return {};
 }

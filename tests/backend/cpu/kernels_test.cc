@@ -209,6 +209,37 @@ TEST(CpuKernels, CausalConvContinuesFromState) {
     }
 }
 
+// The definition of each binary op of backend/elementwise_ops.h, in double precision.
+double binary_reference(ElementwiseOp op, double a, double b) {
+  switch (op) {
+    case ElementwiseOp::kAdd: return a + b;
+    case ElementwiseOp::kSiluMul: return a / (1 + std::exp(-a)) * b;
+    default: ADD_FAILURE() << "no reference for op " << int(op); return NAN;
+  }
+}
+
+TEST(CpuKernels, BinaryOpsMatchTheirDefinitionsOnStridedRows) {
+  auto be = cpu();
+  uint32_t seed = 60;
+  for (const BinaryOpInfo& info : kBinaryOps) {
+    SCOPED_TRACE(std::string(info.name));
+    Tensor wide = random_tensor({5, 41}, seed++, 4.f);
+    Tensor a = wide.slice(1, 2, 39);  // rows 41 apart
+    Tensor b = random_tensor({5, 37}, seed++, 4.f);
+    Tensor out = Tensor::empty({5, 37}, DType::kF32);
+    ASSERT_TRUE(be->elementwise().binary({info.op, a, b, out}).ok());
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t j = 0; j < 37; ++j) {
+        const double want = binary_reference(info.op, wide.data<float>()[i * 41 + 2 + j], b.data<float>()[i * 37 + j]);
+        EXPECT_NEAR(out.data<float>()[i * 37 + j], want, 1e-6 * (1 + std::abs(want))) << "row " << i << " col " << j;
+      }
+  }
+  Tensor x = random_tensor({2, 4}, 1);
+  Status s = be->elementwise().binary({ElementwiseOp::kEmbed, x, x, x});
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("embed is not a binary op"), std::string::npos) << s.to_string();
+}
+
 TEST(CpuKernels, EmbedAndArgmax) {
   auto be = cpu();
   Tensor table = random_tensor({10, 6}, 51, 1.f, DType::kBF16);

@@ -842,9 +842,10 @@ TEST(CudaParity, AddAndSiluMul) {
   KILN_CUDA_OR_SKIP(be);
   auto ref = cpu();
   uint32_t seed = 700;
-  for (ElementwiseOp op : {ElementwiseOp::kAdd, ElementwiseOp::kSiluMul})
+  for (const BinaryOpInfo& info : kBinaryOps)
     for (int64_t width : {1, 100, 9216}) {
-      SCOPED_TRACE(::testing::Message() << "op=" << int(op) << " width=" << width);
+      const ElementwiseOp op = info.op;
+      SCOPED_TRACE(::testing::Message() << "op=" << info.name << " width=" << width);
       const int64_t rows = 6;
       Pair ab(*be, random_tensor({rows, width + 4}, seed++, 3.f));
       Pair a = ab.view(ab.host_base.slice(1, 4, 4 + width));
@@ -892,7 +893,7 @@ TEST(CudaParity, SiluMulWritesTheDownProjectionsOperand) {
   EXPECT_FALSE(cpu()->elementwise().supports({ElementwiseOp::kSiluMul, m, I, F, B}).runs_natively());
   EXPECT_FALSE(cpu()->linear().supports({m, H, I, B, B, F, true}).runs_natively());
   EXPECT_FALSE(be->linear().supports({8, H, I, B, B, F, true}).runs_natively()) << "decode-sized";
-  EXPECT_FALSE(be->elementwise().supports({ElementwiseOp::kAdd, m, I, F, B}).runs_natively()) << "only silu_mul";
+  EXPECT_FALSE(be->elementwise().supports({ElementwiseOp::kAdd, m, I, F, B}).runs_natively()) << "add's out16 is false";
   EXPECT_TRUE(be->linear().supports({m, H, I, B, B, F, true}).runs_natively());
   tune->bf16_operands = false;
   EXPECT_FALSE(be->linear().supports({m, H, I, B, B, F, true}).runs_natively());

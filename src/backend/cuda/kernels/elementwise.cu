@@ -24,14 +24,10 @@ __global__ void embedding_kernel(EmbeddingParams p) {
   pdl_begin();
   const int64_t t = blockIdx.x;
   const int64_t id = p.ids[t];
-  float* o = p.out + t * p.out_stride;
+  float* o = p.out.row(t);
   const bool valid = id >= 0 && id < p.vocab;
   for (int64_t j = threadIdx.x; j < p.width; j += blockDim.x)
-    o[j] = valid ? load_float(p.table, id * p.table_stride + j, p.table_dtype) : __int_as_float(0x7fc00000);
-}
-
-__device__ __forceinline__ float binary_op(BinaryOp op, float x, float y) {
-  return op == BinaryOp::kAdd ? x + y : x / (1.f + expf(-x)) * y;
+    o[j] = valid ? load_float(p.table.ptr, id * p.table.stride + j, p.table_dtype) : __int_as_float(0x7fc00000);
 }
 
 __device__ __forceinline__ uint16_t to_half_bits(float x, DType t) {
@@ -40,20 +36,19 @@ __device__ __forceinline__ uint16_t to_half_bits(float x, DType t) {
 
 // Grid: (column blocks, rows). V = 4: columns four at a time (width % 4 == 0, rows aligned).
 // O: float, or uint16_t for a bf16/f16 output (p.out_dtype), each result rounded as it is stored.
-template <int V, typename O>
+template <ElementwiseOp Op, int V, typename O>
 __global__ void binary_kernel(BinaryParams p) {
   pdl_begin();
   const int64_t groups = p.width / V;
   for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y) {
-    const float* a = p.a + r * p.a_stride;
-    const float* b = p.b + r * p.b_stride;
-    O* o = static_cast<O*>(p.out) + r * p.out_stride;
+    const float* a = p.a.row(r);
+    const float* b = p.b.row(r);
+    O* o = static_cast<O*>(p.out.ptr) + r * p.out.stride;
     for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < groups;
          j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
       if constexpr (V == 4) {
         const float4 x = reinterpret_cast<const float4*>(a)[j], y = reinterpret_cast<const float4*>(b)[j];
-        const float4 v = make_float4(binary_op(p.op, x.x, y.x), binary_op(p.op, x.y, y.y), binary_op(p.op, x.z, y.z),
-                                     binary_op(p.op, x.w, y.w));
+        const float4 v = make_float4(apply<Op>(x.x, y.x), apply<Op>(x.y, y.y), apply<Op>(x.z, y.z), apply<Op>(x.w, y.w));
         if constexpr (std::is_same_v<O, float>) {
           reinterpret_cast<float4*>(o)[j] = v;
         } else {
@@ -63,7 +58,7 @@ __global__ void binary_kernel(BinaryParams p) {
           reinterpret_cast<uint2*>(o)[j] = w;
         }
       } else {
-        const float v = binary_op(p.op, a[j], b[j]);
+        const float v = apply<Op>(a[j], b[j]);
         if constexpr (std::is_same_v<O, float>) o[j] = v;
         else o[j] = to_half_bits(v, p.out_dtype);
       }
@@ -113,24 +108,29 @@ Status embedding(const EmbeddingParams& p, cudaStream_t stream) {
 }
 
 Status binary(const BinaryParams& p, cudaStream_t stream) {
+  const BinaryOpInfo* info = binary_op_info(p.op);
   auto shape = [&] {
-    return std::string(p.op == BinaryOp::kAdd ? "add " : "silu_mul ") + rows_shape(p.rows, p.width) + " out " +
+    return std::string(info != nullptr ? info->name : "embed") + " " + rows_shape(p.rows, p.width) + " out " +
            std::string(dtype_name(p.out_dtype));
   };
+  if (info == nullptr) return invalid_argument("binary_kernel: not a binary op (" + shape() + ")");
   if (p.rows == 0 || p.width == 0) return {};
   const bool f32 = p.out_dtype == DType::kF32;
   if (!f32 && p.out_dtype != DType::kBF16 && p.out_dtype != DType::kF16)
     return invalid_argument("binary_kernel: the output must be f32, bf16 or f16 (" + shape() + ")");
   const int64_t out_bytes = f32 ? 4 : 2;
-  if (p.width % 4 == 0 && rows_aligned(p.a, p.a_stride * 4, 16) && rows_aligned(p.b, p.b_stride * 4, 16) &&
-      rows_aligned(p.out, p.out_stride * out_bytes, 4 * out_bytes)) {
-    if (f32) launch_pdl(binary_kernel<4, float>, row_grid(p.rows, p.width / 4, 256), 256, 0, stream, p);
-    else launch_pdl(binary_kernel<4, uint16_t>, row_grid(p.rows, p.width / 4, 256), 256, 0, stream, p);
-    return launch_status("binary_kernel<4>", shape, stream);
-  }
-  if (f32) launch_pdl(binary_kernel<1, float>, row_grid(p.rows, p.width, 256), 256, 0, stream, p);
-  else launch_pdl(binary_kernel<1, uint16_t>, row_grid(p.rows, p.width, 256), 256, 0, stream, p);
-  return launch_status("binary_kernel", shape, stream);
+  const bool vec4 = p.width % 4 == 0 && rows_aligned(p.a.ptr, p.a.stride * 4, 16) &&
+                    rows_aligned(p.b.ptr, p.b.stride * 4, 16) &&
+                    rows_aligned(p.out.ptr, p.out.stride * out_bytes, 4 * out_bytes);
+  with_binary_op(p.op, [&](auto op) {
+    constexpr ElementwiseOp Op = decltype(op)::value;
+    const dim3 grid = row_grid(p.rows, vec4 ? p.width / 4 : p.width, 256);
+    if (vec4 && f32) launch_pdl(binary_kernel<Op, 4, float>, grid, 256, 0, stream, p);
+    else if (vec4) launch_pdl(binary_kernel<Op, 4, uint16_t>, grid, 256, 0, stream, p);
+    else if (f32) launch_pdl(binary_kernel<Op, 1, float>, grid, 256, 0, stream, p);
+    else launch_pdl(binary_kernel<Op, 1, uint16_t>, grid, 256, 0, stream, p);
+  });
+  return launch_status(vec4 ? "binary_kernel<4>" : "binary_kernel", shape, stream);
 }
 
 Status convert_f32(const ConvertParams& p, cudaStream_t stream) {

@@ -1,11 +1,14 @@
 // Elementwise kernels over [rows, width] f32 views with strided rows: embedding gather (any float
-// table to f32), residual add, silu(a) * b, and the f32 -> bf16/f16 conversion feeding the GEMMs.
+// table to f32), every binary op of backend/elementwise_ops.h, and the f32 -> bf16/f16 conversion
+// feeding the GEMMs.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "backend/cuda/kernels/strided.h"
+#include "backend/elementwise_ops.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -14,20 +17,18 @@ namespace kiln::cuda {
 struct EmbeddingParams {
   int64_t tokens = 0, width = 0, vocab = 0;
   const int32_t* ids = nullptr;  // [tokens]; an id outside [0, vocab) yields a row of NaN
-  const void* table = nullptr; int64_t table_stride = 0;
+  Rows<const void> table;
   DType table_dtype = DType::kF32;
-  float* out = nullptr; int64_t out_stride = 0;
+  Rows<float> out;
 };
 Status embedding(const EmbeddingParams& p, cudaStream_t stream);
 
-enum class BinaryOp : int { kAdd = 0, kSiluMul = 1 };
 struct BinaryParams {
-  BinaryOp op = BinaryOp::kAdd;
+  ElementwiseOp op = ElementwiseOp::kAdd;
   int64_t rows = 0, width = 0;
-  const float* a = nullptr; int64_t a_stride = 0;
-  const float* b = nullptr; int64_t b_stride = 0;
-  void* out = nullptr; int64_t out_stride = 0;  // may alias a or b (f32)
-  DType out_dtype = DType::kF32;  // or bf16 / f16: the f32 result rounded to nearest even
+  Rows<const float> a, b;
+  Rows<void> out;                 // may alias a or b (f32)
+  DType out_dtype = DType::kF32;  // or bf16 / f16 where the op's out16 says so: the f32 result rounded to nearest even
 };
 Status binary(const BinaryParams& p, cudaStream_t stream);
 
