@@ -11,6 +11,7 @@
 #include "backend/cuda/kernels/paged_attention.h"
 #include "backend/cuda/kernels/rope.h"
 #include "backend/cuda/tuning.h"
+#include "backend/cuda/views.h"
 
 namespace kiln::cuda {
 
@@ -67,12 +68,8 @@ Status Attention::rope(const RopeArgs& a) {
   p.kv_heads = a.k.dim(1);
   p.head_dim = r.head_dim;
   p.rotary_dim = a.rotary_dim;
-  p.q = a.q.data<float>();
-  p.q_token_stride = a.q.stride(0);
-  p.q_head_stride = a.q.stride(1);
-  p.k = a.k.data<float>();
-  p.k_token_stride = a.k.stride(0);
-  p.k_head_stride = a.k.stride(1);
+  p.q = heads_of<float>(a.q);
+  p.k = heads_of<float>(a.k);
   p.positions = a.positions.data<int32_t>();
   p.theta = a.theta;
   ProfileScope prof(ctx_->profiler.get(), [&] { return "rope tokens=" + std::to_string(r.tokens); });
@@ -87,12 +84,8 @@ Status Attention::write_kv(const KvWriteArgs& a) {
   p.kv_heads = r.kv_heads;
   p.head_dim = r.head_dim;
   p.slots = a.k_cache.dim(0) * a.k_cache.dim(1);
-  p.k = a.k.data<float>();
-  p.k_token_stride = a.k.stride(0);
-  p.k_head_stride = a.k.stride(1);
-  p.v = a.v.data<float>();
-  p.v_token_stride = a.v.stride(0);
-  p.v_head_stride = a.v.stride(1);
+  p.k = heads_of<const float>(a.k);
+  p.v = heads_of<const float>(a.v);
   set_cache(p, a.k_cache, a.v_cache);
   p.slot_mapping = a.slot_mapping.data<int32_t>();
   ProfileScope prof(ctx_->profiler.get(), [&] { return "kv_write tokens=" + std::to_string(r.tokens); });
@@ -133,17 +126,9 @@ Status Attention::attend_flash(const AttentionArgs& a, const AttentionRequest& r
   f.block_size = a.k_cache.dim(1);
   f.max_blocks = a.layout->block_tables.dim(1);
   f.cache_blocks = a.k_cache.dim(0);
-  f.q = a.q.data<float>();
-  f.q_token_stride = a.q.stride(0);
-  f.q_head_stride = a.q.stride(1);
-  if (r.output_gate) {
-    f.gate = a.gate.data<float>();
-    f.gate_token_stride = a.gate.stride(0);
-    f.gate_head_stride = a.gate.stride(1);
-  }
-  f.out = a.out.data<float>();
-  f.out_token_stride = a.out.stride(0);
-  f.out_head_stride = a.out.stride(1);
+  f.q = heads_of<const float>(a.q);
+  if (r.output_gate) f.gate = heads_of<const float>(a.gate);
+  f.out = heads_of<float>(a.out);
   set_cache(f, a.k_cache, a.v_cache);
   f.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
   f.kv_lens = a.layout->kv_lens.data<int32_t>();
@@ -168,17 +153,9 @@ Status Attention::attend_f32(const AttentionArgs& a, const AttentionRequest& r) 
   p.block_size = a.k_cache.dim(1);
   p.max_blocks = a.layout->block_tables.dim(1);
   p.cache_blocks = a.k_cache.dim(0);
-  p.q = a.q.data<float>();
-  p.q_token_stride = a.q.stride(0);
-  p.q_head_stride = a.q.stride(1);
-  if (r.output_gate) {
-    p.gate = a.gate.data<float>();
-    p.gate_token_stride = a.gate.stride(0);
-    p.gate_head_stride = a.gate.stride(1);
-  }
-  p.out = a.out.data<float>();
-  p.out_token_stride = a.out.stride(0);
-  p.out_head_stride = a.out.stride(1);
+  p.q = heads_of<const float>(a.q);
+  if (r.output_gate) p.gate = heads_of<const float>(a.gate);
+  p.out = heads_of<float>(a.out);
   set_cache(p, a.k_cache, a.v_cache);
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
   p.kv_lens = a.layout->kv_lens.data<int32_t>();

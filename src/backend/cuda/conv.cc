@@ -3,6 +3,7 @@
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/causal_conv1d.h"
 #include "backend/cuda/tuning.h"
+#include "backend/cuda/views.h"
 
 namespace kiln::cuda {
 
@@ -23,13 +24,10 @@ Status Conv::causal_conv1d(const ConvArgs& a) {
   p.channels = r.channels;
   p.kernel = r.kernel;
   p.slots = a.state.dim(0);
-  p.x = a.x.data<float>();
-  p.x_stride = a.x.stride(0);
-  p.weight = a.weight.data<float>();
-  p.weight_stride = a.weight.stride(0);
+  p.x = rows_of<const float>(a.x);
+  p.weight = rows_of<const float>(a.weight);
   p.state = a.state.data<float>();
-  p.out = a.out.data<float>();
-  p.out_stride = a.out.stride(0);
+  p.out = rows_of<float>(a.out);
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
   p.state_slots = a.layout->state_slots.data<int32_t>();
   // The longest row bounds the token tiles; a row of one token (decode) needs one tile.

@@ -12,6 +12,7 @@
 #include "backend/cuda/kernels/gdn_chunk_record.h"
 #include "backend/cuda/kernels/gdn_decode.h"
 #include "backend/cuda/tuning.h"
+#include "backend/cuda/views.h"
 
 namespace kiln::cuda {
 
@@ -42,25 +43,15 @@ GatedDeltaRuleParams params_of(const GdnArgs& a, const GdnRequest& r) {
   p.dk = r.dk;
   p.dv = r.dv;
   p.slots = a.state.dim(0);
-  p.q = a.q.data<float>();
-  p.q_token_stride = a.q.stride(0);
-  p.q_head_stride = a.q.stride(1);
-  p.k = a.k.data<float>();
-  p.k_token_stride = a.k.stride(0);
-  p.k_head_stride = a.k.stride(1);
-  p.v = a.v.data<float>();
-  p.v_token_stride = a.v.stride(0);
-  p.v_head_stride = a.v.stride(1);
-  p.a = a.a.data<float>();
-  p.a_stride = a.a.stride(0);
-  p.b = a.b.data<float>();
-  p.b_stride = a.b.stride(0);
+  p.q = heads_of<const float>(a.q);
+  p.k = heads_of<const float>(a.k);
+  p.v = heads_of<const float>(a.v);
+  p.a = rows_of<const float>(a.a);
+  p.b = rows_of<const float>(a.b);
   p.a_log = a.a_log.data<float>();
   p.dt_bias = a.dt_bias.data<float>();
   p.state = a.state.data<float>();
-  p.out = a.out.data<float>();
-  p.out_token_stride = a.out.stride(0);
-  p.out_head_stride = a.out.stride(1);
+  p.out = heads_of<float>(a.out);
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
   p.state_slots = a.layout->state_slots.data<int32_t>();
   return p;
@@ -190,26 +181,18 @@ Status Gdn::fused_decode(const GdnDecodeArgs& a) {
   p.channels = a.mixed.dim(1);
   p.slots = a.state.dim(0);
   p.conv_slots = a.conv_state.dim(0);
-  p.mixed = a.mixed.data<float>();
-  p.mixed_stride = a.mixed.stride(0);
-  p.conv_weight = a.conv_weight.data<float>();
-  p.conv_weight_stride = a.conv_weight.stride(0);
+  p.mixed = rows_of<const float>(a.mixed);
+  p.conv_weight = rows_of<const float>(a.conv_weight);
   p.conv_state = a.conv_state.data<float>();
-  p.z = a.z.data<float>();
-  p.z_token_stride = a.z.stride(0);
-  p.z_head_stride = a.z.stride(1);
-  p.a = a.a.data<float>();
-  p.a_stride = a.a.stride(0);
-  p.b = a.b.data<float>();
-  p.b_stride = a.b.stride(0);
+  p.z = heads_of<const float>(a.z);
+  p.a = rows_of<const float>(a.a);
+  p.b = rows_of<const float>(a.b);
   p.a_log = a.a_log.data<float>();
   p.dt_bias = a.dt_bias.data<float>();
   p.state = a.state.data<float>();
   p.norm_weight = a.norm_weight.data<float>();
   p.eps = a.eps;
-  p.out = a.out.data<float>();
-  p.out_token_stride = a.out.stride(0);
-  p.out_head_stride = a.out.stride(1);
+  p.out = heads_of<float>(a.out);
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
   p.state_slots = a.layout->state_slots.data<int32_t>();
   // The forms: one kernel where its shared memory fits the target; for one token a row, the split
@@ -249,9 +232,7 @@ Status Gdn::fused_decode(const GdnDecodeArgs& a) {
       t.slots = r.rows;
       t.conv_state = conv_state.data<float>();
       t.conv_slots = r.rows;
-      t.out = out.data<float>();
-      t.out_token_stride = r.v_heads * r.dv;
-      t.out_head_stride = r.dv;
+      t.out = {out.data<float>(), r.v_heads * r.dv, r.dv};
       t.state_slots = slots.data<int32_t>();
       return {};
     };

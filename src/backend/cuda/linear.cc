@@ -22,6 +22,7 @@
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/skinny_gemm.h"
 #include "backend/cuda/tuning.h"
+#include "backend/cuda/views.h"
 
 namespace kiln::cuda {
 
@@ -194,10 +195,9 @@ GemvParams Linear::gemv_params(const MatmulArgs& a, const MatmulRequest& r) cons
   GemvParams g;
   g.m = r.m;
   g.k = r.k;
-  g.x = a.x.data<float>();
-  g.x_stride = a.x.stride(0);
+  g.x = rows_of<const float>(a.x);
   g.w_dtype = a.w.dtype();
-  g.seg[0] = {a.w.raw(), a.out.data<float>(), a.out.stride(0), r.n};
+  g.seg[0] = {a.w.raw(), rows_of<float>(a.out), r.n};
   g.accumulate = a.accumulate;
   g.multiprocessors = device_target().multiprocessors;
   g.rows_per_warp = tuning().gemv_rows;
@@ -218,7 +218,7 @@ Status Linear::matmul_group(const MatmulGroupArgs& a) {
     const MatmulRequest r = describe(m);
     if (i == 0) g = gemv_params(m, r);
     one_launch = r.m > 0 && r.n > 0 && a.w[i].dtype() == g.w_dtype && r.k == g.k && r.n <= tuning().gemv_max_n;
-    g.seg[i] = {a.w[i].raw(), a.out[i].data<float>(), a.out[i].stride(0), r.n};
+    g.seg[i] = {a.w[i].raw(), rows_of<float>(a.out[i]), r.n};
   }
   g.segments = static_cast<int>(count);
   if (!one_launch || !gemv_applies(g)) return cublaslt_group(a);
@@ -255,13 +255,11 @@ SkinnyGemmParams Linear::skinny_params(const MatmulArgs& a, const MatmulRequest&
   p.m = r.m;
   p.n = r.n;
   p.k = r.k;
-  p.x = a.x.raw();
-  p.x_stride = a.x.stride(0);
+  p.x = rows_of<const void>(a.x);
   p.x_dtype = a.x.dtype();
   p.w = a.w.raw();
   p.w_dtype = a.w.dtype();
-  p.out = a.out.data<float>();
-  p.out_stride = a.out.stride(0);
+  p.out = rows_of<float>(a.out);
   p.accumulate = a.accumulate;
   p.splits = tuning().skinny_splits;
   p.wgmma = tuning().skinny_wgmma && device_target().sm90_features;

@@ -11,6 +11,7 @@
 #include "backend/cuda/kernels/lora.h"
 #include "backend/cuda/profile.h"
 #include "backend/cuda/tuning.h"
+#include "backend/cuda/views.h"
 #include "backend/lora_delta.h"
 
 namespace kiln::cuda {
@@ -31,11 +32,9 @@ Status Linear::lora_delta(const LoraDeltaArgs& a) {
   LoraParams p;
   p.in = a.x.dim(1);
   p.out = a.out.dim(1);
-  p.x = a.x.data<float>();
-  p.x_stride = a.x.dim(0) == 1 ? p.in : a.x.stride(0);  // a single row's stride is never used
-  p.y = a.out.data<float>();
-  p.y_stride = a.out.stride(0);
-  const bool rows_apply = p.out >= 1 && lora_rows_apply(p.x, p.x_stride, p.in);
+  p.x = {a.x.data<float>(), a.x.dim(0) == 1 ? p.in : a.x.stride(0)};  // a single row's stride is never used
+  p.y = rows_of<float>(a.out);
+  const bool rows_apply = p.out >= 1 && lora_rows_apply(p.x.ptr, p.x.stride, p.in);
 
   // Which segments the kernels take, and their scratch (each u padded to 16 bytes).
   std::vector<LoraKernelSegment> short_segs;

@@ -4,6 +4,7 @@
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/rms_norm.h"
 #include "backend/cuda/tuning.h"
+#include "backend/cuda/views.h"
 
 namespace kiln::cuda {
 
@@ -25,22 +26,14 @@ Status Norm::rms_norm(const NormArgs& a) {
   p.kind = static_cast<RmsKind>(static_cast<int>(r.kind));
   p.rows = r.rows;
   p.width = r.width;
-  p.x = a.x.data<float>();
-  p.x_stride = a.x.stride(0);
+  p.x = rows_of<const float>(a.x);
   p.weight = a.weight.data<float>();
-  p.out = a.out.raw();
+  p.out = rows_of<void>(a.out);
   p.out_dtype = a.out.dtype();
-  p.out_stride = a.out.stride(0);
   p.eps = a.eps;
   p.vec4 = tuning().norm_vec4;
-  if (r.fused_residual) {
-    p.residual = a.residual.data<float>();
-    p.residual_stride = a.residual.stride(0);
-  }
-  if (r.kind == NormKind::kGated) {
-    p.gate = a.gate.data<float>();
-    p.gate_stride = a.gate.stride(0);
-  }
+  if (r.fused_residual) p.residual = rows_of<float>(a.residual);
+  if (r.kind == NormKind::kGated) p.gate = rows_of<const float>(a.gate);
   ProfileScope prof(ctx_->profiler.get(), [&] { return "norm " + r.describe(); });
   return in_context(cuda::rms_norm(p, ctx_->stream), a);
 }

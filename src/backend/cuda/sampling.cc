@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/argmax.h"
 #include "backend/cuda/kernels/sample.h"
+#include "backend/cuda/views.h"
 
 namespace kiln::cuda {
 
@@ -51,8 +52,7 @@ Status Sampling::argmax(const ArgmaxArgs& a) {
   ArgmaxParams p;
   p.rows = r.rows;
   p.vocab = r.vocab;
-  p.logits = logits.data<float>();
-  p.logits_stride = logits.stride(0);
+  p.logits = rows_of<const float>(logits);
   p.ids = ids.data<int32_t>();
   Tensor part_values, part_indices;  // back to the pool on return: stream order makes the reuse safe
   if (const int64_t chunks = argmax_chunks(r.vocab); chunks > 1) {
@@ -150,8 +150,7 @@ Status Sampling::sample(const SampleArgs& a) {
     SampleParams p;
     p.rows = std::min(group, r.rows - row0);
     p.vocab = r.vocab;
-    p.logits = a.logits.data<float>() + row0 * a.logits.stride(0);
-    p.logits_stride = a.logits.stride(0);
+    p.logits = {a.logits.data<float>() + row0 * a.logits.stride(0), a.logits.stride(0)};
     p.row_params = reinterpret_cast<const SampleRowParams*>(dev) + row0;
     p.seen = reinterpret_cast<const int32_t*>(dev + seen_at);
     p.generated = reinterpret_cast<const int32_t*>(dev + gen_at);

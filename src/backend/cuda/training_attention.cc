@@ -27,6 +27,7 @@
 #include "backend/cuda/kernels/flash_backward.h"
 #include "backend/cuda/tuning.h"
 #include "backend/cuda/training.h"
+#include "backend/cuda/views.h"
 #include "backend/training_checks.h"
 
 namespace kiln::cuda {
@@ -72,11 +73,6 @@ Status batched_gemm(cublasHandle_t h, cublasComputeType_t compute, int64_t m, in
                             std::to_string(k) + "] x " + std::to_string(batch));
 }
 
-AttnHeads heads(const Tensor& t) {
-  if (!t.defined()) return {};
-  return {t.data<float>(), t.stride(0), t.stride(1)};
-}
-
 bool use_flash_backward(const AttentionBackwardArgs& a) {
   return tuning().flash_backward && a.compute == DType::kBF16 && a.kept.defined() &&
          flash_backward_supports(a.q.dim(2));
@@ -109,23 +105,17 @@ Status flash_attention_backward(Context& ctx, const AttentionBackwardArgs& a, co
   f.kv_heads = Hkv;
   f.head_dim = D;
   f.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
-  auto in = [](const Tensor& t, const float*& data, int64_t& ts, int64_t& hs) {
-    data = t.data<float>(), ts = t.stride(0), hs = t.stride(1);
-  };
-  auto out = [](const Tensor& t, float*& data, int64_t& ts, int64_t& hs) {
-    data = t.data<float>(), ts = t.stride(0), hs = t.stride(1);
-  };
-  in(a.q, f.q, f.q_ts, f.q_hs);
-  in(a.k, f.k, f.k_ts, f.k_hs);
-  in(a.v, f.v, f.v_ts, f.v_hs);
-  in(a.out, f.out, f.out_ts, f.out_hs);
-  in(a.dout, f.dout, f.dout_ts, f.dout_hs);
-  out(a.dq, f.dq, f.dq_ts, f.dq_hs);
-  out(a.dk, f.dk, f.dk_ts, f.dk_hs);
-  out(a.dv, f.dv, f.dv_ts, f.dv_hs);
+  f.q = heads_of<const float>(a.q);
+  f.k = heads_of<const float>(a.k);
+  f.v = heads_of<const float>(a.v);
+  f.out = heads_of<const float>(a.out);
+  f.dout = heads_of<const float>(a.dout);
+  f.dq = heads_of<float>(a.dq);
+  f.dk = heads_of<float>(a.dk);
+  f.dv = heads_of<float>(a.dv);
   if (a.gate.defined()) {
-    in(a.gate, f.gate, f.gate_ts, f.gate_hs);
-    out(a.dgate, f.dgate, f.dgate_ts, f.dgate_hs);
+    f.gate = heads_of<const float>(a.gate);
+    f.dgate = heads_of<float>(a.dgate);
   }
   f.lse = a.kept.data<float>();
   f.qb = qb.raw();
@@ -205,8 +195,8 @@ Status Training::attention_backward(const AttentionBackwardArgs& a) {
     const int64_t b = cu[r], n = cu[r + 1] - cu[r];
     if (n == 0) continue;
     const AttnRowMap kv_map{b, 0, n, 0, 1, 0, 1};  // the row's [kv_heads, n] in order
-    KILN_RETURN_IF_ERROR(attention_gather(heads(a.k), kv_map, Hkv * n, D, ks, st));
-    KILN_RETURN_IF_ERROR(attention_gather(heads(a.v), kv_map, Hkv * n, D, vs, st));
+    KILN_RETURN_IF_ERROR(attention_gather(heads_of<float>(a.k), kv_map, Hkv * n, D, ks, st));
+    KILN_RETURN_IF_ERROR(attention_gather(heads_of<float>(a.v), kv_map, Hkv * n, D, vs, st));
     const size_t kv_bytes = static_cast<size_t>(Hkv * n * D) * sizeof(float);
     KILN_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(dks, 0, kv_bytes, st), req + ": zeroing dk"));
     KILN_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(dvs, 0, kv_bytes, st), req + ": zeroing dv"));
@@ -228,10 +218,10 @@ Status Training::attention_backward(const AttentionBackwardArgs& a) {
           c.o = os;
           c.dout = dos;
           c.di = di_t.data<float>();
-          c.gate = heads(a.gate);
-          c.dgate = heads(a.dgate);
-          KILN_RETURN_IF_ERROR(attention_gather(heads(a.q), c.map, c.rows, D, qs, st));
-          KILN_RETURN_IF_ERROR(attention_gather(heads(a.dout), c.map, c.rows, D, dos, st));
+          c.gate = heads_of<float>(a.gate);
+          c.dgate = heads_of<float>(a.dgate);
+          KILN_RETURN_IF_ERROR(attention_gather(heads_of<float>(a.q), c.map, c.rows, D, qs, st));
+          KILN_RETURN_IF_ERROR(attention_gather(heads_of<float>(a.dout), c.map, c.rows, D, dos, st));
           // This chunk's kv heads in the row's K/V scratch, and their gradients (the first `keys` rows).
           const int64_t off = j0 * n * D, kv_stride = n * D, s_stride = M * keys, r_stride = M * D;
           const Operand q_op{qs, D, r_stride, false}, do_op{dos, D, r_stride, false};
@@ -252,14 +242,14 @@ Status Training::attention_backward(const AttentionBackwardArgs& a) {
           KILN_RETURN_IF_ERROR(attention_score_grad(c, st));
           // dQ lands in the O scratch (O is spent), then goes to its heads of dq.
           KILN_RETURN_IF_ERROR(gemm(M, D, keys, 1.f, ds_op, k_op, 0.f, os, D, r_stride));
-          KILN_RETURN_IF_ERROR(attention_scatter(os, c.map, c.rows, D, heads(a.dq), st));
+          KILN_RETURN_IF_ERROR(attention_scatter(os, c.map, c.rows, D, heads_of<float>(a.dq), st));
           KILN_RETURN_IF_ERROR(gemm(keys, D, M, 1.f, ds_tr, q_op, 1.f, dks + off, D, kv_stride));
           KILN_RETURN_IF_ERROR(gemm(keys, D, M, 1.f, p_tr, do_op, 1.f, dvs + off, D, kv_stride));
         }
       }
     }
-    KILN_RETURN_IF_ERROR(attention_scatter(dks, kv_map, Hkv * n, D, heads(a.dk), st));
-    KILN_RETURN_IF_ERROR(attention_scatter(dvs, kv_map, Hkv * n, D, heads(a.dv), st));
+    KILN_RETURN_IF_ERROR(attention_scatter(dks, kv_map, Hkv * n, D, heads_of<float>(a.dk), st));
+    KILN_RETURN_IF_ERROR(attention_scatter(dvs, kv_map, Hkv * n, D, heads_of<float>(a.dv), st));
   }
   return {};
 }

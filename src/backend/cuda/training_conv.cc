@@ -3,6 +3,7 @@
 // host-side max_q_len sizes the grid.
 #include "backend/cuda/kernels/conv_backward.h"
 #include "backend/cuda/training.h"
+#include "backend/cuda/views.h"
 #include "backend/training_checks.h"
 
 namespace kiln::cuda {
@@ -23,14 +24,10 @@ Status Training::conv_backward(const ConvBackwardArgs& a) {
   p.channels = a.x.dim(1);
   p.kernel = a.weight.dim(1);
   p.max_row_tokens = a.layout->max_q_len;
-  p.x = a.x.data<float>();
-  p.x_stride = a.x.stride(0);
-  p.weight = a.weight.data<float>();
-  p.weight_stride = a.weight.stride(0);
-  p.dout = a.dout.data<float>();
-  p.dout_stride = a.dout.stride(0);
-  p.dx = a.dx.data<float>();
-  p.dx_stride = a.dx.stride(0);
+  p.x = rows_of<const float>(a.x);
+  p.weight = rows_of<const float>(a.weight);
+  p.dout = rows_of<const float>(a.dout);
+  p.dx = rows_of<float>(a.dx);
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
   ProfileScope prof(ctx_->profiler.get(), [&] { return "train conv_backward tokens=" + std::to_string(p.tokens); });
   return cuda::conv_backward(p, ctx_->stream).with_context(req);

@@ -11,6 +11,7 @@
 #include "backend/cuda/kernels/gdn_chunked_backward.h"
 #include "backend/cuda/tuning.h"
 #include "backend/cuda/training.h"
+#include "backend/cuda/views.h"
 #include "backend/training_checks.h"
 
 namespace kiln::cuda {
@@ -41,37 +42,19 @@ Status Training::gdn_backward(const GdnBackwardArgs& a) {
   // The chunk only trades scratch for recomputation (the values do not depend on it); no chunk
   // need be longer than the longest row.
   p.chunk = std::min<int64_t>(a.chunk, p.max_len);
-  p.q = a.q.data<float>();
-  p.q_token_stride = a.q.stride(0);
-  p.q_head_stride = a.q.stride(1);
-  p.k = a.k.data<float>();
-  p.k_token_stride = a.k.stride(0);
-  p.k_head_stride = a.k.stride(1);
-  p.v = a.v.data<float>();
-  p.v_token_stride = a.v.stride(0);
-  p.v_head_stride = a.v.stride(1);
-  p.a = a.a.data<float>();
-  p.a_stride = a.a.stride(0);
-  p.b = a.b.data<float>();
-  p.b_stride = a.b.stride(0);
+  p.q = heads_of<const float>(a.q);
+  p.k = heads_of<const float>(a.k);
+  p.v = heads_of<const float>(a.v);
+  p.a = rows_of<const float>(a.a);
+  p.b = rows_of<const float>(a.b);
   p.a_log = a.a_log.data<float>();
   p.dt_bias = a.dt_bias.data<float>();
-  p.dout = a.dout.data<float>();
-  p.dout_token_stride = a.dout.stride(0);
-  p.dout_head_stride = a.dout.stride(1);
-  p.dq = a.dq.data<float>();
-  p.dq_token_stride = a.dq.stride(0);
-  p.dq_head_stride = a.dq.stride(1);
-  p.dk_out = a.dk.data<float>();
-  p.dk_token_stride = a.dk.stride(0);
-  p.dk_head_stride = a.dk.stride(1);
-  p.dv_out = a.dv.data<float>();
-  p.dv_token_stride = a.dv.stride(0);
-  p.dv_head_stride = a.dv.stride(1);
-  p.da = a.da.data<float>();
-  p.da_stride = a.da.stride(0);
-  p.db = a.db.data<float>();
-  p.db_stride = a.db.stride(0);
+  p.dout = heads_of<const float>(a.dout);
+  p.dq = heads_of<float>(a.dq);
+  p.dk_out = heads_of<float>(a.dk);
+  p.dv_out = heads_of<float>(a.dv);
+  p.da = rows_of<float>(a.da);
+  p.db = rows_of<float>(a.db);
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
   p.kernel = gdn_backward_kernel_from_env();  // the chunked form unless KILN_CUDA_GDN_BACKWARD=registers
   p.tf32 = a.compute != DType::kF32 && tuning().gdn_backward_tf32;  // one tf32 pass where rounding is allowed

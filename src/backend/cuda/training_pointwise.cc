@@ -4,6 +4,7 @@
 
 #include "backend/cuda/kernels/training_pointwise.h"
 #include "backend/cuda/training.h"
+#include "backend/cuda/views.h"
 #include "backend/training_checks.h"
 
 namespace kiln::cuda {
@@ -34,18 +35,13 @@ Status Training::norm_backward(const NormBackwardArgs& a) {
   p.kind = static_cast<RmsKind>(static_cast<int>(a.kind));
   p.rows = a.x.dim(0);
   p.width = a.x.dim(1);
-  p.x = a.x.data<float>();
-  p.x_stride = a.x.stride(0);
+  p.x = rows_of<const float>(a.x);
   p.weight = a.weight.data<float>();
-  p.dout = a.dout.data<float>();
-  p.dout_stride = a.dout.stride(0);
-  p.dx = a.dx.data<float>();
-  p.dx_stride = a.dx.stride(0);
+  p.dout = rows_of<const float>(a.dout);
+  p.dx = rows_of<float>(a.dx);
   if (a.kind == NormKind::kGated) {
-    p.gate = a.gate.data<float>();
-    p.gate_stride = a.gate.stride(0);
-    p.dgate = a.dgate.data<float>();
-    p.dgate_stride = a.dgate.stride(0);
+    p.gate = rows_of<const float>(a.gate);
+    p.dgate = rows_of<float>(a.dgate);
   }
   p.accumulate = a.accumulate;
   p.eps = a.eps;
@@ -58,16 +54,11 @@ Status Training::silu_mul_backward(const SiluMulBackwardArgs& s) {
   SiluMulBackwardParams p;
   p.rows = s.a.dim(0);
   p.width = s.a.dim(1);
-  p.a = s.a.data<float>();
-  p.a_stride = s.a.stride(0);
-  p.b = s.b.data<float>();
-  p.b_stride = s.b.stride(0);
-  p.dout = s.dout.data<float>();
-  p.dout_stride = s.dout.stride(0);
-  p.da = s.da.data<float>();
-  p.da_stride = s.da.stride(0);
-  p.db = s.db.data<float>();
-  p.db_stride = s.db.stride(0);
+  p.a = rows_of<const float>(s.a);
+  p.b = rows_of<const float>(s.b);
+  p.dout = rows_of<const float>(s.dout);
+  p.da = rows_of<float>(s.da);
+  p.db = rows_of<float>(s.db);
   ProfileScope prof(ctx_->profiler.get(), [&] { return "train silu_mul_backward rows=" + std::to_string(p.rows); });
   return cuda::silu_mul_backward(p, ctx_->stream).with_context(req);
 }
@@ -79,12 +70,8 @@ Status Training::rope_backward(const RopeBackwardArgs& a) {
   p.q_heads = a.dq.dim(1);
   p.kv_heads = a.dk.dim(1);
   p.rotary_dim = a.rotary_dim;
-  p.dq = a.dq.data<float>();
-  p.q_token_stride = a.dq.stride(0);
-  p.q_head_stride = a.dq.stride(1);
-  p.dk = a.dk.data<float>();
-  p.k_token_stride = a.dk.stride(0);
-  p.k_head_stride = a.dk.stride(1);
+  p.dq = heads_of<float>(a.dq);
+  p.dk = heads_of<float>(a.dk);
   p.positions = a.positions.data<int32_t>();
   p.theta = a.theta;
   ProfileScope prof(ctx_->profiler.get(), [&] { return "train rope_backward tokens=" + std::to_string(p.tokens); });

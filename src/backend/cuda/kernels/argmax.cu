@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(ArgmaxParams p) {
   __shared__ int is[kThreads / 32];
   __shared__ bool last;
   const int64_t r = blockIdx.y, chunk = blockIdx.x, chunks = gridDim.x;
-  const float* l = p.logits + r * p.logits_stride;
+  const float* l = p.logits.row(r);
   const int64_t begin = chunk * kArgmaxChunk, end = begin + kArgmaxChunk < p.vocab ? begin + kArgmaxChunk : p.vocab;
   float v = -INFINITY;
   int idx = INT_MAX;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels/strided.h"
 #include "core/status.h"
 
 namespace kiln::cuda {
@@ -18,7 +19,7 @@ inline int64_t argmax_chunks(int64_t vocab) { return (vocab + kArgmaxChunk - 1) 
 
 struct ArgmaxParams {
   int64_t rows = 0, vocab = 0;
-  const float* logits = nullptr; int64_t logits_stride = 0;
+  Rows<const float> logits;
   int32_t* ids = nullptr;  // [rows]
   // Where a row takes more than one chunk: [rows, argmax_chunks(vocab)] partial results, and
   // [rows] counters that are zero before the launch (and are again after it).

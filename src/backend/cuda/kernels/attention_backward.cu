@@ -30,21 +30,21 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-__global__ void gather_kernel(AttnHeads src, AttnRowMap map, int64_t rows, int64_t D, float* dst) {
+__global__ void gather_kernel(Heads<float> src, AttnRowMap map, int64_t rows, int64_t D, float* dst) {
   const int64_t n = rows * D;
   for (int64_t i = thread_index(); i < n; i += thread_count()) {
     const int64_t r = i / D, e = i - r * D;
     const Located at = locate(map, r);
-    dst[i] = src.data[at.token * src.token_stride + at.head * src.head_stride + e];
+    dst[i] = src.at(at.token, at.head)[e];
   }
 }
 
-__global__ void scatter_kernel(const float* src, AttnRowMap map, int64_t rows, int64_t D, AttnHeads dst) {
+__global__ void scatter_kernel(const float* src, AttnRowMap map, int64_t rows, int64_t D, Heads<float> dst) {
   const int64_t n = rows * D;
   for (int64_t i = thread_index(); i < n; i += thread_count()) {
     const int64_t r = i / D, e = i - r * D;
     const Located at = locate(map, r);
-    dst.data[at.token * dst.token_stride + at.head * dst.head_stride + e] = src[i];
+    dst.at(at.token, at.head)[e] = src[i];
   }
 }
 
@@ -73,13 +73,13 @@ __global__ void causal_softmax_kernel(AttnChunkParams p) {
 __global__ void output_grad_kernel(AttnChunkParams p) {
   const int lane = threadIdx.x & 31;
   const int64_t D = p.head_dim;
-  const bool gated = p.gate.data != nullptr;
+  const bool gated = p.gate.ptr != nullptr;
   for (int64_t r = thread_index() >> 5; r < p.rows; r += thread_count() >> 5) {
     const Located at = locate(p.map, r);
     const float* o = p.o + r * D;
     float* d = p.dout + r * D;
-    const float* g = gated ? p.gate.data + at.token * p.gate.token_stride + at.head * p.gate.head_stride : nullptr;
-    float* dg = gated ? p.dgate.data + at.token * p.dgate.token_stride + at.head * p.dgate.head_stride : nullptr;
+    const float* g = gated ? p.gate.at(at.token, at.head) : nullptr;
+    float* dg = gated ? p.dgate.at(at.token, at.head) : nullptr;
     float acc = 0.f;
     for (int64_t e = lane; e < D; e += 32) {
       float dy = d[e];
@@ -111,13 +111,13 @@ std::string shape(const char* what, int64_t rows, int64_t cols) {
 
 }  // namespace
 
-Status attention_gather(AttnHeads src, const AttnRowMap& map, int64_t rows, int64_t head_dim, float* dst,
+Status attention_gather(Heads<float> src, const AttnRowMap& map, int64_t rows, int64_t head_dim, float* dst,
                         cudaStream_t stream) {
   gather_kernel<<<grid_blocks(rows * head_dim, kThreads), kThreads, 0, stream>>>(src, map, rows, head_dim, dst);
   return launch_status("attention_gather", [&] { return shape("gather", rows, head_dim); }, stream);
 }
 
-Status attention_scatter(const float* src, const AttnRowMap& map, int64_t rows, int64_t head_dim, AttnHeads dst,
+Status attention_scatter(const float* src, const AttnRowMap& map, int64_t rows, int64_t head_dim, Heads<float> dst,
                          cudaStream_t stream) {
   scatter_kernel<<<grid_blocks(rows * head_dim, kThreads), kThreads, 0, stream>>>(src, map, rows, head_dim, dst);
   return launch_status("attention_scatter", [&] { return shape("scatter", rows, head_dim); }, stream);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels/strided.h"
 #include "core/status.h"
 
 namespace kiln::cuda {
@@ -23,17 +24,11 @@ struct AttnRowMap {
   int64_t j0 = 0, group = 1, i0 = 0, gi = 1;
 };
 
-// A [tokens, heads, head_dim] tensor: element (t, h, e) at data[t * token_stride + h * head_stride + e].
-struct AttnHeads {
-  float* data = nullptr;
-  int64_t token_stride = 0, head_stride = 0;
-};
-
 // dst[r, :] = src(token(r), head(r), :) for rows r < rows; dst contiguous [rows, head_dim].
-Status attention_gather(AttnHeads src, const AttnRowMap& map, int64_t rows, int64_t head_dim, float* dst,
+Status attention_gather(Heads<float> src, const AttnRowMap& map, int64_t rows, int64_t head_dim, float* dst,
                         cudaStream_t stream);
 // dst(token(r), head(r), :) = src[r, :]: the inverse.
-Status attention_scatter(const float* src, const AttnRowMap& map, int64_t rows, int64_t head_dim, AttnHeads dst,
+Status attention_scatter(const float* src, const AttnRowMap& map, int64_t rows, int64_t head_dim, Heads<float> dst,
                          cudaStream_t stream);
 
 struct AttnChunkParams {
@@ -47,7 +42,7 @@ struct AttnChunkParams {
   const float* o = nullptr;  // [rows, head_dim]: the ungated attention output
   float* dout = nullptr;     // [rows, head_dim]: the gradient of the gated output in, dO out
   float* di = nullptr;       // [rows]: rowsum(dO * O)
-  AttnHeads gate, dgate;     // gate.data null: no gate
+  Heads<float> gate, dgate;  // gate.ptr null: no gate
 };
 
 // P = softmax over keys 0..t of each row (t = the row's position), zero beyond t.

@@ -24,16 +24,16 @@ __global__ void causal_conv1d_sequential_kernel(CausalConv1dParams p) {
   float* st = p.state + slot * (K - 1) * C + c;
   float w[K], win[K];
 #pragma unroll
-  for (int k = 0; k < K; ++k) w[k] = p.weight[c * p.weight_stride + k];
+  for (int k = 0; k < K; ++k) w[k] = p.weight.row(c)[k];
 #pragma unroll
   for (int k = 0; k < K - 1; ++k) win[k] = st[k * C];
   const int64_t t0 = p.cu_seqlens[row], t1 = p.cu_seqlens[row + 1];
   for (int64_t t = t0; t < t1; ++t) {
-    win[K - 1] = p.x[t * p.x_stride + c];
+    win[K - 1] = p.x.row(t)[c];
     float acc = 0.f;
 #pragma unroll
     for (int k = 0; k < K; ++k) acc += w[k] * win[k];
-    p.out[t * p.out_stride + c] = acc / (1.f + expf(-acc));
+    p.out.row(t)[c] = acc / (1.f + expf(-acc));
 #pragma unroll
     for (int k = 0; k < K - 1; ++k) win[k] = win[k + 1];
   }
@@ -61,31 +61,31 @@ __global__ void causal_conv1d_kernel(CausalConv1dParams p) {
   float* st = p.state + slot * (K - 1) * C + c;
   float w[K], win[K], old[K - 1];
 #pragma unroll
-  for (int k = 0; k < K; ++k) w[k] = p.weight[c * p.weight_stride + k];
+  for (int k = 0; k < K; ++k) w[k] = p.weight.row(c)[k];
   const bool first = blockIdx.y == 0;
 #pragma unroll
   for (int k = 0; k < K - 1; ++k) {
     const int64_t tt = ts - (K - 1) + k;
     old[k] = first ? st[k * C] : 0.f;
-    win[k] = tt >= t0 ? p.x[tt * p.x_stride + c] : old[k];  // tt < t0 only in the first tile (ts = t0)
+    win[k] = tt >= t0 ? p.x.row(tt)[c] : old[k];  // tt < t0 only in the first tile (ts = t0)
   }
   auto step = [&](float input, int64_t t) {  // token t's output; the window moves on by one
     win[K - 1] = input;
     float acc = 0.f;
 #pragma unroll
     for (int k = 0; k < K; ++k) acc += w[k] * win[k];
-    p.out[t * p.out_stride + c] = acc / (1.f + expf(-acc));
+    p.out.row(t)[c] = acc / (1.f + expf(-acc));
 #pragma unroll
     for (int k = 0; k < K - 1; ++k) win[k] = win[k + 1];
   };
   if (te - ts == kTokenTile) {  // a whole tile: its inputs loaded at once, all in flight
     float in[kTokenTile];
 #pragma unroll
-    for (int i = 0; i < kTokenTile; ++i) in[i] = p.x[(ts + i) * p.x_stride + c];
+    for (int i = 0; i < kTokenTile; ++i) in[i] = p.x.row(ts + i)[c];
 #pragma unroll
     for (int i = 0; i < kTokenTile; ++i) step(in[i], ts + i);
   } else {
-    for (int64_t t = ts; t < te; ++t) step(p.x[t * p.x_stride + c], t);
+    for (int64_t t = ts; t < te; ++t) step(p.x.row(t)[c], t);
   }
   if (!first) return;
   // New state: the inputs t1-K+1 .. t1-1, from the old state where the row is shorter than K-1.
@@ -95,7 +95,7 @@ __global__ void causal_conv1d_kernel(CausalConv1dParams p) {
     const int64_t tt = t1 - (K - 1) + k;
     float v = 0.f;
     if (tt >= t0) {
-      v = p.x[tt * p.x_stride + c];
+      v = p.x.row(tt)[c];
     } else {
 #pragma unroll
       for (int m = 0; m < K - 1; ++m)

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels/strided.h"
 #include "core/status.h"
 
 namespace kiln::cuda {
@@ -17,10 +18,10 @@ constexpr int kConvMaxKernel = 8;
 struct CausalConv1dParams {
   int64_t rows = 0, tokens = 0, channels = 0, kernel = 0, slots = 0;
   int64_t max_row_tokens = 0;  // the longest row (sizes the grid); 0: the sequential kernel
-  const float* x = nullptr; int64_t x_stride = 0;
-  const float* weight = nullptr; int64_t weight_stride = 0;  // [channels, kernel]
+  Rows<const float> x;
+  Rows<const float> weight;  // [channels, kernel]
   float* state = nullptr;  // [slots, kernel - 1, channels], contiguous
-  float* out = nullptr; int64_t out_stride = 0;
+  Rows<float> out;
   const int32_t* cu_seqlens = nullptr;   // [rows + 1]
   const int32_t* state_slots = nullptr;  // [rows]; slots outside [0, slots) are skipped
 };

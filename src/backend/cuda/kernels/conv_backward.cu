@@ -24,28 +24,28 @@ __global__ void conv_backward_kernel(ConvBackwardParams p) {
   const int64_t n = t1 - t0;
   float w[K];
 #pragma unroll
-  for (int k = 0; k < K; ++k) w[k] = p.weight[c * p.weight_stride + k];
-  const float* x = p.x + t0 * p.x_stride + c;
-  const float* dout = p.dout + t0 * p.dout_stride + c;
-  float* dx = p.dx + t0 * p.dx_stride + c;
+  for (int k = 0; k < K; ++k) w[k] = p.weight.row(c)[k];
+  const float* x = p.x.row(t0) + c;
+  const float* dout = p.dout.row(t0) + c;
+  float* dx = p.dx.row(t0) + c;
   for (int64_t js = static_cast<int64_t>(blockIdx.y) * kTile; js < n; js += static_cast<int64_t>(gridDim.y) * kTile) {
     constexpr int L = kTile + K - 1;
     float win[K];  // inputs t - (K-1) .. t of the output t in hand
 #pragma unroll
     for (int k = 0; k < K - 1; ++k) {
       const int64_t tt = js - (K - 1) + k;
-      win[k] = tt >= 0 && tt < n ? x[tt * p.x_stride] : 0.f;
+      win[k] = tt >= 0 && tt < n ? x[tt * p.x.stride] : 0.f;
     }
     float dy[L];
 #pragma unroll
     for (int l = 0; l < L; ++l) {
       const int64_t t = js + l;
-      win[K - 1] = t < n ? x[t * p.x_stride] : 0.f;
+      win[K - 1] = t < n ? x[t * p.x.stride] : 0.f;
       float y = 0.f;
 #pragma unroll
       for (int k = 0; k < K; ++k) y += w[k] * win[k];
       const float sg = 1.f / (1.f + expf(-y));
-      dy[l] = t < n ? dout[t * p.dout_stride] * sg * (1.f + y * (1.f - sg)) : 0.f;
+      dy[l] = t < n ? dout[t * p.dout.stride] * sg * (1.f + y * (1.f - sg)) : 0.f;
 #pragma unroll
       for (int k = 0; k < K - 1; ++k) win[k] = win[k + 1];
     }
@@ -56,7 +56,7 @@ __global__ void conv_backward_kernel(ConvBackwardParams p) {
       float acc = 0.f;
 #pragma unroll
       for (int k = 0; k < K; ++k) acc += w[k] * dy[l + K - 1 - k];  // the CPU's order
-      dx[j * p.dx_stride] = acc;
+      dx[j * p.dx.stride] = acc;
     }
   }
 }

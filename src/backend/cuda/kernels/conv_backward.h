@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernels/causal_conv1d.h"
+#include "backend/cuda/kernels/strided.h"
 #include "core/status.h"
 
 namespace kiln::cuda {
@@ -17,10 +18,10 @@ namespace kiln::cuda {
 struct ConvBackwardParams {
   int64_t rows = 0, tokens = 0, channels = 0, kernel = 0;
   int64_t max_row_tokens = 0;  // the longest row (sizes the grid; tiles beyond it loop)
-  const float* x = nullptr; int64_t x_stride = 0;
-  const float* weight = nullptr; int64_t weight_stride = 0;  // [channels, kernel]
-  const float* dout = nullptr; int64_t dout_stride = 0;
-  float* dx = nullptr; int64_t dx_stride = 0;
+  Rows<const float> x;
+  Rows<const float> weight;  // [channels, kernel]
+  Rows<const float> dout;
+  Rows<float> dx;
   const int32_t* cu_seqlens = nullptr;  // [rows + 1]; clamped to [0, tokens] on the device
 };
 

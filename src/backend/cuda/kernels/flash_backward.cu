@@ -61,11 +61,11 @@ __global__ void flash_backward_prep_kernel(FlashBackwardParams p) {
   if (item >= p.tokens * slots) return;
   const int64_t t = item / slots, s = item % slots, D = p.head_dim;
   if (s < p.q_heads) {
-    const float* q = p.q + t * p.q_ts + s * p.q_hs;
-    const float* y = p.out + t * p.out_ts + s * p.out_hs;
-    const float* dy = p.dout + t * p.dout_ts + s * p.dout_hs;
-    const float* gt = p.gate != nullptr ? p.gate + t * p.gate_ts + s * p.gate_hs : nullptr;
-    float* dg = p.gate != nullptr ? p.dgate + t * p.dgate_ts + s * p.dgate_hs : nullptr;
+    const float* q = p.q.at(t, s);
+    const float* y = p.out.at(t, s);
+    const float* dy = p.dout.at(t, s);
+    const float* gt = p.gate.ptr != nullptr ? p.gate.at(t, s) : nullptr;
+    float* dg = p.gate.ptr != nullptr ? p.dgate.at(t, s) : nullptr;
     bf16* qo = static_cast<bf16*>(p.qb) + (t * p.q_heads + s) * D;
     bf16* doo = static_cast<bf16*>(p.dob) + (t * p.q_heads + s) * D;
     float di = 0.f;
@@ -94,8 +94,8 @@ __global__ void flash_backward_prep_kernel(FlashBackwardParams p) {
     if (lane == 0) p.di[t * p.q_heads + s] = di;
   } else {
     const int64_t h = s - p.q_heads;
-    const float* k = p.k + t * p.k_ts + h * p.k_hs;
-    const float* v = p.v + t * p.v_ts + h * p.v_hs;
+    const float* k = p.k.at(t, h);
+    const float* v = p.v.at(t, h);
     bf16* ko = static_cast<bf16*>(p.kb) + (t * p.kv_heads + h) * D;
     bf16* vo = static_cast<bf16*>(p.vb) + (t * p.kv_heads + h) * D;
     for (int64_t e = V * lane; e < D; e += 32 * V) {
@@ -332,8 +332,8 @@ __global__ void __launch_bounds__(kThreads, 1) flash_backward_dkdv_kernel(FlashB
     tile_mma<D, 2, NS>(dk, dSt + kw2 * kSP, Qs + dw, lane);
   }
 
-  store_rows(dk, p.dk + kvh * p.dk_hs, p.dk_ts, begin, k0 + kw2, n, dw, p.scale, lane);
-  store_rows(dv, p.dv + kvh * p.dv_hs, p.dv_ts, begin, k0 + kw2, n, dw, 1.f, lane);
+  store_rows(dk, p.dk.ptr + kvh * p.dk.head_stride, p.dk.token_stride, begin, k0 + kw2, n, dw, p.scale, lane);
+  store_rows(dv, p.dv.ptr + kvh * p.dv.head_stride, p.dv.token_stride, begin, k0 + kw2, n, dw, 1.f, lane);
 }
 
 // The block's (query head, row, query tile) in a dQ grid (rows * q_heads, query tiles), the query
@@ -405,7 +405,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_backward_dq_kernel(FlashBac
     tile_mma<D, 2, NS>(dq, dSs + qw2 * kSP, Ks + dw, lane);
   }
 
-  store_rows(dq, p.dq + h * p.dq_hs, p.dq_ts, begin, q0 + qw2, n, dw, p.scale, lane);
+  store_rows(dq, p.dq.ptr + h * p.dq.head_stride, p.dq.token_stride, begin, q0 + qw2, n, dw, p.scale, lane);
 }
 
 // dQ from the dS tiles the dK/dV kernel left: grid (rows * q_heads, query tiles), the query tiles
@@ -443,7 +443,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_backward_dq_from_ds_kernel(
     const int b = static_cast<int>(t & 1);
     tile_mma<D, 2, NS, true>(dq, dSbuf + b * kTile * kSP + qw, Kbuf + b * kT + dw, lane);
   }
-  store_rows(dq, p.dq + h * p.dq_hs, p.dq_ts, begin, q0 + qw, n, dw, p.scale, lane);
+  store_rows(dq, p.dq.ptr + h * p.dq.head_stride, p.dq.token_stride, begin, q0 + qw, n, dw, p.scale, lane);
 }
 
 template <int D>
@@ -464,12 +464,11 @@ Status launch_all(const FlashBackwardParams& p, const Shape& shape, cudaStream_t
   const unsigned tiles = static_cast<unsigned>((p.max_len + kTile - 1) / kTile);
   const int64_t items = p.tokens * (p.q_heads + p.kv_heads);
   // Every view 16-byte aligned at each token and head: four floats an access.
-  const auto a16 = [](const float* d, int64_t ts, int64_t hs) {
-    return d == nullptr || (reinterpret_cast<uintptr_t>(d) % 16 == 0 && ts % 4 == 0 && hs % 4 == 0);
+  const auto a16 = [](const auto& v) {
+    return v.ptr == nullptr ||
+           (reinterpret_cast<uintptr_t>(v.ptr) % 16 == 0 && v.token_stride % 4 == 0 && v.head_stride % 4 == 0);
   };
-  const bool vec4 = a16(p.q, p.q_ts, p.q_hs) && a16(p.k, p.k_ts, p.k_hs) && a16(p.v, p.v_ts, p.v_hs) &&
-                    a16(p.gate, p.gate_ts, p.gate_hs) && a16(p.dgate, p.dgate_ts, p.dgate_hs) &&
-                    a16(p.out, p.out_ts, p.out_hs) && a16(p.dout, p.dout_ts, p.dout_hs);
+  const bool vec4 = a16(p.q) && a16(p.k) && a16(p.v) && a16(p.gate) && a16(p.dgate) && a16(p.out) && a16(p.dout);
   const unsigned prep_blocks = static_cast<unsigned>((items + kWarps - 1) / kWarps);
   if (vec4) flash_backward_prep_kernel<4><<<prep_blocks, kThreads, 0, stream>>>(p);
   else flash_backward_prep_kernel<1><<<prep_blocks, kThreads, 0, stream>>>(p);

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels/strided.h"
 #include "core/status.h"
 
 namespace kiln::cuda {
@@ -27,18 +28,18 @@ namespace kiln::cuda {
 struct FlashBackwardParams {
   int64_t rows = 0, tokens = 0, max_len = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
   const int32_t* cu_seqlens = nullptr;  // [rows + 1]
-  // [tokens, heads, head_dim] f32 views: element (t, h, e) at data[t * ts + h * hs + e].
-  const float* q = nullptr; int64_t q_ts = 0, q_hs = 0;
-  const float* k = nullptr; int64_t k_ts = 0, k_hs = 0;
-  const float* v = nullptr; int64_t v_ts = 0, v_hs = 0;
-  const float* gate = nullptr; int64_t gate_ts = 0, gate_hs = 0;  // null: no gate
-  const float* out = nullptr; int64_t out_ts = 0, out_hs = 0;     // Y: the forward's gated output
-  const float* dout = nullptr; int64_t dout_ts = 0, dout_hs = 0;  // dY
+  // [tokens, heads, head_dim] f32 views.
+  Heads<const float> q;
+  Heads<const float> k;
+  Heads<const float> v;
+  Heads<const float> gate;  // null: no gate
+  Heads<const float> out;  // Y: the forward's gated output
+  Heads<const float> dout;  // dY
   const float* lse = nullptr;  // [tokens, q_heads]: max + log2(sum), in units of S scale log2(e)
-  float* dq = nullptr; int64_t dq_ts = 0, dq_hs = 0;
-  float* dk = nullptr; int64_t dk_ts = 0, dk_hs = 0;
-  float* dv = nullptr; int64_t dv_ts = 0, dv_hs = 0;
-  float* dgate = nullptr; int64_t dgate_ts = 0, dgate_hs = 0;
+  Heads<float> dq;
+  Heads<float> dk;
+  Heads<float> dv;
+  Heads<float> dgate;
   // Scratch: Q and dO [tokens, q_heads, head_dim] bf16, K and V [tokens, kv_heads, head_dim]
   // bf16 (16-byte aligned), Di [tokens, q_heads] f32.
   void* qb = nullptr;

@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) flash_prefill_kernel(FlashPref
     const int r = e / (D / 2), d = 2 * (e % (D / 2));
     float x0 = 0.f, x1 = 0.f;
     if (r < rows_here) {
-      const float* src = p.q + (row_begin + first + r) * p.q_token_stride + h * p.q_head_stride + d;
+      const float* src = p.q.at(row_begin + first + r, h) + d;
       x0 = src[0];
       x1 = src[1];
     }
@@ -257,8 +257,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1) flash_prefill_kernel(FlashPref
     const float inv = l[hr] > 0.f ? 1.f / l[hr] : 0.f;
     const int64_t tok = row_begin + idx;
     if (p.lse != nullptr && c4 == 0) p.lse[tok * p.q_heads + h] = m[hr] + log2f(l[hr]);
-    float* dst = p.out + tok * p.out_token_stride + h * p.out_head_stride;
-    const float* gt = p.gate != nullptr ? p.gate + tok * p.gate_token_stride + h * p.gate_head_stride : nullptr;
+    float* dst = p.out.at(tok, h);
+    const float* gt = p.gate.ptr != nullptr ? p.gate.at(tok, h) : nullptr;
 #pragma unroll
     for (int i = 0; i < kDimSlices; ++i)
 #pragma unroll

@@ -34,9 +34,9 @@ __global__ void __launch_bounds__(kThreads) gated_delta_rule_kernel(GatedDeltaRu
   const int64_t t0 = p.cu_seqlens[row], t1 = p.cu_seqlens[row + 1];
   for (int64_t t = t0; t < t1; ++t) {
     __syncthreads();  // the previous token's vectors are no longer read
-    const float* q = p.q + t * p.q_token_stride + kh * p.q_head_stride;
-    const float* k = p.k + t * p.k_token_stride + kh * p.k_head_stride;
-    const float* v = p.v + t * p.v_token_stride + h * p.v_head_stride;
+    const float* q = p.q.at(t, kh);
+    const float* k = p.k.at(t, kh);
+    const float* v = p.v.at(t, h);
     float qq = 0.f, kk = 0.f;
     for (int64_t i = threadIdx.x; i < dk; i += kThreads) {
       const float qi = q[i], ki = k[i];
@@ -50,10 +50,10 @@ __global__ void __launch_bounds__(kThreads) gated_delta_rule_kernel(GatedDeltaRu
     kk = block_sum(kk, scratch);
     const float q_inv = q_scale / sqrtf(qq + 1e-6f), k_inv = 1.f / sqrtf(kk + 1e-6f);
     if (threadIdx.x == 0) {
-      const float x = p.a[t * p.a_stride + h] + dt_bias;
+      const float x = p.a.row(t)[h] + dt_bias;
       const float softplus = x > 20.f ? x : log1pf(expf(x));
       gates[0] = expf(-A * softplus);
-      gates[1] = 1.f / (1.f + expf(-p.b[t * p.b_stride + h]));
+      gates[1] = 1.f / (1.f + expf(-p.b.row(t)[h]));
     }
     __syncthreads();
     for (int64_t i = threadIdx.x; i < dk; i += kThreads) {
@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(kThreads) gated_delta_rule_kernel(GatedDeltaRu
     }
     __syncthreads();
     const float decay = gates[0], beta = gates[1];
-    float* o = p.out + t * p.out_token_stride + h * p.out_head_stride;
+    float* o = p.out.at(t, h);
     for (int64_t j = threadIdx.x; j < dv; j += kThreads) {
       float u = 0.f;
       for (int64_t i = 0; i < dk; ++i) {

@@ -9,21 +9,22 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels/strided.h"
 #include "core/status.h"
 
 namespace kiln::cuda {
 
 struct GatedDeltaRuleParams {
   int64_t rows = 0, tokens = 0, k_heads = 0, v_heads = 0, dk = 0, dv = 0, slots = 0;
-  const float* q = nullptr; int64_t q_token_stride = 0, q_head_stride = 0;
-  const float* k = nullptr; int64_t k_token_stride = 0, k_head_stride = 0;
-  const float* v = nullptr; int64_t v_token_stride = 0, v_head_stride = 0;
-  const float* a = nullptr; int64_t a_stride = 0;  // [tokens, v_heads]
-  const float* b = nullptr; int64_t b_stride = 0;
+  Heads<const float> q;
+  Heads<const float> k;
+  Heads<const float> v;
+  Rows<const float> a;  // [tokens, v_heads]
+  Rows<const float> b;
   const float* a_log = nullptr;    // [v_heads]
   const float* dt_bias = nullptr;  // [v_heads]
   float* state = nullptr;          // [slots, v_heads, dk, dv], contiguous
-  float* out = nullptr; int64_t out_token_stride = 0, out_head_stride = 0;
+  Heads<float> out;
   const int32_t* cu_seqlens = nullptr;   // [rows + 1]
   const int32_t* state_slots = nullptr;  // [rows]; slots outside [0, slots) are skipped
   // The two-pass chunked form only: its scratch (gated_delta_rule_two_pass_scratch_floats: a

@@ -90,8 +90,8 @@ __global__ void __launch_bounds__(kPairWarps * 32) gdn_backward_prep_kernel(GdnB
   const int64_t pair = static_cast<int64_t>(blockIdx.x) * kPairWarps + (threadIdx.x >> 5);
   if (pair >= p.tokens * p.k_heads) return;  // the whole warp: no block barrier follows
   const int64_t t = pair / p.k_heads, kh = pair % p.k_heads, dk = p.dk, ratio = p.v_heads / p.k_heads;
-  const float* q = p.q + t * p.q_token_stride + kh * p.q_head_stride;
-  const float* k = p.k + t * p.k_token_stride + kh * p.k_head_stride;
+  const float* q = p.q.at(t, kh);
+  const float* k = p.k.at(t, kh);
   float qq = 0.f, kk = 0.f;
   for (int64_t i = lane; i < dk; i += 32) {
     qq += q[i] * q[i];
@@ -107,10 +107,10 @@ __global__ void __launch_bounds__(kPairWarps * 32) gdn_backward_prep_kernel(GdnB
     kn[i] = k[i] * k_inv;
   }
   for (int64_t h = kh * ratio + lane; h < (kh + 1) * ratio; h += 32) {
-    const float x = p.a[t * p.a_stride + h] + p.dt_bias[h];
+    const float x = p.a.row(t)[h] + p.dt_bias[h];
     const float g = -expf(p.a_log[h]) * (x > 20.f ? x : log1pf(expf(x)));  // as the forward's softplus
     s.decay[t * p.v_heads + h] = expf(g);
-    s.beta[t * p.v_heads + h] = sigmoidf(p.b[t * p.b_stride + h]);
+    s.beta[t * p.v_heads + h] = sigmoidf(p.b.row(t)[h]);
   }
 }
 
@@ -178,8 +178,8 @@ __device__ __forceinline__ void stage_tokens(const Stage& st, const GdnBackwardP
     const int l = idx / kRegCols, c = idx % kRegCols;
     const int64_t tok = tok0 + l;
     const bool in = c < it.nc;
-    st.v[idx] = in ? p.v[tok * p.v_token_stride + it.h * p.v_head_stride + it.j0 + c] : 0.f;
-    if (with_qo) st.o[idx] = in ? p.dout[tok * p.dout_token_stride + it.h * p.dout_head_stride + it.j0 + c] : 0.f;
+    st.v[idx] = in ? p.v.at(tok, it.h)[it.j0 + c] : 0.f;
+    if (with_qo) st.o[idx] = in ? p.dout.at(tok, it.h)[it.j0 + c] : 0.f;
   }
   if (it.tid < count) {
     st.g[it.tid] = s.decay[(tok0 + it.tid) * Hv + it.h];
@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(kRegThreads, R <= 16 ? 2 : 1) gdn_backward_reg
       // NaN gradients rather than states past the scratch.
       for (int64_t tok = t0; tok < t0 + n && tok < p.tokens; ++tok) {
         const int64_t part = (tok * Hv + h) * G + grp;
-        if (slice == 0 && col < nc) p.dv_out[tok * p.dv_token_stride + h * p.dv_head_stride + j0 + col] = NAN;
+        if (slice == 0 && col < nc) p.dv_out.at(tok, h)[j0 + col] = NAN;
         for (int i = tid; i < dk; i += kRegThreads) s.dqp[part * dk + i] = s.dkp[part * dk + i] = NAN;
         if (tid == 0) s.dgp[part] = s.dbp[part] = NAN;
       }
@@ -324,7 +324,7 @@ __global__ void __launch_bounds__(kRegThreads, R <= 16 ? 2 : 1) gdn_backward_reg
           }
           const float du = column_sum(du0 + du1);
           const float w = beta * du;
-          if (slice == 0 && it.active) p.dv_out[tok * p.dv_token_stride + h * p.dv_head_stride + j0 + col] = w;
+          if (slice == 0 && it.active) p.dv_out.at(tok, h)[j0 + col] = w;
           // Per row of this column: dk's term dS u - e^g P w, dq's term (e^g P + k u) o (that is,
           // S_t o); then dS' = dS - k w^T, dg's term dS' . P, and dS_{t-1} = e^g dS'.
           float a[2 * R];
@@ -417,8 +417,8 @@ __global__ void __launch_bounds__(kPairWarps * 32) gdn_backward_finish_kernel(Gd
         sk[m] += s.dkp[e * dk + i];
       }
   }
-  const float* q = p.q + t * p.q_token_stride + kh * p.q_head_stride;
-  const float* k = p.k + t * p.k_token_stride + kh * p.k_head_stride;
+  const float* q = p.q.at(t, kh);
+  const float* k = p.k.at(t, kh);
   float qq = 0.f, qdy = 0.f, kk = 0.f, kdy = 0.f;
 #pragma unroll
   for (int m = 0; m < kPerLane; ++m) {
@@ -437,8 +437,8 @@ __global__ void __launch_bounds__(kPairWarps * 32) gdn_backward_finish_kernel(Gd
   const float q_scale = 1.f / sqrtf(static_cast<float>(dk));
   const float qn2 = qq + 1e-6f, kn2 = kk + 1e-6f;
   const float qf = q_scale / sqrtf(qn2), qc = qdy / qn2, kf = 1.f / sqrtf(kn2), kc = kdy / kn2;
-  float* dq = p.dq + t * p.dq_token_stride + kh * p.dq_head_stride;
-  float* dkr = p.dk_out + t * p.dk_token_stride + kh * p.dk_head_stride;
+  float* dq = p.dq.at(t, kh);
+  float* dkr = p.dk_out.at(t, kh);
 #pragma unroll
   for (int m = 0; m < kPerLane; ++m) {
     const int64_t i = lane + 32 * m;
@@ -453,10 +453,10 @@ __global__ void __launch_bounds__(kPairWarps * 32) gdn_backward_finish_kernel(Gd
       dg += s.dgp[(t * p.v_heads + h) * p.groups + g];
       dbeta += s.dbp[(t * p.v_heads + h) * p.groups + g];
     }
-    const float x = p.a[t * p.a_stride + h] + p.dt_bias[h];
-    p.da[t * p.da_stride + h] = dg * (-expf(p.a_log[h]) * sigmoidf(x));
+    const float x = p.a.row(t)[h] + p.dt_bias[h];
+    p.da.row(t)[h] = dg * (-expf(p.a_log[h]) * sigmoidf(x));
     const float beta = s.beta[t * p.v_heads + h];
-    p.db[t * p.db_stride + h] = dbeta * beta * (1.f - beta);
+    p.db.row(t)[h] = dbeta * beta * (1.f - beta);
   }
 }
 

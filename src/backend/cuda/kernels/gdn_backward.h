@@ -26,6 +26,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels/strided.h"
 #include "core/status.h"
 
 namespace kiln::cuda {
@@ -36,19 +37,19 @@ struct GdnBackwardParams {
   int64_t rows = 0, tokens = 0, k_heads = 0, v_heads = 0, dk = 0, dv = 0;
   int64_t chunk = 64;    // tokens between kept states (no larger than max_len)
   int64_t max_len = 0;   // the longest row; a row longer than this is skipped (its scratch is sized by it)
-  const float* q = nullptr; int64_t q_token_stride = 0, q_head_stride = 0;  // [tokens, k_heads, dk]
-  const float* k = nullptr; int64_t k_token_stride = 0, k_head_stride = 0;  // [tokens, k_heads, dk]
-  const float* v = nullptr; int64_t v_token_stride = 0, v_head_stride = 0;  // [tokens, v_heads, dv]
-  const float* a = nullptr; int64_t a_stride = 0;                           // [tokens, v_heads]
-  const float* b = nullptr; int64_t b_stride = 0;                           // [tokens, v_heads]
+  Heads<const float> q;  // [tokens, k_heads, dk]
+  Heads<const float> k;  // [tokens, k_heads, dk]
+  Heads<const float> v;  // [tokens, v_heads, dv]
+  Rows<const float> a;  // [tokens, v_heads]
+  Rows<const float> b;  // [tokens, v_heads]
   const float* a_log = nullptr;                                             // [v_heads]
   const float* dt_bias = nullptr;                                           // [v_heads]
-  const float* dout = nullptr; int64_t dout_token_stride = 0, dout_head_stride = 0;  // [tokens, v_heads, dv]
-  float* dq = nullptr; int64_t dq_token_stride = 0, dq_head_stride = 0;     // shaped as q
-  float* dk_out = nullptr; int64_t dk_token_stride = 0, dk_head_stride = 0; // shaped as k
-  float* dv_out = nullptr; int64_t dv_token_stride = 0, dv_head_stride = 0; // shaped as v
-  float* da = nullptr; int64_t da_stride = 0;                               // [tokens, v_heads]
-  float* db = nullptr; int64_t db_stride = 0;                               // [tokens, v_heads]
+  Heads<const float> dout;  // [tokens, v_heads, dv]
+  Heads<float> dq;  // shaped as q
+  Heads<float> dk_out;  // shaped as k
+  Heads<float> dv_out;  // shaped as v
+  Rows<float> da;  // [tokens, v_heads]
+  Rows<float> db;  // [tokens, v_heads]
   const int32_t* cu_seqlens = nullptr;                                      // [rows + 1], on the device
 
   // Which form: the chunked one (gdn_chunked_backward.h; dk 16, 32, 64 or 128, as the two-pass

@@ -46,9 +46,9 @@ struct ChunkLayout {
 
 // Asynchronous 16-byte copies need 16-byte aligned q and k rows (v goes 4 bytes at a time).
 __device__ __forceinline__ bool qk_rows_aligned(const GatedDeltaRuleParams& p) {
-  return reinterpret_cast<uintptr_t>(p.q) % 16 == 0 && reinterpret_cast<uintptr_t>(p.k) % 16 == 0 &&
-         p.q_token_stride % 4 == 0 && p.q_head_stride % 4 == 0 && p.k_token_stride % 4 == 0 &&
-         p.k_head_stride % 4 == 0;
+  return reinterpret_cast<uintptr_t>(p.q.ptr) % 16 == 0 && reinterpret_cast<uintptr_t>(p.k.ptr) % 16 == 0 &&
+         p.q.token_stride % 4 == 0 && p.q.head_stride % 4 == 0 && p.k.token_stride % 4 == 0 &&
+         p.k.head_stride % 4 == 0;
 }
 
 // Loads a chunk's q and k rows (row stride KP; zero rows from n on) and its gates (G holds g
@@ -66,8 +66,8 @@ __device__ void load_chunk_qk(const GatedDeltaRuleParams& p, int64_t c0, int n, 
     float* qd = Qs + t * KP + d;
     float* kd = Ks + t * KP + d;
     if (t < n) {
-      const float* qg = p.q + (c0 + t) * p.q_token_stride + kh * p.q_head_stride + d;
-      const float* kg = p.k + (c0 + t) * p.k_token_stride + kh * p.k_head_stride + d;
+      const float* qg = p.q.at(c0 + t, kh) + d;
+      const float* kg = p.k.at(c0 + t, kh) + d;
       if (vec) {
         __pipeline_memcpy_async(qd, qg, 16);
         __pipeline_memcpy_async(kd, kg, 16);
@@ -87,10 +87,10 @@ __device__ void load_chunk_qk(const GatedDeltaRuleParams& p, int64_t c0, int n, 
     const int t = tid;
     float g = 0.f, b = 0.f;
     if (t < n) {
-      const float x = p.a[(c0 + t) * p.a_stride + h] + p.dt_bias[h];
+      const float x = p.a.row(c0 + t)[h] + p.dt_bias[h];
       const float softplus = x > 20.f ? x : log1pf(expf(x));
       g = -expf(p.a_log[h]) * softplus;
-      b = 1.f / (1.f + expf(-p.b[(c0 + t) * p.b_stride + h]));
+      b = 1.f / (1.f + expf(-p.b.row(c0 + t)[h]));
     }
     G[t] = g;
     beta[t] = b;
@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GatedDeltaRule
     for (int e = tid; e < kC * kBV; e += kThreads) {
       const int t = e / kBV, j = e % kBV;
       if (t < n && j < bv) {
-        const float* vg = p.v + (c0 + t) * p.v_token_stride + h * p.v_head_stride + j0 + j;
+        const float* vg = p.v.at(c0 + t, h) + j0 + j;
         if (vec) __pipeline_memcpy_async(W + t * kWP + j, vg, 4);
         else W[t * kWP + j] = *vg;
       } else {
@@ -285,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunked_kernel(GatedDeltaRule
 #pragma unroll
         for (int a = 0; a < 8; ++a) {
           const int t = warp * 8 + a;
-          if (t < n) p.out[(c0 + t) * p.out_token_stride + h * p.out_head_stride + j0 + lane] = o[a];
+          if (t < n) p.out.at(c0 + t, h)[j0 + lane] = o[a];
         }
       }
     }
@@ -428,7 +428,7 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_prep_kernel(GatedDeltaRule
     // four adjacent columns a thread.
     for (int e = tid; e < kC * kPanel / 4; e += kThreads) {
       const int t = e / (kPanel / 4), cc = 4 * (e % (kPanel / 4));
-      const float* vt = p.v + (c0 + t) * p.v_token_stride + h * p.v_head_stride;
+      const float* vt = p.v.at(c0 + t, h);
       const float bt = beta[t], bg = bt * expf(G[t]);
       float4 x4;
       float* x = &x4.x;
@@ -585,7 +585,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
 
     // W = U - Wk S0 (warps 0-3) and exp(G) Qn S0 (warps 4-7, into Os, when there is an output):
     // rows 16 (warp % 4) .. + 15 of all 32 columns a warp.
-    if (warp < 4 || p.out != nullptr) {
+    if (warp < 4 || p.out.ptr != nullptr) {
       const int r0 = 16 * (warp & 3);
       const float* A = warp < 4 ? Wks : Qs;
       float acc[4][4] = {};
@@ -607,7 +607,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
     load_qwk(c + 1);  // Qn and Wk are done with
     // out = exp(G) Qn S0 + Mq W: rows 16 (warp / 2) .. + 15, columns 16 (warp % 2) .. + 15 a warp;
     // Mq is zero above the diagonal, so the sum stops at the tile's last row.
-    if (p.out != nullptr) {
+    if (p.out.ptr != nullptr) {
       const int r0 = 16 * (warp >> 1), n0 = 16 * (warp & 1);
       float acc[2][4];
       warp_tile_each(acc, [&](int r, int j, float& v) { v = Os[(r0 + r) * kSP + n0 + j]; });
@@ -615,7 +615,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_scan_kernel(GatedDeltaR
                 [&](int i, int j) { return Tf32Pair{Wh[i * kSP + n0 + j], Wl[i * kSP + n0 + j]}; });
       warp_tile_each(acc, [&](int r, int j, float v) {
         const int t = r0 + r;
-        if (t < n && n0 + j < bv) p.out[(c0 + t) * p.out_token_stride + h * p.out_head_stride + j0 + n0 + j] = v;
+        if (t < n && n0 + j < bv) p.out.at(c0 + t, h)[j0 + n0 + j] = v;
       });
     }
     __syncthreads();

@@ -146,8 +146,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_chunk_bwd_scan_kernel(GdnBack
       const int d = e / kBV, j = e % kBV;
       if (j < bv) kept[d * dv + j] = dS[d * kSP + j];
     }
-    load_tile(O, p.dout + c0 * p.dout_token_stride + h * p.dout_head_stride + j0, p.dout_token_stride, kC, n, bv,
-              kSP);
+    load_tile(O, p.dout.at(c0, h) + j0, p.dout.token_stride, kC, n, bv, kSP);
     __pipeline_commit();
     load_record_rows<kThreads>(Qs, KT, rec + R.q(), DK);
     load_record_rows<kThreads>(Wks, KT, rec + R.wk(), DK);
@@ -413,8 +412,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       load_tile(dSt, dSg + j0, dv, DK, DK, bv, kTS);
       load_tile(Wt, Wg + j0, dv, kC, kC, bv, kTS);
       load_tile(dWt, dWg + j0, dv, kC, kC, bv, kTS);
-      load_tile(Ot, p.dout + c0 * p.dout_token_stride + h * p.dout_head_stride + j0, p.dout_token_stride, kC, n, bv,
-                kTS);
+      load_tile(Ot, p.dout.at(c0, h) + j0, p.dout.token_stride, kC, n, bv, kTS);
       copies_landed();
       auto ot = [&](int t, int k) { return Ot[t * kTS + k]; };
       auto s0t = [&](int k, int d) { return S0t[d * kTS + k]; };
@@ -515,11 +513,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       copies_landed();
       float x[kBV / 16][4] = {};
       tile_mma<P, kC>(x, wy, m, [&](int s, int c) { return Yt[s * kYS + c]; });
-      float* dvo = p.dv_out + c0 * p.dv_token_stride + h * p.dv_head_stride + j0;
+      float* dvo = p.dv_out.at(c0, h) + j0;
       tile_each(x, wy, [&](int, int t, int c, float v) {
         if (c >= bv) return;
         dWg[t * dv + j0 + c] = v;
-        if (t < n) dvo[t * p.dv_token_stride + c] = beta[t] * v;
+        if (t < n) dvo[t * p.dv_out.token_stride + c] = beta[t] * v;
       });
     }
   }
@@ -544,7 +542,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       __syncthreads();  // the previous tile is consumed
       load_tile(dXut, dWg + j0, dv, kC, kC, bv, kTS);
       load_tile(Ut, rec + R.u() + j0, dv, kC, kC, bv, kTS);
-      load_tile(Vt, p.v + c0 * p.v_token_stride + h * p.v_head_stride + j0, p.v_token_stride, kC, n, bv, kTS);
+      load_tile(Vt, p.v.at(c0, h) + j0, p.v.token_stride, kC, n, bv, kTS);
       copies_landed();
       tile_mma<P, kBV>(ad, wc, [&](int t, int k) { return dXut[t * kTS + k]; }, [&](int k, int i) { return Ut[i * kTS + k]; });
       if (tid < kC) {
@@ -654,18 +652,10 @@ Status launch(const GdnBackwardParams& p, const GdnChunkedBackwardBuffers& b, cu
     f.dk = p.dk;
     f.dv = p.dv;
     f.q = p.q;
-    f.q_token_stride = p.q_token_stride;
-    f.q_head_stride = p.q_head_stride;
     f.k = p.k;
-    f.k_token_stride = p.k_token_stride;
-    f.k_head_stride = p.k_head_stride;
     f.v = p.v;
-    f.v_token_stride = p.v_token_stride;
-    f.v_head_stride = p.v_head_stride;
     f.a = p.a;
-    f.a_stride = p.a_stride;
     f.b = p.b;
-    f.b_stride = p.b_stride;
     f.a_log = p.a_log;
     f.dt_bias = p.dt_bias;
     f.cu_seqlens = p.cu_seqlens;

@@ -27,7 +27,7 @@ constexpr int kMaxTaps = 7;  // conv_kernel <= 8 (the facet's limit)
 
 __device__ __forceinline__ float conv_step(const GdnDecodeParams& p, float* cst, int64_t ch, float x) {
   const int64_t K = p.conv_kernel, C = p.channels;
-  const float* w = p.conv_weight + ch * p.conv_weight_stride;
+  const float* w = p.conv_weight.row(ch);
   float s[kMaxTaps], wk[kMaxTaps];
 #pragma unroll
   for (int k = 0; k < kMaxTaps; ++k) {
@@ -100,7 +100,7 @@ __global__ void gdn_decode_kernel(GdnDecodeParams p) {
         ch = 2 * p.k_heads * dk + kh * cols + (e - 2 * dk);
         dst = v_s + (e - 2 * dk);
       }
-      *dst = conv_step(p, cst, ch, p.mixed[t * p.mixed_stride + ch]);
+      *dst = conv_step(p, cst, ch, p.mixed.row(t)[ch]);
     }
     __syncthreads();
     float qq = 0.f, kk = 0.f;
@@ -113,10 +113,10 @@ __global__ void gdn_decode_kernel(GdnDecodeParams p) {
     const float q_inv = q_scale / sqrtf(qq + 1e-6f), k_inv = 1.f / sqrtf(kk + 1e-6f);
     if (tid < ratio) {
       const int64_t h = kh * ratio + tid;
-      const float x = p.a[t * p.a_stride + h] + p.dt_bias[h];
+      const float x = p.a.row(t)[h] + p.dt_bias[h];
       const float softplus = x > 20.f ? x : log1pf(expf(x));
       gates[2 * tid] = expf(-expf(p.a_log[h]) * softplus);
-      gates[2 * tid + 1] = 1.f / (1.f + expf(-p.b[t * p.b_stride + h]));
+      gates[2 * tid + 1] = 1.f / (1.f + expf(-p.b.row(t)[h]));
     }
     __syncthreads();  // every thread has read q_s, k_s for the sums
     for (int64_t i = tid; i < dk; i += nthreads) {
@@ -156,8 +156,8 @@ __global__ void gdn_decode_kernel(GdnDecodeParams p) {
     __syncthreads();
     for (int64_t c = tid; c < cols; c += nthreads) {
       const int64_t hh = c / dv, j = c % dv, h = kh * ratio + hh;
-      const float zv = p.z[t * p.z_token_stride + h * p.z_head_stride + j];
-      p.out[t * p.out_token_stride + h * p.out_head_stride + j] =
+      const float zv = p.z.at(t, h)[j];
+      p.out.at(t, h)[j] =
           p.norm_weight[j] * (o_s[c] * inv[hh]) * (zv / (1.f + expf(-zv)));
     }
   }
@@ -194,8 +194,8 @@ __global__ void gdn_decode_vectors_kernel(GdnDecodeParams p, float* vec) {
   const int64_t gh = kh * ratio + threadIdx.x;  // value head of thread e < ratio
   float ga = 0.f, gb = 0.f, ga_log = 0.f;
   if (threadIdx.x < ratio) {
-    ga = p.a[t * p.a_stride + gh] + p.dt_bias[gh];
-    gb = p.b[t * p.b_stride + gh];
+    ga = p.a.row(t)[gh] + p.dt_bias[gh];
+    gb = p.b.row(t)[gh];
     ga_log = p.a_log[gh];
   }
   float qk = 0.f;  // this thread's q or k channel (blockDim.x >= 2 * dk: they are all in the first pass)
@@ -203,7 +203,7 @@ __global__ void gdn_decode_vectors_kernel(GdnDecodeParams p, float* vec) {
     const int64_t ch = e < dk       ? kh * dk + e
                        : e < 2 * dk ? p.k_heads * dk + kh * dk + (e - dk)
                                     : 2 * p.k_heads * dk + kh * ratio * dv + (e - 2 * dk);
-    const float val = conv_step(p, cst, ch, p.mixed[t * p.mixed_stride + ch]);
+    const float val = conv_step(p, cst, ch, p.mixed.row(t)[ch]);
     if (e < 2 * dk) qk = val;
     else rec[e] = val;
   }
@@ -231,7 +231,7 @@ __device__ __forceinline__ const float* item_vector(const GdnDecodeParams& p, co
   if (e < 2 * dk) return rec + e;
   if (e < 2 * dk + dv) return rec + 2 * dk + hh * dv + (e - 2 * dk);
   if (e < 2 * dk + dv + 2) return rec + 2 * dk + ratio * dv + 2 * hh + (e - 2 * dk - dv);
-  return p.z + t * p.z_token_stride + h * p.z_head_stride + (e - 2 * dk - dv - 2);
+  return p.z.at(t, h) + (e - 2 * dk - dv - 2);
 }
 
 // Grid: persistent, at most the blocks resident at once. Block b takes the items (row, value head)
@@ -348,7 +348,7 @@ __global__ void __launch_bounds__(512, kStages == 1 ? 3 : 1) gdn_decode_state_ke
       if (part == 0) {
         const float inv = 1.f / sqrtf(ss / static_cast<float>(dv) + p.eps);
         const float zv = z_s[j];
-        p.out[item_token[n] * p.out_token_stride + h * p.out_head_stride + j] =
+        p.out.at(item_token[n], h)[j] =
             p.norm_weight[j] * (o * inv) * (zv / (1.f + expf(-zv)));
       }
     }

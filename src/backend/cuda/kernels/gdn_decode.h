@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels/strided.h"
 #include "core/status.h"
 
 namespace kiln::cuda {
@@ -18,18 +19,18 @@ struct GdnDecodeParams {
   int64_t rows = 0, tokens = 0, k_heads = 0, v_heads = 0, dk = 0, dv = 0;
   int64_t conv_kernel = 0, channels = 0;  // channels = 2 * k_heads * dk + v_heads * dv
   int64_t slots = 0, conv_slots = 0;
-  const float* mixed = nullptr; int64_t mixed_stride = 0;            // [tokens, channels]
-  const float* conv_weight = nullptr; int64_t conv_weight_stride = 0;  // [channels, conv_kernel]
+  Rows<const float> mixed;  // [tokens, channels]
+  Rows<const float> conv_weight;  // [channels, conv_kernel]
   float* conv_state = nullptr;  // [conv_slots, conv_kernel - 1, channels], contiguous
-  const float* z = nullptr; int64_t z_token_stride = 0, z_head_stride = 0;  // [tokens, v_heads, dv]
-  const float* a = nullptr; int64_t a_stride = 0;  // [tokens, v_heads]
-  const float* b = nullptr; int64_t b_stride = 0;
+  Heads<const float> z;  // [tokens, v_heads, dv]
+  Rows<const float> a;  // [tokens, v_heads]
+  Rows<const float> b;
   const float* a_log = nullptr;    // [v_heads]
   const float* dt_bias = nullptr;  // [v_heads]
   float* state = nullptr;          // [slots, v_heads, dk, dv], contiguous
   const float* norm_weight = nullptr;  // [dv]
   float eps = 1e-6f;
-  float* out = nullptr; int64_t out_token_stride = 0, out_head_stride = 0;  // [tokens, v_heads, dv]
+  Heads<float> out;  // [tokens, v_heads, dv]
   const int32_t* cu_seqlens = nullptr;   // [rows + 1]
   const int32_t* state_slots = nullptr;  // [rows]; a slot outside either pool skips the row
 };

@@ -44,8 +44,8 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t to
     int s = 0;
     while (s + 1 < p.segments && n >= p.seg[s].n) n -= p.seg[s++].n;
     wrow[r] = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.seg[s].w) + n * p.k);
-    orow[r] = p.seg[s].out + n;
-    ostride[r] = p.seg[s].out_stride;
+    orow[r] = p.seg[s].out.ptr + n;
+    ostride[r] = p.seg[s].out.stride;
   }
   // Weights are never written by a kernel: start pulling the first chunks into L2 while the
   // predecessor (which writes x) finishes.
@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p, int64_t to
     for (int r = 0; r < R; ++r) raw[r] = load_streaming(wrow[r] + c);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      const float4* xp = reinterpret_cast<const float4*>(p.x + m * p.x_stride) + 2 * c;
+      const float4* xp = reinterpret_cast<const float4*>(p.x.row(m)) + 2 * c;
       const float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kThreads) gemv_split_kernel(GemvParams p) {
     for (int r = 0; r < kSplitRows; ++r) unpack8<kBF16>(load_streaming(wrow[r] + c), wf[r]);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      const float4* xp = reinterpret_cast<const float4*>(p.x + m * p.x_stride) + 2 * c;
+      const float4* xp = reinterpret_cast<const float4*>(p.x.row(m)) + 2 * c;
       const float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
 #pragma unroll
       for (int r = 0; r < kSplitRows; ++r) acc[m][r] = dot8(wf[r], x0, x1, acc[m][r]);
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(kThreads) gemv_split_kernel(GemvParams p) {
       float s = 0.f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) s += red[w][threadIdx.x];
-      float* o = g.out + m * g.out_stride + n;
+      float* o = g.out.row(m) + n;
       *o = p.accumulate ? *o + s : s;
     }
   }
@@ -198,9 +198,9 @@ bool gemv_applies(const GemvParams& p) {
   if (p.m < 1 || p.m > kGemvMaxM || p.k < 8 || p.k % 8 != 0) return false;
   if (p.segments < 1 || p.segments > kGemvMaxSegments || (p.segments > 1 && p.m > 2)) return false;
   if (p.w_dtype != DType::kBF16 && p.w_dtype != DType::kF16) return false;
-  if (!aligned16(p.x) || (p.m > 1 && p.x_stride % 4 != 0)) return false;
+  if (!aligned16(p.x.ptr) || (p.m > 1 && p.x.stride % 4 != 0)) return false;
   for (int s = 0; s < p.segments; ++s)
-    if (p.seg[s].n < 1 || !aligned16(p.seg[s].w) || p.seg[s].out == nullptr) return false;
+    if (p.seg[s].n < 1 || !aligned16(p.seg[s].w) || p.seg[s].out.ptr == nullptr) return false;
   return p.rows() / kSplitRows < 0x7fffffff;
 }
 

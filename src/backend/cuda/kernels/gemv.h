@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels/strided.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -21,7 +22,7 @@ constexpr int kGemvMaxSegments = 4;
 // One weight of a (grouped) GEMV and its output: out[m, n] (+)= x w[n, k]^T.
 struct GemvSegment {
   const void* w = nullptr;  // [n, k] contiguous
-  float* out = nullptr; int64_t out_stride = 0;
+  Rows<float> out;
   int64_t n = 0;
 };
 
@@ -29,7 +30,7 @@ struct GemvSegment {
 // grouped into the same launch (Linear::matmul_group); their rows follow the first's.
 struct GemvParams {
   int64_t m = 0, k = 0;
-  const float* x = nullptr; int64_t x_stride = 0;  // [m, k]
+  Rows<const float> x;  // [m, k]
   DType w_dtype = DType::kBF16;
   int segments = 1;
   GemvSegment seg[kGemvMaxSegments];
@@ -44,7 +45,7 @@ struct GemvParams {
 };
 
 // Whether the kernel takes these arguments: m in 1..8, k a multiple of 8, 16-byte aligned
-// weights and x rows (x_stride a multiple of 4 floats), bf16 or f16 weights; several segments
+// weights and x rows (x.stride a multiple of 4 floats), bf16 or f16 weights; several segments
 // only for m <= 2 (the warp form).
 bool gemv_applies(const GemvParams& p);
 // Where the GEMV kernel measured faster than cuBLASLt (x rounded) on an H200, 4B shapes: m <= 2

@@ -18,8 +18,8 @@ __global__ void kv_write_kernel(KvWriteParams p) {
   KV* v_cache = static_cast<KV*>(p.v_cache);
   for (int64_t idx = threadIdx.x; idx < row; idx += blockDim.x) {
     const int64_t h = idx / p.head_dim, e = idx % p.head_dim;
-    store_kv(k_cache + slot * row + idx, p.k[t * p.k_token_stride + h * p.k_head_stride + e]);
-    store_kv(v_cache + slot * row + idx, p.v[t * p.v_token_stride + h * p.v_head_stride + e]);
+    store_kv(k_cache + slot * row + idx, p.k.at(t, h)[e]);
+    store_kv(v_cache + slot * row + idx, p.v.at(t, h)[e]);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels/strided.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -12,8 +13,8 @@ namespace kiln::cuda {
 
 struct KvWriteParams {
   int64_t tokens = 0, kv_heads = 0, head_dim = 0, slots = 0;
-  const float* k = nullptr; int64_t k_token_stride = 0, k_head_stride = 0;
-  const float* v = nullptr; int64_t v_token_stride = 0, v_head_stride = 0;
+  Heads<const float> k;
+  Heads<const float> v;
   void* k_cache = nullptr;  // kv_dtype elements
   void* v_cache = nullptr;
   DType kv_dtype = DType::kF32;  // f32, bf16 or f8e4m3 (kv_elem.cuh)

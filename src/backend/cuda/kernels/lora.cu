@@ -49,7 +49,7 @@ __device__ __forceinline__ void shrink_row(const LoraParams& p, const LoraKernel
   __shared__ float red[kWarps][T];
   constexpr int64_t es = W == DType::kF32 ? 4 : 2;
   const void* row = static_cast<const char*>(s.a) + static_cast<int64_t>(j) * p.in * es;
-  const float* x0 = p.x + static_cast<int64_t>(s.begin) * p.x_stride;
+  const float* x0 = p.x.row(s.begin);
   const int64_t chunks = p.in >> 3;
   float acc[T];
 #pragma unroll
@@ -60,7 +60,7 @@ __device__ __forceinline__ void shrink_row(const LoraParams& p, const LoraKernel
 #pragma unroll
     for (int m = 0; m < T; ++m) {
       if (m < s.tokens) {
-        const float4* xp = reinterpret_cast<const float4*>(x0 + m * p.x_stride) + 2 * c;
+        const float4* xp = reinterpret_cast<const float4*>(x0 + m * p.x.stride) + 2 * c;
         acc[m] = dot8(w, __ldg(xp), __ldg(xp + 1), acc[m]);
       }
     }
@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(kThreads) lora_expand_kernel(const __grid_cons
   int sp = 0;
   while (sp + 1 < p.spans && row >= p.span_row[sp + 1]) ++sp;
   const int t = p.span_begin[sp] + (row - p.span_row[sp]);
-  float* y = p.y + static_cast<int64_t>(t) * p.y_stride + o;
+  float* y = p.y.row(t) + o;
   float acc = *y;
   for (int i = 0; i < p.segments; ++i) {
     const LoraKernelSegment& s = p.seg[i];
@@ -180,7 +180,7 @@ Status lora_shrink_expand(const LoraParams& p, cudaStream_t stream) {
   };
   const int rows = p.spans >= 1 && p.spans <= kLoraMaxSegments ? p.span_row[p.spans] : 0;
   if (p.segments < 1 || p.segments > kLoraMaxSegments || rows < 1 || rows > 65535 || p.out < 1 ||
-      !lora_rows_apply(p.x, p.x_stride, p.in) || p.u == nullptr || p.y == nullptr)
+      !lora_rows_apply(p.x.ptr, p.x.stride, p.in) || p.u == nullptr || p.y.ptr == nullptr)
     return invalid_argument("lora_shrink_expand: unsupported arguments (" + shape() + " rows=" + std::to_string(rows) + ")");
   int max_rank = 0, max_tokens = 0;
   for (int i = 0; i < p.segments; ++i) {

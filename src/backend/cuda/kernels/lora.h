@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels/strided.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -33,8 +34,8 @@ struct LoraKernelSegment {
 
 struct LoraParams {
   int64_t in = 0, out = 0;
-  const float* x = nullptr; int64_t x_stride = 0;  // [tokens, in]; rows 16-byte aligned, in % 8 == 0
-  float* y = nullptr; int64_t y_stride = 0;        // [tokens, out]: the projection's output
+  Rows<const float> x;  // [tokens, in]; rows 16-byte aligned, in % 8 == 0
+  Rows<float> y;  // [tokens, out]: the projection's output
   float* u = nullptr;                              // scratch: every segment's [tokens, rank]
   int segments = 0;
   LoraKernelSegment seg[kLoraMaxSegments];

@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
   const PagedKeys keys(p, row);
   const int64_t kv_row = p.kv_heads * D;
 
-  const float* q = p.q + t * p.q_token_stride + h * p.q_head_stride;
+  const float* q = p.q.at(t, h);
   for (int64_t e = threadIdx.x; e < D; e += kThreads) q_s[e] = q[e];
   __syncthreads();
 
@@ -82,9 +82,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
     __syncthreads();  // score_s is rewritten by the next tile
   }
 
-  float* o = p.out + t * p.out_token_stride + h * p.out_head_stride;
+  float* o = p.out.at(t, h);
   const float inv = 1.f / l;
-  const float* g = p.gate ? p.gate + t * p.gate_token_stride + h * p.gate_head_stride : nullptr;
+  const float* g = p.gate.ptr ? p.gate.at(t, h) : nullptr;
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
     const int64_t e = threadIdx.x + i * kThreads;

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels/strided.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -23,9 +24,9 @@ constexpr int kAttentionMaxHeadDim = 512;
 struct PagedAttentionParams {
   int64_t rows = 0, tokens = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
   int64_t block_size = 0, max_blocks = 0, cache_blocks = 0;
-  const float* q = nullptr; int64_t q_token_stride = 0, q_head_stride = 0;
-  const float* gate = nullptr; int64_t gate_token_stride = 0, gate_head_stride = 0;  // null: no gate
-  float* out = nullptr; int64_t out_token_stride = 0, out_head_stride = 0;
+  Heads<const float> q;
+  Heads<const float> gate;  // null: no gate
+  Heads<float> out;
   const void* k_cache = nullptr;  // [cache_blocks * block_size, kv_heads, head_dim]
   const void* v_cache = nullptr;
   DType kv_dtype = DType::kF32;  // f32, bf16 or f8e4m3 (kv_elem.cuh)

@@ -34,7 +34,7 @@ struct WarpAttention {
   __device__ void init(const PagedAttentionParams& p, int64_t t, int64_t kvh, int lane) {
 #pragma unroll
     for (int g = 0; g < G; ++g) {
-      const float* src = p.q + t * p.q_token_stride + (kvh * G + g) * p.q_head_stride + lane * DPL;
+      const float* src = p.q.at(t, kvh * G + g) + lane * DPL;
 #pragma unroll
       for (int i = 0; i < DPL; ++i) {
         q[g][i] = src[i];
@@ -164,7 +164,7 @@ struct SplitMerge {
       }
       const int64_t h = kvh * G + g;
       if (s.splits == 1) {
-        p.out[t * p.out_token_stride + h * p.out_head_stride + d] = gated(p, t, h, d, O / L);
+        p.out.at(t, h)[d] = gated(p, t, h, d, O / L);
       } else {
         const int64_t part = (t * p.q_heads + h) * s.splits + split;
         s.part_o[part * D + d] = O;
@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(kThreads, 4) attention_key_groups_kernel(Paged
   for (int e = threadIdx.x; e < G * D; e += kThreads) {
     const int g = e / D, d = e % D, piece = d / kVec, c = piece / kLanesPerKey, part = d % kVec / 4;
     float* q4 = reinterpret_cast<float*>(&q_s[g][c][part][piece % kLanesPerKey]);
-    q4[d % 4] = p.q[t * p.q_token_stride + (kvh * G + g) * p.q_head_stride + d] * p.scale;
+    q4[d % 4] = p.q.at(t, kvh * G + g)[d] * p.scale;
   }
   __syncthreads();
   const KV* kc = static_cast<const KV*>(p.k_cache);
@@ -396,7 +396,7 @@ __global__ void __launch_bounds__(kCombineThreads) attention_combine_kernel(Page
     const float4 q = part_s[j * cols + c];
     O.x += q.x, O.y += q.y, O.z += q.z, O.w += q.w;
   }
-  float* out = p.out + t * p.out_token_stride + h * p.out_head_stride;
+  float* out = p.out.at(t, h);
   const int64_t d = 4 * static_cast<int64_t>(c);
   out[d] = gated(p, t, h, d, O.x * inv_l);
   out[d + 1] = gated(p, t, h, d + 1, O.y * inv_l);
@@ -488,7 +488,7 @@ __global__ void __launch_bounds__(kTileTokens * 32) attention_prefill_tiled_kern
 #pragma unroll
       for (int i = 0; i < DPL; ++i) {
         const int64_t e = lane * DPL + i;
-        p.out[t * p.out_token_stride + h * p.out_head_stride + e] = gated(p, t, h, e, w.acc[g][i] * inv);
+        p.out.at(t, h)[e] = gated(p, t, h, e, w.acc[g][i] * inv);
       }
     } else {
       const int64_t part = (t * p.q_heads + h) * s.splits + split;

@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(kThreads, 1) paged_decode_mma_kernel(PagedAtte
     // q's B fragments: dims 2c, 2c + 1 and 2c + 8, 2c + 9 of each 16-dim step, head g.
     uint32_t qf[kSteps][2];
     {
-      const float* q = p.q + n.t * p.q_token_stride + (n.kvh * group + (g < group ? g : 0)) * p.q_head_stride + 2 * c;
+      const float* q = p.q.at(n.t, n.kvh * group + (g < group ? g : 0)) + 2 * c;
 #pragma unroll
       for (int ks = 0; ks < kSteps; ++ks) {
         qf[ks][0] = g < group ? pack_bf16(q[16 * ks], q[16 * ks + 1]) : 0u;
@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, 1) paged_decode_mma_kernel(PagedAtte
       const int64_t h = n.kvh * group + hg;
       if (s.splits == 1) {
         const float inv = 1.f / l[e];
-        float* out = p.out + n.t * p.out_token_stride + h * p.out_head_stride;
+        float* out = p.out.at(n.t, h);
 #pragma unroll
         for (int mt = 0; mt < kSteps; ++mt) {
           const int d = 16 * mt + g;

@@ -21,8 +21,8 @@ __device__ __forceinline__ int64_t row_of(const PagedAttentionParams& p, int64_t
 }
 
 __device__ __forceinline__ float gated(const PagedAttentionParams& p, int64_t t, int64_t h, int64_t e, float o) {
-  if (p.gate == nullptr) return o;
-  const float g = p.gate[t * p.gate_token_stride + h * p.gate_head_stride + e];
+  if (p.gate.ptr == nullptr) return o;
+  const float g = p.gate.at(t, h)[e];
   return o / (1.f + expf(-g));
 }
 

@@ -29,8 +29,8 @@ __global__ void rms_norm_kernel(RmsNormParams p) {
   pdl_begin();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
-  const float* x = p.x + row * p.x_stride;
-  float* res = p.residual ? p.residual + row * p.residual_stride : nullptr;
+  const float* x = p.x.row(row);
+  float* res = p.residual.ptr ? p.residual.row(row) : nullptr;
   float ss = 0.f;
   for (int64_t j = threadIdx.x; j < p.width; j += blockDim.x) {
     float v = x[j];
@@ -43,8 +43,8 @@ __global__ void rms_norm_kernel(RmsNormParams p) {
   ss = block_sum(ss, scratch);
   const float inv = 1.f / sqrtf(ss / static_cast<float>(p.width) + p.eps);
   const float* src = res ? res : x;
-  O* y = static_cast<O*>(p.out) + row * p.out_stride;
-  const float* z = p.gate ? p.gate + row * p.gate_stride : nullptr;
+  O* y = static_cast<O*>(p.out.ptr) + row * p.out.stride;
+  const float* z = p.gate.ptr ? p.gate.row(row) : nullptr;
   for (int64_t j = threadIdx.x; j < p.width; j += blockDim.x)
     store_as(y + j, norm1(p.kind, src[j], inv, p.weight[j], z ? z[j] : 0.f));
 }
@@ -62,9 +62,9 @@ __global__ void rms_norm_vec4_kernel(RmsNormParams p) {
   const bool in = j < p.width / 4;
   float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
   if (in) {
-    v = reinterpret_cast<const float4*>(p.x + row * p.x_stride)[j];
-    if (p.residual) {
-      float4* res = reinterpret_cast<float4*>(p.residual + row * p.residual_stride) + j;
+    v = reinterpret_cast<const float4*>(p.x.row(row))[j];
+    if (p.residual.ptr) {
+      float4* res = reinterpret_cast<float4*>(p.residual.row(row)) + j;
       v = add4(*res, v);
       *res = v;
     }
@@ -74,10 +74,10 @@ __global__ void rms_norm_vec4_kernel(RmsNormParams p) {
   if (!in) return;
   const float4 w = reinterpret_cast<const float4*>(p.weight)[j];
   float4 g = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (p.kind == RmsKind::kGated) g = reinterpret_cast<const float4*>(p.gate + row * p.gate_stride)[j];
+  if (p.kind == RmsKind::kGated) g = reinterpret_cast<const float4*>(p.gate.row(row))[j];
   const float4 y = make_float4(norm1(p.kind, v.x, inv, w.x, g.x), norm1(p.kind, v.y, inv, w.y, g.y),
                                norm1(p.kind, v.z, inv, w.z, g.z), norm1(p.kind, v.w, inv, w.w, g.w));
-  O* out = static_cast<O*>(p.out) + row * p.out_stride + 4 * j;
+  O* out = static_cast<O*>(p.out.ptr) + row * p.out.stride + 4 * j;
   if constexpr (std::is_same_v<O, float>) {
     *reinterpret_cast<float4*>(out) = y;
   } else {
@@ -102,8 +102,8 @@ __global__ void __launch_bounds__(kNarrowRows * 32) rms_norm_narrow_kernel(RmsNo
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kNarrowRows + (threadIdx.x >> 5);
   if (row >= p.rows) return;
-  const float* x = p.x + row * p.x_stride;
-  float* res = p.residual ? p.residual + row * p.residual_stride : nullptr;
+  const float* x = p.x.row(row);
+  float* res = p.residual.ptr ? p.residual.row(row) : nullptr;
   float half[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -120,8 +120,8 @@ __global__ void __launch_bounds__(kNarrowRows * 32) rms_norm_narrow_kernel(RmsNo
   }
   const float inv = 1.f / sqrtf((half[0] + half[1]) / static_cast<float>(p.width) + p.eps);
   const float* src = res ? res : x;
-  O* y = static_cast<O*>(p.out) + row * p.out_stride;
-  const float* z = p.gate ? p.gate + row * p.gate_stride : nullptr;
+  O* y = static_cast<O*>(p.out.ptr) + row * p.out.stride;
+  const float* z = p.gate.ptr ? p.gate.row(row) : nullptr;
 #pragma unroll
   for (int h = 0; h < 2; ++h)
     for (int64_t j = lane + 32 * h; j < p.width; j += 64)
@@ -132,6 +132,11 @@ constexpr int64_t kVec4MaxRows = 64;
 
 bool aligned4(const void* ptr, int64_t stride) {
   return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && stride % 4 == 0;
+}
+
+template <typename T>
+bool aligned4(Rows<T> rows) {
+  return aligned4(rows.ptr, rows.stride);
 }
 
 }  // namespace
@@ -150,11 +155,11 @@ Status rms_norm(const RmsNormParams& p, cudaStream_t stream) {
   // tests' references were taken with the loop: on their random tiny f32 model, the f32 hybrid
   // gradient check moves from 1.45e-3 to 1.96e-2 L2 when only this summation order changes
   // (docs/training.md).
-  const bool out_aligned = p.out_dtype != DType::kF32 || aligned4(p.out, p.out_stride);  // 16-bit: stored one by one
+  const bool out_aligned = p.out_dtype != DType::kF32 || aligned4(p.out);  // 16-bit: stored one by one
   const bool vec4 = p.vec4 && p.rows <= kVec4MaxRows && p.width % 4 == 0 && p.width <= 4 * 1024 &&
-                    aligned4(p.x, p.x_stride) && out_aligned &&
-                    aligned4(p.weight, 0) && (!p.residual || aligned4(p.residual, p.residual_stride)) &&
-                    (p.kind != RmsKind::kGated || aligned4(p.gate, p.gate_stride));
+                    aligned4(p.x) && out_aligned &&
+                    aligned4(p.weight, 0) && (!p.residual.ptr || aligned4(p.residual)) &&
+                    (p.kind != RmsKind::kGated || aligned4(p.gate));
   if (vec4) {
     const int threads = static_cast<int>((p.width / 4 + 31) / 32 * 32);
     with_store_type(p.out_dtype, [&](auto out) {

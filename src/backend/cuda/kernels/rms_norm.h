@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels/strided.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -17,11 +18,11 @@ enum class RmsKind : int { kOnePlus = 0, kPlain = 1, kGated = 2 };
 struct RmsNormParams {
   RmsKind kind = RmsKind::kOnePlus;
   int64_t rows = 0, width = 0;
-  const float* x = nullptr;   int64_t x_stride = 0;
-  float* residual = nullptr;  int64_t residual_stride = 0;  // null: no fused residual
+  Rows<const float> x;
+  Rows<float> residual;  // null: no fused residual
   const float* weight = nullptr;                            // [width]
-  const float* gate = nullptr; int64_t gate_stride = 0;     // kGated
-  void* out = nullptr;        int64_t out_stride = 0;     // elements of out_dtype
+  Rows<const float> gate;  // kGated
+  Rows<void> out;  // elements of out_dtype
   DType out_dtype = DType::kF32;                          // f32, bf16 or f16
   float eps = 1e-6f;
   bool vec4 = true;  // the float4 form where the row allows it (KILN_CUDA_NORM_VEC4=0: the loop)

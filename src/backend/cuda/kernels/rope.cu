@@ -28,8 +28,7 @@ __global__ void rope_kernel(RopeParams p) {
   for (int64_t idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
     const int64_t h = idx / half, i = idx % half;
     const float c = cos_s[i], s = sin_s[i];
-    float* v = h < p.q_heads ? p.q + t * p.q_token_stride + h * p.q_head_stride
-                             : p.k + t * p.k_token_stride + (h - p.q_heads) * p.k_head_stride;
+    float* v = h < p.q_heads ? p.q.at(t, h) : p.k.at(t, h - p.q_heads);
     const float x1 = v[i], x2 = v[i + half];
     v[i] = x1 * c - x2 * s;
     v[i + half] = x2 * c + x1 * s;

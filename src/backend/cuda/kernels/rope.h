@@ -6,14 +6,15 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels/strided.h"
 #include "core/status.h"
 
 namespace kiln::cuda {
 
 struct RopeParams {
   int64_t tokens = 0, q_heads = 0, kv_heads = 0, head_dim = 0, rotary_dim = 0;
-  float* q = nullptr; int64_t q_token_stride = 0, q_head_stride = 0;
-  float* k = nullptr; int64_t k_token_stride = 0, k_head_stride = 0;
+  Heads<float> q;
+  Heads<float> k;
   const int32_t* positions = nullptr;  // [tokens]
   float theta = 10000.f;
 };

@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
   const int V = static_cast<int>(p.vocab);
   const int tid = threadIdx.x;
   const SampleRowParams rp = p.row_params[row];
-  const float* in = p.logits + row * p.logits_stride;
+  const float* in = p.logits.row(row);
   float* w = p.work + row * p.vocab;
   double* P = p.probs + row * p.vocab;
   // A contiguous slice of the row per thread, for the passes that walk in index order.

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels/strided.h"
 #include "core/status.h"
 
 namespace kiln::cuda {
@@ -46,7 +47,7 @@ struct SampleRowParams {
 
 struct SampleParams {
   int64_t rows = 0, vocab = 0;
-  const float* logits = nullptr; int64_t logits_stride = 0;
+  Rows<const float> logits;
   const SampleRowParams* row_params = nullptr;  // [rows]
   const int32_t* seen = nullptr;                // flat ids
   const int32_t* generated = nullptr;           // flat (token, count) pairs

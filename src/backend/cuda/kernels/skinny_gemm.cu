@@ -120,7 +120,7 @@ __device__ void store_cluster_sum(const SkinnyGemmParams& p, const float* part, 
           s.w += v[c].w;
         }
     }
-    float* o = p.out + mm * p.out_stride + tile * kTileRows + r;
+    float* o = p.out.row(mm) + tile * kTileRows + r;
     const float sv[4] = {s.x, s.y, s.z, s.w};
 #pragma unroll
     for (int u = 0; u < 4; ++u)
@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyGemmParams 
 
   int64_t xat[NT];  // this thread's x rows (t * 8 + gid, clamped to m - 1) at its k
 #pragma unroll
-  for (int t = 0; t < NT; ++t) xat[t] = std::min<int64_t>(t * 8 + gid, p.m - 1) * p.x_stride + k0 + q * 8;
+  for (int t = 0; t < NT; ++t) xat[t] = std::min<int64_t>(t * 8 + gid, p.m - 1) * p.x.stride + k0 + q * 8;
   float acc[2][NT][4];
 #pragma unroll
   for (int i = 0; i < 2; ++i)
@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyGemmParams 
   X8<kXF32> xr[NT];
   if (blocks > 0)
 #pragma unroll
-    for (int t = 0; t < NT; ++t) xr[t].load(p.x, xat[t]);
+    for (int t = 0; t < NT; ++t) xr[t].load(p.x.ptr, xat[t]);
   const int swz = 4 * (gid & 1);  // rows g, g+8, g+16, g+24 share g's parity
 
   for (int j = 0; j < nsteps; ++j) {
@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyGemmParams 
       X8<kXF32> xn[NT];
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
-        if (b + 1 < blocks) xn[t].load(p.x, xat[t] + (b + 1) * 32);
+        if (b + 1 < blocks) xn[t].load(p.x.ptr, xat[t] + (b + 1) * 32);
         else xn[t] = xr[t];
       }
       const int c = (4 * u + q) ^ swz;
@@ -275,7 +275,7 @@ __global__ void __launch_bounds__(kThreads) skinny_wgmma_kernel(SkinnyGemmParams
   const int chunk = tid & 7, r16 = tid >> 3;
   const uint32_t at = swizzled_chunk(r16, chunk);
   const uint16_t* w = static_cast<const uint16_t*>(p.w);
-  const uint16_t* x = static_cast<const uint16_t*>(p.x);
+  const uint16_t* x = static_cast<const uint16_t*>(p.x.ptr);
   auto stage = [&](int j) { return smem + (j % kWgStages) * wg_stage_bytes<N>(); };
   auto issue_w = [&](int j) {
     uint8_t* dst = stage(j) + at;
@@ -288,7 +288,7 @@ __global__ void __launch_bounds__(kThreads) skinny_wgmma_kernel(SkinnyGemmParams
   // past m re-read the last one).
   auto x_place = [&](int j, int i) { return stage(j) + kTileRows * 128 + at + i * 16 * 128; };
   auto x_offset = [&](int j, int i) {
-    return std::min<int64_t>(r16 + 16 * i, p.m - 1) * p.x_stride + k0 + int64_t{j} * kWgStepK + chunk * 8;
+    return std::min<int64_t>(r16 + 16 * i, p.m - 1) * p.x.stride + k0 + int64_t{j} * kWgStepK + chunk * 8;
   };
   auto issue_x = [&](int j) {
 #pragma unroll
@@ -297,7 +297,7 @@ __global__ void __launch_bounds__(kThreads) skinny_wgmma_kernel(SkinnyGemmParams
   X8<true> xf[kXF32 ? N / 16 : 1];  // f32 x of a step, loaded ahead of its stage
   auto load_xf = [&](int j) {
 #pragma unroll
-    for (int i = 0; i < (kXF32 ? N / 16 : 0); ++i) xf[i].load(p.x, x_offset(j, i));
+    for (int i = 0; i < (kXF32 ? N / 16 : 0); ++i) xf[i].load(p.x.ptr, x_offset(j, i));
   };
   auto store_xf = [&](int j) {
 #pragma unroll
@@ -461,8 +461,8 @@ bool skinny_gemm_applies(const SkinnyGemmParams& p) {
   if (p.w_dtype != DType::kBF16) return false;
   if (p.x_dtype != DType::kF32 && p.x_dtype != DType::kBF16) return false;
   const int64_t x_align = p.x_dtype == DType::kF32 ? 4 : 8;  // elements in 16 bytes
-  if (!aligned16(p.w) || !aligned16(p.x) || (p.m > 1 && p.x_stride % x_align != 0)) return false;
-  if (p.out == nullptr || (p.m > 1 && p.out_stride < p.n)) return false;
+  if (!aligned16(p.w) || !aligned16(p.x.ptr) || (p.m > 1 && p.x.stride % x_align != 0)) return false;
+  if (p.out.ptr == nullptr || (p.m > 1 && p.out.stride < p.n)) return false;
   return p.splits >= 0 && p.splits <= kMaxSplits;
 }
 

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels/strided.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -24,13 +25,11 @@ constexpr int kSkinnyMaxM = 64;
 
 struct SkinnyGemmParams {
   int64_t m = 0, n = 0, k = 0;
-  const void* x = nullptr;  // [m, k], rows x_stride elements apart
-  int64_t x_stride = 0;
+  Rows<const void> x;           // [m, k]
   DType x_dtype = DType::kF32;  // f32 (rounded to bf16 as loaded) or bf16
   const void* w = nullptr;      // [n, k] contiguous
   DType w_dtype = DType::kBF16;  // bf16 only (f16 weights stay on cuBLASLt)
-  float* out = nullptr;         // [m, n], rows out_stride apart
-  int64_t out_stride = 0;
+  Rows<float> out;              // [m, n]
   bool accumulate = false;
   bool wgmma = true;  // the wgmma form (the tensor cores read x and the weights from shared memory);
                       // false: the mma.sync form (x fragments loaded by each warp)

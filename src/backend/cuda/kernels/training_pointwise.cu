@@ -35,9 +35,8 @@ struct NormRow {
 };
 
 __device__ __forceinline__ NormRow norm_row(const NormBackwardParams& p, int64_t row) {
-  const float* z = p.kind == RmsKind::kGated ? p.gate + row * p.gate_stride : nullptr;
-  return {p, p.x + row * p.x_stride, p.dout + row * p.dout_stride, z, p.dx + row * p.dx_stride,
-          z ? p.dgate + row * p.dgate_stride : nullptr};
+  const float* z = p.kind == RmsKind::kGated ? p.gate.row(row) : nullptr;
+  return {p, p.x.row(row), p.dout.row(row), z, p.dx.row(row), z ? p.dgate.row(row) : nullptr};
 }
 
 // One block per row. Pass 1 reads x, dout (and gate) for the two row sums; pass 2 re-reads the
@@ -93,11 +92,11 @@ template <int V>
 __global__ void silu_mul_backward_kernel(SiluMulBackwardParams p) {
   const int64_t groups = p.width / V;
   for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y) {
-    const float* a = p.a + r * p.a_stride;
-    const float* b = p.b + r * p.b_stride;
-    const float* dy = p.dout + r * p.dout_stride;
-    float* da = p.da + r * p.da_stride;
-    float* db = p.db + r * p.db_stride;
+    const float* a = p.a.row(r);
+    const float* b = p.b.row(r);
+    const float* dy = p.dout.row(r);
+    float* da = p.da.row(r);
+    float* db = p.db.row(r);
     for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < groups;
          j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
       if constexpr (V == 4) {
@@ -129,8 +128,7 @@ __global__ void rope_backward_kernel(RopeBackwardParams p) {
     const float angle = pos * inv_freq;
     const float c = static_cast<float>(cos(static_cast<double>(angle)));
     const float s = static_cast<float>(sin(static_cast<double>(angle)));
-    float* v = h < p.q_heads ? p.dq + t * p.q_token_stride + h * p.q_head_stride
-                             : p.dk + t * p.k_token_stride + (h - p.q_heads) * p.k_head_stride;
+    float* v = h < p.q_heads ? p.dq.at(t, h) : p.dk.at(t, h - p.q_heads);
     const float g1 = v[i], g2 = v[i + half];
     v[i] = g1 * c + g2 * s;
     v[i + half] = g2 * c - g1 * s;
@@ -161,9 +159,8 @@ Status silu_mul_backward(const SiluMulBackwardParams& p, cudaStream_t stream) {
   auto shape = [&] { return rows_shape(p.rows, p.width); };
   if (p.rows == 0 || p.width == 0) return {};
   constexpr int kThreads = 256;
-  auto aligned = [](const float* q, int64_t stride) { return rows_aligned(q, stride * 4, 16); };
-  if (p.width % 4 == 0 && aligned(p.a, p.a_stride) && aligned(p.b, p.b_stride) && aligned(p.dout, p.dout_stride) &&
-      aligned(p.da, p.da_stride) && aligned(p.db, p.db_stride)) {
+  auto aligned = [](const auto& v) { return rows_aligned(v.ptr, v.stride * 4, 16); };
+  if (p.width % 4 == 0 && aligned(p.a) && aligned(p.b) && aligned(p.dout) && aligned(p.da) && aligned(p.db)) {
     const dim3 grid(grid_blocks(p.width / 4, kThreads, 1024), grid_blocks(p.rows, 1, 65535));
     silu_mul_backward_kernel<4><<<grid, kThreads, 0, stream>>>(p);
     return launch_status("silu_mul_backward_kernel<4>", shape, stream);

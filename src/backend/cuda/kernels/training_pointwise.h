@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernels/rms_norm.h"
+#include "backend/cuda/kernels/strided.h"
 #include "core/status.h"
 
 namespace kiln::cuda {
@@ -18,12 +19,12 @@ namespace kiln::cuda {
 struct NormBackwardParams {
   RmsKind kind = RmsKind::kOnePlus;
   int64_t rows = 0, width = 0;
-  const float* x = nullptr; int64_t x_stride = 0;
+  Rows<const float> x;
   const float* weight = nullptr;                          // [width]
-  const float* gate = nullptr; int64_t gate_stride = 0;   // kGated
-  const float* dout = nullptr; int64_t dout_stride = 0;
-  float* dx = nullptr; int64_t dx_stride = 0;
-  float* dgate = nullptr; int64_t dgate_stride = 0;       // kGated
+  Rows<const float> gate;  // kGated
+  Rows<const float> dout;
+  Rows<float> dx;
+  Rows<float> dgate;  // kGated
   bool accumulate = false;                                // dx += (dgate is always overwritten)
   float eps = 1e-6f;
 };
@@ -33,19 +34,19 @@ Status norm_backward(const NormBackwardParams& p, cudaStream_t stream);
 // so an output may alias an input.
 struct SiluMulBackwardParams {
   int64_t rows = 0, width = 0;
-  const float* a = nullptr; int64_t a_stride = 0;
-  const float* b = nullptr; int64_t b_stride = 0;
-  const float* dout = nullptr; int64_t dout_stride = 0;
-  float* da = nullptr; int64_t da_stride = 0;
-  float* db = nullptr; int64_t db_stride = 0;
+  Rows<const float> a;
+  Rows<const float> b;
+  Rows<const float> dout;
+  Rows<float> da;
+  Rows<float> db;
 };
 Status silu_mul_backward(const SiluMulBackwardParams& p, cudaStream_t stream);
 
 // dq, dk rotated by -angle in place: the transpose of rope(). Same fields as RopeParams.
 struct RopeBackwardParams {
   int64_t tokens = 0, q_heads = 0, kv_heads = 0, rotary_dim = 0;
-  float* dq = nullptr; int64_t q_token_stride = 0, q_head_stride = 0;
-  float* dk = nullptr; int64_t k_token_stride = 0, k_head_stride = 0;
+  Heads<float> dq;
+  Heads<float> dk;
   const int32_t* positions = nullptr;  // [tokens]
   float theta = 10000.f;
 };
