@@ -53,8 +53,7 @@ Support Attention::supports(const AttentionRequest& r) const {
   if (r.head_dim > kAttentionMaxHeadDim)
     return Support::declined("head_dim above " + std::to_string(kAttentionMaxHeadDim));
   if (r.q_heads > 65535) return Support::declined("more than 65535 query heads");
-  if (use_decode_mma(r) ||
-      (tuning().attention_split && paged_attention_split_applies(r.head_dim, r.q_heads / r.kv_heads)))
+  if (use_decode_mma(r) || paged_attention_split_applies(r.head_dim, r.q_heads / r.kv_heads))
     return Support::native();
   return Support::constrained("simple paged kernel: one block per (token, query head), online softmax");
 }
@@ -176,6 +175,9 @@ Status Attention::attend_f32(const AttentionArgs& a, const AttentionRequest& r) 
       s.part_o = scratch.data<float>();
       s.part_ml = s.part_o + parts * r.head_dim;
     }
+    if (!mma && s.prefill_tiles == 0 && attention_key_groups_apply(r.head_dim, r.kv_dtype)) {
+      KILN_ASSIGN_OR_RETURN(s.key_groups, key_groups_win(p, s, r));
+    }
     ProfileScope prof(ctx_->profiler.get(), [&] {
       return std::string(mma ? "attention mma " : "attention split ") + std::string(phase_name(r.phase)) +
              " tokens=" + std::to_string(r.tokens) + " splits=" + std::to_string(s.splits);
@@ -187,6 +189,26 @@ Status Attention::attend_f32(const AttentionArgs& a, const AttentionRequest& r) 
     return std::string("attention simple ") + std::string(phase_name(r.phase)) + " tokens=" + std::to_string(r.tokens);
   });
   return in_context(cuda::paged_attention(p, ctx_->stream), a);
+}
+
+// Decode over the split kernel: lanes over keys or over dims, timed per shape on this device (the
+// H200's rule, where nothing may be timed: lanes over keys). Both write the call's output, which
+// the chosen one then writes again; q and the caches are only read.
+Result<bool> Attention::key_groups_win(const PagedAttentionParams& p, const AttentionSplit& s,
+                                       const AttentionRequest& r) {
+  if (tuning().attention_key_groups >= 0) return tuning().attention_key_groups == 1;
+  AttentionSplit lanes_over_keys = s, lanes_over_dims = s;
+  lanes_over_keys.key_groups = true;
+  lanes_over_dims.key_groups = false;
+  const std::vector<Candidate> candidates{
+      {"key_groups", [&] { return paged_attention_split(p, lanes_over_keys, ctx_->stream); }},
+      {"lanes_over_dims", [&] { return paged_attention_split(p, lanes_over_dims, ctx_->stream); }}};
+  const std::string key = "attention_decode q_heads=" + std::to_string(r.q_heads) +
+                          " kv_heads=" + std::to_string(r.kv_heads) + " head_dim=" + std::to_string(r.head_dim) +
+                          " kv=" + std::string(dtype_name(r.kv_dtype)) + (r.output_gate ? " gate" : "") +
+                          " rows<=" + std::to_string(bucket(r.rows)) + " keys<=" + std::to_string(bucket(r.max_kv_len));
+  KILN_ASSIGN_OR_RETURN(const std::string pick, choose_kernel(*ctx_, key, candidates, "key_groups", "key_groups"));
+  return pick == "key_groups";
 }
 
 // Short prefills (a key tile or two a query tile) may run faster on the f32 kernels: below

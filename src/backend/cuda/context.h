@@ -128,6 +128,8 @@ struct Context {
   // Bytes copied from the device to the host (the storage facet's copies and the sampling
   // results): a decode step that samples on the device moves ids, not logits rows.
   std::atomic<uint64_t> bytes_to_host{0};
+  // The form the last GDN backward ran in (gdn_backward_kernel_name), null before the first.
+  std::atomic<const char*> last_gdn_backward{nullptr};
 
  private:
   void* staging_ = nullptr;

@@ -2,7 +2,6 @@
 #include "backend/arg_checks.h"
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernels/causal_conv1d.h"
-#include "backend/cuda/tuning.h"
 #include "backend/cuda/views.h"
 
 namespace kiln::cuda {
@@ -31,7 +30,7 @@ Status Conv::causal_conv1d(const ConvArgs& a) {
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
   p.state_slots = a.layout->state_slots.data<int32_t>();
   // The longest row bounds the token tiles; a row of one token (decode) needs one tile.
-  if (tuning().conv_token_parallel) p.max_row_tokens = a.layout->max_q_len > 0 ? a.layout->max_q_len : r.tokens;
+  p.max_row_tokens = a.layout->max_q_len > 0 ? a.layout->max_q_len : r.tokens;
   ProfileScope prof(ctx_->profiler.get(), [&] {
     return std::string("conv ") + std::string(phase_name(r.phase)) + " tokens=" + std::to_string(r.tokens);
   });

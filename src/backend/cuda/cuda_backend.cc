@@ -8,7 +8,6 @@
 #include "backend/cuda/cuda_facets.h"
 #include "backend/cuda/kernel_families.h"
 #include "backend/cuda/kernels/device_code.h"
-#include "backend/cuda/kernels/gdn_backward.h"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/paged_attention.h"
 #include "backend/cuda/training.h"
@@ -185,7 +184,7 @@ Result<CudaBackendStats> cuda_backend_stats(Backend& backend) {
   s.synchronizations = be->context().synchronizations.load();
   s.host_wait_seconds = static_cast<double>(be->context().host_wait_ns.load()) * 1e-9;
   s.bytes_to_host = be->context().bytes_to_host.load();
-  s.gdn_backward = cuda::gdn_backward_kernel_name(cuda::gdn_backward_kernel_from_env());
+  if (const char* form = be->context().last_gdn_backward.load(); form != nullptr) s.gdn_backward = form;
   cuda::PoolStats p = be->context().pool->stats();
   s.pool_hits = p.hits;
   s.pool_misses = p.misses;

@@ -36,7 +36,8 @@ struct CudaBackendStats {
   double host_wait_seconds = 0;
   // Bytes copied from the device to the host (storage copies, sampling results).
   uint64_t bytes_to_host = 0;
-  // The GDN backward's form asked for (KILN_CUDA_GDN_BACKWARD): chunked (the default) or registers.
+  // The form the last GDN backward ran in: chunked, or registers where the chunked form does not
+  // fit the target (empty before the first).
   std::string gdn_backward;
 };
 // Fails when `backend` is not a CUDA backend.

@@ -54,6 +54,8 @@ class Storage final : public StorageFacet {
 };
 
 struct GemvParams;        // kernels/gemv.h
+struct PagedAttentionParams;  // kernels/paged_attention.h
+struct AttentionSplit;
 struct SkinnyGemmParams;  // kernels/skinny_gemm.h
 
 struct MatmulCacheStats {
@@ -155,6 +157,8 @@ class Attention final : public AttentionFacet {
   Status attend_f32(const AttentionArgs& a, const AttentionRequest& r);
   // Whether a prefill that may take the flash kernel does: timed per shape on this device.
   Result<bool> flash_wins(const AttentionArgs& a, const AttentionRequest& r);
+  // Whether a decode over the split kernel runs lanes over keys: timed per shape on this device.
+  Result<bool> key_groups_win(const PagedAttentionParams& p, const AttentionSplit& s, const AttentionRequest& r);
   std::shared_ptr<Context> ctx_;
 };
 

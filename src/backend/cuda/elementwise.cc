@@ -19,7 +19,7 @@ Support Elementwise::supports(const ElementwiseRequest& r) const {
     const BinaryOpInfo* info = binary_op_info(r.op);
     if (info == nullptr || !info->out16 || (r.out_dtype != DType::kBF16 && r.out_dtype != DType::kF16))
       return Support::declined("only ops that feed a GEMM (silu_mul) write a 16-bit (bf16/f16) output");
-    if (!tuning().bf16_operands) return Support::declined("16-bit GEMM operands are off (KILN_CUDA_BF16_OPERANDS=0)");
+    if (!tuning().bf16_operands) return Support::declined("16-bit GEMM operands are off");
   }
   return Support::native();
 }

@@ -24,7 +24,7 @@ bool fits(size_t smem) { return smem > 0 && static_cast<int64_t>(smem) <= device
 // Whether the chunked kernel runs: with A and Mq in shared memory, or in global memory where only
 // that fits the target (chunked_needs_scratch).
 bool chunked_kernel_runs(const GdnRequest& r) {
-  return tuning().gdn_chunked && r.dv <= 65535 * 32 &&
+  return r.dv <= 65535 * 32 &&
          (fits(gated_delta_rule_chunked_smem_bytes(r.dk)) || fits(gated_delta_rule_chunked_lean_smem_bytes(r.dk)));
 }
 bool chunked_needs_scratch(const GdnRequest& r) { return !fits(gated_delta_rule_chunked_smem_bytes(r.dk)); }

@@ -39,11 +39,14 @@ std::vector<std::pair<std::string, std::string>> kernel_families() {
                                             : "; split-key f32 below 64 tokens"));
   k.emplace_back("attention decode (bf16 cache)", t.attention_decode_mma && paged_decode_mma_applies(kHeadDim, kGroup, DType::kBF16)
                                                       ? "mma.sync over 16-key tiles"
-                                                      : "split-key f32 kernel, 8 lanes a key");
-  const bool chunked = t.gdn_chunked && (fits(gated_delta_rule_chunked_smem_bytes(kDk)) ||
-                                         fits(gated_delta_rule_chunked_lean_smem_bytes(kDk)));
+                                                      : t.gemm_autotune
+                                                          ? "split-key f32 kernel, lanes over keys or over dims, "
+                                                            "whichever timed faster per shape"
+                                                          : "split-key f32 kernel, lanes over keys");
+  const bool chunked =
+      fits(gated_delta_rule_chunked_smem_bytes(kDk)) || fits(gated_delta_rule_chunked_lean_smem_bytes(kDk));
   k.emplace_back("gdn prefill", !chunked ? "recurrent kernel (sequential over tokens)"
-                                : t.gdn_two_pass && fits(gated_delta_rule_two_pass_smem_bytes(kDk))
+                                : fits(gated_delta_rule_two_pass_smem_bytes(kDk))
                                     ? "chunked, two passes (prep, scan), tensor-core products"
                                 : fits(gated_delta_rule_chunked_smem_bytes(kDk))
                                     ? "chunked, one kernel"

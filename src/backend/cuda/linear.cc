@@ -80,8 +80,8 @@ Support Linear::supports(const MatmulRequest& r) const {
   if (r.x_dtype != DType::kF32 && r.x_dtype == r.w_dtype && r.out_dtype == DType::kF32 &&
       (r.w_dtype == DType::kBF16 || r.w_dtype == DType::kF16)) {
     // x written by its producer in the weight's dtype: the GEMM's operand as it is (cuBLASLt).
-    if (!tuning().bf16_operands) return Support::declined("16-bit GEMM operands are off (KILN_CUDA_BF16_OPERANDS=0)");
-    if (r.m <= tuning().gemv_max_m) return Support::declined("decode-sized x goes to the GEMV, which reads f32 x");
+    if (!tuning().bf16_operands) return Support::declined("16-bit GEMM operands are off");
+    if (r.m <= kGemvMaxM) return Support::declined("decode-sized x goes to the GEMV, which reads f32 x");
     return Support::native();  // the skinny GEMM (up to 64 rows, bf16) or cuBLASLt
   }
   if (r.x_dtype != DType::kF32 || r.out_dtype != DType::kF32)
@@ -90,7 +90,7 @@ Support Linear::supports(const MatmulRequest& r) const {
   if (r.w_dtype != DType::kF32 && r.w_dtype != DType::kBF16 && r.w_dtype != DType::kF16)
     return Support::declined("weight dtype must be f32, bf16 or f16");
   if (r.w_dtype != DType::kF32) {
-    if (tuning().gemv && r.m <= tuning().gemv_max_m && r.n <= tuning().gemv_max_n && gemv_beats_cublaslt(r.m, r.n))
+    if (tuning().gemv && r.m <= kGemvMaxM && gemv_beats_cublaslt(r.m, r.n))
       return Support::constrained("GEMV kernel on f32 x where k % 8 == 0 and rows are 16-byte aligned, else cuBLASLt "
                                   "with x rounded to " + std::string(dtype_name(r.w_dtype)));
     return Support::constrained("x is rounded to " + std::string(dtype_name(r.w_dtype)) +
@@ -210,14 +210,14 @@ Status Linear::matmul_group(const MatmulGroupArgs& a) {
   const size_t count = a.w.size();
   bool one_launch = tuning().gemv && count >= 2 && count <= static_cast<size_t>(kGemvMaxSegments) &&
                     a.out.size() == count && a.x.defined() && a.x.dtype() == DType::kF32 && a.x.rank() == 2 &&
-                    a.x.dim(0) <= 2 && a.x.dim(0) <= tuning().gemv_max_m;
+                    a.x.dim(0) <= 2;
   GemvParams g;
   for (size_t i = 0; one_launch && i < count; ++i) {
     const MatmulArgs m{a.x, a.w[i], a.out[i], a.accumulate};
     KILN_RETURN_IF_ERROR(check_args(*this, m));
     const MatmulRequest r = describe(m);
     if (i == 0) g = gemv_params(m, r);
-    one_launch = r.m > 0 && r.n > 0 && a.w[i].dtype() == g.w_dtype && r.k == g.k && r.n <= tuning().gemv_max_n;
+    one_launch = r.m > 0 && r.n > 0 && a.w[i].dtype() == g.w_dtype && r.k == g.k;
     g.seg[i] = {a.w[i].raw(), rows_of<float>(a.out[i]), r.n};
   }
   g.segments = static_cast<int>(count);
@@ -268,9 +268,9 @@ SkinnyGemmParams Linear::skinny_params(const MatmulArgs& a, const MatmulRequest&
 
 // Whether the skinny GEMM may run this matmul: bf16 weights, its layout conditions, up to 16 rows
 // (past 16 whole decode steps measured slower with it though the kernel alone timed faster:
-// docs/decisions.md), or up to skinny_max_m rows where KILN_CUDA_SKINNY=all forces it.
+// docs/decisions.md), or up to kSkinnyMaxM rows where a test or the kernel bench forces it.
 bool Linear::skinny_candidate(const MatmulArgs& a, const MatmulRequest& r) const {
-  const int64_t max_m = tuning().skinny_everywhere ? tuning().skinny_max_m : std::min(tuning().skinny_max_m, 16);
+  const int64_t max_m = tuning().skinny_everywhere ? kSkinnyMaxM : 16;
   if (!tuning().skinny || a.w.dtype() != DType::kBF16 || r.m > max_m || r.out_dtype != DType::kF32) return false;
   return skinny_gemm_applies(skinny_params(a, r));
 }
@@ -278,9 +278,9 @@ bool Linear::skinny_candidate(const MatmulArgs& a, const MatmulRequest& r) const
 // Whether the decode GEMV kernel may run this matmul (16-bit weights, f32 x, few rows, its layout
 // conditions).
 bool Linear::gemv_candidate(const MatmulArgs& a, const MatmulRequest& r) const {
-  if (a.w.dtype() == DType::kF32 || a.x.dtype() != DType::kF32 || !tuning().gemv || r.m > tuning().gemv_max_m)
+  if (a.w.dtype() == DType::kF32 || a.x.dtype() != DType::kF32 || !tuning().gemv || r.m > kGemvMaxM)
     return false;
-  return gemv_applies(gemv_params(a, r)) && r.n <= tuning().gemv_max_n;
+  return gemv_applies(gemv_params(a, r));
 }
 
 Result<SmallGemm> Linear::kernel_for(const MatmulArgs& a, const MatmulRequest& r) {

@@ -20,8 +20,9 @@ Status Linear::lora_delta(const LoraDeltaArgs& a) {
   static const std::string kNoText;  // the request's text is built only for an error
   if (!validate(a, DeviceKind::kCuda, kNoText).ok()) return validate(a, DeviceKind::kCuda, describe_lora_delta(a));
   ProfileScope prof(ctx_->profiler.get(), [&] { return describe_lora_delta(a); });
-  // KILN_CUDA_LORA_KERNEL=0: the matmul sequence the kernels replaced (66x slower on a 64-adapter
-  // decode batch, docs/decisions.md), its temporaries from this backend's pool when the caller gave none.
+  // tuning().lora_kernel off (tests): the matmul sequence the kernels replaced (66x slower on a
+  // 64-adapter decode batch, docs/decisions.md), its temporaries from this backend's pool when the
+  // caller gave none.
   if (!tuning().lora_kernel) {
     Storage own(ctx_);
     LoraDeltaArgs with_storage = a;

@@ -14,7 +14,7 @@ Support Norm::supports(const NormRequest& r) const {
   if (r.out_dtype != DType::kF32) {
     if (r.out_dtype != DType::kBF16 && r.out_dtype != DType::kF16)
       return Support::declined("the output must be f32, bf16 or f16");
-    if (!tuning().bf16_operands) return Support::declined("16-bit GEMM operands are off (KILN_CUDA_BF16_OPERANDS=0)");
+    if (!tuning().bf16_operands) return Support::declined("16-bit GEMM operands are off");
   }
   return Support::native();
 }
@@ -31,7 +31,6 @@ Status Norm::rms_norm(const NormArgs& a) {
   p.out = rows_of<void>(a.out);
   p.out_dtype = a.out.dtype();
   p.eps = a.eps;
-  p.vec4 = tuning().norm_vec4;
   if (r.fused_residual) p.residual = rows_of<float>(a.residual);
   if (r.kind == NormKind::kGated) p.gate = rows_of<const float>(a.gate);
   ProfileScope prof(ctx_->profiler.get(), [&] { return "norm " + r.describe(); });

@@ -56,7 +56,7 @@ Status Training::gdn_backward(const GdnBackwardArgs& a) {
   p.da = rows_of<float>(a.da);
   p.db = rows_of<float>(a.db);
   p.cu_seqlens = a.layout->cu_seqlens.data<int32_t>();
-  p.kernel = gdn_backward_kernel_from_env();  // the chunked form unless KILN_CUDA_GDN_BACKWARD=registers
+  p.kernel = tuning().gdn_backward_registers ? GdnBackwardKernel::kRegisters : GdnBackwardKernel::kChunked;
   p.tf32 = a.compute != DType::kF32 && tuning().gdn_backward_tf32;  // one tf32 pass where rounding is allowed
   KILN_RETURN_IF_ERROR(
       gdn_backward_plan(p, device_target().multiprocessors, static_cast<size_t>(device_target().shared_optin)).with_context(req));
@@ -72,6 +72,7 @@ Status Training::gdn_backward(const GdnBackwardArgs& a) {
   KILN_ASSIGN_OR_RETURN(Tensor scratch,
                         ctx_->empty({static_cast<int64_t>(gdn_backward_scratch_floats(p))}, DType::kF32));
   p.scratch = scratch.data<float>();
+  ctx_->last_gdn_backward = gdn_backward_kernel_name(p.kernel);
   ProfileScope prof(ctx_->profiler.get(), [&] {
     return std::string("train gdn_backward ") + gdn_backward_kernel_name(p.kernel) + " tokens=" +
            std::to_string(p.tokens) + " groups=" + std::to_string(p.groups);

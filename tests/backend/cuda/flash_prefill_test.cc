@@ -240,7 +240,7 @@ TEST_F(FlashPrefill, AShortPrefillTakesTheKernelTimedFasterForItsShape) {
 // are not multiples of the 16-key tile, shorter than a tile, and long enough to split; the 4B
 // group (4 heads of 256), a group of 1 (128) and of 8 (64). Each plan (1, 2 and 3 units a warp:
 // different splits) stays within the bound and repeats bit for bit. A request the kernel declines
-// (f32 cache, compute f32, or KILN_CUDA_ATTN_DECODE_MMA=0) takes the f32 kernels: bit-equal to
+// (f32 cache, compute f32, or tuning().attention_decode_mma off) takes the f32 kernels: bit-equal to
 // them.
 TEST_F(FlashPrefill, DecodeMmaMatchesCpuOnBf16RoundedInputs) {
   KILN_CUDA_OR_SKIP(be);
@@ -295,7 +295,7 @@ TEST_F(FlashPrefill, DecodeMmaMatchesCpuOnBf16RoundedInputs) {
     };
     const Tensor exact = run(DType::kF32, true, true);
     EXPECT_LE(rel_error(exact, want), kF32Tol);
-    EXPECT_EQ(rel_error(run(DType::kBF16, false, true), exact), 0.0) << "KILN_CUDA_ATTN_DECODE_MMA=0 must keep the f32 kernels";
+    EXPECT_EQ(rel_error(run(DType::kBF16, false, true), exact), 0.0) << "attention_decode_mma off must keep the f32 kernels";
     EXPECT_EQ(rel_error(run(DType::kBF16, true, false), run(DType::kF32, true, false)), 0.0)
         << "an f32 cache must keep the f32 kernels";
     if (!cuda::paged_decode_mma_applies(c.d, c.hq / c.hkv, DType::kBF16)) {

@@ -17,12 +17,14 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/cuda/cuda_test_util.h"
 #include "backend/cuda/kernels/device_code.h"
 #include "backend/cuda/kernels/gated_delta_rule.h"
 #include "backend/cuda/kernels/gdn_chunked_backward.h"
+#include "backend/cuda/tuning.h"
 
 namespace kiln {
 namespace {
@@ -138,14 +140,14 @@ Result<Grads> run_cuda(Backend& be, const Case& c, const Problem& p, DType compu
 // per key head (idle columns in the last group; dk 48 pads a lane's rows to 8); dk 256 (every lane
 // of the finish kernel's registers, 32 rows a lane and over 48 KB of shared memory in the register
 // kernel); chunks longer than any row; and dk 64 with dv 100 (a last tile of 4 columns in the
-// chunked form). The register walk (KILN_CUDA_GDN_BACKWARD=registers) and the chunked form (the
-// default: dk 16, 32, 64 and 128; dk 48 and 256 fall back to the register walk) are each checked
+// chunked form). The register walk (tuning().gdn_backward_registers; sm_86's form) and the chunked
+// form (the default: dk 16, 32, 64 and 128; dk 48 and 256 fall back to the register walk) are each checked
 // by every case. `compute` kBF16 (a bf16 checkpoint's) lets the chunked form's gradient pass run
 // one tf32 pass, held to `tol`; the largest error of the cases is returned.
 double expect_matches_cpu(Backend& be, const char* kernel, DType compute = DType::kF32, double tol = kTol) {
-  struct Variant {  // KILN_CUDA_GDN_BACKWARD=kernel, unset again however the test ends
-    explicit Variant(const char* k) { setenv("KILN_CUDA_GDN_BACKWARD", k, 1); }
-    ~Variant() { unsetenv("KILN_CUDA_GDN_BACKWARD"); }
+  struct Variant {  // the register walk where `kernel` names it, reset however the test ends
+    explicit Variant(const char* k) { cuda::tuning().gdn_backward_registers = std::string_view(k) == "registers"; }
+    ~Variant() { cuda::tuning().gdn_backward_registers = false; }
   } variant(kernel);
   auto cpu = create_backend("cpu").value();
   const Case cases[] = {
@@ -191,13 +193,13 @@ double expect_matches_cpu(Backend& be, const char* kernel, DType compute = DType
   return worst;
 }
 
-// The register walk, behind KILN_CUDA_GDN_BACKWARD=registers (read per call).
+// The register walk, the form of targets whose shared memory the chunked form exceeds.
 TEST(CudaGdnBackward, RegisterWalkMatchesTheCpuFacet) {
   KILN_CUDA_OR_SKIP(be);
   expect_matches_cpu(*be, "registers");
 }
 
-// The chunked (WY) form, the default (KILN_CUDA_GDN_BACKWARD=chunked names it too).
+// The chunked (WY) form, the default where it fits.
 TEST(CudaGdnBackward, ChunkedFormMatchesTheCpuFacet) {
   KILN_CUDA_OR_SKIP(be);
   expect_matches_cpu(*be, "chunked");

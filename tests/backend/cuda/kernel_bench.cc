@@ -4,7 +4,7 @@
 // effective bandwidth where the kernel is memory-bound. Weights rotate over enough copies to
 // exceed the L2 cache, as in a decode step. "default" is what the facet runs with every switch
 // on (the GEMV kernel where gemv_beats_cublaslt says so). Usage:
-// cuda_kernel_bench [gemv[:m]|gemm[:m]|gemv_rows|skinny_splits|gdn[:rows]|gdn_backward|conv|norm|attention]...
+// cuda_kernel_bench [gemv[:m]|gemm[:m]|gemv_rows|skinny_splits|gdn[:rows]|gdn_backward|conv|attention]...
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -193,19 +193,14 @@ void bench_gdn(Backend& be, int64_t only_rows) {
     g.state = state;
     g.out = out;
     g.layout = &l;
-    double us[3];
-    for (int c = 0; c < 3; ++c) {
-      cuda::tuning().gdn_chunked = c > 0;
-      cuda::tuning().gdn_two_pass = c == 2;
-      us[c] = time_us(be, [&] { return be.gdn().delta_rule(g); });
-    }
-    cuda::tuning().gdn_chunked = cuda::tuning().gdn_two_pass = true;
+    const double chunked = time_us(be, [&] { return be.gdn().delta_rule(g); });
     g.compute = DType::kBF16;  // a bf16 checkpoint's: products in one tf32 pass
     const double tf32 = time_us(be, [&] { return be.gdn().delta_rule(g); });
     g.compute = DType::kF32;
-    std::printf("gdn   prefill T=%lld (4B layer)  chunked two-pass %8.1f us (tf32 products %8.1f us)  one kernel %8.1f us  "
-                "recurrent %9.1f us  (%.1fx)\n",
-                (long long)T, us[2], tf32, us[1], us[0], us[0] / us[2]);
+    g.form = GdnForm::kRecurrent;
+    const double recurrent = time_us(be, [&] { return be.gdn().delta_rule(g); });
+    std::printf("gdn   prefill T=%lld (4B layer)  chunked %8.1f us (tf32 products %8.1f us)  recurrent %9.1f us  (%.1fx)\n",
+                (long long)T, chunked, tf32, recurrent, recurrent / chunked);
   }
   // Decode: fused step vs conv + recurrent rule + gated norm, rows of one token.
   for (int64_t R : {1, 8, 32, 64, 128}) {
@@ -255,7 +250,7 @@ void bench_gdn(Backend& be, int64_t only_rows) {
 }
 
 // Training's GDN backward on a 4B layer: 4 rows of 1024 tokens (kiln bench train's shape), the
-// register walk against the chunked form (KILN_CUDA_GDN_BACKWARD=registers / chunked).
+// register walk against the chunked form.
 void bench_gdn_backward(Backend& be) {
   const int64_t hk = 16, hv = 32, dk = 128, dv = 128, C = 2 * hk * dk + hv * dv, R = 4, N = 1024, T = R * N;
   HostBatchLayout h = one_row_per_sequence(std::vector<int64_t>(R, 0), std::vector<int64_t>(R, N));
@@ -281,13 +276,12 @@ void bench_gdn_backward(Backend& be) {
   g.da = dab.as_strided({T, hv}, {2 * hv, 1});
   g.db = dab.as_strided({T, hv}, {2 * hv, 1}, hv);
   g.layout = &l;
-  const char* variants[] = {"registers", "chunked"};
   double us[2];
   for (int v = 0; v < 2; ++v) {
-    setenv("KILN_CUDA_GDN_BACKWARD", variants[v], 1);
+    cuda::tuning().gdn_backward_registers = v == 0;
     us[v] = time_us(be, [&] { return be.training().gdn_backward(g); });
   }
-  unsetenv("KILN_CUDA_GDN_BACKWARD");
+  cuda::tuning().gdn_backward_registers = false;
   std::printf("gdn   backward rows=%lld x %lld tokens (4B layer)  registers %9.1f us  chunked %9.1f us\n",
               (long long)R, (long long)N, us[0], us[1]);
 }
@@ -349,32 +343,9 @@ void bench_conv(Backend& be) {
     BatchLayout l = make_batch_layout(h, be.storage()).value();
     Tensor x = filled(be, {T, C}, DType::kF32), w = filled(be, {C, K}, DType::kF32, 0.5f);
     Tensor st = filled(be, {1, K - 1, C}, DType::kF32), out = be.storage().allocate({T, C}, DType::kF32).value();
-    double us[2];
-    for (int c = 0; c < 2; ++c) {
-      cuda::tuning().conv_token_parallel = c == 1;
-      us[c] = time_us(be, [&] { return be.conv().causal_conv1d({x, w, st, out, &l}); });
-    }
-    cuda::tuning().conv_token_parallel = true;
-    std::printf("conv  prefill T=%lld C=%lld  token-parallel %8.1f us (%5.0f GB/s)  sequential %8.1f us\n", (long long)T,
-                (long long)C, us[1], 2.0 * T * C * 4 / us[1] * 1e-3, us[0]);
-  }
-}
-
-// RMSNorm (the model's, with its residual add) over 2,560 columns: one float4 a thread, and the
-// strided loop.
-void bench_norm(Backend& be) {
-  const int64_t W = 2560;
-  for (int64_t rows : {1, 8, 64, 512, 4096}) {
-    Tensor x = filled(be, {rows, W}, DType::kF32), res = filled(be, {rows, W}, DType::kF32, 1.f, 2);
-    Tensor w = filled(be, {W}, DType::kF32, 0.1f, 3), out = be.storage().allocate({rows, W}, DType::kF32).value();
-    double us[2];
-    for (int v = 0; v < 2; ++v) {
-      cuda::tuning().norm_vec4 = v == 0;
-      us[v] = time_us(be, [&] { return be.norm().rms_norm({NormKind::kOnePlus, x, res, w, {}, out}); });
-    }
-    cuda::tuning().norm_vec4 = true;
-    std::printf("norm  rows=%-5lld width=%lld  vec4 %8.2f us  strided %8.2f us\n", (long long)rows, (long long)W, us[0],
-                us[1]);
+    const double us = time_us(be, [&] { return be.conv().causal_conv1d({x, w, st, out, &l}); });
+    std::printf("conv  prefill T=%lld C=%lld  %8.1f us (%5.0f GB/s)\n", (long long)T, (long long)C, us,
+                2.0 * T * C * 4 / us * 1e-3);
   }
 }
 
@@ -471,22 +442,9 @@ void bench_attention(Backend& be, int64_t rows) {
     Tensor q = qg.as_strided({T, hq, D}, {hq * 2 * D, 2 * D, 1}), g = qg.as_strided({T, hq, D}, {hq * 2 * D, 2 * D, 1}, D);
     Tensor out = be.storage().allocate({T, hq, D}, DType::kF32).value();
     AttentionArgs a{q, g, out, kc, vc, &l, 1.f / 16.f};
-    double us[2];
-    for (int s = 0; s < 2; ++s) {
-      cuda::tuning().attention_split = s == 1;
-      us[s] = time_us(be, [&] { return be.attention().attend(a); });
-    }
-    cuda::tuning().attention_split = true;
+    const double split = time_us(be, [&] { return be.attention().attend(a); });
     const double kv_bytes = 2.0 * kv * hkv * D * 4;
-    std::printf("attn  %-24s split %9.1f us (%5.0f GB/s of K/V)  simple %9.1f us  (%.1fx)\n", c.what, us[1],
-                kv_bytes / us[1] * 1e-3, us[0], us[0] / us[1]);
-    if (c.n[0] == 1) {  // f32 decode: lanes over keys against a warp reduction a key and head
-      cuda::tuning().attention_key_groups = false;
-      const double lanes_over_dims = time_us(be, [&] { return be.attention().attend(a); });
-      cuda::tuning().attention_key_groups = true;
-      std::printf("attn  %-24s f32 K/V: key groups %8.1f us  lanes over dims %8.1f us\n", c.what, us[1],
-                  lanes_over_dims);
-    }
+    std::printf("attn  %-24s split %9.1f us (%5.0f GB/s of K/V)\n", c.what, split, kv_bytes / split * 1e-3);
     if (c.n[0] == 1) {  // decode over a bf16 cache (a bf16 checkpoint's): the f32 kernel, and tensor cores
       a.k_cache = filled(be, {blocks, 64, hkv, D}, DType::kBF16);
       a.v_cache = filled(be, {blocks, 64, hkv, D}, DType::kBF16, 1.f, 2);
@@ -498,14 +456,6 @@ void bench_attention(Backend& be, int64_t rows) {
         mma[b] = time_us(be, [&] { return be.attention().attend(a); });
       }
       cuda::tuning().attention_mma_units_per_warp = 1;
-      cuda::tuning().attention_mma_stages = 3;
-      const double mma3 = time_us(be, [&] { return be.attention().attend(a); });
-      cuda::tuning().attention_mma_stages = 2;
-      cuda::tuning().attention_decode_mma = false;
-      const double f32_over_bf16 = time_us(be, [&] { return be.attention().attend(a); });
-      cuda::tuning().attention_decode_mma = true;
-      std::printf("attn  %-24s bf16 K/V: mma 2 stages %8.1f us  3 stages %8.1f us  f32 kernels %8.1f us\n", c.what,
-                  mma[0], mma3, f32_over_bf16);
       std::printf("attn  %-24s bf16 K/V: split %8.1f us (%5.0f GB/s)  mma, 1/2/3 units a warp %8.1f %8.1f %8.1f us "
                   "(best %5.0f GB/s)\n",
                   c.what, split16, kv_bytes / 2 / split16 * 1e-3, mma[0], mma[1], mma[2],
@@ -516,7 +466,7 @@ void bench_attention(Backend& be, int64_t rows) {
       const double flash = time_us(be, [&] { return be.attention().attend(a); });
       const double flops = 4.0 * hq * D * (double(T) * (T + 1) / 2);  // causal QK^T and PV
       std::printf("attn  %-24s flash %9.1f us (%5.1f TFLOPS)  (%.1fx the split kernel)\n", c.what, flash,
-                  flops / flash * 1e-6, us[1] / flash);
+                  flops / flash * 1e-6, split / flash);
       // A bf16 checkpoint's cache (staged by cp.async, as in the model's prefill).
       a.k_cache = filled(be, {blocks, 64, hkv, D}, DType::kBF16);
       a.v_cache = filled(be, {blocks, 64, hkv, D}, DType::kBF16, 1.f, 2);
@@ -548,7 +498,6 @@ int main(int argc, char** argv) {
     else if (w == "gdn_backward") kiln::bench_gdn_backward(*be.value());
     else if (w == "attention_backward") kiln::bench_attention_backward(*be.value());
     else if (w == "conv") kiln::bench_conv(*be.value());
-    else if (w == "norm") kiln::bench_norm(*be.value());
     else if (w == "gemv_rows") kiln::bench_gemv_rows(*be.value());
     else if (w == "skinny_splits") kiln::bench_skinny_splits(*be.value());
     else if (w == "attention") kiln::bench_attention(*be.value(), only_m);

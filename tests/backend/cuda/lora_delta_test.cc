@@ -34,7 +34,7 @@ constexpr double kF32Tol = 2e-5;
 constexpr double kRoundedTol = 1e-2;
 constexpr DType F = DType::kF32, H = DType::kBF16, G = DType::kF16;
 
-// The kernels are the default (KILN_CUDA_LORA_KERNEL, tuning.h); a test of either path sets the
+// The kernels are the default (tuning().lora_kernel, tuning.h); a test of either path sets the
 // switch for its duration, whatever the environment says.
 struct LoraKernels {
   bool saved;

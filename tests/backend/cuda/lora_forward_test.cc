@@ -77,7 +77,7 @@ TEST(CudaLoraForward, RowsWithDifferentAdaptersMatchCpu) {
   const auto [cpre, cdec] = cpu.run(lens, cspans);
   ASSERT_TRUE(cpre.defined() && cdec.defined());
   // Both CUDA paths: the kernels (the default, tuning.h) and the matmul sequence they replaced
-  // (KILN_CUDA_LORA_KERNEL=0). The decode step runs with the prefill's setting.
+  // (tuning().lora_kernel = false). The decode step runs with the prefill's setting.
   Tensor gpre, gdec;
   for (const bool kernels : {true, false}) {
     const bool saved = cuda::tuning().lora_kernel;

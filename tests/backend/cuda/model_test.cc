@@ -281,7 +281,7 @@ Tensor prefill_logits(Backend& be, const std::string& dir, const std::vector<int
 // less than half that (measured 0.079: tf32 keeps 3 more bits than bf16, and this model amplifies).
 // The prefill's norms and silu-mul write their projections' operands in bf16
 // (Qwen35Model::operands16): the logits equal, bit for bit, those of f32 activations rounded by
-// the GEMMs (KILN_CUDA_BF16_OPERANDS=0).
+// the GEMMs (tuning().bf16_operands = false).
 TEST(CudaModel, Bf16CheckpointMatchesCpuWithRoundedGemmInputsAndBf16Kv) {
   KILN_CUDA_OR_SKIP(be);
   const std::string dir = testing::tiny_checkpoint("cuda-bf16", 7);
@@ -370,7 +370,7 @@ double worst_rel_error(const std::vector<Tensor>& got, const std::vector<Tensor>
 
 // Decode steps of 16 rows (above the GEMV's m, so cuBLASLt): the norms and silu-mul write the
 // projections' operands in bf16 there too, and the logits equal, bit for bit, those of f32
-// activations rounded by the GEMMs (KILN_CUDA_BF16_OPERANDS=0).
+// activations rounded by the GEMMs (tuning().bf16_operands = false).
 TEST(CudaModel, Bf16OperandsOfABatchedDecodeStepGiveTheSameLogits) {
   KILN_CUDA_OR_SKIP(be);
   const std::string dir = testing::tiny_checkpoint("cuda-bf16-batched", 13);

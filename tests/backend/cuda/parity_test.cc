@@ -451,7 +451,7 @@ TEST(CudaParity, KvWriteAndPagedAttention) {
       for (const std::string form : {"split, lanes over keys", "split, lanes over dims", "simple"}) {
         SCOPED_TRACE(::testing::Message() << c.name << " (" << form << ") kv " << dtype_name(kv));
         tune->attention_split = form != "simple";
-        tune->attention_key_groups = form == "split, lanes over keys";
+        tune->attention_key_groups = form == "split, lanes over keys" ? 1 : 0;
         const bool narrow = kv != DType::kF32;
         const int64_t T = total_tokens(c.rows), blocks = blocks_needed(c.rows, c.block) + 3;
         HostBatchLayout hl = make_layout(c.rows, blocks, seed++, c.block);
@@ -514,12 +514,9 @@ TEST(CudaParity, CausalConv1d) {
                {"prefill tiny k2", {{0}, {9}}, 96, 2},
                {"mixed k5", {{0, 4}, {1, 40}}, 130, 5},
                {"rows shorter than the window k8", {{0, 3, 9, 20}, {2, 1, 6, 33}}, 200, 8}};
-  TuningScope tune;
   uint32_t seed = 400;
-  for (const auto& c : cases)
-    for (bool parallel : {true, false}) {
-    SCOPED_TRACE(::testing::Message() << c.name << (parallel ? " token-parallel" : " sequential"));
-    tune->conv_token_parallel = parallel;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
     const int64_t T = total_tokens(c.rows), R = static_cast<int64_t>(c.rows.n.size());
     HostBatchLayout hl = make_layout(c.rows, 16, seed++);
     BatchLayout cl = make_batch_layout(hl, ref->storage()).value();
@@ -534,7 +531,7 @@ TEST(CudaParity, CausalConv1d) {
     ASSERT_TRUE(s.ok()) << s.to_string();
     EXPECT_LE(rel_error(out.dev_result(*be), out.host_base), kF32Tol);
     EXPECT_LE(rel_error(st.dev_result(*be), st.host_base), kF32Tol);
-    }
+  }
 }
 
 // ---------------------------------------------------------------- gdn
@@ -666,14 +663,12 @@ TEST(CudaParity, GatedDeltaRuleChunkedKernel) {
     GdnInputs cpu_rec(*be, T, R, c.hk, c.hv, c.dk, c.dv, seed);
     GdnInputs cuda_rec(*be, T, R, c.hk, c.hv, c.dk, c.dv, seed);  // the same values
     ASSERT_TRUE(ref->gdn().delta_rule(cpu_rec.args(true, GdnForm::kRecurrent, 64, &cl)).ok());
-    tune->gdn_chunked = false;
-    Status s = be->gdn().delta_rule(cuda_rec.args(false, GdnForm::kChunked, 64, &dl));
+    Status s = be->gdn().delta_rule(cuda_rec.args(false, GdnForm::kRecurrent, 64, &dl));
     ASSERT_TRUE(s.ok()) << s.to_string();
     const Tensor rec_out = cuda_rec.out.dev_result(*be), rec_state = cuda_rec.state.dev_result(*be);
     for (bool two_pass : {true, false}) {
       SCOPED_TRACE(::testing::Message() << c.name << (two_pass ? " two-pass" : " one kernel"));
       GdnInputs chunked(*be, T, R, c.hk, c.hv, c.dk, c.dv, seed);
-      tune->gdn_chunked = true;
       tune->gdn_two_pass = two_pass;
       // Where the target's shared memory holds neither chunked form, the recurrent kernel runs.
       const auto fits = [](size_t b) { return b > 0 && static_cast<int64_t>(b) <= cuda::device_target().shared_optin; };
@@ -861,7 +856,7 @@ TEST(CudaParity, AddAndSiluMul) {
 // f32 result rounded to nearest even, so the GEMM on it equals, bit for bit, the GEMM on the f32
 // activation (which rounds x the same way). The CPU declines a 16-bit output; the CUDA backend
 // declines a 16-bit x for decode-sized GEMMs (the GEMV reads f32 x), any other op's 16-bit
-// output, and both with KILN_CUDA_BF16_OPERANDS=0.
+// output, and both with tuning().bf16_operands off.
 TEST(CudaParity, SiluMulWritesTheDownProjectionsOperand) {
   KILN_CUDA_OR_SKIP(be);
   TuningScope tune;
@@ -904,7 +899,7 @@ TEST(CudaParity, SiluMulWritesTheDownProjectionsOperand) {
 // each element is the f32 output rounded to nearest even, for the input norm's (1 + w) form
 // (2,560 columns: the block-a-row kernel at 300 rows, the float4 one at a 64-row decode step) and
 // the GDN gated norm (the narrow kernel, 128 columns), so the projection's result is that of the
-// f32 output. The CPU declines a 16-bit output; the CUDA backend does with KILN_CUDA_BF16_OPERANDS=0.
+// f32 output. The CPU declines a 16-bit output; the CUDA backend does with tuning().bf16_operands off.
 TEST(CudaParity, NormsWriteTheProjectionsOperand) {
   KILN_CUDA_OR_SKIP(be);
   TuningScope tune;

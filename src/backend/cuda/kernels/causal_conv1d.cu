@@ -10,37 +10,6 @@ constexpr int kThreads = 128;
 constexpr int kTokenTile = 16;  // >= kConvMaxKernel - 1: only a row's first tile reads its state
 static_assert(kTokenTile >= kConvMaxKernel - 1);
 
-// Grid: (channel blocks, rows). One thread per (row, channel), sequential over the row's tokens;
-// the window lives in registers (K is a template parameter). The reference form of the conv.
-template <int K>
-__global__ void causal_conv1d_sequential_kernel(CausalConv1dParams p) {
-  pdl_begin();
-  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  const int64_t row = blockIdx.y;
-  if (c >= p.channels) return;
-  const int64_t slot = p.state_slots[row];
-  if (slot < 0 || slot >= p.slots) return;
-  const int64_t C = p.channels;
-  float* st = p.state + slot * (K - 1) * C + c;
-  float w[K], win[K];
-#pragma unroll
-  for (int k = 0; k < K; ++k) w[k] = p.weight.row(c)[k];
-#pragma unroll
-  for (int k = 0; k < K - 1; ++k) win[k] = st[k * C];
-  const int64_t t0 = p.cu_seqlens[row], t1 = p.cu_seqlens[row + 1];
-  for (int64_t t = t0; t < t1; ++t) {
-    win[K - 1] = p.x.row(t)[c];
-    float acc = 0.f;
-#pragma unroll
-    for (int k = 0; k < K; ++k) acc += w[k] * win[k];
-    p.out.row(t)[c] = acc / (1.f + expf(-acc));
-#pragma unroll
-    for (int k = 0; k < K - 1; ++k) win[k] = win[k + 1];
-  }
-#pragma unroll
-  for (int k = 0; k < K - 1; ++k) st[k * C] = win[k];
-}
-
 // Grid: (channel blocks, token tiles, rows). The conv is not a recurrence: token t needs only
 // the inputs t-K+1 .. t, so tiles of a row run in parallel. The inputs before the row come from
 // its state, read by the first tile alone; that tile also writes the new state (the row's last
@@ -107,14 +76,9 @@ __global__ void causal_conv1d_kernel(CausalConv1dParams p) {
 
 template <int K>
 void launch(const CausalConv1dParams& p, cudaStream_t stream) {
-  if (p.max_row_tokens <= 0) {
-    dim3 grid(grid_blocks(p.channels, kThreads, 0x7fffffff), static_cast<unsigned>(p.rows));
-    launch_pdl(causal_conv1d_sequential_kernel<K>, grid, kThreads, 0, stream, p);
-  } else {
-    dim3 grid(grid_blocks(p.channels, kThreads, 0x7fffffff),
-              static_cast<unsigned>((p.max_row_tokens + kTokenTile - 1) / kTokenTile), static_cast<unsigned>(p.rows));
-    launch_pdl(causal_conv1d_kernel<K>, grid, kThreads, 0, stream, p);
-  }
+  dim3 grid(grid_blocks(p.channels, kThreads, 0x7fffffff),
+            static_cast<unsigned>((p.max_row_tokens + kTokenTile - 1) / kTokenTile), static_cast<unsigned>(p.rows));
+  launch_pdl(causal_conv1d_kernel<K>, grid, kThreads, 0, stream, p);
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 // Depthwise causal conv1d + silu over each row's tokens, continuing from the row's state slot
 // (the last K-1 inputs) and leaving the new last K-1 inputs there; kernel widths 2..8. One thread
 // per (row, channel, tile of 16 tokens): the conv has no recurrence, so tiles run in parallel.
-// With max_row_tokens = 0, the reference form: one thread per (row, channel) over all its tokens.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -17,7 +16,7 @@ constexpr int kConvMaxKernel = 8;
 
 struct CausalConv1dParams {
   int64_t rows = 0, tokens = 0, channels = 0, kernel = 0, slots = 0;
-  int64_t max_row_tokens = 0;  // the longest row (sizes the grid); 0: the sequential kernel
+  int64_t max_row_tokens = 0;  // the longest row (sizes the grid)
   Rows<const float> x;
   Rows<const float> weight;  // [channels, kernel]
   float* state = nullptr;  // [slots, kernel - 1, channels], contiguous

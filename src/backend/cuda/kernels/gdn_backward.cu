@@ -7,8 +7,6 @@
 //   dS' = dS - k w^T;  dg = e^g sum(dS' * P);  dS_{t-1} = e^g dS'
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -520,12 +518,6 @@ Status state_stage(const GdnBackwardParams& p, const Scratch& s, cudaStream_t st
 }
 
 }  // namespace
-
-GdnBackwardKernel gdn_backward_kernel_from_env() {
-  const char* v = std::getenv("KILN_CUDA_GDN_BACKWARD");
-  if (v != nullptr && std::strcmp(v, "registers") == 0) return GdnBackwardKernel::kRegisters;
-  return GdnBackwardKernel::kChunked;
-}
 
 const char* gdn_backward_kernel_name(GdnBackwardKernel k) {
   return k == GdnBackwardKernel::kChunked ? "chunked" : "registers";

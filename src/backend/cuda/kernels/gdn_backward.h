@@ -12,7 +12,7 @@
 //               (gdn_chunked_backward.h; dk 16, 32, 64 or 128): chunk records and states from the
 //               two-pass forward, a reverse scan over the chunks for dS, then every chunk's
 //               gradients at once, as products; dq, dk, dg, dbeta per value head (one group).
-//             registers (KILN_CUDA_GDN_BACKWARD=registers, and any other dk): 32 columns a block
+//             registers (where the chunked form's shared memory or dk does not fit): 32 columns a block
 //               of 256 threads, 8 lanes a column each holding dk/8 rows of the column's state and
 //               dS in registers (sums over dk: 3 shuffles; sums over the columns: shuffles within
 //               the warp, then shared memory, one barrier a token); a chunk is recomputed 8 tokens
@@ -72,9 +72,7 @@ struct GdnBackwardParams {
   float* scratch = nullptr;  // gdn_backward_scratch_floats(*this) floats
 };
 
-// The form KILN_CUDA_GDN_BACKWARD names ("registers"; anything else or unset: chunked), read at
-// each call so that one process can time each; and its name.
-GdnBackwardKernel gdn_backward_kernel_from_env();
+// The form's name.
 const char* gdn_backward_kernel_name(GdnBackwardKernel k);
 
 // The largest dk the kernels take (the finish kernel's per-lane registers).

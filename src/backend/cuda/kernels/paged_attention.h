@@ -45,11 +45,17 @@ struct AttentionSplit {
   int64_t prefill_tiles = 0;  // prefill mode: blocks of 8 tokens per row (0: decode mode)
   int64_t splits = 1, keys_per_split = 0;
   int64_t blocks = 0;        // paged_decode_mma: its persistent grid
+  // Decode mode: lanes over keys (attention_key_groups_kernel) where attention_key_groups_apply,
+  // else lanes over dims. Which is faster depends on the rows (lanes over dims won at 32-64 rows
+  // of 1,056 keys, lost elsewhere): the facet times the two per shape (kernel_timing.h).
+  bool key_groups = true;
   float* part_o = nullptr;   // [tokens, q_heads, splits, head_dim]
   float* part_ml = nullptr;  // [tokens, q_heads, splits, 2]: running max and sum
 };
 
 bool paged_attention_split_applies(int64_t head_dim, int64_t group);
+// Whether a decode split may run lanes over keys: a key row is whole 16-byte pieces for 8 lanes.
+bool attention_key_groups_apply(int64_t head_dim, DType kv_dtype);
 // Decode: enough key splits to give the device ~2 blocks per multiprocessor, at least 64 keys
 // each. Prefill: the tiled kernel over the longest row's tokens, keys split in 128s.
 AttentionSplit plan_attention_split(int64_t tokens, int64_t kv_heads, int64_t max_q_len, int64_t max_kv_len, bool decode,

@@ -5,7 +5,7 @@
 //   split-keys mode (decode): block = (token, KV head, key split); its 4 warps take interleaved
 //     keys of the split and are merged in shared memory; splits > 1 are merged by a second kernel.
 //     Where a key row splits into 8 lanes' 16-byte pieces, lanes go over keys instead of dims
-//     (attention_key_groups_kernel; KILN_CUDA_ATTN_KEY_GROUPS=0 keeps the lanes-over-dims form).
+//     (attention_key_groups_kernel) where AttentionSplit::key_groups asks for it.
 //   prefill mode: block = (8 consecutive tokens of a row, KV head), a warp per token; tiles of
 //     32 keys are staged in shared memory once for the 8 tokens.
 #include <cuda_pipeline.h>
@@ -17,7 +17,6 @@
 #include "backend/cuda/kernels/paged_keys.cuh"
 #include "backend/cuda/kernels/paged_split.cuh"
 #include "backend/cuda/kernels/reduce.cuh"
-#include "backend/cuda/tuning.h"
 
 namespace kiln::cuda {
 
@@ -520,7 +519,7 @@ void launch(const PagedAttentionParams& p, const AttentionSplit& s, cudaStream_t
     // Lanes over keys where a key row splits into 8 lanes' 16-byte pieces.
     constexpr bool kKeyGroups = 32 * DPL % (kLanesPerKey * 16 / static_cast<int>(sizeof(KV))) == 0;
     if constexpr (kKeyGroups) {
-      if (tuning().attention_key_groups) {
+      if (s.key_groups) {
         launch_pdl(attention_key_groups_kernel<DPL, G, KV>, grid, kThreads, 0, stream, p, s);
         return;
       }
@@ -541,6 +540,11 @@ bool launch_group(const PagedAttentionParams& p, const AttentionSplit& s, int64_
 }
 
 }  // namespace
+
+bool attention_key_groups_apply(int64_t head_dim, DType kv_dtype) {
+  // A key row of head_dim elements splits into kLanesPerKey lanes' 16-byte pieces.
+  return head_dim % (kLanesPerKey * 16 / static_cast<int64_t>(dtype_size(kv_dtype))) == 0;
+}
 
 bool paged_attention_split_applies(int64_t head_dim, int64_t group) {
   if (head_dim % 32 != 0) return false;

@@ -21,13 +21,13 @@
 #include <string>
 #include <type_traits>
 
+#include "backend/cuda/device_target.h"
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/mma_bf16.cuh"
 #include "backend/cuda/kernels/paged_attention.h"
 #include "backend/cuda/kernels/paged_keys.cuh"
 #include "backend/cuda/kernels/paged_split.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
-#include "backend/cuda/tuning.h"
 
 namespace kiln::cuda {
 
@@ -247,12 +247,14 @@ void launch(const PagedAttentionParams& p, const AttentionSplit& s, cudaStream_t
   launch_pdl(paged_decode_mma_kernel<D, kStages>, dim3(static_cast<unsigned>(s.blocks)), kThreads, smem, stream, p, s);
 }
 
-// The shared memory of an instance (head_dim 64, 128 or 256; 2 or 3 stages): what the target must
-// hold for it to run (tuning().attention_mma_stages where it does, else 2).
-int64_t shared_bytes(int64_t head_dim, int stages) {
+// Two stages: a third tied or lost at every shape on every target measured (docs/decisions.md).
+constexpr int kMmaStages = 2;
+
+// The shared memory of an instance (head_dim 64, 128 or 256): what the target must hold for it to run.
+int64_t shared_bytes(int64_t head_dim) {
   auto of = [&](auto d) -> int64_t {
     constexpr int D = decltype(d)::value;
-    return static_cast<int64_t>(stages == 3 ? MmaLayout<D, 3>::kBytes : MmaLayout<D, 2>::kBytes);
+    return static_cast<int64_t>(MmaLayout<D, kMmaStages>::kBytes);
   };
   if (head_dim == 64) return of(std::integral_constant<int, 64>());
   if (head_dim == 128) return of(std::integral_constant<int, 128>());
@@ -261,15 +263,14 @@ int64_t shared_bytes(int64_t head_dim, int stages) {
 
 template <int D>
 void launch(const PagedAttentionParams& p, const AttentionSplit& s, cudaStream_t stream) {
-  if (tuning().attention_mma_stages == 3 && shared_bytes(D, 3) <= device_target().shared_optin) launch<D, 3>(p, s, stream);
-  else launch<D, 2>(p, s, stream);
+  launch<D, kMmaStages>(p, s, stream);
 }
 
 }  // namespace
 
 bool paged_decode_mma_applies(int64_t head_dim, int64_t group, DType kv_dtype) {
   return kv_dtype == DType::kBF16 && group >= 1 && group <= kHeads &&
-         (head_dim == 64 || head_dim == 128 || head_dim == 256) && shared_bytes(head_dim, 2) <= device_target().shared_optin;
+         (head_dim == 64 || head_dim == 128 || head_dim == 256) && shared_bytes(head_dim) <= device_target().shared_optin;
 }
 
 AttentionSplit plan_decode_mma(int64_t tokens, int64_t kv_heads, int sms, int units_per_warp) {

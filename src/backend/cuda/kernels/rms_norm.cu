@@ -156,7 +156,7 @@ Status rms_norm(const RmsNormParams& p, cudaStream_t stream) {
   // gradient check moves from 1.45e-3 to 1.96e-2 L2 when only this summation order changes
   // (docs/training.md).
   const bool out_aligned = p.out_dtype != DType::kF32 || aligned4(p.out);  // 16-bit: stored one by one
-  const bool vec4 = p.vec4 && p.rows <= kVec4MaxRows && p.width % 4 == 0 && p.width <= 4 * 1024 &&
+  const bool vec4 = p.rows <= kVec4MaxRows && p.width % 4 == 0 && p.width <= 4 * 1024 &&
                     aligned4(p.x) && out_aligned &&
                     aligned4(p.weight, 0) && (!p.residual.ptr || aligned4(p.residual)) &&
                     (p.kind != RmsKind::kGated || aligned4(p.gate));

@@ -25,7 +25,6 @@ struct RmsNormParams {
   Rows<void> out;  // elements of out_dtype
   DType out_dtype = DType::kF32;                          // f32, bf16 or f16
   float eps = 1e-6f;
-  bool vec4 = true;  // the float4 form where the row allows it (KILN_CUDA_NORM_VEC4=0: the loop)
 };
 
 Status rms_norm(const RmsNormParams& p, cudaStream_t stream);
