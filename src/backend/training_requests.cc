@@ -1,5 +1,3 @@
-#include <sstream>
-
 #include "backend/training_facets.h"
 
 namespace kiln {
@@ -26,31 +24,6 @@ std::string_view optimizer_kind_name(OptimizerKind k) {
     case OptimizerKind::kSgd: return "sgd";
   }
   return "?";
-}
-
-std::string TrainRequest::describe() const {
-  std::ostringstream s;
-  s << train_op_name(op);
-  auto field = [&](const char* name, int64_t v) {
-    if (v != 0) s << " " << name << "=" << v;
-  };
-  field("rows", rows);
-  field("tokens", tokens);
-  field("width", width);
-  field("inner", inner);
-  field("out", out);
-  field("q_heads", q_heads);
-  field("kv_heads", kv_heads);
-  field("head_dim", head_dim);
-  field("kernel", kernel);
-  s << " " << dtype_name(dtype);
-  return s.str();
-}
-
-std::string OptimizerRequest::describe() const {
-  std::ostringstream s;
-  s << "optimizer " << optimizer_kind_name(kind) << " [" << rows << ", " << cols << "]";
-  return s.str();
 }
 
 namespace {
