@@ -33,6 +33,15 @@ int64_t layout_rows(const BatchLayout* l) { return l ? l->rows : 0; }
 // The activations' dtype, so that a predicate can decline what its kernels do not read (the
 // forward requests carry theirs the same way).
 DType act_dtype(const Tensor& t) { return t.defined() ? t.dtype() : DType::kF32; }
+// An op over activations x [tokens, width].
+TrainRequest over_rows(TrainOp op, const Tensor& x) {
+  return {.op = op, .tokens = rows_of(x), .width = last_dim(x), .dtype = act_dtype(x)};
+}
+// A log-probability op: hidden [tokens, width] against the LM head [vocab, width] (its dtype).
+TrainRequest over_vocab(TrainOp op, const Tensor& hidden, const Tensor& lm_head) {
+  return {.op = op, .tokens = rows_of(hidden), .width = last_dim(hidden), .out = rows_of(lm_head),
+          .dtype = lm_head.defined() ? lm_head.dtype() : DType::kF32};
+}
 }  // namespace
 
 TrainRequest describe(const GemmArgs& a) {
@@ -45,23 +54,9 @@ TrainRequest describe(const GemmArgs& a) {
   return r;
 }
 
-TrainRequest describe(const NormBackwardArgs& a) {
-  TrainRequest r;
-  r.op = TrainOp::kNormBackward;
-  r.tokens = rows_of(a.x);
-  r.width = last_dim(a.x);
-  r.dtype = act_dtype(a.x);
-  return r;
-}
+TrainRequest describe(const NormBackwardArgs& a) { return over_rows(TrainOp::kNormBackward, a.x); }
 
-TrainRequest describe(const SiluMulBackwardArgs& a) {
-  TrainRequest r;
-  r.op = TrainOp::kSiluMulBackward;
-  r.tokens = rows_of(a.a);
-  r.width = last_dim(a.a);
-  r.dtype = act_dtype(a.a);
-  return r;
-}
+TrainRequest describe(const SiluMulBackwardArgs& a) { return over_rows(TrainOp::kSiluMulBackward, a.a); }
 
 TrainRequest describe(const RopeBackwardArgs& a) {
   TrainRequest r;
@@ -86,13 +81,9 @@ TrainRequest describe(const AttentionBackwardArgs& a) {
 }
 
 TrainRequest describe(const ConvBackwardArgs& a) {
-  TrainRequest r;
-  r.op = TrainOp::kConvBackward;
+  TrainRequest r = over_rows(TrainOp::kConvBackward, a.x);
   r.rows = layout_rows(a.layout);
-  r.tokens = rows_of(a.x);
-  r.width = last_dim(a.x);
   r.kernel = last_dim(a.weight);
-  r.dtype = act_dtype(a.x);
   return r;
 }
 
@@ -108,23 +99,11 @@ TrainRequest describe(const GdnBackwardArgs& a) {
 }
 
 TrainRequest describe(const TokenLogprobArgs& a) {
-  TrainRequest r;
-  r.op = TrainOp::kTokenLogprobs;
-  r.tokens = rows_of(a.hidden);
-  r.width = last_dim(a.hidden);
-  r.out = rows_of(a.lm_head);
-  r.dtype = a.lm_head.defined() ? a.lm_head.dtype() : DType::kF32;
-  return r;
+  return over_vocab(TrainOp::kTokenLogprobs, a.hidden, a.lm_head);
 }
 
 TrainRequest describe(const TokenLogprobBackwardArgs& a) {
-  TrainRequest r;
-  r.op = TrainOp::kTokenLogprobsBackward;
-  r.tokens = rows_of(a.hidden);
-  r.width = last_dim(a.hidden);
-  r.out = rows_of(a.lm_head);
-  r.dtype = a.lm_head.defined() ? a.lm_head.dtype() : DType::kF32;
-  return r;
+  return over_vocab(TrainOp::kTokenLogprobsBackward, a.hidden, a.lm_head);
 }
 
 OptimizerRequest describe(const OptimizerStepArgs& a) {
