@@ -2,8 +2,6 @@
 #include "backend/requests.h"
 #include "backend/support.h"
 
-#include <sstream>
-
 namespace kiln {
 
 std::string_view support_state_name(SupportState s) {
@@ -19,83 +17,9 @@ std::string_view support_state_name(SupportState s) {
 
 std::string_view phase_name(Phase p) { return p == Phase::kPrefill ? "prefill" : "decode"; }
 
-namespace {
-std::string dt(DType t) { return std::string(dtype_name(t)); }
-}  // namespace
-
-std::string MatmulRequest::describe() const {
-  std::ostringstream s;
-  s << "matmul m=" << m << " n=" << n << " k=" << k << " x=" << dt(x_dtype) << " w=" << dt(w_dtype)
-    << " out=" << dt(out_dtype) << (accumulate ? " accumulate" : "");
-  return s.str();
-}
-
-std::string NormRequest::describe() const {
-  static const char* kinds[] = {"rms_norm(1+w)", "rms_norm(w)", "gated_rms_norm"};
-  std::ostringstream s;
-  s << kinds[static_cast<int>(kind)] << " rows=" << rows << " width=" << width << " " << dt(dtype)
-    << (fused_residual ? " +residual" : "");
-  if (out_dtype != DType::kF32) s << " out " << dt(out_dtype);
-  return s.str();
-}
-
-std::string RopeRequest::describe() const {
-  std::ostringstream s;
-  s << "rope tokens=" << tokens << " heads=" << heads << " head_dim=" << head_dim << " rotary_dim=" << rotary_dim;
-  return s.str();
-}
-
-std::string KvWriteRequest::describe() const {
-  std::ostringstream s;
-  s << "kv_write tokens=" << tokens << " kv_heads=" << kv_heads << " head_dim=" << head_dim
-    << " block=" << block_size << " kv=" << dt(kv_dtype);
-  return s.str();
-}
-
-std::string AttentionRequest::describe() const {
-  std::ostringstream s;
-  s << "attention " << phase_name(phase) << " rows=" << rows << " tokens=" << tokens << " q_heads=" << q_heads
-    << " kv_heads=" << kv_heads << " head_dim=" << head_dim << " max_kv=" << max_kv_len << " block=" << block_size
-    << (output_gate ? " gated" : "") << " " << dt(dtype) << " kv=" << dt(kv_dtype);
-  if (compute != DType::kF32) s << " compute=" << dt(compute);
-  return s.str();
-}
-
-std::string ConvRequest::describe() const {
-  std::ostringstream s;
-  s << "causal_conv1d " << phase_name(phase) << " rows=" << rows << " tokens=" << tokens << " channels=" << channels
-    << " kernel=" << kernel;
-  return s.str();
-}
-
-std::string GdnRequest::describe() const {
-  std::ostringstream s;
-  s << "gdn " << phase_name(phase) << (form == GdnForm::kChunked ? " chunked(" + std::to_string(chunk) + ")" : " recurrent")
-    << " rows=" << rows << " tokens=" << tokens << " k_heads=" << k_heads << " v_heads=" << v_heads << " dk=" << dk
-    << " dv=" << dv << " state=" << dt(state_dtype);
-  if (compute != DType::kF32) s << " compute " << dt(compute);
-  return s.str();
-}
-
-std::string GdnDecodeRequest::describe() const {
-  std::ostringstream s;
-  s << "gdn fused_decode rows=" << rows << " tokens=" << tokens << " k_heads=" << k_heads << " v_heads=" << v_heads
-    << " dk=" << dk << " dv=" << dv << " conv_kernel=" << conv_kernel << " state=" << dt(state_dtype);
-  return s.str();
-}
-
-std::string ElementwiseRequest::describe() const {
-  const BinaryOpInfo* info = binary_op_info(op);
-  std::ostringstream s;
-  s << (info != nullptr ? info->name : "embed") << " rows=" << rows << " width=" << width << " " << dt(dtype);
-  if (out_dtype != DType::kF32) s << " out " << dt(out_dtype);
-  return s.str();
-}
-
-std::string SampleRequest::describe() const {
-  std::ostringstream s;
-  s << (greedy ? "argmax" : "sample") << " rows=" << rows << " vocab=" << vocab;
-  return s.str();
+std::string_view norm_kind_name(NormKind k) {
+  static constexpr std::string_view kNames[] = {"rms_norm(1+w)", "rms_norm(w)", "gated_rms_norm"};
+  return kNames[static_cast<int>(k)];
 }
 
 MatmulRequest describe(const MatmulArgs& a) {

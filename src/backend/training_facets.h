@@ -24,7 +24,7 @@ enum class TrainOp : uint8_t {
 std::string_view train_op_name(TrainOp op);
 
 // What one training call asks of a backend: the op and its sizes (the fields an op does not
-// have stay 0).
+// have stay 0, and describe() leaves them out).
 struct TrainRequest {
   TrainOp op = TrainOp::kGemm;
   int64_t rows = 0, tokens = 0;           // sequences, tokens (or m for kGemm)
@@ -32,7 +32,15 @@ struct TrainRequest {
   int64_t q_heads = 0, kv_heads = 0, head_dim = 0;  // attention; GDN: k_heads, v_heads, dk (dv in `inner`)
   int64_t kernel = 0;                     // conv taps
   DType dtype = DType::kF32;              // kGemm: dtype of b; logprobs: the LM head's dtype; else the activations'
-  std::string describe() const;
+  static constexpr auto kFields = std::tuple{
+      field("", &TrainRequest::op, train_op_name), field_unless_default("rows", &TrainRequest::rows),
+      field_unless_default("tokens", &TrainRequest::tokens), field_unless_default("width", &TrainRequest::width),
+      field_unless_default("inner", &TrainRequest::inner), field_unless_default("out", &TrainRequest::out),
+      field_unless_default("q_heads", &TrainRequest::q_heads),
+      field_unless_default("kv_heads", &TrainRequest::kv_heads),
+      field_unless_default("head_dim", &TrainRequest::head_dim),
+      field_unless_default("kernel", &TrainRequest::kernel), field("", &TrainRequest::dtype)};
+  std::string describe() const { return describe_request(*this); }
 };
 
 // out[m, n] (+)= alpha * op(a) op(b), op(t) = t or t^T. a is f32; b is f32 or a bf16/f16 weight
@@ -169,7 +177,10 @@ std::string_view optimizer_kind_name(OptimizerKind k);  // "muon", "adam_w", "sg
 struct OptimizerRequest {
   OptimizerKind kind = OptimizerKind::kMuon;
   int64_t rows = 0, cols = 0;  // the parameter's shape (a vector: rows = 1)
-  std::string describe() const;
+  static constexpr auto kFields = std::tuple{
+      "optimizer", field("", &OptimizerRequest::kind, optimizer_kind_name),
+      field("", [](const auto& r) { return Shape{r.rows, r.cols}.to_string(); })};
+  std::string describe() const { return describe_request(*this); }
 };
 
 struct OptimizerHyper {

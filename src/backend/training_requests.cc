@@ -1,5 +1,3 @@
-#include <sstream>
-
 #include "backend/training_facets.h"
 
 namespace kiln {
@@ -28,31 +26,6 @@ std::string_view optimizer_kind_name(OptimizerKind k) {
   return "?";
 }
 
-std::string TrainRequest::describe() const {
-  std::ostringstream s;
-  s << train_op_name(op);
-  auto field = [&](const char* name, int64_t v) {
-    if (v != 0) s << " " << name << "=" << v;
-  };
-  field("rows", rows);
-  field("tokens", tokens);
-  field("width", width);
-  field("inner", inner);
-  field("out", out);
-  field("q_heads", q_heads);
-  field("kv_heads", kv_heads);
-  field("head_dim", head_dim);
-  field("kernel", kernel);
-  s << " " << dtype_name(dtype);
-  return s.str();
-}
-
-std::string OptimizerRequest::describe() const {
-  std::ostringstream s;
-  s << "optimizer " << optimizer_kind_name(kind) << " [" << rows << ", " << cols << "]";
-  return s.str();
-}
-
 namespace {
 int64_t rows_of(const Tensor& t) { return t.defined() && t.rank() > 0 ? t.dim(0) : 0; }
 int64_t last_dim(const Tensor& t) { return t.defined() && t.rank() > 0 ? t.dim(t.rank() - 1) : 0; }
@@ -60,6 +33,15 @@ int64_t layout_rows(const BatchLayout* l) { return l ? l->rows : 0; }
 // The activations' dtype, so that a predicate can decline what its kernels do not read (the
 // forward requests carry theirs the same way).
 DType act_dtype(const Tensor& t) { return t.defined() ? t.dtype() : DType::kF32; }
+// An op over activations x [tokens, width].
+TrainRequest over_rows(TrainOp op, const Tensor& x) {
+  return {.op = op, .tokens = rows_of(x), .width = last_dim(x), .dtype = act_dtype(x)};
+}
+// A log-probability op: hidden [tokens, width] against the LM head [vocab, width] (its dtype).
+TrainRequest over_vocab(TrainOp op, const Tensor& hidden, const Tensor& lm_head) {
+  return {.op = op, .tokens = rows_of(hidden), .width = last_dim(hidden), .out = rows_of(lm_head),
+          .dtype = lm_head.defined() ? lm_head.dtype() : DType::kF32};
+}
 }  // namespace
 
 TrainRequest describe(const GemmArgs& a) {
@@ -72,23 +54,9 @@ TrainRequest describe(const GemmArgs& a) {
   return r;
 }
 
-TrainRequest describe(const NormBackwardArgs& a) {
-  TrainRequest r;
-  r.op = TrainOp::kNormBackward;
-  r.tokens = rows_of(a.x);
-  r.width = last_dim(a.x);
-  r.dtype = act_dtype(a.x);
-  return r;
-}
+TrainRequest describe(const NormBackwardArgs& a) { return over_rows(TrainOp::kNormBackward, a.x); }
 
-TrainRequest describe(const SiluMulBackwardArgs& a) {
-  TrainRequest r;
-  r.op = TrainOp::kSiluMulBackward;
-  r.tokens = rows_of(a.a);
-  r.width = last_dim(a.a);
-  r.dtype = act_dtype(a.a);
-  return r;
-}
+TrainRequest describe(const SiluMulBackwardArgs& a) { return over_rows(TrainOp::kSiluMulBackward, a.a); }
 
 TrainRequest describe(const RopeBackwardArgs& a) {
   TrainRequest r;
@@ -113,13 +81,9 @@ TrainRequest describe(const AttentionBackwardArgs& a) {
 }
 
 TrainRequest describe(const ConvBackwardArgs& a) {
-  TrainRequest r;
-  r.op = TrainOp::kConvBackward;
+  TrainRequest r = over_rows(TrainOp::kConvBackward, a.x);
   r.rows = layout_rows(a.layout);
-  r.tokens = rows_of(a.x);
-  r.width = last_dim(a.x);
   r.kernel = last_dim(a.weight);
-  r.dtype = act_dtype(a.x);
   return r;
 }
 
@@ -135,23 +99,11 @@ TrainRequest describe(const GdnBackwardArgs& a) {
 }
 
 TrainRequest describe(const TokenLogprobArgs& a) {
-  TrainRequest r;
-  r.op = TrainOp::kTokenLogprobs;
-  r.tokens = rows_of(a.hidden);
-  r.width = last_dim(a.hidden);
-  r.out = rows_of(a.lm_head);
-  r.dtype = a.lm_head.defined() ? a.lm_head.dtype() : DType::kF32;
-  return r;
+  return over_vocab(TrainOp::kTokenLogprobs, a.hidden, a.lm_head);
 }
 
 TrainRequest describe(const TokenLogprobBackwardArgs& a) {
-  TrainRequest r;
-  r.op = TrainOp::kTokenLogprobsBackward;
-  r.tokens = rows_of(a.hidden);
-  r.width = last_dim(a.hidden);
-  r.out = rows_of(a.lm_head);
-  r.dtype = a.lm_head.defined() ? a.lm_head.dtype() : DType::kF32;
-  return r;
+  return over_vocab(TrainOp::kTokenLogprobsBackward, a.hidden, a.lm_head);
 }
 
 OptimizerRequest describe(const OptimizerStepArgs& a) {
