@@ -2,6 +2,12 @@
 // reach a backend. Each facet answers `supports(request)` for a concrete request and runs the
 // work; a method asked to run a request its predicate declines returns kUnsupported naming it.
 // Tensors are views on the backend's device; activations are f32 on the CPU reference.
+//
+// After each facet, KILN_<FACET>_OVERRIDES (KILN_NORM_OVERRIDES, ...) declares the methods every
+// implementation overrides, so that each backend's class of that facet states them in one line:
+// `class Norm final : public NormFacet { public: KILN_NORM_OVERRIDES ... };`. A method with a
+// default is declared by the backends that override it. A new method is declared here twice, next
+// to each other, and defined in each backend's .cc.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +44,14 @@ class StorageFacet {
   virtual Status copy(const Tensor& src, const Tensor& dst) = 0;
   virtual Status synchronize() = 0;
 };
+#define KILN_STORAGE_OVERRIDES                                             \
+  Result<Tensor> allocate(Shape shape, DType dtype) override;              \
+  Result<Tensor> upload(const Tensor& host) override;                      \
+  Status copy_from_host(const Tensor& host_src, const Tensor& dst) override; \
+  Status copy_to_host(const Tensor& src, const Tensor& host_dst) override; \
+  Status zero(const Tensor& dst) override;                                 \
+  Status copy(const Tensor& src, const Tensor& dst) override;              \
+  Status synchronize() override;
 
 // ---- linear: projections ----
 struct MatmulArgs {
@@ -97,6 +111,9 @@ class LinearFacet {
   // temporaries from `a.storage` (backend/lora_delta.cc); CPU and CUDA run their own.
   virtual Status lora_delta(const LoraDeltaArgs& a);
 };
+#define KILN_LINEAR_OVERRIDES                            \
+  Support supports(const MatmulRequest& r) const override; \
+  Status matmul(const MatmulArgs& a) override;
 
 // ---- norm ----
 struct NormArgs {
@@ -117,6 +134,9 @@ class NormFacet {
   virtual Support supports(const NormRequest& r) const = 0;
   virtual Status rms_norm(const NormArgs& a) = 0;
 };
+#define KILN_NORM_OVERRIDES                              \
+  Support supports(const NormRequest& r) const override; \
+  Status rms_norm(const NormArgs& a) override;
 
 // ---- attention: rotary embedding, paged K/V writes, causal GQA attention ----
 struct RopeArgs {
@@ -162,6 +182,13 @@ class AttentionFacet {
   virtual Status write_kv(const KvWriteArgs& a) = 0;
   virtual Status attend(const AttentionArgs& a) = 0;
 };
+#define KILN_ATTENTION_OVERRIDES                              \
+  Support supports(const RopeRequest& r) const override;      \
+  Support supports(const KvWriteRequest& r) const override;   \
+  Support supports(const AttentionRequest& r) const override; \
+  Status rope(const RopeArgs& a) override;                    \
+  Status write_kv(const KvWriteArgs& a) override;             \
+  Status attend(const AttentionArgs& a) override;
 
 // ---- conv: depthwise causal conv1d + silu with per-sequence state ----
 struct ConvArgs {
@@ -179,6 +206,9 @@ class ConvFacet {
   virtual Support supports(const ConvRequest& r) const = 0;
   virtual Status causal_conv1d(const ConvArgs& a) = 0;
 };
+#define KILN_CONV_OVERRIDES                              \
+  Support supports(const ConvRequest& r) const override; \
+  Status causal_conv1d(const ConvArgs& a) override;
 
 // ---- GDN: the gated delta rule ----
 struct GdnArgs {
@@ -234,6 +264,9 @@ class GdnFacet {
     return unsupported("declined " + describe(a).describe() + ": this backend has no fused GDN decode step");
   }
 };
+#define KILN_GDN_OVERRIDES                              \
+  Support supports(const GdnRequest& r) const override; \
+  Status delta_rule(const GdnArgs& a) override;
 
 // ---- elementwise: embedding gather, residual add, SiLU-gated product ----
 struct EmbedArgs {
@@ -257,6 +290,10 @@ class ElementwiseFacet {
   virtual Status embed(const EmbedArgs& a) = 0;
   virtual Status binary(const BinaryArgs& a) = 0;
 };
+#define KILN_ELEMENTWISE_OVERRIDES                              \
+  Support supports(const ElementwiseRequest& r) const override; \
+  Status embed(const EmbedArgs& a) override;                    \
+  Status binary(const BinaryArgs& a) override;
 
 // ---- sampling ----
 struct ArgmaxArgs {
@@ -302,5 +339,8 @@ class SamplingFacet {
     return unsupported("declined " + describe(a).describe() + ": this backend has no sampling on its device");
   }
 };
+#define KILN_SAMPLING_OVERRIDES                            \
+  Support supports(const SampleRequest& r) const override; \
+  Status argmax(const ArgmaxArgs& a) override;
 
 }  // namespace kiln

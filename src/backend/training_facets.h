@@ -169,6 +169,18 @@ class TrainingFacet {
   virtual Status token_logprobs(const TokenLogprobArgs& a) = 0;
   virtual Status token_logprobs_backward(const TokenLogprobBackwardArgs& a) = 0;
 };
+// What every TrainingFacet implementation overrides (as KILN_NORM_OVERRIDES, backend/facets.h).
+#define KILN_TRAINING_OVERRIDES                                               \
+  Support supports(const TrainRequest& r) const override;                     \
+  Status gemm(const GemmArgs& a) override;                                    \
+  Status norm_backward(const NormBackwardArgs& a) override;                   \
+  Status silu_mul_backward(const SiluMulBackwardArgs& a) override;            \
+  Status rope_backward(const RopeBackwardArgs& a) override;                   \
+  Status attention_backward(const AttentionBackwardArgs& a) override;         \
+  Status conv_backward(const ConvBackwardArgs& a) override;                   \
+  Status gdn_backward(const GdnBackwardArgs& a) override;                     \
+  Status token_logprobs(const TokenLogprobArgs& a) override;                  \
+  Status token_logprobs_backward(const TokenLogprobBackwardArgs& a) override;
 
 // ---- optimizer steps on trainable f32 parameters (docs/training.md, "Optimizers") ----
 enum class OptimizerKind : uint8_t { kMuon, kAdamW, kSgd };
@@ -213,5 +225,8 @@ class OptimizerFacet {
     return {};
   }
 };
+#define KILN_OPTIMIZER_OVERRIDES                              \
+  Support supports(const OptimizerRequest& r) const override; \
+  Status step(const OptimizerStepArgs& a) override;
 
 }  // namespace kiln

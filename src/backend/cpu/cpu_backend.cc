@@ -129,6 +129,7 @@ Status copy_host(const Tensor& src, const Tensor& dst, const char* what) {
 Status Storage::copy_from_host(const Tensor& s, const Tensor& d) { return copy_host(s, d, "copy_from_host"); }
 Status Storage::copy_to_host(const Tensor& s, const Tensor& d) { return copy_host(s, d, "copy_to_host"); }
 Status Storage::copy(const Tensor& s, const Tensor& d) { return copy_host(s, d, "copy"); }
+Status Storage::synchronize() { return {}; }  // every CPU op has finished when it returns
 
 Status Storage::zero(const Tensor& d) {
   if (!d.is_contiguous()) return invalid_argument("zero: " + d.describe() + " is not contiguous");

@@ -8,83 +8,55 @@ namespace kiln::cpu {
 
 class Storage final : public StorageFacet {
  public:
-  Result<Tensor> allocate(Shape shape, DType dtype) override;
-  Result<Tensor> upload(const Tensor& host) override;
-  Status copy_from_host(const Tensor& host_src, const Tensor& dst) override;
-  Status copy_to_host(const Tensor& src, const Tensor& host_dst) override;
-  Status zero(const Tensor& dst) override;
-  Status copy(const Tensor& src, const Tensor& dst) override;
-  Status synchronize() override { return {}; }
+  KILN_STORAGE_OVERRIDES
 };
 
 class Linear final : public LinearFacet {
  public:
-  Support supports(const MatmulRequest& r) const override;
-  Status matmul(const MatmulArgs& a) override;
+  KILN_LINEAR_OVERRIDES
   Status lora_delta(const LoraDeltaArgs& a) override;  // lora_delta.cc
 };
 
 class Norm final : public NormFacet {
  public:
-  Support supports(const NormRequest& r) const override;
-  Status rms_norm(const NormArgs& a) override;
+  KILN_NORM_OVERRIDES
 };
 
 class Attention final : public AttentionFacet {
  public:
-  Support supports(const RopeRequest& r) const override;
-  Support supports(const KvWriteRequest& r) const override;
-  Support supports(const AttentionRequest& r) const override;
-  Status rope(const RopeArgs& a) override;
-  Status write_kv(const KvWriteArgs& a) override;
-  Status attend(const AttentionArgs& a) override;
+  KILN_ATTENTION_OVERRIDES
 };
 
 class Conv final : public ConvFacet {
  public:
-  Support supports(const ConvRequest& r) const override;
-  Status causal_conv1d(const ConvArgs& a) override;
+  KILN_CONV_OVERRIDES
 };
 
 class Gdn final : public GdnFacet {
  public:
-  Support supports(const GdnRequest& r) const override;
-  Status delta_rule(const GdnArgs& a) override;
+  KILN_GDN_OVERRIDES
 };
 
 class Elementwise final : public ElementwiseFacet {
  public:
-  Support supports(const ElementwiseRequest& r) const override;
-  Status embed(const EmbedArgs& a) override;
-  Status binary(const BinaryArgs& a) override;
+  KILN_ELEMENTWISE_OVERRIDES
 };
 
 class Sampling final : public SamplingFacet {
  public:
-  Support supports(const SampleRequest& r) const override;
-  Status argmax(const ArgmaxArgs& a) override;
+  KILN_SAMPLING_OVERRIDES
   Status sample(const SampleArgs& a) override;  // sample.cc
 };
 
 // The backward ops (training_*.cc).
 class Training final : public TrainingFacet {
  public:
-  Support supports(const TrainRequest& r) const override;
-  Status gemm(const GemmArgs& a) override;
-  Status norm_backward(const NormBackwardArgs& a) override;
-  Status silu_mul_backward(const SiluMulBackwardArgs& a) override;
-  Status rope_backward(const RopeBackwardArgs& a) override;
-  Status attention_backward(const AttentionBackwardArgs& a) override;
-  Status conv_backward(const ConvBackwardArgs& a) override;
-  Status gdn_backward(const GdnBackwardArgs& a) override;
-  Status token_logprobs(const TokenLogprobArgs& a) override;
-  Status token_logprobs_backward(const TokenLogprobBackwardArgs& a) override;
+  KILN_TRAINING_OVERRIDES
 };
 
 class Optimizer final : public OptimizerFacet {
  public:
-  Support supports(const OptimizerRequest& r) const override;
-  Status step(const OptimizerStepArgs& a) override;
+  KILN_OPTIMIZER_OVERRIDES
 };
 
 }  // namespace kiln::cpu

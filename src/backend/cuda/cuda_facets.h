@@ -39,15 +39,9 @@ Status in_context(Status s, const Args& args) {
 class Storage final : public StorageFacet {
  public:
   explicit Storage(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
-  Result<Tensor> allocate(Shape shape, DType dtype) override;
+  KILN_STORAGE_OVERRIDES
   Result<Tensor> empty(Shape shape, DType dtype) override { return ctx_->empty(std::move(shape), dtype); }
-  Result<Tensor> upload(const Tensor& host) override;
   Result<std::shared_ptr<kiln::Storage>> weight_arena(size_t bytes) override;
-  Status copy_from_host(const Tensor& host_src, const Tensor& dst) override;
-  Status copy_to_host(const Tensor& src, const Tensor& host_dst) override;
-  Status copy(const Tensor& src, const Tensor& dst) override;
-  Status zero(const Tensor& dst) override;
-  Status synchronize() override;
 
  private:
   std::shared_ptr<Context> ctx_;
@@ -74,8 +68,7 @@ class Linear final : public LinearFacet {
  public:
   explicit Linear(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
   ~Linear() override;
-  Support supports(const MatmulRequest& r) const override;
-  Status matmul(const MatmulArgs& a) override;
+  KILN_LINEAR_OVERRIDES
   Status matmul_group(const MatmulGroupArgs& a) override;
   Status lora_delta(const LoraDeltaArgs& a) override;  // linear_lora.cc
   MatmulCacheStats cache_stats() const;
@@ -134,8 +127,7 @@ class Linear final : public LinearFacet {
 class Norm final : public NormFacet {
  public:
   explicit Norm(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
-  Support supports(const NormRequest& r) const override;
-  Status rms_norm(const NormArgs& a) override;
+  KILN_NORM_OVERRIDES
 
  private:
   std::shared_ptr<Context> ctx_;
@@ -144,12 +136,7 @@ class Norm final : public NormFacet {
 class Attention final : public AttentionFacet {
  public:
   explicit Attention(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
-  Support supports(const RopeRequest& r) const override;
-  Support supports(const KvWriteRequest& r) const override;
-  Support supports(const AttentionRequest& r) const override;
-  Status rope(const RopeArgs& a) override;
-  Status write_kv(const KvWriteArgs& a) override;
-  Status attend(const AttentionArgs& a) override;
+  KILN_ATTENTION_OVERRIDES
 
  private:
   // The tensor-core flash kernel, or the f32 kernels (split-key, tensor-core decode or simple).
@@ -165,8 +152,7 @@ class Attention final : public AttentionFacet {
 class Conv final : public ConvFacet {
  public:
   explicit Conv(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
-  Support supports(const ConvRequest& r) const override;
-  Status causal_conv1d(const ConvArgs& a) override;
+  KILN_CONV_OVERRIDES
 
  private:
   std::shared_ptr<Context> ctx_;
@@ -176,8 +162,7 @@ class Conv final : public ConvFacet {
 class Gdn final : public GdnFacet {
  public:
   explicit Gdn(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
-  Support supports(const GdnRequest& r) const override;
-  Status delta_rule(const GdnArgs& a) override;
+  KILN_GDN_OVERRIDES
   Support supports(const GdnDecodeRequest& r) const override;
   Status fused_decode(const GdnDecodeArgs& a) override;
 
@@ -188,9 +173,7 @@ class Gdn final : public GdnFacet {
 class Elementwise final : public ElementwiseFacet {
  public:
   explicit Elementwise(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
-  Support supports(const ElementwiseRequest& r) const override;
-  Status embed(const EmbedArgs& a) override;
-  Status binary(const BinaryArgs& a) override;
+  KILN_ELEMENTWISE_OVERRIDES
 
  private:
   std::shared_ptr<Context> ctx_;
@@ -202,8 +185,7 @@ class Elementwise final : public ElementwiseFacet {
 class Sampling final : public SamplingFacet {
  public:
   explicit Sampling(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
-  Support supports(const SampleRequest& r) const override;
-  Status argmax(const ArgmaxArgs& a) override;
+  KILN_SAMPLING_OVERRIDES
   // Device logits only (kernels/sample.h): one upload of every row's parameters and penalty
   // lists, one kernel per group of rows, one copy of ids and logprobs back, one synchronise.
   Status sample(const SampleArgs& a) override;

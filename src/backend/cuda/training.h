@@ -26,16 +26,7 @@ namespace kiln::cuda {
 class Training final : public TrainingFacet {
  public:
   explicit Training(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
-  Support supports(const TrainRequest& r) const override;
-  Status gemm(const GemmArgs& a) override;
-  Status norm_backward(const NormBackwardArgs& a) override;
-  Status silu_mul_backward(const SiluMulBackwardArgs& a) override;
-  Status rope_backward(const RopeBackwardArgs& a) override;
-  Status attention_backward(const AttentionBackwardArgs& a) override;
-  Status conv_backward(const ConvBackwardArgs& a) override;
-  Status gdn_backward(const GdnBackwardArgs& a) override;
-  Status token_logprobs(const TokenLogprobArgs& a) override;
-  Status token_logprobs_backward(const TokenLogprobBackwardArgs& a) override;
+  KILN_TRAINING_OVERRIDES
 
   // The per-op predicates supports() dispatches to, each defined beside its op.
   static Support supports_gemm(const TrainRequest& r);
@@ -52,8 +43,7 @@ class Training final : public TrainingFacet {
 class Optimizer final : public OptimizerFacet {
  public:
   explicit Optimizer(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
-  Support supports(const OptimizerRequest& r) const override;
-  Status step(const OptimizerStepArgs& a) override;
+  KILN_OPTIMIZER_OVERRIDES
   // Muon matrices grouped by shape and scalars (kernels/optimizer.h, MuonGroup); the rest one by one.
   Status step_many(std::span<const OptimizerStepArgs> args) override;
 
