@@ -88,6 +88,15 @@ HostBatchLayout one_row_per_sequence(const std::vector<int64_t>& past, const std
   return h;
 }
 
+// Copies of a bf16 [n, k] weight, enough to exceed the L2 cache (256 MB, at most 64), so that
+// calls rotating over them stream the weight from memory as a decode step does.
+std::vector<Tensor> weight_copies(Backend& be, int64_t n, int64_t k) {
+  const int copies = static_cast<int>(std::clamp(std::ceil(256e6 / (2.0 * n * k)), 1.0, 64.0));
+  std::vector<Tensor> ws;
+  for (int c = 0; c < copies; ++c) ws.push_back(filled(be, {n, k}, DType::kBF16, 0.05f, 10 + c));
+  return ws;
+}
+
 // m = 1..8 with f32 x: the default path (the GEMV where gemv_beats_cublaslt says so), the
 // skinny tensor-core GEMM alone, and cuBLASLt (x rounded).
 void bench_gemv(Backend& be, int64_t only_m) {
@@ -100,9 +109,7 @@ void bench_gemv(Backend& be, int64_t only_m) {
                 {"down", 2560, 9216},                {"lm_head", 248320, 2560}};
   for (const auto& sh : shapes) {
     const double bytes = 2.0 * sh.n * sh.k;
-    const int copies = static_cast<int>(std::clamp(std::ceil(256e6 / bytes), 1.0, 64.0));
-    std::vector<Tensor> ws;
-    for (int c = 0; c < copies; ++c) ws.push_back(filled(be, {sh.n, sh.k}, DType::kBF16, 0.05f, 10 + c));
+    const std::vector<Tensor> ws = weight_copies(be, sh.n, sh.k);
     for (int64_t m : {1, 2, 4, 8}) {
       if (only_m > 0 && m != only_m) continue;
       Tensor x = filled(be, {m, sh.k}, DType::kF32, 1.f, 3);
@@ -139,11 +146,9 @@ void bench_gemm(Backend& be, int64_t only_m) {
   } shapes[] = {{"in_proj_qkv, q_proj", 8192, 2560}, {"in_proj_z", 4096, 2560}, {"in_proj_a/b", 64, 2560},
                 {"k_proj/v_proj", 1024, 2560},       {"out_proj/o_proj", 2560, 4096}, {"gate/up", 9216, 2560},
                 {"down", 2560, 9216},                {"lm_head", 248320, 2560}};
-  auto copies_for = [](double bytes) { return static_cast<int>(std::clamp(std::ceil(256e6 / bytes), 1.0, 64.0)); };
   for (const auto& sh : shapes) {
     const double bytes = 2.0 * sh.n * sh.k;
-    std::vector<Tensor> ws;
-    for (int c = 0; c < copies_for(bytes); ++c) ws.push_back(filled(be, {sh.n, sh.k}, DType::kBF16, 0.05f, 10 + c));
+    const std::vector<Tensor> ws = weight_copies(be, sh.n, sh.k);
     for (int64_t m : {3, 8, 16, 32, 64, 128}) {
       if (only_m > 0 && m != only_m) continue;
       Tensor y = be.storage().allocate({m, sh.n}, DType::kF32).value();
@@ -358,10 +363,7 @@ void bench_gemv_rows(Backend& be) {
   } shapes[] = {{"in_proj_qkv", 8192, 2560}, {"in_proj_a/b", 64, 2560}, {"k_proj", 1024, 2560},
                 {"out_proj", 2560, 4096},    {"gate/up", 9216, 2560},   {"down", 2560, 9216}};
   for (const auto& sh : shapes) {
-    const double bytes = 2.0 * sh.n * sh.k;
-    const int copies = static_cast<int>(std::clamp(std::ceil(256e6 / bytes), 1.0, 64.0));
-    std::vector<Tensor> ws;
-    for (int c = 0; c < copies; ++c) ws.push_back(filled(be, {sh.n, sh.k}, DType::kBF16, 0.05f, 10 + c));
+    const std::vector<Tensor> ws = weight_copies(be, sh.n, sh.k);
     for (int64_t m : {1, 2, 4, 8}) {
       Tensor x = filled(be, {m, sh.k}, DType::kF32, 1.f, 3);
       Tensor y = be.storage().allocate({m, sh.n}, DType::kF32).value();
@@ -389,10 +391,7 @@ void bench_skinny_splits(Backend& be) {
     int64_t n, k;
   } shapes[] = {{"in_proj_qkv", 8192, 2560}, {"k_proj", 1024, 2560}, {"out_proj", 2560, 4096}, {"down", 2560, 9216}};
   for (const auto& sh : shapes) {
-    const double bytes = 2.0 * sh.n * sh.k;
-    const int copies = static_cast<int>(std::clamp(std::ceil(256e6 / bytes), 1.0, 64.0));
-    std::vector<Tensor> ws;
-    for (int c = 0; c < copies; ++c) ws.push_back(filled(be, {sh.n, sh.k}, DType::kBF16, 0.05f, 10 + c));
+    const std::vector<Tensor> ws = weight_copies(be, sh.n, sh.k);
     for (int64_t m : {16, 64}) {
       Tensor x = filled(be, {m, sh.k}, DType::kBF16, 1.f, 3);
       Tensor y = be.storage().allocate({m, sh.n}, DType::kF32).value();
