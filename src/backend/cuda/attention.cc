@@ -106,6 +106,15 @@ int64_t bucket(int64_t v) {
   return b;
 }
 
+// The kernel-choice key of an attention request: `op`, the heads and cache, the rows and keys
+// rounded up to powers of two, and `extra` (a size of the op's own) between them.
+std::string choice_key(std::string_view op, const AttentionRequest& r, const std::string& extra = "") {
+  return std::string(op) + " q_heads=" + std::to_string(r.q_heads) + " kv_heads=" + std::to_string(r.kv_heads) +
+         " head_dim=" + std::to_string(r.head_dim) + " kv=" + std::string(dtype_name(r.kv_dtype)) +
+         (r.output_gate ? " gate" : "") + " rows<=" + std::to_string(bucket(r.rows)) + extra +
+         " keys<=" + std::to_string(bucket(r.max_kv_len));
+}
+
 // Rows at least this long take the flash kernel without a timing: it wins there on every GPU
 // measured, and the f32 kernels' scores over whole rows make timing them long.
 constexpr int64_t kFlashUntimedQLen = 512;
@@ -203,11 +212,8 @@ Result<bool> Attention::key_groups_win(const PagedAttentionParams& p, const Atte
   const std::vector<Candidate> candidates{
       {"key_groups", [&] { return paged_attention_split(p, lanes_over_keys, ctx_->stream); }},
       {"lanes_over_dims", [&] { return paged_attention_split(p, lanes_over_dims, ctx_->stream); }}};
-  const std::string key = "attention_decode q_heads=" + std::to_string(r.q_heads) +
-                          " kv_heads=" + std::to_string(r.kv_heads) + " head_dim=" + std::to_string(r.head_dim) +
-                          " kv=" + std::string(dtype_name(r.kv_dtype)) + (r.output_gate ? " gate" : "") +
-                          " rows<=" + std::to_string(bucket(r.rows)) + " keys<=" + std::to_string(bucket(r.max_kv_len));
-  KILN_ASSIGN_OR_RETURN(const std::string pick, choose_kernel(*ctx_, key, candidates, "key_groups", "key_groups"));
+  KILN_ASSIGN_OR_RETURN(const std::string pick, choose_kernel(*ctx_, choice_key("attention_decode", r), candidates,
+                                                              "key_groups", "key_groups"));
   return pick == "key_groups";
 }
 
@@ -230,11 +236,7 @@ Result<bool> Attention::flash_wins(const AttentionArgs& a, const AttentionReques
   };
   const std::vector<Candidate> candidates{{"flash", [&] { return attend_flash(t, r); }},
                                           {"f32", [&] { return attend_f32(t, r); }}};
-  const std::string key = "attention_prefill q_heads=" + std::to_string(r.q_heads) +
-                          " kv_heads=" + std::to_string(r.kv_heads) + " head_dim=" + std::to_string(r.head_dim) +
-                          " kv=" + std::string(dtype_name(r.kv_dtype)) + (r.output_gate ? " gate" : "") +
-                          " rows<=" + std::to_string(bucket(r.rows)) + " q<=" + std::to_string(bucket(q_len)) +
-                          " keys<=" + std::to_string(bucket(r.max_kv_len));
+  const std::string key = choice_key("attention_prefill", r, " q<=" + std::to_string(bucket(q_len)));
   const char* rule = q_len >= kFlashRuleQLen ? "flash" : "f32";
   KILN_ASSIGN_OR_RETURN(const std::string pick, choose_kernel(*ctx_, key, candidates, rule, rule, scratch));
   return pick == "flash";
