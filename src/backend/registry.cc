@@ -4,6 +4,9 @@
 #ifdef KILN_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
+#ifdef KILN_HAVE_VULKAN
+#include "backend/vulkan/vulkan_backend.h"
+#endif
 
 namespace kiln {
 
@@ -15,7 +18,11 @@ const std::vector<BackendEntry>& backend_registry() {
 #else
       {"cuda", false, "not configured: nvcc not found, or KILN_ENABLE_CUDA=OFF"},
 #endif
-      {"vulkan", false, "no Vulkan backend in this build"},
+#ifdef KILN_HAVE_VULKAN
+      {"vulkan", true, "glslc: SPIR-V for Vulkan 1.2 (buffer device addresses), embedded"},
+#else
+      {"vulkan", false, "not configured: libvulkan-dev or glslc not found, or KILN_ENABLE_VULKAN=OFF"},
+#endif
       {"rocm", false, "no ROCm backend in this build"},
       {"metal", false, "no Metal backend in this build"},
   };
@@ -26,6 +33,9 @@ Result<std::unique_ptr<Backend>> create_backend(std::string_view name) {
   if (name == "cpu") return make_cpu_backend();
 #ifdef KILN_HAVE_CUDA
   if (name == "cuda") return make_cuda_backend();  // an error naming the cause where there is no device
+#endif
+#ifdef KILN_HAVE_VULKAN
+  if (name == "vulkan") return make_vulkan_backend(vulkan::device_choice_from_env());
 #endif
   for (const auto& e : backend_registry())
     if (e.name == name) return unsupported("backend '" + std::string(name) + "' is not built: " + e.build_flags);

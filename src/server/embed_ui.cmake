@@ -25,5 +25,5 @@ foreach(name IN LISTS files)
 endforeach()
 string(APPEND body "}  // namespace\n\nstd::span<const UiAsset> ui_assets() {\n  static const UiAsset kAssets[] = {\n${table}  };\n  return kAssets;\n}\n\n}  // namespace kiln\n")
 # Rewrite only on change, so an unchanged ui/ does not recompile.
-include("${CMAKE_CURRENT_LIST_DIR}/write_if_changed.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/../../cmake/write_if_changed.cmake")
 kiln_write_if_changed("${OUT}" "${body}")

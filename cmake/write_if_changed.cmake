@@ -1,6 +1,6 @@
 # kiln_write_if_changed(PATH CONTENT): writes CONTENT to PATH unless it already holds exactly that,
 # so that a generated source whose inputs did not change is not recompiled. Shared by the embed
-# scripts (embed_ui.cmake, embed_report.cmake).
+# scripts (the dashboard, the capability report, the Vulkan shaders).
 function(kiln_write_if_changed path content)
   if(EXISTS "${path}")
     file(READ "${path}" old)

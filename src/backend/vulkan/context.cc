@@ -1,0 +1,463 @@
+#include "backend/vulkan/context.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/vulkan/shaders.h"
+
+namespace kiln::vulkan {
+
+namespace {
+
+constexpr size_t kStagingBytes = size_t{32} << 20;
+constexpr size_t kFlushEvery = 64;  // commands per submission: the device starts while the host records
+constexpr uint64_t kWaitNs = uint64_t{300} * 1000 * 1000 * 1000;
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+int type_rank(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+    default: return 4;
+  }
+}
+
+std::string type_name_of(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "CPU";
+    default: return "other";
+  }
+}
+
+bool has_extension(VkPhysicalDevice d, const char* name) {
+  uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(d, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vkEnumerateDeviceExtensionProperties(d, nullptr, &n, exts.data());
+  for (const auto& e : exts)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
+}
+
+// What the device lacks of what the shaders need; empty when it has it all.
+std::string missing_features(VkPhysicalDevice d) {
+  VkPhysicalDeviceProperties p;
+  vkGetPhysicalDeviceProperties(d, &p);
+  if (p.apiVersion < VK_API_VERSION_1_2) return "Vulkan 1.2";
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, &f12};
+  VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f11};
+  vkGetPhysicalDeviceFeatures2(d, &f);
+  std::string missing;
+  auto need = [&](bool ok, const char* what) {
+    if (!ok) missing += (missing.empty() ? "" : ", ") + std::string(what);
+  };
+  need(f12.bufferDeviceAddress, "bufferDeviceAddress");
+  need(f12.timelineSemaphore, "timelineSemaphore");
+  need(f11.storageBuffer16BitAccess, "storageBuffer16BitAccess");
+  need(f.features.shaderInt64, "shaderInt64");
+  uint32_t families = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(d, &families, nullptr);
+  std::vector<VkQueueFamilyProperties> qs(families);
+  vkGetPhysicalDeviceQueueFamilyProperties(d, &families, qs.data());
+  bool compute = false;
+  for (const auto& q : qs) compute |= (q.queueFlags & VK_QUEUE_COMPUTE_BIT) != 0;
+  need(compute, "a compute queue");
+  return missing;
+}
+
+}  // namespace
+
+std::string DeviceInfo::type_name() const { return type_name_of(type); }
+
+DeviceChoice device_choice_from_env() {
+  DeviceChoice c;
+  if (const char* s = std::getenv("KILN_VULKAN_DEVICE")) c.selector = s;
+  if (const char* v = std::getenv("KILN_VULKAN_VALIDATION")) c.validation = std::string(v) == "1";
+  return c;
+}
+
+Result<std::shared_ptr<Context>> Context::create(const DeviceChoice& choice) {
+  std::shared_ptr<Context> ctx(new Context());
+  KILN_RETURN_IF_ERROR(ctx->init(choice));
+  return ctx;
+}
+
+Status Context::init(const DeviceChoice& choice) {
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "kiln";
+  app.apiVersion = VK_API_VERSION_1_2;
+  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  ici.pApplicationInfo = &app;
+  // Portability drivers (MoltenVK) are listed only when the instance asks for them.
+  uint32_t n_ext = 0;
+  vkEnumerateInstanceExtensionProperties(nullptr, &n_ext, nullptr);
+  std::vector<VkExtensionProperties> inst_exts(n_ext);
+  vkEnumerateInstanceExtensionProperties(nullptr, &n_ext, inst_exts.data());
+  std::vector<const char*> exts;
+  for (const auto& e : inst_exts)
+    if (std::strcmp(e.extensionName, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME) == 0) {
+      exts.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+      ici.flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+    }
+  ici.enabledExtensionCount = static_cast<uint32_t>(exts.size());
+  ici.ppEnabledExtensionNames = exts.data();
+  const char* layer = "VK_LAYER_KHRONOS_validation";
+  if (choice.validation) {
+    uint32_t n = 0;
+    vkEnumerateInstanceLayerProperties(&n, nullptr);
+    std::vector<VkLayerProperties> layers(n);
+    vkEnumerateInstanceLayerProperties(&n, layers.data());
+    bool found = false;
+    for (const auto& l : layers) found |= std::strcmp(l.layerName, layer) == 0;
+    if (!found) return not_found("KILN_VULKAN_VALIDATION=1: the layer " + std::string(layer) + " is not installed");
+    ici.enabledLayerCount = 1;
+    ici.ppEnabledLayerNames = &layer;
+  }
+  VkResult r = vkCreateInstance(&ici, nullptr, &instance_);
+  if (r == VK_ERROR_INCOMPATIBLE_DRIVER) return not_found("no Vulkan driver (the loader found no ICD)");
+  KILN_RETURN_IF_ERROR(vk_status(r, "vkCreateInstance"));
+
+  uint32_t count = 0;
+  vkEnumeratePhysicalDevices(instance_, &count, nullptr);
+  std::vector<VkPhysicalDevice> devices(count);
+  vkEnumeratePhysicalDevices(instance_, &count, devices.data());
+  if (devices.empty()) return not_found("no Vulkan device (the driver lists none)");
+  std::vector<std::string> names;
+  for (VkPhysicalDevice d : devices) {
+    VkPhysicalDeviceProperties p;
+    vkGetPhysicalDeviceProperties(d, &p);
+    names.push_back(p.deviceName);
+  }
+  auto listing = [&] {
+    std::string s;
+    for (size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + std::to_string(i) + ": " + names[i];
+    return s;
+  };
+  int chosen = -1;
+  const std::string& sel = choice.selector;
+  if (!sel.empty()) {
+    const bool numeric = std::all_of(sel.begin(), sel.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    for (size_t i = 0; i < devices.size() && chosen < 0; ++i)
+      if (numeric ? std::to_string(i) == sel : lower(names[i]).find(lower(sel)) != std::string::npos)
+        chosen = static_cast<int>(i);
+    if (chosen < 0) return not_found("vulkan device '" + sel + "' matches none of " + listing());
+    const std::string missing = missing_features(devices[chosen]);
+    if (!missing.empty())
+      return unsupported("vulkan device " + names[chosen] + " lacks what the shaders need: " + missing);
+  } else {
+    int best_rank = 99;
+    std::string why;
+    for (size_t i = 0; i < devices.size(); ++i) {
+      const std::string missing = missing_features(devices[i]);
+      if (!missing.empty()) {
+        why += (why.empty() ? "" : "; ") + names[i] + " lacks " + missing;
+        continue;
+      }
+      VkPhysicalDeviceProperties p;
+      vkGetPhysicalDeviceProperties(devices[i], &p);
+      if (type_rank(p.deviceType) < best_rank) best_rank = type_rank(p.deviceType), chosen = static_cast<int>(i);
+    }
+    if (chosen < 0) return unsupported("no Vulkan device has what the shaders need (" + why + ")");
+  }
+  physical_ = devices[chosen];
+
+  VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, &sub};
+  VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, &drv};
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &m3};
+  vkGetPhysicalDeviceProperties2(physical_, &props);
+  const VkPhysicalDeviceLimits& lim = props.properties.limits;
+  info_.name = props.properties.deviceName;
+  info_.driver = std::string(drv.driverName) + " " + drv.driverInfo;
+  info_.type = props.properties.deviceType;
+  info_.api_version = props.properties.apiVersion;
+  info_.subgroup_size = sub.subgroupSize;
+  info_.shared_memory_bytes = lim.maxComputeSharedMemorySize;
+  info_.max_workgroup_size = lim.maxComputeWorkGroupInvocations;
+  info_.max_groups_x = lim.maxComputeWorkGroupCount[0];
+  info_.push_constant_bytes = lim.maxPushConstantsSize;
+  info_.max_allocation_bytes = m3.maxMemoryAllocationSize;
+  if (info_.type == VK_PHYSICAL_DEVICE_TYPE_CPU && sel.empty())
+    std::fprintf(stderr, "kiln: vulkan: no GPU found; using %s, a CPU driver (correct, and slow)\n", info_.name.c_str());
+
+  uint32_t families = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(physical_, &families, nullptr);
+  std::vector<VkQueueFamilyProperties> qs(families);
+  vkGetPhysicalDeviceQueueFamilyProperties(physical_, &families, qs.data());
+  for (uint32_t i = 0; i < families; ++i)
+    if (qs[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+      queue_family_ = i;
+      break;
+    }
+  const float priority = 1.f;
+  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qci.queueFamilyIndex = queue_family_;
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &priority;
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  f12.bufferDeviceAddress = VK_TRUE;
+  f12.timelineSemaphore = VK_TRUE;
+  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, &f12};
+  f11.storageBuffer16BitAccess = VK_TRUE;
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f11};
+  features.features.shaderInt64 = VK_TRUE;
+  std::vector<const char*> dev_exts;
+  if (has_extension(physical_, "VK_KHR_portability_subset")) dev_exts.push_back("VK_KHR_portability_subset");
+  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &features};
+  dci.queueCreateInfoCount = 1;
+  dci.pQueueCreateInfos = &qci;
+  dci.enabledExtensionCount = static_cast<uint32_t>(dev_exts.size());
+  dci.ppEnabledExtensionNames = dev_exts.data();
+  KILN_RETURN_IF_ERROR(vk_status(vkCreateDevice(physical_, &dci, nullptr, &device_), "vkCreateDevice " + info_.name));
+  vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
+
+  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pci.queueFamilyIndex = queue_family_;
+  KILN_RETURN_IF_ERROR(vk_status(vkCreateCommandPool(device_, &pci, nullptr, &pool_), "vkCreateCommandPool"));
+  VkSemaphoreTypeCreateInfo sti{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
+  sti.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+  VkSemaphoreCreateInfo sci{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, &sti};
+  KILN_RETURN_IF_ERROR(vk_status(vkCreateSemaphore(device_, &sci, nullptr, &timeline_), "vkCreateSemaphore (timeline)"));
+  VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(kPushBytes)};
+  VkPipelineLayoutCreateInfo lci{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  lci.pushConstantRangeCount = 1;
+  lci.pPushConstantRanges = &range;
+  KILN_RETURN_IF_ERROR(vk_status(vkCreatePipelineLayout(device_, &lci, nullptr, &layout_), "vkCreatePipelineLayout"));
+
+  memory_ = std::make_unique<Memory>(physical_, device_, [this] { (void)synchronize(); });
+  KILN_RETURN_IF_ERROR(memory_->init());
+  info_.device_local_bytes = memory_->device_local_bytes();
+  info_.unified_memory = memory_->unified();
+  KILN_ASSIGN_OR_RETURN(staging_, memory_->host_block(kStagingBytes));
+  return {};
+}
+
+Context::~Context() {
+  if (device_) vkDeviceWaitIdle(device_);
+  if (memory_) {
+    memory_->free_host(staging_);
+    memory_.reset();
+  }
+  for (auto& [name, p] : pipelines_) vkDestroyPipeline(device_, p.pipeline, nullptr);
+  for (VkShaderModule m : modules_) vkDestroyShaderModule(device_, m, nullptr);
+  if (layout_) vkDestroyPipelineLayout(device_, layout_, nullptr);
+  if (timeline_) vkDestroySemaphore(device_, timeline_, nullptr);
+  if (pool_) vkDestroyCommandPool(device_, pool_, nullptr);
+  if (device_) vkDestroyDevice(device_, nullptr);
+  if (instance_) vkDestroyInstance(instance_, nullptr);
+}
+
+Result<VkPipeline> Context::pipeline(std::string_view shader, const std::array<uint32_t, 4>& spec) {
+  std::string key(shader);
+  for (uint32_t v : spec) key += ":" + std::to_string(v);
+  auto it = pipelines_.find(key);
+  if (it != pipelines_.end()) return it->second.pipeline;
+  const ShaderModule* found = nullptr;
+  for (const ShaderModule& m : shader_modules())
+    if (m.name == shader) found = &m;
+  if (!found) return not_found("no shader '" + std::string(shader) + "' in this build");
+  VkShaderModuleCreateInfo mci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  mci.codeSize = found->code.size() * sizeof(uint32_t);
+  mci.pCode = found->code.data();
+  VkShaderModule module;
+  KILN_RETURN_IF_ERROR(vk_status(vkCreateShaderModule(device_, &mci, nullptr, &module), "vkCreateShaderModule " + key));
+  modules_.push_back(module);
+  std::array<VkSpecializationMapEntry, 4> entries;
+  for (uint32_t i = 0; i < 4; ++i) entries[i] = {i, i * 4, 4};
+  VkSpecializationInfo si{4, entries.data(), sizeof(spec), spec.data()};
+  VkComputePipelineCreateInfo cpi{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  cpi.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  cpi.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  cpi.stage.module = module;
+  cpi.stage.pName = "main";
+  cpi.stage.pSpecializationInfo = &si;
+  cpi.layout = layout_;
+  VkPipeline p;
+  KILN_RETURN_IF_ERROR(vk_status(vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &cpi, nullptr, &p),
+                                 "vkCreateComputePipelines " + key));
+  pipelines_[key] = {p};
+  return p;
+}
+
+Status Context::reclaim() {
+  uint64_t done = 0;
+  KILN_RETURN_IF_ERROR(vk_status(vkGetSemaphoreCounterValue(device_, timeline_, &done), "vkGetSemaphoreCounterValue"));
+  while (!in_flight_.empty() && in_flight_.front().second <= done) {
+    vkResetCommandBuffer(in_flight_.front().first, 0);
+    idle_.push_back(in_flight_.front().first);
+    in_flight_.pop_front();
+  }
+  return {};
+}
+
+Result<VkCommandBuffer> Context::recording() {
+  if (open_) return open_;
+  KILN_RETURN_IF_ERROR(reclaim());
+  VkCommandBuffer cb;
+  if (!idle_.empty()) {
+    cb = idle_.back();
+    idle_.pop_back();
+  } else {
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    KILN_RETURN_IF_ERROR(vk_status(vkAllocateCommandBuffers(device_, &ai, &cb), "vkAllocateCommandBuffers"));
+  }
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  KILN_RETURN_IF_ERROR(vk_status(vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer"));
+  open_ = cb;
+  open_commands_ = 0;
+  return cb;
+}
+
+// Every earlier command's writes (earlier submissions included: a barrier's first scope is all
+// that precedes it on the queue) before any later command reads or writes.
+void Context::barrier(VkCommandBuffer cb) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                     VK_ACCESS_TRANSFER_WRITE_BIT;
+  const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  vkCmdPipelineBarrier(cb, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+std::array<uint32_t, 3> Context::grid(uint64_t groups) const {
+  const uint64_t max_x = std::max<uint32_t>(info_.max_groups_x, 1);
+  if (groups <= max_x) return {static_cast<uint32_t>(std::max<uint64_t>(groups, 1)), 1, 1};
+  return {static_cast<uint32_t>(max_x), static_cast<uint32_t>((groups + max_x - 1) / max_x), 1};
+}
+
+Status Context::dispatch_raw(std::string_view shader, const void* push, size_t bytes, std::array<uint32_t, 3> groups,
+                             std::array<uint32_t, 4> spec) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  KILN_ASSIGN_OR_RETURN(VkPipeline p, pipeline(shader, spec));
+  if (groups[0] == 0 || groups[1] == 0 || groups[2] == 0) return {};
+  KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, recording());
+  barrier(cb);
+  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+  std::array<uint8_t, kPushBytes> data{};
+  std::memcpy(data.data(), push, std::min(bytes, kPushBytes));
+  vkCmdPushConstants(cb, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(kPushBytes), data.data());
+  vkCmdDispatch(cb, groups[0], groups[1], groups[2]);
+  ++dispatches_;
+  if (++open_commands_ >= kFlushEvery) KILN_RETURN_IF_ERROR(flush().status());
+  return {};
+}
+
+Status Context::copy(const BufferSpan& src, const BufferSpan& dst, size_t bytes) {
+  if (bytes == 0) return {};
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, recording());
+  barrier(cb);
+  VkBufferCopy region{src.offset, dst.offset, bytes};
+  vkCmdCopyBuffer(cb, src.buffer, dst.buffer, 1, &region);
+  ++open_commands_;
+  return {};
+}
+
+Status Context::fill_zero(const BufferSpan& dst, size_t bytes) {
+  if (bytes == 0) return {};
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  // vkCmdFillBuffer writes whole 4-byte words at 4-byte offsets; other spans copy zeros in.
+  if (dst.offset % 4 == 0 && bytes % 4 == 0) {
+    KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, recording());
+    barrier(cb);
+    vkCmdFillBuffer(cb, dst.buffer, dst.offset, bytes, 0);
+    ++open_commands_;
+    return {};
+  }
+  std::vector<uint8_t> zeros(bytes, 0);
+  return upload(zeros.data(), dst, bytes);
+}
+
+Result<uint64_t> Context::flush() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (!open_) return next_value_;
+  // The host reads what the device wrote once the semaphore says so.
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(open_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  KILN_RETURN_IF_ERROR(vk_status(vkEndCommandBuffer(open_), "vkEndCommandBuffer"));
+  const uint64_t value = next_value_ + 1;
+  VkTimelineSemaphoreSubmitInfo ts{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
+  ts.signalSemaphoreValueCount = 1;
+  ts.pSignalSemaphoreValues = &value;
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO, &ts};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &open_;
+  si.signalSemaphoreCount = 1;
+  si.pSignalSemaphores = &timeline_;
+  KILN_RETURN_IF_ERROR(vk_status(vkQueueSubmit(queue_, 1, &si, VK_NULL_HANDLE), "vkQueueSubmit"));
+  next_value_ = value;
+  in_flight_.emplace_back(open_, value);
+  open_ = VK_NULL_HANDLE;
+  open_commands_ = 0;
+  ++submits_;
+  return value;
+}
+
+Status Context::wait(uint64_t value) {
+  VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+  wi.semaphoreCount = 1;
+  wi.pSemaphores = &timeline_;
+  wi.pValues = &value;
+  KILN_RETURN_IF_ERROR(vk_status(vkWaitSemaphores(device_, &wi, kWaitNs), "waiting for the Vulkan device"));
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return reclaim();
+}
+
+Status Context::synchronize() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  KILN_ASSIGN_OR_RETURN(uint64_t value, flush());
+  KILN_RETURN_IF_ERROR(wait(value));
+  staging_head_ = 0;  // nothing in flight reads the ring any more
+  return {};
+}
+
+Status Context::upload(const void* host, const BufferSpan& dst, size_t bytes) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  const auto* src = static_cast<const uint8_t*>(host);
+  for (size_t done = 0; done < bytes;) {
+    if (staging_head_ >= staging_.bytes) KILN_RETURN_IF_ERROR(synchronize());
+    const size_t n = std::min(bytes - done, staging_.bytes - staging_head_);
+    std::memcpy(static_cast<uint8_t*>(staging_.mapped) + staging_head_, src + done, n);
+    KILN_RETURN_IF_ERROR(copy({staging_.buffer, staging_head_}, {dst.buffer, dst.offset + done}, n));
+    staging_head_ = (staging_head_ + n + 255) / 256 * 256;
+    done += n;
+  }
+  return {};
+}
+
+Status Context::download(const BufferSpan& src, void* host, size_t bytes) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  auto* out = static_cast<uint8_t*>(host);
+  for (size_t done = 0; done < bytes;) {
+    KILN_RETURN_IF_ERROR(synchronize());  // the ring is free from its start
+    const size_t n = std::min(bytes - done, staging_.bytes);
+    KILN_RETURN_IF_ERROR(copy({src.buffer, src.offset + done}, {staging_.buffer, 0}, n));
+    KILN_RETURN_IF_ERROR(synchronize());
+    std::memcpy(out + done, staging_.mapped, n);
+    done += n;
+  }
+  return {};
+}
+
+}  // namespace kiln::vulkan

@@ -1,0 +1,80 @@
+// Device memory (from the context's pool) and host transfers through its staging ring, ordered
+// on the queue.
+#include "backend/vulkan/vulkan_facets.h"
+
+namespace kiln::vulkan {
+
+namespace {
+
+Status check_pair(const Tensor& host, const Tensor& dev, const char* what) {
+  if (!host.defined() || !dev.defined()) return invalid_argument(std::string(what) + ": a tensor is missing");
+  if (host.device().kind != DeviceKind::kHost)
+    return invalid_argument(std::string(what) + ": " + host.describe() + " is not a host tensor");
+  if (dev.device().kind != DeviceKind::kVulkan)
+    return invalid_argument(std::string(what) + ": " + dev.describe() + " is not a vulkan tensor");
+  if (!host.is_contiguous() || !dev.is_contiguous())
+    return invalid_argument(std::string(what) + ": both tensors must be contiguous");
+  if (host.nbytes() != dev.nbytes() || host.dtype() != dev.dtype())
+    return invalid_argument(std::string(what) + ": " + host.describe() + " does not match " + dev.describe());
+  return {};
+}
+
+}  // namespace
+
+Result<Tensor> Storage::empty(Shape shape, DType dtype) {
+  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<kiln::Storage> s, ctx_->memory().allocate(bytes, ctx_));
+  return Tensor(std::move(s), dtype, shape);
+}
+
+Result<Tensor> Storage::allocate(Shape shape, DType dtype) {
+  KILN_ASSIGN_OR_RETURN(Tensor t, empty(shape, dtype));
+  KILN_RETURN_IF_ERROR(ctx_->fill_zero(locate(t), t.nbytes()));
+  return t;
+}
+
+Result<Tensor> Storage::upload(const Tensor& host) {
+  if (!host.defined() || host.device().kind != DeviceKind::kHost)
+    return invalid_argument("upload: source is not a host tensor");
+  if (!host.is_contiguous()) return invalid_argument("upload: " + host.describe() + " is not contiguous");
+  KILN_ASSIGN_OR_RETURN(Tensor t, empty(host.shape(), host.dtype()));
+  KILN_RETURN_IF_ERROR(ctx_->upload(host.raw(), locate(t), host.nbytes()));
+  return t;
+}
+
+// One allocation of its own, returned to the driver when the model's last weight view goes.
+Result<std::shared_ptr<kiln::Storage>> Storage::weight_arena(size_t bytes) {
+  // Past what one allocation may hold, each weight is its own upload instead.
+  if (ctx_->info().max_allocation_bytes && bytes > ctx_->info().max_allocation_bytes)
+    return std::shared_ptr<kiln::Storage>();
+  return ctx_->memory().dedicated(bytes, ctx_);
+}
+
+Status Storage::copy_from_host(const Tensor& s, const Tensor& d) {
+  KILN_RETURN_IF_ERROR(check_pair(s, d, "copy_from_host"));
+  return ctx_->upload(s.raw(), locate(d), s.nbytes());
+}
+
+Status Storage::copy_to_host(const Tensor& s, const Tensor& d) {
+  KILN_RETURN_IF_ERROR(check_pair(d, s, "copy_to_host"));
+  return ctx_->download(locate(s), d.raw(), s.nbytes());
+}
+
+Status Storage::copy(const Tensor& s, const Tensor& d) {
+  if (!s.defined() || !d.defined() || s.device().kind != DeviceKind::kVulkan || d.device().kind != DeviceKind::kVulkan)
+    return invalid_argument("copy: both tensors must be vulkan tensors");
+  if (!s.is_contiguous() || !d.is_contiguous()) return invalid_argument("copy: both tensors must be contiguous");
+  if (s.nbytes() != d.nbytes() || s.dtype() != d.dtype())
+    return invalid_argument("copy: " + s.describe() + " does not match " + d.describe());
+  return ctx_->copy(locate(s), locate(d), s.nbytes());
+}
+
+Status Storage::zero(const Tensor& d) {
+  if (!d.defined() || d.device().kind != DeviceKind::kVulkan) return invalid_argument("zero: not a vulkan tensor");
+  if (!d.is_contiguous()) return invalid_argument("zero: " + d.describe() + " is not contiguous");
+  return ctx_->fill_zero(locate(d), d.nbytes());
+}
+
+Status Storage::synchronize() { return ctx_->synchronize(); }
+
+}  // namespace kiln::vulkan

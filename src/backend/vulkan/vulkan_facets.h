@@ -1,0 +1,98 @@
+// The Vulkan implementations of each facet, one class per facet (each in its own .cc). All share
+// one Context: every dispatch and copy is ordered on its queue.
+#pragma once
+
+#include <memory>
+
+#include "backend/arg_checks.h"
+#include "backend/facets.h"
+#include "backend/vulkan/context.h"
+
+namespace kiln::vulkan {
+
+// check_call (backend/arg_checks.h) for this backend: the request's text, or the error.
+template <typename Facet, typename Args>
+Result<std::string> check_args(const Facet& facet, const Args& args) {
+  return check_call(facet, args, "vulkan", DeviceKind::kVulkan);
+}
+
+// A tensor's device address, for a shader's push constants (0 for an undefined tensor).
+inline uint64_t address(const Tensor& t) {
+  return t.defined() ? static_cast<uint64_t>(reinterpret_cast<uintptr_t>(t.raw())) : 0;
+}
+
+class Storage final : public StorageFacet {
+ public:
+  explicit Storage(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  KILN_STORAGE_OVERRIDES
+  Result<Tensor> empty(Shape shape, DType dtype) override;
+  Result<std::shared_ptr<kiln::Storage>> weight_arena(size_t bytes) override;
+
+ private:
+  std::shared_ptr<Context> ctx_;
+};
+
+class Linear final : public LinearFacet {
+ public:
+  explicit Linear(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  KILN_LINEAR_OVERRIDES
+
+ private:
+  std::shared_ptr<Context> ctx_;
+};
+
+class Norm final : public NormFacet {
+ public:
+  explicit Norm(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  KILN_NORM_OVERRIDES
+
+ private:
+  std::shared_ptr<Context> ctx_;
+};
+
+class Attention final : public AttentionFacet {
+ public:
+  explicit Attention(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  KILN_ATTENTION_OVERRIDES
+
+ private:
+  std::shared_ptr<Context> ctx_;
+};
+
+class Conv final : public ConvFacet {
+ public:
+  explicit Conv(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  KILN_CONV_OVERRIDES
+
+ private:
+  std::shared_ptr<Context> ctx_;
+};
+
+class Gdn final : public GdnFacet {
+ public:
+  explicit Gdn(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  KILN_GDN_OVERRIDES
+
+ private:
+  std::shared_ptr<Context> ctx_;
+};
+
+class Elementwise final : public ElementwiseFacet {
+ public:
+  explicit Elementwise(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  KILN_ELEMENTWISE_OVERRIDES
+
+ private:
+  std::shared_ptr<Context> ctx_;
+};
+
+class Sampling final : public SamplingFacet {
+ public:
+  explicit Sampling(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  KILN_SAMPLING_OVERRIDES
+
+ private:
+  std::shared_ptr<Context> ctx_;
+};
+
+}  // namespace kiln::vulkan

@@ -1,0 +1,16 @@
+// What the Vulkan tests share: the backend or a skip; device_test_util.h has the rest.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "backend/device_test_util.h"
+#include "backend/registry.h"
+
+// Binds `var` to the Vulkan backend (lavapipe on CI), or skips the test saying why.
+#define KILN_VULKAN_OR_SKIP(var)                                                                  \
+  auto var##_result = ::kiln::create_backend("vulkan");                                           \
+  if (!var##_result.ok())                                                                         \
+    GTEST_SKIP() << "SKIPPED: no Vulkan device (" << var##_result.status().to_string() << ")"; \
+  std::unique_ptr<::kiln::Backend> var = std::move(var##_result).value()
