@@ -16,6 +16,7 @@ struct BackendIdentity {
   std::string device_name;  // what the device reports about itself
   Device device;
   int threads = 0;          // host threads the backend uses (cpu)
+  std::string warning;      // what a user should know of the device chosen ("" when nothing)
 };
 
 // Memory of the device a backend computes on, as far as it can tell; -1 where unknown.

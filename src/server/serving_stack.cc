@@ -37,7 +37,12 @@ namespace {
 namespace fs = std::filesystem;
 
 Result<std::unique_ptr<Backend>> open_backend(const std::string& name) {
-  if (name != "auto") return create_backend(name);
+  if (name != "auto") {
+    auto b = create_backend(name);
+    if (b.ok() && !b.value()->identity().warning.empty())
+      std::fprintf(stderr, "kiln: backend %s: %s\n", name.c_str(), b.value()->identity().warning.c_str());
+    return b;
+  }
   for (const auto& e : backend_registry())
     if (e.built && e.name == "cuda") {
       auto b = create_backend("cuda");

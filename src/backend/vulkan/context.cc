@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -191,7 +190,7 @@ Status Context::init(const DeviceChoice& choice) {
   info_.push_constant_bytes = lim.maxPushConstantsSize;
   info_.max_allocation_bytes = m3.maxMemoryAllocationSize;
   if (info_.type == VK_PHYSICAL_DEVICE_TYPE_CPU && sel.empty())
-    std::fprintf(stderr, "kiln: vulkan: no GPU found; using %s, a CPU driver (correct, and slow)\n", info_.name.c_str());
+    info_.warning = "no Vulkan GPU found; using " + info_.name + ", a CPU driver (correct, and slow)";
 
   uint32_t families = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(physical_, &families, nullptr);

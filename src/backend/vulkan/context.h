@@ -46,6 +46,7 @@ struct DeviceInfo {
   uint64_t device_local_bytes = 0;   // the largest device-local heap
   uint64_t max_allocation_bytes = 0; // maxMemoryAllocationSize
   bool unified_memory = false;       // device-local memory that the host can map (lavapipe, iGPUs)
+  std::string warning;               // the default choice fell back to a CPU driver
   std::string type_name() const;     // "discrete GPU", "CPU", ...
 };
 

@@ -40,6 +40,7 @@ class VulkanBackend final : public Backend {
     id_.name = "vulkan";
     id_.device_name = ctx->info().name + " (" + ctx->info().type_name() + ", " + ctx->info().driver + ")";
     id_.device = Device{DeviceKind::kVulkan, 0};
+    id_.warning = ctx->info().warning;
   }
   ~VulkanBackend() override { (void)ctx_->synchronize(); }
   const BackendIdentity& identity() const override { return id_; }
