@@ -1,8 +1,88 @@
+// The gated delta rule (shaders/gdn_recurrent.comp): the recurrent form for every request. A
+// chunked request gets the same math token by token (the chunk is an algorithmic choice; the
+// result agrees with the CPU's chunked form to rounding, within 1e-4 relative to its largest value).
+#include <algorithm>
+
 #include "backend/vulkan/vulkan_facets.h"
 
 namespace kiln::vulkan {
 
-Support Gdn::supports(const GdnRequest& r) const { return Support::declined("no vulkan gdn shader yet"); }
-Status Gdn::delta_rule(const GdnArgs& a) { return check_args(*this, a).status(); }
+namespace {
+
+constexpr int64_t kMaxHeadDim = 256;
+// State entries one invocation holds in registers: 32 wherever the workgroup can be wide enough,
+// at most 64.
+constexpr int64_t kEntries = 32, kMaxEntries = 64;
+
+uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
+
+// The parts P each state column is split into (a workgroup of dv * P invocations, each holding
+// ceil(dk / P) entries of its column); 0 where the device's workgroups are too small.
+int64_t parts(int64_t dk, int64_t dv, int64_t max_workgroup) {
+  const int64_t widest = max_workgroup / dv;
+  const int64_t p = std::min((dk + kEntries - 1) / kEntries, widest);
+  if (p < 1 || (dk + p - 1) / p > kMaxEntries) return 0;
+  return p;
+}
+
+}  // namespace
+
+Support Gdn::supports(const GdnRequest& r) const {
+  if (r.state_dtype != DType::kF32) return Support::declined("the vulkan GDN state is f32");
+  if (r.k_heads <= 0 || r.v_heads % r.k_heads != 0) return Support::declined("v_heads must be a multiple of k_heads");
+  if (r.form == GdnForm::kChunked && r.chunk < 1) return Support::declined("chunk must be positive");
+  if (r.dk < 1 || r.dk > kMaxHeadDim || r.dv < 1 || r.dv > kMaxHeadDim)
+    return Support::declined("dk and dv must be 1.." + std::to_string(kMaxHeadDim));
+  const DeviceInfo& d = ctx_->info();
+  // Workgroups: x over value heads, y over rows (65535 is every device's least limit).
+  if (r.rows > 65535 || r.v_heads > d.max_groups_x) return Support::declined("more than 65535 rows or too many heads");
+  if (parts(r.dk, r.dv, d.max_workgroup_size) == 0)
+    return Support::declined("one head's state does not fit a workgroup of " + std::to_string(d.max_workgroup_size) +
+                             " invocations holding " + std::to_string(kMaxEntries) + " entries each");
+  if (r.form == GdnForm::kChunked)
+    return Support::constrained("runs the recurrent form, sequential over each row's tokens (the same math)");
+  return Support::native();
+}
+
+Status Gdn::delta_rule(const GdnArgs& a) {
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_args(*this, a));
+  const GdnRequest r = describe(a);
+  if (a.kept != nullptr) *a.kept = Tensor();  // nothing kept for a backward
+  // Eleven addresses and ten 32-bit fields fill the 128 bytes of push constants, so q's and k's
+  // head strides share one field, 16 bits each (views of a token's projection row have them at
+  // dk; a single head's is never used).
+  const int64_t q_head_stride = r.k_heads > 1 ? a.q.stride(1) : 0, k_head_stride = r.k_heads > 1 ? a.k.stride(1) : 0;
+  if (q_head_stride < 0 || q_head_stride > 0xffff || k_head_stride < 0 || k_head_stride > 0xffff)
+    return declined("vulkan", req, "q's and k's head strides must be 0..65535");
+  const int64_t P = parts(r.dk, r.dv, ctx_->info().max_workgroup_size);
+  struct {
+    uint64_t q, k, v, a, b, a_log, dt_bias, state, out, cu_seqlens, state_slots;
+    uint32_t q_stride, k_stride, qk_head_strides, v_stride, v_head_stride, a_stride, b_stride, out_stride,
+        out_head_stride, slots;
+  } p{address(a.q),
+      address(a.k),
+      address(a.v),
+      address(a.a),
+      address(a.b),
+      address(a.a_log),
+      address(a.dt_bias),
+      address(a.state),
+      address(a.out),
+      address(a.layout->cu_seqlens),
+      address(a.layout->state_slots),
+      u32(a.q.stride(0)),
+      u32(a.k.stride(0)),
+      u32(q_head_stride | (k_head_stride << 16)),
+      u32(a.v.stride(0)),
+      u32(a.v.stride(1)),
+      u32(a.a.stride(0)),
+      u32(a.b.stride(0)),
+      u32(a.out.stride(0)),
+      u32(a.out.stride(1)),
+      u32(a.state.dim(0))};
+  static_assert(sizeof(p) == kPushBytes);
+  return ctx_->dispatch("gdn_recurrent", p, {u32(r.v_heads), u32(r.rows), 1},
+                        {u32(r.dv * P), u32(r.dk), u32(r.dv), u32(r.v_heads / r.k_heads)});
+}
 
 }  // namespace kiln::vulkan
