@@ -2,7 +2,10 @@
 // one Context: every dispatch and copy is ordered on its queue.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
+#include <utility>
 
 #include "backend/arg_checks.h"
 #include "backend/facets.h"
@@ -56,7 +59,12 @@ class Attention final : public AttentionFacet {
   KILN_ATTENTION_OVERRIDES
 
  private:
+  // Rope's inverse frequencies on the device, made once per (theta, rotary_dim).
+  Result<Tensor> inv_freq(float theta, int64_t rotary_dim);
+
   std::shared_ptr<Context> ctx_;
+  std::mutex mu_;
+  std::map<std::pair<float, int64_t>, Tensor> inv_freq_;
 };
 
 class Conv final : public ConvFacet {
