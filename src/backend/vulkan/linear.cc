@@ -1,8 +1,74 @@
+// y[m, n] (+)= x[m, k] w[n, k]^T with compute shaders, f32 accumulation: up to kGemvMaxRows rows
+// of x take the GEMV (gemv.comp: each weight row read once for all of them), more the tiled
+// matmul (matmul.comp: 64 x 64 tiles of out through shared memory). 16-bit weights are widened
+// to f32 in the shader, so every weight dtype gives the f32 product of the exact weights.
 #include "backend/vulkan/vulkan_facets.h"
 
 namespace kiln::vulkan {
 
-Support Linear::supports(const MatmulRequest& r) const { return Support::declined("no vulkan matmul shader yet"); }
-Status Linear::matmul(const MatmulArgs& a) { return check_args(*this, a).status(); }
+namespace {
+
+constexpr int64_t kGemvMaxRows = 8;    // gemv.comp's M: rows of x sharing one pass over the weights
+constexpr int64_t kGemvRows = 4;       // gemv.comp's R: rows of w a workgroup
+constexpr int64_t kGemvThreads = 128;  // gemv.comp's WG
+constexpr int64_t kTile = 64;          // matmul.comp's BM and BN
+constexpr int64_t kTileK = 16;         // matmul.comp's BK
+// Indices within a row, strides and workgroup counts are 32-bit in the shaders (row bases are
+// 64-bit addresses); each tensor is held to 32-bit element counts, which bounds them all.
+constexpr int64_t kIndexLimit = int64_t{1} << 32;
+
+uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
+
+// The shared memory a request's shader declares: the GEMV's partial sums (M x R a thread), or
+// the tiled matmul's staged x and w tiles (BK x (64 + 1) floats each). Both stay within the
+// 16 KiB every Vulkan device provides.
+int64_t shared_bytes(int64_t m) {
+  const int64_t floats = m <= kGemvMaxRows ? m * kGemvRows * kGemvThreads : 2 * kTileK * (kTile + 1);
+  return floats * static_cast<int64_t>(sizeof(float));
+}
+
+}  // namespace
+
+Support Linear::supports(const MatmulRequest& r) const {
+  if (r.x_dtype != DType::kF32 || r.out_dtype != DType::kF32)
+    return Support::declined("x and out must be f32 on the vulkan backend");
+  if (!is_float(r.w_dtype)) return Support::declined("weight dtype must be f32, bf16 or f16");
+  if (r.m * r.k >= kIndexLimit || r.n * r.k >= kIndexLimit || r.m * r.n >= kIndexLimit)
+    return Support::declined("x, w and out must each have fewer than 2^32 elements");
+  if (shared_bytes(r.m) > ctx_->info().shared_memory_bytes)
+    return Support::declined("the shader needs " + std::to_string(shared_bytes(r.m)) +
+                             " bytes of shared memory; the device has " +
+                             std::to_string(ctx_->info().shared_memory_bytes));
+  return Support::native();
+}
+
+Status Linear::matmul(const MatmulArgs& a) {
+  KILN_ASSIGN_OR_RETURN(const std::string req, check_args(*this, a));
+  const MatmulRequest r = describe(a);
+  if (r.m == 0 || r.n == 0) return {};
+  if (a.x.stride(0) >= kIndexLimit || a.out.stride(0) >= kIndexLimit)
+    return declined("vulkan", req, "row strides of x and out must be below 2^32");
+  const uint32_t wt = static_cast<uint32_t>(r.w_dtype);
+
+  if (r.m <= kGemvMaxRows) {
+    struct {
+      uint64_t x, w, out;
+      uint32_t m, n, k, x_stride, out_stride, accumulate;
+    } p{address(a.x), address(a.w), address(a.out), u32(r.m), u32(r.n), u32(r.k), u32(a.x.stride(0)),
+        u32(a.out.stride(0)), a.accumulate ? 1u : 0u};
+    // Two 16-bit weights a 32-bit load where every row starts 4-byte aligned.
+    const bool pairs = r.w_dtype != DType::kF32 && r.k % 2 == 0 && p.w % 4 == 0;
+    return ctx_->dispatch("gemv", p, ctx_->grid((r.n + kGemvRows - 1) / kGemvRows),
+                          {wt, u32(r.m), pairs ? 1u : 0u, 0});
+  }
+
+  struct {
+    uint64_t x, w, out;
+    uint32_t m, n, k, x_stride, out_stride, accumulate, tiles_n;
+  } p{address(a.x), address(a.w), address(a.out), u32(r.m), u32(r.n), u32(r.k), u32(a.x.stride(0)),
+      u32(a.out.stride(0)), a.accumulate ? 1u : 0u, u32((r.n + kTile - 1) / kTile)};
+  const uint64_t tiles = uint64_t((r.m + kTile - 1) / kTile) * p.tiles_n;
+  return ctx_->dispatch("matmul", p, ctx_->grid(tiles), {wt, 0, 0, 0});
+}
 
 }  // namespace kiln::vulkan
