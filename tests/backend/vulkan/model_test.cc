@@ -1,0 +1,169 @@
+// The whole Qwen3.5 forward on the Vulkan backend: against HF transformers' logits on the
+// committed fixtures (f32 weights: max abs error <= 1e-3), greedy tokens equal to the CPU
+// backend's, a batch of rows of different lengths equal to the CPU's, and a bf16 checkpoint
+// against the CPU (both widen the weights exactly and keep f32 activations and an f32 K/V cache,
+// so only the order of f32 sums differs).
+#include <gtest/gtest.h>
+
+#include "backend/vulkan/vulkan_test_util.h"
+#include "model/init.h"
+#include "model/qwen35.h"
+#include "model/tiny_checkpoint.h"
+
+namespace kiln {
+namespace {
+
+constexpr double kRefTol = 1e-3;
+const char* kConfigs[] = {"gqa_untied", "tied_dk_ne_dv", "nested_mha"};
+
+std::string fixture_dir(const char* name) { return std::string(KILN_FIXTURES_DIR) + "/reference/" + name; }
+
+std::unique_ptr<Qwen35Model> load(const std::string& dir, Backend& be) {
+  auto m = Qwen35Model::load(dir, be);
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  return m.ok() ? std::move(m).value() : nullptr;
+}
+
+TEST(VulkanModel, PrefillAndDecodeMatchTransformers) {
+  KILN_VULKAN_OR_SKIP(be);
+  double worst_prefill = 0, worst_decode = 0;
+  for (const char* name : kConfigs) {
+    SCOPED_TRACE(name);
+    auto model = load(fixture_dir(name), *be);
+    ASSERT_TRUE(model);
+    Checkpoint ref = Checkpoint::open_file(fixture_dir(name) + "/reference.safetensors").value();
+    const Tensor& id_t = ref.find("ids")->tensor;
+    std::vector<int32_t> ids(id_t.data<int32_t>(), id_t.data<int32_t>() + id_t.numel());
+    for (int64_t n : {1, 64, 65, 200}) {
+      auto state = model->create_state({1, 4}).value();
+      auto seq = state.new_sequence().value();
+      SequenceInput row{&seq, {ids.data(), static_cast<size_t>(n)}};
+      auto logits = model->forward({&row, 1}, LogitsMode::kAll, state);
+      ASSERT_TRUE(logits.ok()) << logits.status().to_string();
+      const Tensor& want = ref.find("prefill_" + std::to_string(n))->tensor;
+      ASSERT_EQ(logits.value().shape(), want.shape());
+      const double e = testing::max_abs_diff(logits.value().data<float>(), want.data<float>(), want.numel());
+      worst_prefill = std::max(worst_prefill, e);
+      EXPECT_LE(e, kRefTol) << "prefill n=" << n;
+    }
+    for (int64_t n : {1, 65}) {
+      auto state = model->create_state({1, 4}).value();
+      auto seq = state.new_sequence().value();
+      SequenceInput prefill{&seq, {ids.data(), static_cast<size_t>(n)}};
+      ASSERT_TRUE(model->forward({&prefill, 1}, LogitsMode::kLast, state).ok());
+      const Tensor& want = ref.find("decode_after_" + std::to_string(n))->tensor;
+      for (int64_t j = 0; j < want.dim(0); ++j) {
+        SequenceInput step{&seq, {ids.data() + n + j, 1}};
+        auto logits = model->forward({&step, 1}, LogitsMode::kLast, state);
+        ASSERT_TRUE(logits.ok()) << logits.status().to_string();
+        const double e = testing::max_abs_diff(logits.value().data<float>(), want.data<float>() + j * want.dim(1),
+                                               want.dim(1));
+        worst_decode = std::max(worst_decode, e);
+        EXPECT_LE(e, kRefTol) << "decode after " << n << " step " << j;
+      }
+    }
+  }
+  std::printf("vulkan vs transformers: max abs error prefill %.3g, decode %.3g\n", worst_prefill, worst_decode);
+  RecordProperty("max_abs_error_prefill", std::to_string(worst_prefill));
+  RecordProperty("max_abs_error_decode", std::to_string(worst_decode));
+}
+
+// 64 greedy steps from a 7-token prompt (71 tokens: across a 64-token K/V block boundary), the
+// argmax on each backend's own device.
+TEST(VulkanModel, GreedyTokensEqualTheCpuBackend) {
+  KILN_VULKAN_OR_SKIP(be);
+  auto cpu = std::move(create_backend("cpu").value());
+  for (const char* name : kConfigs) {
+    SCOPED_TRACE(name);
+    std::vector<int32_t> tokens[2];
+    Backend* backends[2] = {cpu.get(), be.get()};
+    for (int b = 0; b < 2; ++b) {
+      auto model = load(fixture_dir(name), *backends[b]);
+      ASSERT_TRUE(model);
+      auto state = model->create_state({1, 4}).value();
+      auto seq = state.new_sequence().value();
+      std::vector<int32_t> next = {1, 2, 3, 4, 5, 6, 7};
+      Tensor ids = Tensor::empty({1}, DType::kI32);
+      Tensor dev_ids = backends[b]->storage().allocate({1}, DType::kI32).value();
+      for (int step = 0; step < 64; ++step) {
+        SequenceInput row{&seq, next};
+        auto logits = model->forward_on_device({&row, 1}, LogitsMode::kLast, state);
+        ASSERT_TRUE(logits.ok()) << logits.status().to_string();
+        ASSERT_TRUE(backends[b]->sampling().argmax({logits.value(), dev_ids}).ok());
+        ASSERT_TRUE(backends[b]->storage().copy_to_host(dev_ids, ids).ok());
+        tokens[b].push_back(ids.data<int32_t>()[0]);
+        next = {tokens[b].back()};
+      }
+    }
+    EXPECT_EQ(tokens[1], tokens[0]);
+  }
+}
+
+// Several sequences in one forward (prefill chunks of different lengths, then decode rows) give
+// the CPU backend's logits for the same batch.
+TEST(VulkanModel, BatchedRowsMatchTheCpuBackend) {
+  KILN_VULKAN_OR_SKIP(be);
+  auto cpu = std::move(create_backend("cpu").value());
+  const char* name = "gqa_untied";
+  auto mc = load(fixture_dir(name), *cpu);
+  auto mv = load(fixture_dir(name), *be);
+  ASSERT_TRUE(mc && mv);
+  auto sc = mc->create_state({3, 16}).value();
+  auto sv = mv->create_state({3, 16}).value();
+  std::vector<SequenceState> qc, qv;
+  for (int i = 0; i < 3; ++i) {
+    qc.push_back(sc.new_sequence().value());
+    qv.push_back(sv.new_sequence().value());
+  }
+  std::vector<int32_t> prompt(150);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 11) % 300);
+  const size_t lens[3] = {150, 70, 1};
+  double worst = 0;
+  for (int step = 0; step < 4; ++step) {
+    std::vector<SequenceInput> rc, rv;
+    std::vector<int32_t> one = {static_cast<int32_t>(step + 40)};
+    for (int i = 0; i < 3; ++i) {
+      std::span<const int32_t> toks = step == 0 ? std::span<const int32_t>(prompt.data(), lens[i])
+                                                : std::span<const int32_t>(one);
+      rc.push_back({&qc[i], toks});
+      rv.push_back({&qv[i], toks});
+    }
+    const LogitsMode mode = step == 0 ? LogitsMode::kAll : LogitsMode::kLast;
+    auto lc = mc->forward(rc, mode, sc);
+    auto lv = mv->forward(rv, mode, sv);
+    ASSERT_TRUE(lc.ok() && lv.ok()) << lc.status().to_string() << " " << lv.status().to_string();
+    const double e = testing::rel_error(lv.value(), lc.value());
+    worst = std::max(worst, e);
+    EXPECT_LE(e, 1e-4) << "step " << step;
+  }
+  std::printf("batched rows: max rel error vs cpu %.3g\n", worst);
+}
+
+// A bf16 checkpoint (the production dtype): the same math as the CPU's (weights widened exactly,
+// f32 x and K/V), so 1e-3 relative covers the f32 reordering a random tiny model amplifies.
+TEST(VulkanModel, Bf16CheckpointMatchesTheCpu) {
+  KILN_VULKAN_OR_SKIP(be);
+  const std::string dir = testing::tiny_checkpoint("vulkan-bf16", 7);
+  ASSERT_FALSE(dir.empty());
+  const ModelConfig cfg = preset_config("tiny").value();
+  std::vector<int32_t> prompt(100);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 13 + 5) % cfg.vocab_size);
+  auto cpu = std::move(create_backend("cpu").value());
+  Tensor want, got;
+  for (Backend* b : {cpu.get(), be.get()}) {
+    auto m = load(dir, *b);
+    ASSERT_TRUE(m);
+    auto state = m->create_state({1, 4}).value();
+    auto seq = state.new_sequence().value();
+    SequenceInput row{&seq, prompt};
+    auto logits = m->forward({&row, 1}, LogitsMode::kAll, state);
+    ASSERT_TRUE(logits.ok()) << logits.status().to_string();
+    (b == cpu.get() ? want : got) = logits.value();
+  }
+  const double e = testing::rel_error(got, want);
+  std::printf("bf16 checkpoint: rel error vs cpu %.3g\n", e);
+  EXPECT_LE(e, 1e-3);
+}
+
+}  // namespace
+}  // namespace kiln
