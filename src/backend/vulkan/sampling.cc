@@ -1,4 +1,5 @@
-// Greedy selection on the device (shaders/argmax.comp): only the ids come back to the host.
+// Greedy selection on the device (shaders/argmax.comp): only the ids come back to the host. Host
+// logits (a forward that returned them there) are staged through the device, as CUDA's are.
 #include "backend/vulkan/vulkan_facets.h"
 
 namespace kiln::vulkan {
@@ -9,13 +10,31 @@ Support Sampling::supports(const SampleRequest& r) const {
 }
 
 Status Sampling::argmax(const ArgmaxArgs& a) {
-  KILN_RETURN_IF_ERROR(check_args(*this, a).status());
+  const SampleRequest r = describe(a);
+  const std::string req = r.describe();
+  if (const Support s = supports(r); !s.runs_natively()) return declined("vulkan", req, s.constraint);
+  if (!a.logits.defined() || !a.ids.defined()) return invalid_argument(req + ": logits or ids missing");
+  if (a.logits.device().kind != a.ids.device().kind)
+    return invalid_argument(req + ": logits and ids must be on the same device");
+  const bool host = a.logits.device().kind == DeviceKind::kHost;
+  Tensor logits = a.logits, ids = a.ids;
+  if (host) {
+    if (!a.logits.is_contiguous() || !a.ids.is_contiguous())
+      return invalid_argument(req + ": host logits and ids must be contiguous");
+    if (a.logits.dtype() != DType::kF32 || a.ids.dtype() != DType::kI32)
+      return invalid_argument(req + ": logits must be f32 and ids i32");
+    Storage storage(ctx_);
+    KILN_ASSIGN_OR_RETURN(logits, storage.upload(a.logits));
+    KILN_ASSIGN_OR_RETURN(ids, storage.empty(a.ids.shape(), DType::kI32));
+  }
+  KILN_RETURN_IF_ERROR(validate(ArgmaxArgs{logits, ids}, DeviceKind::kVulkan, req));
   struct {
     uint64_t logits, ids;
     uint32_t vocab, stride;
-  } p{address(a.logits), address(a.ids), static_cast<uint32_t>(a.logits.dim(1)),
-      static_cast<uint32_t>(a.logits.stride(0))};
-  return ctx_->dispatch("argmax", p, ctx_->grid(static_cast<uint64_t>(a.logits.dim(0))));
+  } p{address(logits), address(ids), static_cast<uint32_t>(logits.dim(1)), static_cast<uint32_t>(logits.stride(0))};
+  KILN_RETURN_IF_ERROR(ctx_->dispatch("argmax", p, ctx_->grid(static_cast<uint64_t>(logits.dim(0)))));
+  if (host) KILN_RETURN_IF_ERROR(ctx_->download(locate(ids), a.ids.raw(), a.ids.nbytes()));
+  return {};
 }
 
 }  // namespace kiln::vulkan

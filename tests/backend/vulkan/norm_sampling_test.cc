@@ -76,10 +76,14 @@ TEST(VulkanSampling, ArgmaxTakesTheFirstLargestAndNeverNaN) {
   Tensor ids = be->storage().allocate({5}, DType::kI32).value();
   ASSERT_TRUE(be->sampling().argmax({to_device(*be, logits), ids}).ok());
   Tensor got = to_host(*be, ids);
+  // Host logits are staged through the device: the same ids, on the host.
+  Tensor host_ids = Tensor::empty({5}, DType::kI32);
+  ASSERT_TRUE(be->sampling().argmax({logits, host_ids}).ok());
   const std::vector<int32_t> expect = {300, 11, 0, 0, static_cast<int32_t>(vocab - 1)};
   for (int i = 0; i < 5; ++i) {
     EXPECT_EQ(want.data<int32_t>()[i], expect[i]) << i;
     EXPECT_EQ(got.data<int32_t>()[i], expect[i]) << i;
+    EXPECT_EQ(host_ids.data<int32_t>()[i], expect[i]) << i;
   }
 }
 
