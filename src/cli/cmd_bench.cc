@@ -52,6 +52,25 @@ double measure_copy_bandwidth(size_t bytes) {
   return 2.0 * static_cast<double>(bytes) / median(times);
 }
 
+// A device's copy bandwidth through its storage facet (one device-to-device copy, timed on the
+// host to its synchronisation), counting bytes read plus bytes written: for device backends
+// without a timer of their own (Vulkan).
+Result<double> measure_device_copy_bandwidth(Backend& be, size_t bytes) {
+  StorageFacet& st = be.storage();
+  const Shape shape{static_cast<int64_t>(bytes / 4)};
+  KILN_ASSIGN_OR_RETURN(Tensor a, st.allocate(shape, DType::kF32));
+  KILN_ASSIGN_OR_RETURN(Tensor b, st.allocate(shape, DType::kF32));
+  std::vector<double> times;
+  for (int rep = 0; rep < 6; ++rep) {
+    KILN_RETURN_IF_ERROR(st.synchronize());
+    auto t = Clock::now();
+    KILN_RETURN_IF_ERROR(st.copy(a, b));
+    KILN_RETURN_IF_ERROR(st.synchronize());
+    if (rep > 0) times.push_back(seconds_since(t));
+  }
+  return 2.0 * static_cast<double>(a.nbytes()) / median(times);
+}
+
 // The backend's large GEMM rate through its own matmul facet, with weights of `w_dtype`, on
 // non-zero data (zeros can run faster than real data on some devices).
 Result<double> measure_matmul_rate(Backend& be, DType w_dtype, int64_t M, int64_t N, int64_t K) {
@@ -184,9 +203,12 @@ Result<Rooflines> measure_rooflines(Backend& be, const Qwen35Model& model, bool 
   if (!device) {
     r.bandwidth = measure_copy_bandwidth(size_t{1} << 28);
   } else {
+    Result<double> bandwidth = unsupported("no device copy measured");
 #ifdef KILN_HAVE_CUDA
-    KILN_ASSIGN_OR_RETURN(r.bandwidth, cuda_device_copy_bandwidth(be, size_t{1} << 30));
+    if (be.identity().name == "cuda") bandwidth = cuda_device_copy_bandwidth(be, size_t{1} << 30);
 #endif
+    if (be.identity().name != "cuda") bandwidth = measure_device_copy_bandwidth(be, size_t{1} << 30);
+    KILN_ASSIGN_OR_RETURN(r.bandwidth, std::move(bandwidth));
     r.bandwidth_note = "bytes read + bytes written per second, 1 GiB device-to-device copy";
     rate_dtype = model.weights().embed.dtype();
     rate_m = rate_nk = 4096;
