@@ -62,6 +62,8 @@ class EvidenceRecorder : public ::testing::EmptyTestEventListener {
       const kiln::BackendCapabilities& c = cuda.value()->capabilities();
       host["cuda_target"] = c.compute.target + (c.startup.precompiles_kernels ? "" : " + PTX JIT");
     }
+    // The Vulkan device and its driver (evidence stands apart by driver: lavapipe, NVIDIA, ...).
+    if (auto vk = kiln::create_backend("vulkan"); vk.ok()) host["vulkan_device"] = vk.value()->identity().device_name;
     nlohmann::json j = {{"schema", "kiln.test-evidence/1"}, {"binary", binary_}, {"commit", commit},
                         {"timestamp_utc", stamp}, {"host", host}, {"tests", results_}};
     std::filesystem::create_directories(dir_);

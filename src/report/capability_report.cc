@@ -213,7 +213,7 @@ Result<json> build_capability_report(const ReportOptions& opts) {
   json files = json::array();
   for (const auto& e : evidence)
     files.push_back({{"path", e.path}, {"binary", e.binary}, {"commit", e.commit}, {"timestamp_utc", e.timestamp},
-                     {"cuda_device", e.cuda_device}, {"cuda_target", e.cuda_target}});
+                     {"cuda_device", e.cuda_device}, {"cuda_target", e.cuda_target}, {"vulkan_device", e.vulkan_device}});
   report["evidence_files"] = files;
   return report;
 }
@@ -265,11 +265,12 @@ std::string render_markdown(const json& r) {
       o << "| " << cell(g["name"]) << " | " << cell(b["backend"]) << " | " << cell(b["status"]) << " | "
         << cell(b["reason"]) << " | " << (b["command"].get<std::string>().empty() ? "" : "`" + cell(b["command"]) + "`")
         << " |\n";
-  o << "\n## Evidence files\n\n| file | binary | commit | recorded | CUDA device | CUDA target |\n"
-       "|---|---|---|---|---|---|\n";
+  o << "\n## Evidence files\n\n| file | binary | commit | recorded | CUDA device | CUDA target | Vulkan device |\n"
+       "|---|---|---|---|---|---|---|\n";
   for (const auto& e : r["evidence_files"])
     o << "| " << cell(e["path"]) << " | " << cell(e["binary"]) << " | " << cell(e["commit"]) << " | "
-      << cell(e["timestamp_utc"]) << " | " << cell(e["cuda_device"]) << " | " << cell(e["cuda_target"]) << " |\n";
+      << cell(e["timestamp_utc"]) << " | " << cell(e["cuda_device"]) << " | " << cell(e["cuda_target"]) << " | "
+      << cell(e["vulkan_device"]) << " |\n";
   return o.str();
 }
 

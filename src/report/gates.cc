@@ -20,18 +20,22 @@ std::string_view gate_state_name(GateState s) {
 const std::vector<Gate>& conformance_gates() {
   static const std::vector<Gate> gates = {
       {"storage_round_trip", "allocate, zero, copy to and from the host return the exact bytes",
-       {{"cpu", {"CpuStorage.RoundTripIsExact"}, ""}, {"cuda", {"CudaParity.StorageRoundTripAndZeroedAllocations"}, ""}}},
+       {{"cpu", {"CpuStorage.RoundTripIsExact"}, ""}, {"cuda", {"CudaParity.StorageRoundTripAndZeroedAllocations"}, ""},
+        {"vulkan", {"VulkanStorage.UploadDownloadRoundTripsEveryByte", "VulkanStorage.AllocateZeroesAndZeroClearsOddSpans"}, ""}}},
       {"host_transfer_parity", "host <-> device transfers preserve every dtype bit for bit; misuse is a clear error",
        {{"cpu", {"CpuStorage.RoundTripIsExact", "CpuStorage.MisuseIsAClearError"}, ""},
-        {"cuda", {"CudaParity.StorageRoundTripAndZeroedAllocations", "CudaSupport.HostTensorsAreRefusedByDeviceKernels"}, ""}}},
+        {"cuda", {"CudaParity.StorageRoundTripAndZeroedAllocations", "CudaSupport.HostTensorsAreRefusedByDeviceKernels"}, ""},
+        {"vulkan", {"VulkanStorage.UploadDownloadRoundTripsEveryByte", "VulkanStorage.TransfersLargerThanTheStagingRingArriveWhole", "VulkanStorage.DeviceCopyAndMismatchesNamed"}, ""}}},
       {"device_op_parity", "norms, embedding gather, elementwise ops and argmax equal a double-precision reference",
        {{"cpu", {"CpuKernels.RmsNormKinds", "CpuKernels.EmbedAndArgmax"}, ""},
-        {"cuda", {"CudaParity.RmsNorm", "CudaParity.EmbeddingGather", "CudaParity.AddAndSiluMul", "CudaParity.ArgmaxTiesInfAndNan"}, ""}}},
+        {"cuda", {"CudaParity.RmsNorm", "CudaParity.EmbeddingGather", "CudaParity.AddAndSiluMul", "CudaParity.ArgmaxTiesInfAndNan"}, ""},
+        {"vulkan", {"VulkanNorm.EveryKindEqualsCpuWithAndWithoutTheResidual", "VulkanElementwise.EmbedEqualsCpuForEveryTableDtype", "VulkanElementwise.BinaryOpsEqualCpuOnStridedRows", "VulkanSampling.ArgmaxTakesTheFirstLargestAndNeverNaN"}, ""}}},
       {"matmul_linear_parity",
        "every projection shape and weight dtype equals a double-precision reference, and so do a batch's LoRA "
        "deltas (rows with different adapters, stacks, none)",
        {{"cpu", {"CpuKernels.MatmulMatchesDoubleReference", "CpuKernels.MatmulWritesStridedRows", "CpuLoraDelta.MatchesDoubleReference"}, ""},
-        {"cuda", {"CudaParity.Matmul", "CudaLoraDelta.MatchesCpuFacet", "CudaLoraForward.RowsWithDifferentAdaptersMatchCpu"}, ""}}},
+        {"cuda", {"CudaParity.Matmul", "CudaLoraDelta.MatchesCpuFacet", "CudaLoraForward.RowsWithDifferentAdaptersMatchCpu"}, ""},
+        {"vulkan", {"VulkanLinear.EveryWeightDtypeOnBothPathsEqualsCpu", "VulkanLinear.StridedRowsAndAccumulateEqualCpu", "VulkanLoraDelta.MatchesCpuFacet"}, ""}}},
       {"attention_gdn_conv_parity",
        "paged attention, partial RoPE, causal conv, chunked and recurrent GDN equal their references; the whole "
        "forward equals transformers on the fixtures; a tiled prefill equals the untiled forward",
@@ -47,11 +51,13 @@ const std::vector<Gate>& conformance_gates() {
           "CudaParity.GatedDeltaRule", "FlashPrefill.MatchesCpuOnBf16RoundedInputs",
           "CudaModel.PrefillAndDecodeMatchTransformers", "CudaModel.BatchedRowsMatchTheCpuBackend",
           "CudaTiledPrefill.F32FixtureTiledEqualsUntiled", "CudaTiledPrefill.Bf16CheckpointTiledEqualsUntiled"},
-         ""}}},
+         ""},
+        {"vulkan", {"VulkanAttention.RopeEqualsCpuOnStridedQkvViews", "VulkanAttention.KvWriteAndAttendEqualCpu", "VulkanConv.CausalConv1dEqualsCpu", "VulkanGdn.RecurrentEqualsCpuRecurrent", "VulkanGdn.ChunkedRequestEqualsCpuChunked", "VulkanModel.PrefillAndDecodeMatchTransformers", "VulkanModel.BatchedRowsMatchTheCpuBackend", "VulkanModel.TiledPrefillEqualsTheUntiledForward"}, ""}}},
       {"support_mismatch_audit", "no support predicate is contradicted by its method (audit over every facet)",
        {{"cpu", {"SupportAudit.CpuBackendHasNoMismatches", "SupportAudit.BrokenPredicateIsCaught"}, ""},
         {"cuda", {"CudaAudit.NoMismatches", "CudaSupport.MatmulPredicateAgreesWithMethod",
-                  "CudaSupport.ConvGdnAndAttentionPredicatesAgreeWithMethods"}, ""}}},
+                  "CudaSupport.ConvGdnAndAttentionPredicatesAgreeWithMethods"}, ""},
+        {"vulkan", {"VulkanAudit.NoMismatches"}, ""}}},
       {"optimizer_parity", "SGD, AdamW and Muon steps equal the f32 reference",
        {{"cpu",
          {"Optimizer.MuonMatchesLiteralNewtonSchulzWideAndTall", "Optimizer.MuonWithoutNesterovMatchesReference",
@@ -61,12 +67,14 @@ const std::vector<Gate>& conformance_gates() {
         {"cuda",
          {"CudaTrainingOps.OptimizersMatchCpuOverThreeSteps", "CudaTrainingOps.OptimizerRejectsBadHyperparametersAsTheCpuDoes",
           "CudaTrainingOps.MuonAboveRank256IsDeclinedSayingWhy"},
-         ""}}},
+         ""},
+        {"vulkan", {}, "the vulkan backend does not train"}}},
       {"replay_parity", "a replayed decode step equals the eager one",
        {{"cpu", {}, "the CPU runs every step eagerly; there is nothing to replay"},
         // Bit for bit against the same padded step run eagerly, over row buckets 1, 4, 8, 16 and
         // a K/V block boundary; f32 and bf16 checkpoints.
-        {"cuda", {"CudaReplay.F32FixtureReplayEqualsTheEagerStep", "CudaReplay.Bf16CheckpointReplayEqualsTheEagerStep"}, ""}}},
+        {"cuda", {"CudaReplay.F32FixtureReplayEqualsTheEagerStep", "CudaReplay.Bf16CheckpointReplayEqualsTheEagerStep"}, ""},
+        {"vulkan", {}, ""}}},
       {"one_step_training_proof", "one LoRA training step lowers the loss and changes the adapter as the reference does",
        {{"cpu",
          {"LoraTrainer.GradientsMatchTransformersAndPeft", "LoraTrainer.HybridModelMatchesFiniteDifferencesOfTheServingForward",
@@ -76,18 +84,22 @@ const std::vector<Gate>& conformance_gates() {
          {"CudaTraining.GradientsMatchTransformersAndPeft", "CudaTraining.F32HybridGradientsMatchTheCpuReference",
           "CudaTraining.Bf16HybridGradientsMatchTheCpuReference", "CudaTraining.OneStepMatchesTheCpuReference",
           "CudaTraining.StepKeepsHostFallbackAtZero"},
-         ""}}},
+         ""},
+        {"vulkan", {}, "the vulkan backend does not train: training jobs are refused (501)"}}},
       {"no_unexpected_host_fallback",
        "real decode and a real training step on the accelerator leave every host-fallback counter at zero",
        {{"cpu", {}, "the CPU is the reference; it has no host fallback"},
-        {"cuda", {"CudaModel.PrefillAndDecodeMatchTransformers", "CudaTraining.StepKeepsHostFallbackAtZero"}, ""}}},
+        {"cuda", {"CudaModel.PrefillAndDecodeMatchTransformers", "CudaTraining.StepKeepsHostFallbackAtZero"}, ""},
+        {"vulkan", {"VulkanModel.PrefillAndDecodeMatchTransformers"}, ""}}},
       {"decode_launches_per_token", "a decode step is one graph replay (or a bounded launch count) per token",
        {{"cpu", {}, "the CPU launches no kernels"},
         // Counted launches of each decode step == the forward's op count (58 on gqa_untied), under the bound.
         // Replayed (the default): one graph replay and one kernel launch (the argmax) per step.
-        {"cuda", {"CudaEngine.DecodeLaunchesPerTokenEqualTheOpCountUnderTheBound", "CudaEngine.SteadyDecodeStepIsOneGraphReplay"}, ""}}},
+        {"cuda", {"CudaEngine.DecodeLaunchesPerTokenEqualTheOpCountUnderTheBound", "CudaEngine.SteadyDecodeStepIsOneGraphReplay"}, ""},
+        {"vulkan", {}, ""}}},
       {"matmul_algorithm_cache_reporting", "the GEMM algorithm cache reports its hits and misses",
-       {{"cpu", {}, "OpenBLAS has no algorithm cache"}, {"cuda", {"CudaParity.MatmulAlgorithmCacheHitsOnRepeat"}, ""}}},
+       {{"cpu", {}, "OpenBLAS has no algorithm cache"}, {"cuda", {"CudaParity.MatmulAlgorithmCacheHitsOnRepeat"}, ""},
+        {"vulkan", {}, "the vulkan matmul picks its shader by shape; there is no algorithm cache"}}},
       {"hardware_latency_thresholds", "microbenchmarks of the 4B shapes stay under locked thresholds",
        {{"cpu", {}, "thresholds are locked for the accelerator only"},
         // tests/backend/cuda/latency_thresholds.json: the H200 medians x 1.25 (docs/cuda.md).
@@ -131,6 +143,8 @@ Result<std::vector<EvidenceFile>> load_evidence(const std::string& dir) {
       f.cuda_device = j["host"]["cuda_device"].get<std::string>();
     if (j.contains("host") && j["host"].is_object() && j["host"].value("cuda_target", nlohmann::json()).is_string())
       f.cuda_target = j["host"]["cuda_target"].get<std::string>();
+    if (j.contains("host") && j["host"].is_object() && j["host"].value("vulkan_device", nlohmann::json()).is_string())
+      f.vulkan_device = j["host"]["vulkan_device"].get<std::string>();
     if (!j.contains("tests") || !j["tests"].is_object()) return format_error(where + ": no 'tests' object");
     for (auto it = j["tests"].begin(); it != j["tests"].end(); ++it) {
       if (!it->is_string()) return format_error(where + ": result of '" + it.key() + "' is not a string");
@@ -164,7 +178,12 @@ GateStatus evaluate_gate(const Gate& gate, const GateBackend& b, const std::vect
     return s;
   }
   // A result counts only from a run where the backend was really present.
-  auto present = [&](const EvidenceFile& f) { return b.backend == "cpu" || (b.backend == "cuda" && !f.cuda_device.empty()); };
+  auto present = [&](const EvidenceFile& f) {
+    return b.backend == "cpu" || (b.backend == "cuda" && !f.cuda_device.empty()) ||
+           (b.backend == "vulkan" && !f.vulkan_device.empty());
+  };
+  // What a run's evidence stands apart by: the CUDA target, the Vulkan device and driver.
+  auto target_of = [&](const EvidenceFile& f) { return b.backend == "cuda" ? f.cuda_target : f.vulkan_device; };
   int passed = 0;
   std::vector<std::string> missing;
   for (const auto& test : b.tests) {
@@ -180,17 +199,17 @@ GateStatus evaluate_gate(const Gate& gate, const GateBackend& b, const std::vect
       missing.push_back(test);
     }
   }
-  // The CUDA targets whose own runs passed every test: each mode's evidence stands apart.
-  if (b.backend == "cuda") {
+  // The CUDA targets (Vulkan drivers) whose own runs passed every test: each one's evidence stands apart.
+  if (b.backend == "cuda" || b.backend == "vulkan") {
     std::vector<std::string> targets;
     for (const auto& f : evidence)
-      if (present(f) && !f.cuda_target.empty() && std::find(targets.begin(), targets.end(), f.cuda_target) == targets.end())
-        targets.push_back(f.cuda_target);
+      if (present(f) && !target_of(f).empty() && std::find(targets.begin(), targets.end(), target_of(f)) == targets.end())
+        targets.push_back(target_of(f));
     for (const auto& target : targets) {
       const bool all = std::all_of(b.tests.begin(), b.tests.end(), [&](const std::string& test) {
         return std::any_of(evidence.begin(), evidence.end(), [&](const EvidenceFile& f) {
           auto it = f.tests.find(test);
-          return f.cuda_target == target && present(f) && it != f.tests.end() && it->second == "passed";
+          return target_of(f) == target && present(f) && it != f.tests.end() && it->second == "passed";
         });
       });
       if (all) s.targets.push_back(target);

@@ -39,6 +39,7 @@ struct EvidenceFile {
   // "+ PTX JIT" when the driver compiled every kernel from the embedded PTX); empty in files
   // written before the field existed, and where no CUDA device was present.
   std::string cuda_target;
+  std::string vulkan_device;  // "<name> (<type>, <driver>)"; empty when no Vulkan device was present
   std::map<std::string, std::string> tests;  // name -> passed | failed | skipped
 };
 
@@ -50,7 +51,9 @@ struct GateStatus {
   std::string reason;
   std::string command;                  // what re-verifies it
   std::vector<std::string> evidence;    // files whose results were used
-  std::vector<std::string> targets;     // CUDA targets on which every test passed (EvidenceFile::cuda_target)
+  // CUDA targets (EvidenceFile::cuda_target), or Vulkan devices and drivers
+  // (EvidenceFile::vulkan_device), on which every test passed
+  std::vector<std::string> targets;
 };
 
 GateStatus evaluate_gate(const Gate& gate, const GateBackend& backend, const std::vector<EvidenceFile>& evidence);
