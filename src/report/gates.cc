@@ -159,9 +159,10 @@ std::string gate_command(const GateBackend& b) {
   if (b.tests.empty()) return "";
   std::string alternatives;
   for (const auto& t : b.tests) alternatives += (alternatives.empty() ? "" : "|") + t;
-  const bool device = b.backend != "cpu";
-  return std::string("ctest --test-dir ") + (device ? "build-device -L gpu" : "build") +
-         " --output-on-failure -R '^(" + alternatives + ")$'";
+  // CUDA's tests run in the accelerator machine's build; Vulkan's wherever a Vulkan device is
+  // (lavapipe included) under their own label.
+  const std::string where = b.backend == "cuda" ? "build-device -L gpu" : b.backend == "vulkan" ? "build -L vulkan" : "build";
+  return "ctest --test-dir " + where + " --output-on-failure -R '^(" + alternatives + ")$'";
 }
 
 GateStatus evaluate_gate(const Gate& gate, const GateBackend& b, const std::vector<EvidenceFile>& evidence) {
