@@ -2,7 +2,8 @@
 // name, and whether its result may be stored rounded to 16 bits for the next GEMM) and its math,
 // `apply<op>`, written once for host and device code: the CPU loop and the CUDA kernel are
 // instantiated for every row of the table (with_binary_op), so adding a binary op is an
-// enumerator, a row, an apply and a test. Embedding gather is the one non-binary op.
+// enumerator, a row, an apply and a test, and its GLSL line in the Vulkan shader (binary.comp).
+// Embedding gather is the one non-binary op.
 #pragma once
 
 #include <cmath>

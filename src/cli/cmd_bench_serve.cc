@@ -209,7 +209,7 @@ void add_bench_serve_command(CLI::App& bench) {
   add_api_key_file_option(*cmd, o->api_key_file);
   cmd->add_option("--model", o->model, "Checkpoint directory served in-process; default: the random-weight demo checkpoint of `kiln serve`");
   cmd->add_option("--model-id", o->model_id, "The requests' model field; default: the served model id");
-  cmd->add_option("--backend", o->backend, "Backend of the in-process server (auto, cpu, cuda)")->capture_default_str();
+  cmd->add_option("--backend", o->backend, "Backend of the in-process server (auto, cpu, cuda, vulkan)")->capture_default_str();
   cmd->add_option("--prompt-set", o->prompt_set, "JSONL prompt set")->capture_default_str();
   cmd->add_option("--concurrency", o->concurrency, "Concurrency levels, run one after another: N[,N...]")->capture_default_str();
   cmd->add_option("--max-tokens", o->max_tokens, "max_tokens of each request")->capture_default_str();

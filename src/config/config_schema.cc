@@ -95,8 +95,10 @@ std::vector<ConfigField> build_schema() {
       KILN_CONFIG_FIELD(model, served_model_id, "The id clients name in `model`; empty: the model directory's name"),
       KILN_CONFIG_FIELD(model, adapter_dir, "Folder of LoRA adapters; empty: adapters/ in server.state_dir"),
       KILN_CONFIG_FIELD(model, tokenizer_path, "Folder holding tokenizer.json; empty: the model directory"),
-      KILN_CONFIG_FIELD(model, backend, "Compute backend; auto: cuda when a device this build has code for is present, else cpu",
-                        one_of({"auto", "cpu", "cuda"})),
+      KILN_CONFIG_FIELD(model, backend,
+                        "Compute backend; auto: cuda when a device this build has code for is present, else cpu; "
+                        "vulkan: the first Vulkan GPU (KILN_VULKAN_DEVICE picks another)",
+                        one_of({"auto", "cpu", "cuda", "vulkan"})),
       KILN_CONFIG_FIELD(model, max_context, "Longest sequence in tokens; 0: the model's max_position_embeddings, capped by the K/V pool",
                         at_least(0)),
       KILN_CONFIG_FIELD(memory, kv_blocks, "64-token K/V blocks to allocate; 0: sized from memory_fraction", at_least(0)),

@@ -74,7 +74,7 @@ const std::vector<Gate>& conformance_gates() {
         // Bit for bit against the same padded step run eagerly, over row buckets 1, 4, 8, 16 and
         // a K/V block boundary; f32 and bf16 checkpoints.
         {"cuda", {"CudaReplay.F32FixtureReplayEqualsTheEagerStep", "CudaReplay.Bf16CheckpointReplayEqualsTheEagerStep"}, ""},
-        {"vulkan", {}, ""}}},
+        {"vulkan", {"VulkanReplay.F32FixtureReplayEqualsTheEagerStep", "VulkanReplay.Bf16CheckpointReplayEqualsTheEagerStep"}, ""}}},
       {"one_step_training_proof", "one LoRA training step lowers the loss and changes the adapter as the reference does",
        {{"cpu",
          {"LoraTrainer.GradientsMatchTransformersAndPeft", "LoraTrainer.HybridModelMatchesFiniteDifferencesOfTheServingForward",
@@ -96,7 +96,8 @@ const std::vector<Gate>& conformance_gates() {
         // Counted launches of each decode step == the forward's op count (58 on gqa_untied), under the bound.
         // Replayed (the default): one graph replay and one kernel launch (the argmax) per step.
         {"cuda", {"CudaEngine.DecodeLaunchesPerTokenEqualTheOpCountUnderTheBound", "CudaEngine.SteadyDecodeStepIsOneGraphReplay"}, ""},
-        {"vulkan", {}, ""}}},
+        // Replayed: one command buffer submitted and one dispatch (the argmax) per step.
+        {"vulkan", {"VulkanEngine.SteadyDecodeStepIsOneReplay"}, ""}}},
       {"matmul_algorithm_cache_reporting", "the GEMM algorithm cache reports its hits and misses",
        {{"cpu", {}, "OpenBLAS has no algorithm cache"}, {"cuda", {"CudaParity.MatmulAlgorithmCacheHitsOnRepeat"}, ""},
         {"vulkan", {}, "the vulkan matmul picks its shader by shape; there is no algorithm cache"}}},

@@ -213,11 +213,11 @@ TEST_F(ConfigLoader, OutOfRangeValuesNameTheAllowedRange) {
 
 TEST_F(ConfigLoader, BadEnumValuesListTheAllowedOnes) {
   in_.config_path = write("k.toml", "[server]\nprofile = \"fast\"\n");
-  in_.env["KILN_MODEL_BACKEND"] = "vulkan";
+  in_.env["KILN_MODEL_BACKEND"] = "metal";
   in_.flags.push_back({"logging.level", "loud", "--set logging.level"});
   const std::string e = error();
   EXPECT_CONTAINS(e, ":2:11: server.profile: 'fast' is not one of stable, experimental, maintenance");
-  EXPECT_CONTAINS(e, "environment variable KILN_MODEL_BACKEND: model.backend: 'vulkan' is not one of auto, cpu, cuda");
+  EXPECT_CONTAINS(e, "environment variable KILN_MODEL_BACKEND: model.backend: 'metal' is not one of auto, cpu, cuda, vulkan");
   EXPECT_CONTAINS(e, "flag --set logging.level loud: logging.level: 'loud' is not one of error, warn, info, debug");
 }
 

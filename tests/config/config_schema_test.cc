@@ -87,7 +87,7 @@ TEST(ConfigSchema, TypesAndConstraintsFollowTheSpec) {
       {"server.max_adapter_bytes", FieldType::kInteger, ">= 1024"},
       {"training.checkpoint_keep", FieldType::kInteger, ">= 0"},
       {"server.profile", FieldType::kEnum, "stable | experimental | maintenance"},
-      {"model.backend", FieldType::kEnum, "auto | cpu | cuda"},
+      {"model.backend", FieldType::kEnum, "auto | cpu | cuda | vulkan"},
       {"memory.kv_blocks", FieldType::kInteger, ">= 0"},
       {"memory.memory_fraction", FieldType::kFloat, "(0, 1]"},
       {"memory.kv_cache_fp8", FieldType::kBool, ""},

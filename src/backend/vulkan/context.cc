@@ -303,7 +303,8 @@ Status Context::reclaim() {
   return {};
 }
 
-Result<VkCommandBuffer> Context::recording() {
+Result<VkCommandBuffer> Context::command_buffer() {
+  if (recorded_ && recorder_.load(std::memory_order_acquire) == std::this_thread::get_id()) return recorded_;
   if (open_) return open_;
   KILN_RETURN_IF_ERROR(reclaim());
   VkCommandBuffer cb;
@@ -344,10 +345,11 @@ std::array<uint32_t, 3> Context::grid(uint64_t groups) const {
 
 Status Context::dispatch_raw(std::string_view shader, const void* push, size_t bytes, std::array<uint32_t, 3> groups,
                              std::array<uint32_t, 4> spec) {
+  KILN_RETURN_IF_ERROR(check_thread("dispatch"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   KILN_ASSIGN_OR_RETURN(VkPipeline p, pipeline(shader, spec));
   if (groups[0] == 0 || groups[1] == 0 || groups[2] == 0) return {};
-  KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, recording());
+  KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, command_buffer());
   barrier(cb);
   vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   std::array<uint8_t, kPushBytes> data{};
@@ -355,14 +357,16 @@ Status Context::dispatch_raw(std::string_view shader, const void* push, size_t b
   vkCmdPushConstants(cb, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(kPushBytes), data.data());
   vkCmdDispatch(cb, groups[0], groups[1], groups[2]);
   ++dispatches_;
+  if (cb == recorded_) return {};
   if (++open_commands_ >= kFlushEvery) KILN_RETURN_IF_ERROR(flush().status());
   return {};
 }
 
 Status Context::copy(const BufferSpan& src, const BufferSpan& dst, size_t bytes) {
   if (bytes == 0) return {};
+  KILN_RETURN_IF_ERROR(check_thread("copy"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, recording());
+  KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, command_buffer());
   barrier(cb);
   VkBufferCopy region{src.offset, dst.offset, bytes};
   vkCmdCopyBuffer(cb, src.buffer, dst.buffer, 1, &region);
@@ -372,10 +376,11 @@ Status Context::copy(const BufferSpan& src, const BufferSpan& dst, size_t bytes)
 
 Status Context::fill_zero(const BufferSpan& dst, size_t bytes) {
   if (bytes == 0) return {};
+  KILN_RETURN_IF_ERROR(check_thread("zero"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   // vkCmdFillBuffer writes whole 4-byte words at 4-byte offsets; other spans copy zeros in.
   if (dst.offset % 4 == 0 && bytes % 4 == 0) {
-    KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, recording());
+    KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, command_buffer());
     barrier(cb);
     vkCmdFillBuffer(cb, dst.buffer, dst.offset, bytes, 0);
     ++open_commands_;
@@ -386,6 +391,7 @@ Status Context::fill_zero(const BufferSpan& dst, size_t bytes) {
 }
 
 Result<uint64_t> Context::flush() {
+  KILN_RETURN_IF_ERROR(check_owner("flush"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (!open_) return next_value_;
   // The host reads what the device wrote once the semaphore says so.
@@ -424,6 +430,7 @@ Status Context::wait(uint64_t value) {
 }
 
 Status Context::synchronize() {
+  KILN_RETURN_IF_ERROR(check_owner("synchronize"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   KILN_ASSIGN_OR_RETURN(uint64_t value, flush());
   KILN_RETURN_IF_ERROR(wait(value));
@@ -432,6 +439,7 @@ Status Context::synchronize() {
 }
 
 Status Context::upload(const void* host, const BufferSpan& dst, size_t bytes) {
+  KILN_RETURN_IF_ERROR(check_owner("copy from the host"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   const auto* src = static_cast<const uint8_t*>(host);
   for (size_t done = 0; done < bytes;) {
@@ -446,6 +454,7 @@ Status Context::upload(const void* host, const BufferSpan& dst, size_t bytes) {
 }
 
 Status Context::download(const BufferSpan& src, void* host, size_t bytes) {
+  KILN_RETURN_IF_ERROR(check_owner("copy to the host"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   auto* out = static_cast<uint8_t*>(host);
   for (size_t done = 0; done < bytes;) {
@@ -457,6 +466,86 @@ Status Context::download(const BufferSpan& src, void* host, size_t bytes) {
     done += n;
   }
   return {};
+}
+
+// Another thread's work while a recording is made would land in the recording (or between its
+// commands): refused. The recording thread's own dispatches, copies and fills are recorded.
+Status Context::check_thread(const char* what) const {
+  const std::thread::id r = recorder_.load(std::memory_order_acquire);
+  if (r != std::thread::id() && r != std::this_thread::get_id())
+    return failed_precondition(std::string("vulkan ") + what + ": another thread is recording a replay");
+  return {};
+}
+
+Status Context::check_owner(const char* what) const {
+  const std::thread::id r = recorder_.load(std::memory_order_acquire);
+  if (r == std::thread::id()) return {};
+  if (r != std::this_thread::get_id())
+    return failed_precondition(std::string("vulkan ") + what + ": another thread is recording a replay");
+  return failed_precondition(std::string("vulkan ") + what + ": not possible inside a recording (it would not replay)");
+}
+
+Status Context::begin_recording() {
+  std::thread::id none;
+  if (!recorder_.compare_exchange_strong(none, std::this_thread::get_id(), std::memory_order_acq_rel))
+    return failed_precondition("vulkan replay: a recording is already being made");
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = pool_;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  Status st = vk_status(vkAllocateCommandBuffers(device_, &ai, &recorded_), "vulkan replay: vkAllocateCommandBuffers");
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT;  // submitted again while in flight
+  if (st.ok()) st = vk_status(vkBeginCommandBuffer(recorded_, &bi), "vulkan replay: vkBeginCommandBuffer");
+  if (!st.ok()) {
+    if (recorded_) vkFreeCommandBuffers(device_, pool_, 1, &recorded_);
+    recorded_ = VK_NULL_HANDLE;
+    recorder_.store(std::thread::id(), std::memory_order_release);
+    return st;
+  }
+  memory_->set_recording(true);
+  return {};
+}
+
+Result<VkCommandBuffer> Context::end_recording(bool keep) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  VkCommandBuffer cb = recorded_;
+  recorded_ = VK_NULL_HANDLE;
+  memory_->set_recording(false);
+  recorder_.store(std::thread::id(), std::memory_order_release);
+  Status st = cb ? vk_status(vkEndCommandBuffer(cb), "vulkan replay: vkEndCommandBuffer") : Status();
+  if (!keep || !st.ok()) {
+    if (cb) vkFreeCommandBuffers(device_, pool_, 1, &cb);
+    if (!st.ok()) return st;
+    return VkCommandBuffer(VK_NULL_HANDLE);
+  }
+  return cb;
+}
+
+Result<uint64_t> Context::submit_recorded(VkCommandBuffer cb) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  KILN_RETURN_IF_ERROR(flush().status());  // the eager work queued before it goes first
+  const uint64_t value = next_value_ + 1;
+  VkTimelineSemaphoreSubmitInfo ts{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
+  ts.signalSemaphoreValueCount = 1;
+  ts.pSignalSemaphoreValues = &value;
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO, &ts};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cb;
+  si.signalSemaphoreCount = 1;
+  si.pSignalSemaphores = &timeline_;
+  KILN_RETURN_IF_ERROR(vk_status(vkQueueSubmit(queue_, 1, &si, VK_NULL_HANDLE), "vulkan replay: vkQueueSubmit"));
+  next_value_ = value;
+  ++submits_;
+  ++replays_;
+  return value;
+}
+
+void Context::free_recorded(VkCommandBuffer cb, uint64_t last_value) {
+  if (last_value) (void)wait(last_value);  // the device may still run it
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  vkFreeCommandBuffers(device_, pool_, 1, &cb);
 }
 
 }  // namespace kiln::vulkan

@@ -10,6 +10,7 @@
 #include <vulkan/vulkan.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "backend/vulkan/memory.h"
@@ -92,10 +94,27 @@ class Context : public std::enable_shared_from_this<Context> {
   uint64_t dispatches() const { return dispatches_; }
   uint64_t submits() const { return submits_; }
 
+  // Recording (replay.cc): between begin_recording and end_recording the calling thread's
+  // dispatches, copies and fills go into a command buffer of their own, which runs nothing until
+  // submitted; allocations come from the pool's recording lists (memory.h). Host transfers and
+  // synchronisation are refused while recording, and every call from another thread too
+  // (check_owner).
+  Status begin_recording();
+  Result<VkCommandBuffer> end_recording(bool keep);  // keep false: discarded (the body failed)
+  bool recording() const { return recorder_.load(std::memory_order_acquire) != std::thread::id(); }
+  // kFailedPrecondition naming `what` where a recording is being made and this call is not the
+  // recording thread's own host transfer (those are refused as well: they cannot be recorded).
+  Status check_owner(const char* what) const;
+  // Submits a recorded command buffer after the work queued so far; the timeline value it signals.
+  Result<uint64_t> submit_recorded(VkCommandBuffer cb);
+  void free_recorded(VkCommandBuffer cb, uint64_t last_value);
+  uint64_t replays() const { return replays_; }
+
  private:
   Context() = default;
   Status init(const DeviceChoice& choice);
-  Result<VkCommandBuffer> recording();  // the open command buffer, begun on first use
+  Result<VkCommandBuffer> command_buffer();  // the recording's, else the open one (begun on first use)
+  Status check_thread(const char* what) const;  // refuses another thread's commands while recording
   void barrier(VkCommandBuffer cb);
   Status reclaim();
   struct Pipeline {
@@ -122,6 +141,9 @@ class Context : public std::enable_shared_from_this<Context> {
   uint64_t next_value_ = 0;  // the last value a submission signals
   std::deque<std::pair<VkCommandBuffer, uint64_t>> in_flight_;
   std::vector<VkCommandBuffer> idle_;
+  VkCommandBuffer recorded_ = VK_NULL_HANDLE;  // the recording being made
+  std::atomic<std::thread::id> recorder_{};
+  uint64_t replays_ = 0;
   HostBlock staging_;
   size_t staging_head_ = 0;  // the staging ring's next free byte (reset when the device is idle)
   uint64_t dispatches_ = 0, submits_ = 0;

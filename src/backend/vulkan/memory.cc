@@ -26,14 +26,14 @@ size_t size_class(size_t bytes) {
 class PoolStorage final : public Storage {
  public:
   PoolStorage(Memory* memory, std::shared_ptr<void> owner, const Memory::Block& chunk, size_t offset,
-              size_t size_class, size_t bytes, bool dedicated)
+              size_t size_class, size_t bytes, bool dedicated, bool recorded)
       : Storage(reinterpret_cast<void*>(static_cast<uintptr_t>(chunk.address + offset)), bytes,
                 Device{DeviceKind::kVulkan, 0}),
         memory_(memory), owner_(std::move(owner)), chunk_(chunk), offset_(offset), class_(size_class),
-        dedicated_(dedicated) {}
+        dedicated_(dedicated), recorded_(recorded) {}
   ~PoolStorage() override {
     if (dedicated_) memory_->release_dedicated(chunk_);
-    else memory_->release(chunk_, offset_, class_);
+    else memory_->release(chunk_, offset_, class_, recorded_);
   }
   BufferSpan span() const { return {chunk_.buffer, offset_}; }
 
@@ -42,7 +42,7 @@ class PoolStorage final : public Storage {
   std::shared_ptr<void> owner_;
   Memory::Block chunk_;
   size_t offset_, class_;
-  bool dedicated_;
+  bool dedicated_, recorded_;
 };
 
 Status vk_status(VkResult r, std::string_view what) {
@@ -141,8 +141,9 @@ Result<std::shared_ptr<Storage>> Memory::allocate(size_t bytes, std::shared_ptr<
   const size_t cls = size_class(std::max<size_t>(bytes, 1));
   std::lock_guard<std::mutex> lock(mu_);
   size_t chunk = 0, offset = 0;
-  auto it = free_.find(cls);
-  if (it != free_.end() && !it->second.empty()) {
+  auto& lists = recording_ ? recorded_free_ : free_;
+  auto it = lists.find(cls);
+  if (it != lists.end() && !it->second.empty()) {
     chunk = it->second.back().chunk;
     offset = it->second.back().offset;
     it->second.pop_back();
@@ -166,15 +167,15 @@ Result<std::shared_ptr<Storage>> Memory::allocate(size_t bytes, std::shared_ptr<
   stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
   Block b = chunks_[chunk];
   // The storage remembers its chunk by index through the free list entry it returns to.
-  auto storage = std::make_shared<PoolStorage>(this, std::move(owner), b, offset, cls, bytes, false);
+  auto storage = std::make_shared<PoolStorage>(this, std::move(owner), b, offset, cls, bytes, false, recording_);
   return std::shared_ptr<Storage>(std::move(storage));
 }
 
-void Memory::release(const Block& chunk, size_t offset, size_t cls) {
+void Memory::release(const Block& chunk, size_t offset, size_t cls, bool recorded) {
   std::lock_guard<std::mutex> lock(mu_);
   size_t index = 0;
   while (index < chunks_.size() && chunks_[index].buffer != chunk.buffer) ++index;
-  free_[cls].push_back({index, offset});
+  (recorded ? recorded_free_ : free_)[cls].push_back({index, offset});
   stats_.in_use_bytes -= cls;
 }
 
@@ -184,7 +185,7 @@ Result<std::shared_ptr<Storage>> Memory::dedicated(size_t bytes, std::shared_ptr
   KILN_ASSIGN_OR_RETURN(Block b, make_block(rounded, device_type_, 0));
   stats_.in_use_bytes += rounded;
   stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
-  return std::shared_ptr<Storage>(std::make_shared<PoolStorage>(this, std::move(owner), b, 0, rounded, bytes, true));
+  return std::shared_ptr<Storage>(std::make_shared<PoolStorage>(this, std::move(owner), b, 0, rounded, bytes, true, false));
 }
 
 void Memory::release_dedicated(Block b) {
@@ -214,6 +215,11 @@ void Memory::free_host(HostBlock& h) {
   stats_.reserved_bytes -= h.bytes;
   destroy_block(b);
   h = HostBlock{};
+}
+
+void Memory::set_recording(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  recording_ = on;
 }
 
 MemoryStats Memory::stats() const {

@@ -4,7 +4,9 @@
 // power of two), blocks kept in per-class free lists when released and handed out again, carved
 // from 64 MiB chunks (larger ones get their own allocation, kept as well), so that a steady state
 // (the decode loop) asks the driver for nothing. The weights get one allocation of their own
-// (`dedicated`), freed when the model goes. Release needs no event: the one queue runs every
+// (`dedicated`), freed when the model goes. While a recording is made (replay), blocks come from
+// free lists of their own, which eager work never takes from, so a recording's temporaries never
+// alias memory that eager work uses between its replays. Release needs no event: the one queue runs every
 // command after a barrier, so later work that reuses a block is ordered after earlier work.
 #pragma once
 
@@ -62,6 +64,9 @@ class Memory {
   Result<HostBlock> host_block(size_t bytes);
   void free_host(HostBlock& b);
 
+  // Whether allocations are a recording's (Context::begin_recording / end_recording).
+  void set_recording(bool on);
+
   MemoryStats stats() const;
   bool unified() const { return unified_; }
   uint64_t device_local_bytes() const { return device_local_bytes_; }
@@ -76,7 +81,7 @@ class Memory {
   friend class PoolStorage;
   Result<Block> make_block(size_t bytes, uint32_t type, VkBufferUsageFlags extra_usage);
   void destroy_block(Block& b);
-  void release(const Block& chunk, size_t offset, size_t size_class);  // back to its free list
+  void release(const Block& chunk, size_t offset, size_t size_class, bool recorded);  // back to its free list
   void release_dedicated(Block b);
 
   VkPhysicalDevice physical_;
@@ -94,7 +99,8 @@ class Memory {
     size_t chunk;  // index in chunks_
     size_t offset;
   };
-  std::map<size_t, std::vector<Free>> free_;  // by size class
+  std::map<size_t, std::vector<Free>> free_, recorded_free_;  // by size class: eager work's, recordings'
+  bool recording_ = false;
   MemoryStats stats_;
 };
 

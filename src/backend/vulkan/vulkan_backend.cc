@@ -24,9 +24,10 @@ BackendCapabilities vulkan_capabilities(const vulkan::DeviceInfo& info) {
   c.gdn.state_dtype = DType::kF32;
   c.streaming_prefill = {true, 8192, 4096};
   c.decode.batched = true;
-  c.decode_execution.mode = "eager";
+  c.decode_execution.mode = "graph_replay";
   c.training.supported = false;
-  c.replay.captured = "none: every step runs eagerly";
+  c.replay.graphs = true;
+  c.replay.captured = "the engine's decode step per batch bucket: one command buffer recorded, submitted again";
   c.fallback = {FallbackMode::kStrict, FallbackMode::kNativeRequired, FallbackMode::kNativeRequired};
   return c;
 }
@@ -35,7 +36,7 @@ class VulkanBackend final : public Backend {
  public:
   explicit VulkanBackend(std::shared_ptr<vulkan::Context> ctx)
       : ctx_(ctx), caps_(vulkan_capabilities(ctx->info())), storage_(ctx), linear_(ctx), norm_(ctx),
-        attention_(ctx), conv_(ctx), gdn_(ctx), elementwise_(ctx), sampling_(ctx),
+        attention_(ctx), conv_(ctx), gdn_(ctx), elementwise_(ctx), sampling_(ctx), replay_(ctx),
         training_("the vulkan backend does not train"), optimizer_("the vulkan backend does not train") {
     id_.name = "vulkan";
     id_.device_name = ctx->info().name + " (" + ctx->info().type_name() + ", " + ctx->info().driver + ")";
@@ -55,6 +56,7 @@ class VulkanBackend final : public Backend {
   SamplingFacet& sampling() override { return sampling_; }
   TrainingFacet& training() override { return training_; }
   OptimizerFacet& optimizer() override { return optimizer_; }
+  ReplayFacet& replay() override { return replay_; }
   MemoryUsage memory_usage() const override {
     MemoryUsage m;
     m.what = "device memory this process holds from the Vulkan driver (pool chunks, weights, staging)";
@@ -76,6 +78,7 @@ class VulkanBackend final : public Backend {
   vulkan::Gdn gdn_;
   vulkan::Elementwise elementwise_;
   vulkan::Sampling sampling_;
+  vulkan::Replay replay_;
   DecliningTraining training_;
   DecliningOptimizer optimizer_;
 };
@@ -94,6 +97,7 @@ Result<VulkanStats> vulkan_backend_stats(Backend& backend) {
   s.memory = vk->context().memory().stats();
   s.dispatches = vk->context().dispatches();
   s.submits = vk->context().submits();
+  s.replays = vk->context().replays();
   return s;
 }
 

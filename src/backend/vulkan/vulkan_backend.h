@@ -13,10 +13,10 @@ namespace kiln {
 Result<std::unique_ptr<Backend>> make_vulkan_backend(const vulkan::DeviceChoice& choice);
 
 // Counters beside the Backend interface (tests, bench): driver allocations and pool bytes,
-// dispatches and submissions so far. An error for a backend that is not Vulkan's.
+// dispatches, submissions and replays so far. An error for a backend that is not Vulkan's.
 struct VulkanStats {
   vulkan::MemoryStats memory;
-  uint64_t dispatches = 0, submits = 0;
+  uint64_t dispatches = 0, submits = 0, replays = 0;  // replays: recorded command buffers submitted
 };
 Result<VulkanStats> vulkan_backend_stats(Backend& backend);
 

@@ -9,6 +9,7 @@
 
 #include "backend/arg_checks.h"
 #include "backend/facets.h"
+#include "backend/replay.h"
 #include "backend/vulkan/context.h"
 
 namespace kiln::vulkan {
@@ -98,6 +99,18 @@ class Sampling final : public SamplingFacet {
  public:
   explicit Sampling(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
   KILN_SAMPLING_OVERRIDES
+
+ private:
+  std::shared_ptr<Context> ctx_;
+};
+
+// Recording and replaying facet calls: command buffers recorded once, submitted again (replay.cc).
+class Replay final : public ReplayFacet {
+ public:
+  explicit Replay(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  bool available() const override { return true; }
+  Result<std::unique_ptr<Recording>> record(const std::function<Status()>& body) override;
+  Status replay(const Recording& r) override;
 
  private:
   std::shared_ptr<Context> ctx_;
