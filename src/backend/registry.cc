@@ -1,5 +1,7 @@
 #include "backend/registry.h"
 
+#include <cstdlib>
+
 #include "backend/cpu/cpu_backend.h"
 #ifdef KILN_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -9,6 +11,13 @@
 #endif
 
 namespace kiln {
+
+BackendOptions BackendOptions::from_env() {
+  BackendOptions o;
+  if (const char* d = std::getenv("KILN_VULKAN_DEVICE")) o.vulkan_device = d;
+  if (const char* v = std::getenv("KILN_VULKAN_VALIDATION")) o.vulkan_validation = std::string(v) == "1" || std::string(v) == "true";
+  return o;
+}
 
 const std::vector<BackendEntry>& backend_registry() {
   static const std::vector<BackendEntry> entries = {
@@ -29,13 +38,13 @@ const std::vector<BackendEntry>& backend_registry() {
   return entries;
 }
 
-Result<std::unique_ptr<Backend>> create_backend(std::string_view name) {
+Result<std::unique_ptr<Backend>> create_backend(std::string_view name, const BackendOptions& options) {
   if (name == "cpu") return make_cpu_backend();
 #ifdef KILN_HAVE_CUDA
   if (name == "cuda") return make_cuda_backend();  // an error naming the cause where there is no device
 #endif
 #ifdef KILN_HAVE_VULKAN
-  if (name == "vulkan") return make_vulkan_backend(vulkan::device_choice_from_env());
+  if (name == "vulkan") return make_vulkan_backend({options.vulkan_device, options.vulkan_validation});
 #endif
   for (const auto& e : backend_registry())
     if (e.name == name) return unsupported("backend '" + std::string(name) + "' is not built: " + e.build_flags);

@@ -17,7 +17,17 @@ struct BackendEntry {
   std::string build_flags;  // how it was compiled, or why it was not
 };
 
+// What picks a backend's device, where it has a choice: the configuration's `vulkan` section
+// (kiln serve), else the environment's KILN_VULKAN_DEVICE and KILN_VULKAN_VALIDATION (the
+// configuration's own variables for them).
+struct BackendOptions {
+  std::string vulkan_device;  // "": the first discrete GPU, else integrated, else any; a number or a name substring
+  bool vulkan_validation = false;
+  static BackendOptions from_env();
+};
+
 const std::vector<BackendEntry>& backend_registry();
-Result<std::unique_ptr<Backend>> create_backend(std::string_view name);
+Result<std::unique_ptr<Backend>> create_backend(std::string_view name,
+                                                const BackendOptions& options = BackendOptions::from_env());
 
 }  // namespace kiln

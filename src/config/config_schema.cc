@@ -97,7 +97,7 @@ std::vector<ConfigField> build_schema() {
       KILN_CONFIG_FIELD(model, tokenizer_path, "Folder holding tokenizer.json; empty: the model directory"),
       KILN_CONFIG_FIELD(model, backend,
                         "Compute backend; auto: cuda when a device this build has code for is present, else cpu; "
-                        "vulkan: the first Vulkan GPU (KILN_VULKAN_DEVICE picks another)",
+                        "vulkan: the first Vulkan GPU (vulkan.device picks another)",
                         one_of({"auto", "cpu", "cuda", "vulkan"})),
       KILN_CONFIG_FIELD(model, max_context, "Longest sequence in tokens; 0: the model's max_position_embeddings, capped by the K/V pool",
                         at_least(0)),
@@ -143,6 +143,10 @@ std::vector<ConfigField> build_schema() {
       KILN_CONFIG_FIELD(logging, request_log_redact,
                         "Request-log rows keep no message, prompt, completion or log-probability text (each becomes "
                         "\"[redacted: N bytes]\"); routes, status, timing, adapters and usage stay"),
+      KILN_CONFIG_FIELD(vulkan, device,
+                        "Vulkan device of --backend vulkan: an index in the loader's order or a substring of its "
+                        "name; empty: the first discrete GPU, else an integrated one, else any (lavapipe, warned)"),
+      KILN_CONFIG_FIELD(vulkan, validation, "Load the Khronos validation layer (debugging; refused where not installed)"),
   };
 }
 

@@ -79,6 +79,11 @@ struct LoggingSection {
   bool request_log_redact = false;  // rows keep no message, prompt or completion text
 };
 
+struct VulkanSection {
+  std::string device;       // "": the first discrete GPU, else integrated, else any; an index or a name substring
+  bool validation = false;  // the Khronos validation layer (debugging)
+};
+
 struct KilnConfig {
   ServerSection server;
   ModelSection model;
@@ -87,6 +92,7 @@ struct KilnConfig {
   PrefixCacheSection prefix_cache;
   TrainingSection training;
   LoggingSection logging;
+  VulkanSection vulkan;
 };
 
 }  // namespace kiln

@@ -36,9 +36,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Result<std::unique_ptr<Backend>> open_backend(const std::string& name) {
+Result<std::unique_ptr<Backend>> open_backend(const std::string& name, const VulkanSection& vulkan) {
   if (name != "auto") {
-    auto b = create_backend(name);
+    auto b = create_backend(name, BackendOptions{vulkan.device, vulkan.validation});
     if (b.ok() && !b.value()->identity().warning.empty())
       std::fprintf(stderr, "kiln: backend %s: %s\n", name.c_str(), b.value()->identity().warning.c_str());
     return b;
@@ -152,7 +152,7 @@ class Stack final : public ServingStack {
       std::fprintf(stderr, "kiln: %s/adapters is not read: adapters live in %s (set model.adapter_dir to use the other)\n",
                    dir.c_str(), ctx_.adapter_dir.c_str());
     if (!backend_) {
-      KILN_ASSIGN_OR_RETURN(backend_, open_backend(cfg.model.backend));
+      KILN_ASSIGN_OR_RETURN(backend_, open_backend(cfg.model.backend, cfg.vulkan));
     }
     ctx_.backend = backend_->identity().name;
     ctx_.gates = RouteGates::from_report(capability_report_, ctx_.backend);

@@ -52,7 +52,7 @@ TEST_F(ConfigLoader, DefaultsWhenNothingIsGiven) {
   ResolvedConfig r = loaded();
   EXPECT_EQ(r.config.server.port, 8420);
   EXPECT_EQ(r.file, "");
-  EXPECT_EQ(r.origins.size(), 48u);
+  EXPECT_EQ(r.origins.size(), 50u);
   for (const auto& [name, origin] : r.origins) {
     EXPECT_EQ(origin.source, ConfigSource::kDefault) << name;
     EXPECT_EQ(origin.where, "") << name;
@@ -182,7 +182,7 @@ TEST_F(ConfigLoader, UnknownSectionAndTopLevelKeys) {
   in_.config_path = path;
   const std::string e = error();
   EXPECT_CONTAINS(e, path + ":1:1: unknown key port at the top level");
-  EXPECT_CONTAINS(e, path + ":2:2: unknown section [servr] (sections: server, model, memory, batching, prefix_cache, training, logging)");
+  EXPECT_CONTAINS(e, path + ":2:2: unknown section [servr] (sections: server, model, memory, batching, prefix_cache, training, logging, vulkan)");
   EXPECT_CONTAINS(e, path + ":4:9: unknown key server.tls");
 }
 

@@ -37,7 +37,7 @@ TEST(ConfigRender, JsonHasEverySectionAndFieldWithValueAndSource) {
       EXPECT_EQ(entry.size(), 2u) << entry.dump();
     }
   }
-  EXPECT_EQ(j.size(), 7u);
+  EXPECT_EQ(j.size(), 8u);
   EXPECT_EQ(fields, config_schema().size());
 }
 

@@ -29,12 +29,13 @@ TEST(ConfigSchema, ListsEveryFieldOfKilnConfigInOrder) {
       "training.checkpoint_keep", "training.trace_memory_fraction", "training.reserve_sequences",
       "training.reserve_sequence_tokens", "training.reserve_lora_rank", "training.data_dir", "training.max_dataset_bytes", "training.max_job_tokens",
       "training.max_job_seconds", "logging.level", "logging.request_log", "logging.request_log_dir",
-      "logging.request_log_max_bytes", "logging.request_log_redact"};
+      "logging.request_log_max_bytes", "logging.request_log_redact", "vulkan.device", "vulkan.validation"};
   std::vector<std::string> names;
   for (const ConfigField& f : config_schema()) names.push_back(f.name());
   EXPECT_EQ(names, expected);
   EXPECT_EQ(config_sections(),
-            (std::vector<std::string_view>{"server", "model", "memory", "batching", "prefix_cache", "training", "logging"}));
+            (std::vector<std::string_view>{"server", "model", "memory", "batching", "prefix_cache", "training", "logging",
+                                            "vulkan"}));
   for (const ConfigField& f : config_schema()) EXPECT_FALSE(f.help.empty()) << f.name();
 }
 

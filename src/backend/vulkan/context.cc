@@ -81,13 +81,6 @@ std::string missing_features(VkPhysicalDevice d) {
 
 std::string DeviceInfo::type_name() const { return type_name_of(type); }
 
-DeviceChoice device_choice_from_env() {
-  DeviceChoice c;
-  if (const char* s = std::getenv("KILN_VULKAN_DEVICE")) c.selector = s;
-  if (const char* v = std::getenv("KILN_VULKAN_VALIDATION")) c.validation = std::string(v) == "1";
-  return c;
-}
-
 Result<std::shared_ptr<Context>> Context::create(const DeviceChoice& choice) {
   std::shared_ptr<Context> ctx(new Context());
   KILN_RETURN_IF_ERROR(ctx->init(choice));
@@ -121,7 +114,7 @@ Status Context::init(const DeviceChoice& choice) {
     vkEnumerateInstanceLayerProperties(&n, layers.data());
     bool found = false;
     for (const auto& l : layers) found |= std::strcmp(l.layerName, layer) == 0;
-    if (!found) return not_found("KILN_VULKAN_VALIDATION=1: the layer " + std::string(layer) + " is not installed");
+    if (!found) return not_found("vulkan.validation: the layer " + std::string(layer) + " is not installed");
     ici.enabledLayerCount = 1;
     ici.ppEnabledLayerNames = &layer;
   }
@@ -152,7 +145,7 @@ Status Context::init(const DeviceChoice& choice) {
     for (size_t i = 0; i < devices.size() && chosen < 0; ++i)
       if (numeric ? std::to_string(i) == sel : lower(names[i]).find(lower(sel)) != std::string::npos)
         chosen = static_cast<int>(i);
-    if (chosen < 0) return not_found("vulkan device '" + sel + "' matches none of " + listing());
+    if (chosen < 0) return not_found("vulkan.device '" + sel + "' matches none of " + listing());
     const std::string missing = missing_features(devices[chosen]);
     if (!missing.empty())
       return unsupported("vulkan device " + names[chosen] + " lacks what the shaders need: " + missing);

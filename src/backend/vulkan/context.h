@@ -28,12 +28,11 @@ namespace kiln::vulkan {
 
 // Which device to use: "" picks the first discrete GPU, else an integrated one, else any other
 // (lavapipe, the CPU driver, with a warning); a number is an index in the loader's order; any
-// other text is a case-insensitive substring of the device's name. KILN_VULKAN_DEVICE sets it.
+// other text is a case-insensitive substring of the device's name (vulkan.device).
 struct DeviceChoice {
   std::string selector;
-  bool validation = false;  // the Khronos validation layer, where installed (KILN_VULKAN_VALIDATION=1)
+  bool validation = false;  // the Khronos validation layer, where installed (vulkan.validation)
 };
-DeviceChoice device_choice_from_env();
 
 // What the chosen device reports; every kernel choice reads these, never the device's name.
 struct DeviceInfo {

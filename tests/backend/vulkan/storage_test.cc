@@ -81,5 +81,18 @@ TEST(VulkanStorage, IdentityNamesTheDevice) {
   EXPECT_FALSE(be->capabilities().training.supported);
 }
 
+// vulkan.device names a device by index or name substring; one that matches none is refused
+// naming it and the devices there are.
+TEST(VulkanDevice, AChoiceThatMatchesNoneNamesItAndTheDevices) {
+  KILN_VULKAN_OR_SKIP(be);
+  auto by_index = create_backend("vulkan", BackendOptions{"0", false});
+  ASSERT_TRUE(by_index.ok()) << by_index.status().to_string();
+  auto none = create_backend("vulkan", BackendOptions{"no-such-gpu", false});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), ErrorCode::kNotFound);
+  EXPECT_NE(none.status().message().find("vulkan.device 'no-such-gpu'"), std::string::npos) << none.status().to_string();
+  EXPECT_NE(none.status().message().find("0: "), std::string::npos) << none.status().to_string();
+}
+
 }  // namespace
 }  // namespace kiln
