@@ -17,6 +17,28 @@ const char* device_name(DeviceKind d) {
 }
 }  // namespace
 
+Status check_transfer(const Tensor& host, const Tensor& dev, DeviceKind device, const char* what) {
+  if (!host.defined() || !dev.defined()) return invalid_argument(std::string(what) + ": a tensor is missing");
+  if (host.device().kind != DeviceKind::kHost)
+    return invalid_argument(std::string(what) + ": " + host.describe() + " is not a host tensor");
+  if (dev.device().kind != device)
+    return invalid_argument(std::string(what) + ": " + dev.describe() + " is not a " + device_name(device) + " tensor");
+  if (!host.is_contiguous() || !dev.is_contiguous())
+    return invalid_argument(std::string(what) + ": both tensors must be contiguous");
+  if (host.nbytes() != dev.nbytes() || host.dtype() != dev.dtype())
+    return invalid_argument(std::string(what) + ": " + host.describe() + " does not match " + dev.describe());
+  return {};
+}
+
+Status check_device_copy(const Tensor& s, const Tensor& d, DeviceKind device) {
+  if (!s.defined() || !d.defined() || s.device().kind != device || d.device().kind != device)
+    return invalid_argument(std::string("copy: both tensors must be ") + device_name(device) + " tensors");
+  if (!s.is_contiguous() || !d.is_contiguous()) return invalid_argument("copy: both tensors must be contiguous");
+  if (s.nbytes() != d.nbytes() || s.dtype() != d.dtype())
+    return invalid_argument("copy: " + s.describe() + " does not match " + d.describe());
+  return {};
+}
+
 Status check_tensor(const Tensor& t, const char* name, int rank, DType dtype, DeviceKind device, const std::string& req) {
   if (!t.defined()) return invalid_argument(req + ": tensor '" + name + "' is missing");
   if (t.device().kind != device)

@@ -13,6 +13,11 @@ namespace kiln {
 Status check_tensor(const Tensor& t, const char* name, int rank, DType dtype, DeviceKind device,
                     const std::string& request);
 Status check_dim(const Tensor& t, const char* name, int dim, int64_t expected, const std::string& request);
+// A storage transfer's pair: `host` on the host, `dev` on `device`, both contiguous, the same
+// dtype and size; the error names `what` and both tensors.
+Status check_transfer(const Tensor& host, const Tensor& dev, DeviceKind device, const char* what);
+// A device-to-device copy's pair: both on `device`, contiguous, the same dtype and size.
+Status check_device_copy(const Tensor& src, const Tensor& dst, DeviceKind device);
 // The error a method returns for a request its own predicate declines.
 Status declined(std::string_view backend, const std::string& request, const std::string& why);
 

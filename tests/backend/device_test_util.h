@@ -77,4 +77,19 @@ inline Tensor host_i32(const std::vector<int32_t>& v) {
   return Tensor::from_values(v, {static_cast<int64_t>(v.size())});
 }
 
+// A host buffer and its device twin, viewed alike: a case's inputs as views of one buffer (q, k
+// and v of one projection), on the host for the reference and on the device for the backend.
+struct DevicePair {
+  Tensor host_base, dev_base, host, dev;
+  DevicePair() = default;
+  DevicePair(Backend& be, Tensor base) : host_base(base), dev_base(to_device(be, base)), host(base), dev(dev_base) {}
+  DevicePair view(const Tensor& host_view) const {
+    DevicePair p = *this;
+    p.host = host_view;
+    p.dev = same_view(dev_base, host_view, host_base);
+    return p;
+  }
+  Tensor dev_result(Backend& be) const { return to_host(be, dev_base); }
+};
+
 }  // namespace kiln::testing

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/arg_checks.h"
 #include "backend/cuda/cuda_facets.h"
 
 namespace kiln::cuda {
@@ -9,19 +10,6 @@ namespace kiln::cuda {
 namespace {
 
 constexpr size_t kStagedBytes = size_t{64} << 10;
-
-Status check_pair(const Tensor& host, const Tensor& dev, const char* what) {
-  if (!host.defined() || !dev.defined()) return invalid_argument(std::string(what) + ": a tensor is missing");
-  if (host.device().kind != DeviceKind::kHost)
-    return invalid_argument(std::string(what) + ": " + host.describe() + " is not a host tensor");
-  if (dev.device().kind != DeviceKind::kCuda)
-    return invalid_argument(std::string(what) + ": " + dev.describe() + " is not a cuda tensor");
-  if (!host.is_contiguous() || !dev.is_contiguous())
-    return invalid_argument(std::string(what) + ": both tensors must be contiguous");
-  if (host.nbytes() != dev.nbytes() || host.dtype() != dev.dtype())
-    return invalid_argument(std::string(what) + ": " + host.describe() + " does not match " + dev.describe());
-  return {};
-}
 
 }  // namespace
 
@@ -54,14 +42,14 @@ Result<std::shared_ptr<kiln::Storage>> Storage::weight_arena(size_t bytes) {
 }
 
 Status Storage::copy_from_host(const Tensor& s, const Tensor& d) {
-  KILN_RETURN_IF_ERROR(check_pair(s, d, "copy_from_host"));
+  KILN_RETURN_IF_ERROR(check_transfer(s, d, DeviceKind::kCuda, "copy_from_host"));
   KILN_RETURN_IF_ERROR(ctx_->check_owner("copy_from_host"));
   return cuda_status(cudaMemcpyAsync(d.raw(), s.raw(), s.nbytes(), cudaMemcpyHostToDevice, ctx_->stream),
                      "copy_from_host " + s.describe());
 }
 
 Status Storage::copy_to_host(const Tensor& s, const Tensor& d) {
-  KILN_RETURN_IF_ERROR(check_pair(d, s, "copy_to_host"));
+  KILN_RETURN_IF_ERROR(check_transfer(d, s, DeviceKind::kCuda, "copy_to_host"));
   KILN_RETURN_IF_ERROR(ctx_->check_owner("copy_to_host"));
   ProfileScope prof(ctx_->profiler.get(), [] { return std::string("storage copy_to_host (synchronises)"); });
   ctx_->bytes_to_host.fetch_add(s.nbytes(), std::memory_order_relaxed);
@@ -80,11 +68,7 @@ Status Storage::copy_to_host(const Tensor& s, const Tensor& d) {
 }
 
 Status Storage::copy(const Tensor& s, const Tensor& d) {
-  if (!s.defined() || !d.defined() || s.device().kind != DeviceKind::kCuda || d.device().kind != DeviceKind::kCuda)
-    return invalid_argument("copy: both tensors must be cuda tensors");
-  if (!s.is_contiguous() || !d.is_contiguous()) return invalid_argument("copy: both tensors must be contiguous");
-  if (s.nbytes() != d.nbytes() || s.dtype() != d.dtype())
-    return invalid_argument("copy: " + s.describe() + " does not match " + d.describe());
+  KILN_RETURN_IF_ERROR(check_device_copy(s, d, DeviceKind::kCuda));
   KILN_RETURN_IF_ERROR(ctx_->check_owner("copy"));
   return cuda_status(cudaMemcpyAsync(d.raw(), s.raw(), s.nbytes(), cudaMemcpyDeviceToDevice, ctx_->stream),
                      "copy " + s.describe());

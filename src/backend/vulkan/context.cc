@@ -394,20 +394,26 @@ Result<uint64_t> Context::flush() {
   vkCmdPipelineBarrier(open_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                        VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
   KILN_RETURN_IF_ERROR(vk_status(vkEndCommandBuffer(open_), "vkEndCommandBuffer"));
+  KILN_ASSIGN_OR_RETURN(const uint64_t value, submit(open_));
+  in_flight_.emplace_back(open_, value);
+  open_ = VK_NULL_HANDLE;
+  open_commands_ = 0;
+  return value;
+}
+
+// One command buffer on the queue, signalling the timeline's next value when it completes.
+Result<uint64_t> Context::submit(VkCommandBuffer cb) {
   const uint64_t value = next_value_ + 1;
   VkTimelineSemaphoreSubmitInfo ts{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
   ts.signalSemaphoreValueCount = 1;
   ts.pSignalSemaphoreValues = &value;
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO, &ts};
   si.commandBufferCount = 1;
-  si.pCommandBuffers = &open_;
+  si.pCommandBuffers = &cb;
   si.signalSemaphoreCount = 1;
   si.pSignalSemaphores = &timeline_;
   KILN_RETURN_IF_ERROR(vk_status(vkQueueSubmit(queue_, 1, &si, VK_NULL_HANDLE), "vkQueueSubmit"));
   next_value_ = value;
-  in_flight_.emplace_back(open_, value);
-  open_ = VK_NULL_HANDLE;
-  open_commands_ = 0;
   ++submits_;
   return value;
 }
@@ -519,18 +525,7 @@ Result<VkCommandBuffer> Context::end_recording(bool keep) {
 Result<uint64_t> Context::submit_recorded(VkCommandBuffer cb) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   KILN_RETURN_IF_ERROR(flush().status());  // the eager work queued before it goes first
-  const uint64_t value = next_value_ + 1;
-  VkTimelineSemaphoreSubmitInfo ts{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
-  ts.signalSemaphoreValueCount = 1;
-  ts.pSignalSemaphoreValues = &value;
-  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO, &ts};
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cb;
-  si.signalSemaphoreCount = 1;
-  si.pSignalSemaphores = &timeline_;
-  KILN_RETURN_IF_ERROR(vk_status(vkQueueSubmit(queue_, 1, &si, VK_NULL_HANDLE), "vulkan replay: vkQueueSubmit"));
-  next_value_ = value;
-  ++submits_;
+  KILN_ASSIGN_OR_RETURN(const uint64_t value, submit(cb));
   ++replays_;
   return value;
 }

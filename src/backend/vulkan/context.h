@@ -114,6 +114,7 @@ class Context : public std::enable_shared_from_this<Context> {
   Status init(const DeviceChoice& choice);
   Result<VkCommandBuffer> command_buffer();  // the recording's, else the open one (begun on first use)
   Status check_thread(const char* what) const;  // refuses another thread's commands while recording
+  Result<uint64_t> submit(VkCommandBuffer cb);
   void barrier(VkCommandBuffer cb);
   Status reclaim();
   struct Pipeline {

@@ -1,25 +1,9 @@
 // Device memory (from the context's pool) and host transfers through its staging ring, ordered
 // on the queue.
+#include "backend/arg_checks.h"
 #include "backend/vulkan/vulkan_facets.h"
 
 namespace kiln::vulkan {
-
-namespace {
-
-Status check_pair(const Tensor& host, const Tensor& dev, const char* what) {
-  if (!host.defined() || !dev.defined()) return invalid_argument(std::string(what) + ": a tensor is missing");
-  if (host.device().kind != DeviceKind::kHost)
-    return invalid_argument(std::string(what) + ": " + host.describe() + " is not a host tensor");
-  if (dev.device().kind != DeviceKind::kVulkan)
-    return invalid_argument(std::string(what) + ": " + dev.describe() + " is not a vulkan tensor");
-  if (!host.is_contiguous() || !dev.is_contiguous())
-    return invalid_argument(std::string(what) + ": both tensors must be contiguous");
-  if (host.nbytes() != dev.nbytes() || host.dtype() != dev.dtype())
-    return invalid_argument(std::string(what) + ": " + host.describe() + " does not match " + dev.describe());
-  return {};
-}
-
-}  // namespace
 
 Result<Tensor> Storage::empty(Shape shape, DType dtype) {
   const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
@@ -51,21 +35,17 @@ Result<std::shared_ptr<kiln::Storage>> Storage::weight_arena(size_t bytes) {
 }
 
 Status Storage::copy_from_host(const Tensor& s, const Tensor& d) {
-  KILN_RETURN_IF_ERROR(check_pair(s, d, "copy_from_host"));
+  KILN_RETURN_IF_ERROR(check_transfer(s, d, DeviceKind::kVulkan, "copy_from_host"));
   return ctx_->upload(s.raw(), locate(d), s.nbytes());
 }
 
 Status Storage::copy_to_host(const Tensor& s, const Tensor& d) {
-  KILN_RETURN_IF_ERROR(check_pair(d, s, "copy_to_host"));
+  KILN_RETURN_IF_ERROR(check_transfer(d, s, DeviceKind::kVulkan, "copy_to_host"));
   return ctx_->download(locate(s), d.raw(), s.nbytes());
 }
 
 Status Storage::copy(const Tensor& s, const Tensor& d) {
-  if (!s.defined() || !d.defined() || s.device().kind != DeviceKind::kVulkan || d.device().kind != DeviceKind::kVulkan)
-    return invalid_argument("copy: both tensors must be vulkan tensors");
-  if (!s.is_contiguous() || !d.is_contiguous()) return invalid_argument("copy: both tensors must be contiguous");
-  if (s.nbytes() != d.nbytes() || s.dtype() != d.dtype())
-    return invalid_argument("copy: " + s.describe() + " does not match " + d.describe());
+  KILN_RETURN_IF_ERROR(check_device_copy(s, d, DeviceKind::kVulkan));
   return ctx_->copy(locate(s), locate(d), s.nbytes());
 }
 

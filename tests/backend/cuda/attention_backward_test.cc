@@ -31,6 +31,7 @@
 namespace kiln {
 namespace {
 
+using Pair = testing::DevicePair;
 using testing::random_tensor;
 using testing::rel_error;
 using testing::same_view;
@@ -47,19 +48,6 @@ constexpr double kFlashTol = 1e-2;
 enum class Products { kF32, kTf32, kFlash };
 
 std::unique_ptr<Backend> cpu() { return std::move(create_backend("cpu").value()); }
-
-// A host buffer and its device twin, viewed alike.
-struct Pair {
-  Tensor host_base, dev_base, host, dev;
-  Pair() = default;
-  Pair(Backend& be, Tensor base) : host_base(base), dev_base(to_device(be, base)), host(base), dev(dev_base) {}
-  Pair view(const Tensor& host_view) const {
-    Pair p = *this;
-    p.host = host_view;
-    p.dev = same_view(dev_base, host_view, host_base);
-    return p;
-  }
-};
 
 // A contiguous copy of a strided host [T, H, D] view.
 Tensor packed(const Tensor& v) {

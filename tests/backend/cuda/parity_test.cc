@@ -23,6 +23,7 @@
 namespace kiln {
 namespace {
 
+using Pair = testing::DevicePair;
 using testing::host_i32;
 using testing::random_tensor;
 using testing::rel_error;
@@ -53,20 +54,6 @@ class TuningScope {
 
  private:
   cuda::Tuning saved_;
-};
-
-// A host buffer and its device twin, viewed alike.
-struct Pair {
-  Tensor host_base, dev_base, host, dev;
-  Pair() = default;
-  Pair(Backend& be, Tensor base) : host_base(base), dev_base(to_device(be, base)), host(base), dev(dev_base) {}
-  Pair view(const Tensor& host_view) const {
-    Pair p = *this;
-    p.host = host_view;
-    p.dev = same_view(dev_base, host_view, host_base);
-    return p;
-  }
-  Tensor dev_result(Backend& be) const { return to_host(be, dev_base); }
 };
 
 // ---------------------------------------------------------------- matmul

@@ -15,6 +15,7 @@
 namespace kiln {
 namespace {
 
+using Pair = testing::DevicePair;
 using testing::host_i32;
 using testing::random_tensor;
 using testing::rel_error;
@@ -25,20 +26,6 @@ using testing::to_host;
 constexpr double kF32Tol = 2e-5;
 
 std::unique_ptr<Backend> cpu() { return std::move(create_backend("cpu").value()); }
-
-// A host buffer and its device twin, viewed alike.
-struct Pair {
-  Tensor host_base, dev_base, host, dev;
-  Pair() = default;
-  Pair(Backend& be, Tensor base) : host_base(base), dev_base(to_device(be, base)), host(base), dev(dev_base) {}
-  Pair view(const Tensor& host_view) const {
-    Pair p = *this;
-    p.host = host_view;
-    p.dev = same_view(dev_base, host_view, host_base);
-    return p;
-  }
-  Tensor dev_result(Backend& be) const { return to_host(be, dev_base); }
-};
 
 // ---------------------------------------------------------------- rope
 

@@ -15,6 +15,7 @@
 namespace kiln {
 namespace {
 
+using Pair = testing::DevicePair;
 using testing::random_tensor;
 using testing::rel_error;
 using testing::same_view;
@@ -25,20 +26,6 @@ constexpr double kF32Tol = 2e-5;
 constexpr double kChunkedTol = 1e-4;
 
 std::unique_ptr<Backend> cpu() { return std::move(create_backend("cpu").value()); }
-
-// A host tensor and its device twin, viewed alike.
-struct Pair {
-  Tensor host_base, dev_base, host, dev;
-  Pair() = default;
-  Pair(Backend& be, Tensor base) : host_base(base), dev_base(to_device(be, base)), host(base), dev(dev_base) {}
-  Pair view(const Tensor& host_view) const {
-    Pair p = *this;
-    p.host = host_view;
-    p.dev = same_view(dev_base, host_view, host_base);
-    return p;
-  }
-  Tensor dev_result(Backend& be) const { return to_host(be, dev_base); }
-};
 
 // Rows of `n` new tokens each, continuing sequences of `past`; row i's state is in slot R-1-i, and
 // slot R is in no row (it must come back unchanged).

@@ -7,6 +7,7 @@
 
 #include "backend/fallback.h"
 #include "backend/vulkan/vulkan_test_util.h"
+#include "model/backend_model_checks.h"
 #include "model/init.h"
 #include "model/qwen35.h"
 #include "model/tiny_checkpoint.h"
@@ -17,7 +18,7 @@ namespace {
 constexpr double kRefTol = 1e-3;
 const char* kConfigs[] = {"gqa_untied", "tied_dk_ne_dv", "nested_mha"};
 
-std::string fixture_dir(const char* name) { return std::string(KILN_FIXTURES_DIR) + "/reference/" + name; }
+using testing::fixture_dir;
 
 std::unique_ptr<Qwen35Model> load(const std::string& dir, Backend& be) {
   auto m = Qwen35Model::load(dir, be);
@@ -71,75 +72,19 @@ TEST(VulkanModel, PrefillAndDecodeMatchTransformers) {
   RecordProperty("max_abs_error_decode", std::to_string(worst_decode));
 }
 
-// 64 greedy steps from a 7-token prompt (71 tokens: across a 64-token K/V block boundary), the
-// argmax on each backend's own device.
+// 64 greedy steps from a 7-token prompt, the argmax on each backend's own device.
 TEST(VulkanModel, GreedyTokensEqualTheCpuBackend) {
   KILN_VULKAN_OR_SKIP(be);
   auto cpu = std::move(create_backend("cpu").value());
   for (const char* name : kConfigs) {
     SCOPED_TRACE(name);
-    std::vector<int32_t> tokens[2];
-    Backend* backends[2] = {cpu.get(), be.get()};
-    for (int b = 0; b < 2; ++b) {
-      auto model = load(fixture_dir(name), *backends[b]);
-      ASSERT_TRUE(model);
-      auto state = model->create_state({1, 4}).value();
-      auto seq = state.new_sequence().value();
-      std::vector<int32_t> next = {1, 2, 3, 4, 5, 6, 7};
-      Tensor ids = Tensor::empty({1}, DType::kI32);
-      Tensor dev_ids = backends[b]->storage().allocate({1}, DType::kI32).value();
-      for (int step = 0; step < 64; ++step) {
-        SequenceInput row{&seq, next};
-        auto logits = model->forward_on_device({&row, 1}, LogitsMode::kLast, state);
-        ASSERT_TRUE(logits.ok()) << logits.status().to_string();
-        ASSERT_TRUE(backends[b]->sampling().argmax({logits.value(), dev_ids}).ok());
-        ASSERT_TRUE(backends[b]->storage().copy_to_host(dev_ids, ids).ok());
-        tokens[b].push_back(ids.data<int32_t>()[0]);
-        next = {tokens[b].back()};
-      }
-    }
-    EXPECT_EQ(tokens[1], tokens[0]);
+    EXPECT_EQ(testing::greedy_tokens(*be, fixture_dir(name), 64), testing::greedy_tokens(*cpu, fixture_dir(name), 64));
   }
 }
 
-// Several sequences in one forward (prefill chunks of different lengths, then decode rows) give
-// the CPU backend's logits for the same batch.
 TEST(VulkanModel, BatchedRowsMatchTheCpuBackend) {
   KILN_VULKAN_OR_SKIP(be);
-  auto cpu = std::move(create_backend("cpu").value());
-  const char* name = "gqa_untied";
-  auto mc = load(fixture_dir(name), *cpu);
-  auto mv = load(fixture_dir(name), *be);
-  ASSERT_TRUE(mc && mv);
-  auto sc = mc->create_state({3, 16}).value();
-  auto sv = mv->create_state({3, 16}).value();
-  std::vector<SequenceState> qc, qv;
-  for (int i = 0; i < 3; ++i) {
-    qc.push_back(sc.new_sequence().value());
-    qv.push_back(sv.new_sequence().value());
-  }
-  std::vector<int32_t> prompt(150);
-  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 11) % 300);
-  const size_t lens[3] = {150, 70, 1};
-  double worst = 0;
-  for (int step = 0; step < 4; ++step) {
-    std::vector<SequenceInput> rc, rv;
-    std::vector<int32_t> one = {static_cast<int32_t>(step + 40)};
-    for (int i = 0; i < 3; ++i) {
-      std::span<const int32_t> toks = step == 0 ? std::span<const int32_t>(prompt.data(), lens[i])
-                                                : std::span<const int32_t>(one);
-      rc.push_back({&qc[i], toks});
-      rv.push_back({&qv[i], toks});
-    }
-    const LogitsMode mode = step == 0 ? LogitsMode::kAll : LogitsMode::kLast;
-    auto lc = mc->forward(rc, mode, sc);
-    auto lv = mv->forward(rv, mode, sv);
-    ASSERT_TRUE(lc.ok() && lv.ok()) << lc.status().to_string() << " " << lv.status().to_string();
-    const double e = testing::rel_error(lv.value(), lc.value());
-    worst = std::max(worst, e);
-    EXPECT_LE(e, 1e-4) << "step " << step;
-  }
-  std::printf("batched rows: max rel error vs cpu %.3g\n", worst);
+  testing::expect_batched_rows_match_cpu(*be, 1e-4);
 }
 
 // Rows of 200, 70 and 130 tokens prefilled in passes of 64 tokens a row give the logits of the
