@@ -50,4 +50,16 @@ Result<std::string> check_call(const Facet& facet, const Args& args, std::string
   return text;
 }
 
+// check_call for the device backends' hot paths: the same checks, with the request's text
+// formatted only for an error, which keeps string building out of every decode step.
+template <typename Facet, typename Args>
+Status check_native_call(const Facet& facet, const Args& args, std::string_view backend, DeviceKind device) {
+  const auto request = describe(args);
+  const Support s = facet.supports(request);
+  if (!s.runs_natively()) return declined(backend, request.describe(), s.constraint);
+  static const std::string kNoText;
+  if (validate(args, device, kNoText).ok()) return {};
+  return validate(args, device, request.describe());
+}
+
 }  // namespace kiln

@@ -18,16 +18,10 @@
 
 namespace kiln::cuda {
 
-// check_call (backend/arg_checks.h) without the request's text on the success path: it is
-// formatted only for an error, which keeps string building out of every decode step.
+// check_native_call (backend/arg_checks.h) for this backend.
 template <typename Facet, typename Args>
 Status check_args(const Facet& facet, const Args& args) {
-  const auto request = describe(args);
-  const Support s = facet.supports(request);
-  if (!s.runs_natively()) return declined("cuda", request.describe(), s.constraint);
-  static const std::string kNoText;
-  if (validate(args, DeviceKind::kCuda, kNoText).ok()) return {};
-  return validate(args, DeviceKind::kCuda, request.describe());
+  return check_native_call(facet, args, "cuda", DeviceKind::kCuda);
 }
 
 // `s`, with the request of `args` as its context when it is an error.

@@ -23,8 +23,6 @@ constexpr int64_t kMaxHeadsPerGroup = 4; // query heads a workgroup (shared memo
 constexpr int64_t kSplitBelowGroups = 256;
 constexpr int64_t kMinSplitKeys = 256;
 
-uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
-
 // Every stride of a view below 2^32 elements (the shaders' push constants are 32-bit).
 bool strides_fit(const Tensor& t) {
   for (int i = 0; i < t.rank(); ++i)
@@ -92,9 +90,10 @@ Result<Tensor> Attention::inv_freq(float theta, int64_t rotary_dim) {
 }
 
 Status Attention::rope(const RopeArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, check_args(*this, a));
-  if (!strides_fit(a.q)) return strides_error(req, "q");
-  if (!strides_fit(a.k)) return strides_error(req, "k");
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
+  auto req = [&] { return describe(a).describe(); };  // for an error's text only
+  if (!strides_fit(a.q)) return strides_error(req(), "q");
+  if (!strides_fit(a.k)) return strides_error(req(), "k");
   const int64_t tokens = a.q.dim(0);
   if (tokens == 0) return {};
   KILN_ASSIGN_OR_RETURN(Tensor freq, inv_freq(a.theta, a.rotary_dim));
@@ -108,11 +107,12 @@ Status Attention::rope(const RopeArgs& a) {
 }
 
 Status Attention::write_kv(const KvWriteArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, check_args(*this, a));
-  if (!strides_fit(a.k)) return strides_error(req, "k");
-  if (!strides_fit(a.v)) return strides_error(req, "v");
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
+  auto req = [&] { return describe(a).describe(); };  // for an error's text only
+  if (!strides_fit(a.k)) return strides_error(req(), "k");
+  if (!strides_fit(a.v)) return strides_error(req(), "v");
   const int64_t slots = a.k_cache.dim(0) * a.k_cache.dim(1);
-  if (slots >= int64_t{1} << 31) return invalid_argument(req + ": 2^31 cache slots or more (slots are i32)");
+  if (slots >= int64_t{1} << 31) return invalid_argument(req() + ": 2^31 cache slots or more (slots are i32)");
   const int64_t elements = a.k.dim(0) * a.k.dim(1) * a.k.dim(2);
   if (elements == 0) return {};
   struct {
@@ -125,16 +125,17 @@ Status Attention::write_kv(const KvWriteArgs& a) {
 }
 
 Status Attention::attend(const AttentionArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, check_args(*this, a));
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
+  auto req = [&] { return describe(a).describe(); };  // for an error's text only
   if (a.kept != nullptr) *a.kept = Tensor();  // nothing kept: a backward recomputes the softmax
   for (auto [t, n] : {std::pair{&a.q, "q"}, std::pair{&a.gate, "gate"}, std::pair{&a.out, "out"}})
-    if (t->defined() && !strides_fit(*t)) return strides_error(req, n);
+    if (t->defined() && !strides_fit(*t)) return strides_error(req(), n);
   const BatchLayout& l = *a.layout;
   const int64_t tokens = a.q.dim(0), q_heads = a.q.dim(1), D = a.q.dim(2);
   const int64_t kv_heads = a.k_cache.dim(2), block_size = a.k_cache.dim(1), cache_blocks = a.k_cache.dim(0);
-  if (cache_blocks * block_size >= kU32) return invalid_argument(req + ": 2^32 cache slots or more");
+  if (cache_blocks * block_size >= kU32) return invalid_argument(req() + ": 2^32 cache slots or more");
   for (auto [t, n] : {std::pair{&a.k_cache, "k_cache"}, std::pair{&a.v_cache, "v_cache"}})
-    if (address(*t) % 16 != 0) return invalid_argument(req + ": " + n + " must start at a multiple of 16 bytes");
+    if (address(*t) % 16 != 0) return invalid_argument(req() + ": " + n + " must start at a multiple of 16 bytes");
   if (tokens == 0) return {};
   // Rows whose history is shorter than their new tokens are not checked here (the kv_lens live on
   // the device); their first tokens see no key and get zeros.

@@ -8,8 +8,6 @@ namespace {
 // The window of taps is held in registers, sized by a specialization constant.
 constexpr int64_t kMaxKernel = 16;
 
-uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
-
 }  // namespace
 
 Support Conv::supports(const ConvRequest& r) const {
@@ -21,7 +19,7 @@ Support Conv::supports(const ConvRequest& r) const {
 }
 
 Status Conv::causal_conv1d(const ConvArgs& a) {
-  KILN_RETURN_IF_ERROR(check_args(*this, a).status());
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
   const ConvRequest r = describe(a);
   struct {
     uint64_t x, weight, state, out, cu_seqlens, state_slots;

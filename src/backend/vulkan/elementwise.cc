@@ -4,12 +4,6 @@
 
 namespace kiln::vulkan {
 
-namespace {
-
-uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
-
-}  // namespace
-
 Support Elementwise::supports(const ElementwiseRequest& r) const {
   if (r.op == ElementwiseOp::kEmbed) {
     if (!is_float(r.dtype)) return Support::declined("embedding table must be f32, bf16 or f16");
@@ -25,7 +19,7 @@ Support Elementwise::supports(const ElementwiseRequest& r) const {
 }
 
 Status Elementwise::embed(const EmbedArgs& a) {
-  KILN_RETURN_IF_ERROR(check_args(*this, a).status());
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
   struct {
     uint64_t ids, table, out;
     uint32_t tokens, width, table_stride, out_stride, dtype, vocab;
@@ -37,7 +31,7 @@ Status Elementwise::embed(const EmbedArgs& a) {
 }
 
 Status Elementwise::binary(const BinaryArgs& a) {
-  KILN_RETURN_IF_ERROR(check_args(*this, a).status());
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
   struct {
     uint64_t a, b, out;
     uint32_t rows, width, a_stride, b_stride, out_stride, out_dtype, op;

@@ -14,8 +14,6 @@ constexpr int64_t kMaxHeadDim = 256;
 // at most 64.
 constexpr int64_t kEntries = 32, kMaxEntries = 64;
 
-uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
-
 // The parts P each state column is split into (a workgroup of dv * P invocations, each holding
 // ceil(dk / P) entries of its column); 0 where the device's workgroups are too small.
 int64_t parts(int64_t dk, int64_t dv, int64_t max_workgroup) {
@@ -45,7 +43,8 @@ Support Gdn::supports(const GdnRequest& r) const {
 }
 
 Status Gdn::delta_rule(const GdnArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, check_args(*this, a));
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
+  auto req = [&] { return describe(a).describe(); };  // for an error's text only
   const GdnRequest r = describe(a);
   if (a.kept != nullptr) *a.kept = Tensor();  // nothing kept for a backward
   // Eleven addresses and ten 32-bit fields fill the 128 bytes of push constants, so q's and k's
@@ -53,7 +52,7 @@ Status Gdn::delta_rule(const GdnArgs& a) {
   // dk; a single head's is never used).
   const int64_t q_head_stride = r.k_heads > 1 ? a.q.stride(1) : 0, k_head_stride = r.k_heads > 1 ? a.k.stride(1) : 0;
   if (q_head_stride < 0 || q_head_stride > 0xffff || k_head_stride < 0 || k_head_stride > 0xffff)
-    return declined("vulkan", req, "q's and k's head strides must be 0..65535");
+    return declined("vulkan", req(), "q's and k's head strides must be 0..65535");
   const int64_t P = parts(r.dk, r.dv, ctx_->info().max_workgroup_size);
   struct {
     uint64_t q, k, v, a, b, a_log, dt_bias, state, out, cu_seqlens, state_slots;

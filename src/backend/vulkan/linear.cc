@@ -17,8 +17,6 @@ constexpr int64_t kTileK = 16;         // matmul.comp's BK
 // 64-bit addresses); each tensor is held to 32-bit element counts, which bounds them all.
 constexpr int64_t kIndexLimit = int64_t{1} << 32;
 
-uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
-
 // The shared memory a request's shader declares: the GEMV's partial sums (M x R a thread), or
 // the tiled matmul's staged x and w tiles (BK x (64 + 1) floats each). Both stay within the
 // 16 KiB every Vulkan device provides.
@@ -43,11 +41,12 @@ Support Linear::supports(const MatmulRequest& r) const {
 }
 
 Status Linear::matmul(const MatmulArgs& a) {
-  KILN_ASSIGN_OR_RETURN(const std::string req, check_args(*this, a));
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
+  auto req = [&] { return describe(a).describe(); };  // for an error's text only
   const MatmulRequest r = describe(a);
   if (r.m == 0 || r.n == 0) return {};
   if (a.x.stride(0) >= kIndexLimit || a.out.stride(0) >= kIndexLimit)
-    return declined("vulkan", req, "row strides of x and out must be below 2^32");
+    return declined("vulkan", req(), "row strides of x and out must be below 2^32");
   const uint32_t wt = static_cast<uint32_t>(r.w_dtype);
 
   if (r.m <= kGemvMaxRows) {

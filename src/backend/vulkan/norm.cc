@@ -12,7 +12,7 @@ Support Norm::supports(const NormRequest& r) const {
 }
 
 Status Norm::rms_norm(const NormArgs& a) {
-  KILN_RETURN_IF_ERROR(check_args(*this, a).status());
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
   auto stride = [](const Tensor& t) { return t.defined() ? static_cast<uint32_t>(t.stride(0)) : 0u; };
   struct {
     uint64_t x, residual, weight, gate, out;

@@ -11,23 +11,24 @@ Support Sampling::supports(const SampleRequest& r) const {
 
 Status Sampling::argmax(const ArgmaxArgs& a) {
   const SampleRequest r = describe(a);
-  const std::string req = r.describe();
-  if (const Support s = supports(r); !s.runs_natively()) return declined("vulkan", req, s.constraint);
-  if (!a.logits.defined() || !a.ids.defined()) return invalid_argument(req + ": logits or ids missing");
+  auto req = [&] { return r.describe(); };  // for an error's text only
+  if (const Support s = supports(r); !s.runs_natively()) return declined("vulkan", req(), s.constraint);
+  if (!a.logits.defined() || !a.ids.defined()) return invalid_argument(req() + ": logits or ids missing");
   if (a.logits.device().kind != a.ids.device().kind)
-    return invalid_argument(req + ": logits and ids must be on the same device");
+    return invalid_argument(req() + ": logits and ids must be on the same device");
   const bool host = a.logits.device().kind == DeviceKind::kHost;
   Tensor logits = a.logits, ids = a.ids;
   if (host) {
     if (!a.logits.is_contiguous() || !a.ids.is_contiguous())
-      return invalid_argument(req + ": host logits and ids must be contiguous");
+      return invalid_argument(req() + ": host logits and ids must be contiguous");
     if (a.logits.dtype() != DType::kF32 || a.ids.dtype() != DType::kI32)
-      return invalid_argument(req + ": logits must be f32 and ids i32");
+      return invalid_argument(req() + ": logits must be f32 and ids i32");
     Storage storage(ctx_);
     KILN_ASSIGN_OR_RETURN(logits, storage.upload(a.logits));
     KILN_ASSIGN_OR_RETURN(ids, storage.empty(a.ids.shape(), DType::kI32));
   }
-  KILN_RETURN_IF_ERROR(validate(ArgmaxArgs{logits, ids}, DeviceKind::kVulkan, req));
+  if (!validate(ArgmaxArgs{logits, ids}, DeviceKind::kVulkan, std::string()).ok())
+    return validate(ArgmaxArgs{logits, ids}, DeviceKind::kVulkan, req());
   struct {
     uint64_t logits, ids;
     uint32_t vocab, stride;

@@ -14,11 +14,14 @@
 
 namespace kiln::vulkan {
 
-// check_call (backend/arg_checks.h) for this backend: the request's text, or the error.
+// check_native_call (backend/arg_checks.h) for this backend.
 template <typename Facet, typename Args>
-Result<std::string> check_args(const Facet& facet, const Args& args) {
-  return check_call(facet, args, "vulkan", DeviceKind::kVulkan);
+Status check_args(const Facet& facet, const Args& args) {
+  return check_native_call(facet, args, "vulkan", DeviceKind::kVulkan);
 }
+
+// A size, stride or count as a shader's 32-bit push constant (each facet's predicate bounds them).
+inline uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
 // A tensor's device address, for a shader's push constants (0 for an undefined tensor).
 inline uint64_t address(const Tensor& t) {
