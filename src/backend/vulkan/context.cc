@@ -199,9 +199,13 @@ Status Context::init(const DeviceChoice& choice) {
   qci.queueFamilyIndex = queue_family_;
   qci.queueCount = 1;
   qci.pQueuePriorities = &priority;
+  VkPhysicalDeviceVulkan12Features has12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceFeatures2 has{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &has12};
+  vkGetPhysicalDeviceFeatures2(physical_, &has);
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   f12.bufferDeviceAddress = VK_TRUE;
   f12.timelineSemaphore = VK_TRUE;
+  f12.hostQueryReset = has12.hostQueryReset;  // the profiler's, where the device has it
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, &f12};
   f11.storageBuffer16BitAccess = VK_TRUE;
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f11};
@@ -235,11 +239,14 @@ Status Context::init(const DeviceChoice& choice) {
   info_.device_local_bytes = memory_->device_local_bytes();
   info_.unified_memory = memory_->unified();
   KILN_ASSIGN_OR_RETURN(staging_, memory_->host_block(kStagingBytes));
+  if (has12.hostQueryReset) profiler_ = Profiler::from_env(device_, physical_, queue_family_);
   return {};
 }
 
 Context::~Context() {
   if (device_) vkDeviceWaitIdle(device_);
+  if (profiler_) profiler_->harvest();
+  profiler_.reset();  // prints its table while the device exists
   if (memory_) {
     memory_->free_host(staging_);
     memory_.reset();
@@ -336,19 +343,33 @@ std::array<uint32_t, 3> Context::grid(uint64_t groups) const {
   return {static_cast<uint32_t>(max_x), static_cast<uint32_t>((groups + max_x - 1) / max_x), 1};
 }
 
+Result<VkCommandBuffer> Context::begin_command(std::string_view name, const std::array<uint32_t, 3>& groups) {
+  const bool profiled = profiler_ && !recording();
+  KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, command_buffer());
+  barrier(cb);
+  if (profiled)
+    profiler_->begin(cb, std::string(name) + " (" + std::to_string(groups[0]) + "x" + std::to_string(groups[1]) + "x" +
+                             std::to_string(groups[2]) + ")");
+  return cb;
+}
+
+void Context::end_command(VkCommandBuffer cb) {
+  if (profiler_ && cb != recorded_) profiler_->end(cb);
+}
+
 Status Context::dispatch_raw(std::string_view shader, const void* push, size_t bytes, std::array<uint32_t, 3> groups,
                              std::array<uint32_t, 4> spec) {
   KILN_RETURN_IF_ERROR(check_thread("dispatch"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   KILN_ASSIGN_OR_RETURN(VkPipeline p, pipeline(shader, spec));
   if (groups[0] == 0 || groups[1] == 0 || groups[2] == 0) return {};
-  KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, command_buffer());
-  barrier(cb);
+  KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, begin_command(shader, groups));
   vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   std::array<uint8_t, kPushBytes> data{};
   std::memcpy(data.data(), push, std::min(bytes, kPushBytes));
   vkCmdPushConstants(cb, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(kPushBytes), data.data());
   vkCmdDispatch(cb, groups[0], groups[1], groups[2]);
+  end_command(cb);
   ++dispatches_;
   if (cb == recorded_) return {};
   if (++open_commands_ >= kFlushEvery) KILN_RETURN_IF_ERROR(flush().status());
@@ -359,10 +380,10 @@ Status Context::copy(const BufferSpan& src, const BufferSpan& dst, size_t bytes)
   if (bytes == 0) return {};
   KILN_RETURN_IF_ERROR(check_thread("copy"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, command_buffer());
-  barrier(cb);
+  KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, begin_command("vkCmdCopyBuffer", {1, 1, 1}));
   VkBufferCopy region{src.offset, dst.offset, bytes};
   vkCmdCopyBuffer(cb, src.buffer, dst.buffer, 1, &region);
+  end_command(cb);
   ++open_commands_;
   return {};
 }
@@ -373,9 +394,9 @@ Status Context::fill_zero(const BufferSpan& dst, size_t bytes) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   // vkCmdFillBuffer writes whole 4-byte words at 4-byte offsets; other spans copy zeros in.
   if (dst.offset % 4 == 0 && bytes % 4 == 0) {
-    KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, command_buffer());
-    barrier(cb);
+    KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, begin_command("vkCmdFillBuffer", {1, 1, 1}));
     vkCmdFillBuffer(cb, dst.buffer, dst.offset, bytes, 0);
+    end_command(cb);
     ++open_commands_;
     return {};
   }
@@ -434,6 +455,7 @@ Status Context::synchronize() {
   KILN_ASSIGN_OR_RETURN(uint64_t value, flush());
   KILN_RETURN_IF_ERROR(wait(value));
   staging_head_ = 0;  // nothing in flight reads the ring any more
+  if (profiler_) profiler_->harvest();
   return {};
 }
 

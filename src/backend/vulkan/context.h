@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backend/vulkan/memory.h"
+#include "backend/vulkan/profile.h"
 #include "core/status.h"
 
 namespace kiln::vulkan {
@@ -108,6 +109,7 @@ class Context : public std::enable_shared_from_this<Context> {
   Result<uint64_t> submit_recorded(VkCommandBuffer cb);
   void free_recorded(VkCommandBuffer cb, uint64_t last_value);
   uint64_t replays() const { return replays_; }
+  bool profiling() const { return profiler_ != nullptr; }  // KILN_VULKAN_PROFILE=1 (profile.h)
 
  private:
   Context() = default;
@@ -116,6 +118,10 @@ class Context : public std::enable_shared_from_this<Context> {
   Status check_thread(const char* what) const;  // refuses another thread's commands while recording
   Result<uint64_t> submit(VkCommandBuffer cb);
   void barrier(VkCommandBuffer cb);
+  // The command buffer a command goes into, after the barrier every command starts with; with
+  // the profiler on, its begin timestamp too.
+  Result<VkCommandBuffer> begin_command(std::string_view name, const std::array<uint32_t, 3>& groups);
+  void end_command(VkCommandBuffer cb);
   Status reclaim();
   struct Pipeline {
     VkPipeline pipeline = VK_NULL_HANDLE;
@@ -147,6 +153,7 @@ class Context : public std::enable_shared_from_this<Context> {
   HostBlock staging_;
   size_t staging_head_ = 0;  // the staging ring's next free byte (reset when the device is idle)
   uint64_t dispatches_ = 0, submits_ = 0;
+  std::unique_ptr<Profiler> profiler_;
 };
 
 }  // namespace kiln::vulkan

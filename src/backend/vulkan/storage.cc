@@ -44,9 +44,17 @@ Status Storage::copy_to_host(const Tensor& s, const Tensor& d) {
   return ctx_->download(locate(s), d.raw(), s.nbytes());
 }
 
+// Aligned copies run as a shader (copy.comp), the rest as a transfer command.
 Status Storage::copy(const Tensor& s, const Tensor& d) {
   KILN_RETURN_IF_ERROR(check_device_copy(s, d, DeviceKind::kVulkan));
-  return ctx_->copy(locate(s), locate(d), s.nbytes());
+  const uint64_t src = address(s), dst = address(d);
+  const size_t bytes = s.nbytes();
+  if ((src | dst | bytes) % 16 != 0 || bytes / 16 > UINT32_MAX) return ctx_->copy(locate(s), locate(d), bytes);
+  struct {
+    uint64_t src, dst;
+    uint32_t words;
+  } push{src, dst, static_cast<uint32_t>(bytes / 16)};
+  return ctx_->dispatch("copy", push, ctx_->grid((bytes / 16 + 255) / 256));
 }
 
 Status Storage::zero(const Tensor& d) {

@@ -111,7 +111,7 @@ class Sampling final : public SamplingFacet {
 class Replay final : public ReplayFacet {
  public:
   explicit Replay(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
-  bool available() const override { return true; }
+  bool available() const override { return !ctx_->profiling(); }  // timestamps are per eager command
   Result<std::unique_ptr<Recording>> record(const std::function<Status()>& body) override;
   Status replay(const Recording& r) override;
 

@@ -63,6 +63,29 @@ TEST(VulkanStorage, DeviceCopyAndMismatchesNamed) {
   EXPECT_NE(s.message().find("f32[4]"), std::string::npos) << s.to_string();
 }
 
+// Copies of whole 16-byte words at 16-byte addresses run as a shader (one dispatch); the rest as
+// a transfer command (no dispatch). Both land every byte, and nothing past the span.
+TEST(VulkanStorage, AlignedCopiesRunAsAShaderAndOddOnesAsATransfer) {
+  KILN_VULKAN_OR_SKIP(be);
+  const int64_t n = 4099;
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), 0.5f);
+  Tensor a = to_device(*be, Tensor::from_values(v, {n}));
+  Tensor b = be->storage().allocate({n}, DType::kF32).value();
+  const uint64_t before = vulkan_backend_stats(*be).value().dispatches;
+  ASSERT_TRUE(be->storage().copy(a.slice(0, 0, 4096), b.slice(0, 0, 4096)).ok());
+  EXPECT_EQ(vulkan_backend_stats(*be).value().dispatches, before + 1);
+  // Three floats at an offset of one: neither the addresses nor the size are 16-byte multiples.
+  ASSERT_TRUE(be->storage().copy(a.slice(0, 4096, 4099), b.slice(0, 4096, 4099)).ok());
+  EXPECT_EQ(vulkan_backend_stats(*be).value().dispatches, before + 1);
+  Tensor h = to_host(*be, b);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(h.data<float>()[i], v[i]) << i;
+  Tensor c = be->storage().allocate({n}, DType::kF32).value();
+  ASSERT_TRUE(be->storage().copy(a.slice(0, 1, 4), c.slice(0, 1, 4)).ok());
+  h = to_host(*be, c);
+  for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(h.data<float>()[i], i >= 1 && i < 4 ? v[i] : 0.f) << i;
+}
+
 TEST(VulkanStorage, ReleasedBlocksAreReusedWithoutAskingTheDriver) {
   KILN_VULKAN_OR_SKIP(be);
   { auto warm = be->storage().allocate({1000}, DType::kF32); }
