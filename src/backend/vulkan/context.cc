@@ -177,6 +177,8 @@ Status Context::init(const DeviceChoice& choice) {
   info_.type = props.properties.deviceType;
   info_.api_version = props.properties.apiVersion;
   info_.subgroup_size = sub.subgroupSize;
+  info_.subgroup_arithmetic = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
+                              (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) != 0;
   info_.shared_memory_bytes = lim.maxComputeSharedMemorySize;
   info_.max_workgroup_size = lim.maxComputeWorkGroupInvocations;
   info_.max_groups_x = lim.maxComputeWorkGroupCount[0];

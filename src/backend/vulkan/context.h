@@ -41,6 +41,7 @@ struct DeviceInfo {
   VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
   uint32_t api_version = 0;
   uint32_t subgroup_size = 0;
+  bool subgroup_arithmetic = false;  // subgroupAdd and friends in compute shaders
   uint32_t shared_memory_bytes = 0;  // maxComputeSharedMemorySize
   uint32_t max_workgroup_size = 0;   // maxComputeWorkGroupInvocations
   uint32_t max_groups_x = 0;         // maxComputeWorkGroupCount[0]

@@ -1,5 +1,6 @@
 // y[m, n] (+)= x[m, k] w[n, k]^T with compute shaders, f32 accumulation: up to kGemvMaxRows rows
-// of x take the GEMV (gemv.comp: each weight row read once for all of them), more the tiled
+// of x take the GEMV (gemv.comp, or gemv_vec.comp for aligned 16-bit weights: each weight row read
+// once for all of them), more the tiled
 // matmul (matmul.comp: 64 x 64 tiles of out through shared memory). 16-bit weights are widened
 // to f32 in the shader, so every weight dtype gives the f32 product of the exact weights.
 #include "backend/vulkan/vulkan_facets.h"
@@ -55,10 +56,15 @@ Status Linear::matmul(const MatmulArgs& a) {
       uint32_t m, n, k, x_stride, out_stride, accumulate;
     } p{address(a.x), address(a.w), address(a.out), u32(r.m), u32(r.n), u32(r.k), u32(a.x.stride(0)),
         u32(a.out.stride(0)), a.accumulate ? 1u : 0u};
-    // Two 16-bit weights a 32-bit load where every row starts 4-byte aligned.
+    const auto groups = ctx_->grid((r.n + kGemvRows - 1) / kGemvRows);
+    // Eight 16-bit weights a 16-byte load where rows of w and x start 16-byte aligned, summed
+    // across subgroups where the device adds them; else two a 32-bit load where rows of w
+    // start 4-byte aligned.
+    const bool words = r.w_dtype != DType::kF32 && r.k % 8 == 0 && p.w % 16 == 0 && p.x % 16 == 0 &&
+                       (r.m == 1 || p.x_stride % 4 == 0) && ctx_->info().subgroup_arithmetic;
+    if (words) return ctx_->dispatch("gemv_vec", p, groups, {wt, u32(r.m), 0, 0});
     const bool pairs = r.w_dtype != DType::kF32 && r.k % 2 == 0 && p.w % 4 == 0;
-    return ctx_->dispatch("gemv", p, ctx_->grid((r.n + kGemvRows - 1) / kGemvRows),
-                          {wt, u32(r.m), pairs ? 1u : 0u, 0});
+    return ctx_->dispatch("gemv", p, groups, {wt, u32(r.m), pairs ? 1u : 0u, 0});
   }
 
   struct {

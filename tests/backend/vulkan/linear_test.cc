@@ -1,6 +1,6 @@
 // The matmul against the CPU reference: every weight dtype on both paths (the GEMV up to 8 rows of
 // x, the tiled matmul past them), n and k that fill no tile, strided x and out with accumulate,
-// 16-bit weights read in pairs and singly, and the decline named.
+// 16-bit weights read eight, two and one a load, and the decline named.
 //
 // Tolerance: max|got - want| / max|want| < 1e-5 for every weight dtype. Both sides widen 16-bit
 // weights to f32 exactly and accumulate in f32, so they differ only in the order of the sums
@@ -87,6 +87,17 @@ TEST(VulkanLinear, EvenAndLongKEqualCpu) {
   uint32_t seed = 200;
   for (DType w : {DType::kF32, DType::kBF16, DType::kF16})
     for (int64_t m : {2, 70}) expect_equal_to_cpu(*be, *ref, {m, 130, 1024, w, true, true}, seed += 3);
+}
+
+// k a multiple of 8 and rows of x and w 16 bytes aligned: 16-bit weights go eight a load, the
+// partial sums across subgroups (on devices with subgroup arithmetic, lavapipe among them).
+TEST(VulkanLinear, SixteenByteRowsEqualCpu) {
+  KILN_VULKAN_OR_SKIP(be);
+  auto ref = cpu();
+  uint32_t seed = 300;
+  for (DType w : {DType::kBF16, DType::kF16})
+    for (int64_t m : {1, 4, 8})
+      for (bool accumulate : {false, true}) expect_equal_to_cpu(*be, *ref, {m, 130, 1032, w, false, accumulate}, seed += 3);
 }
 
 // A 16-bit weight starting two bytes past a 4-byte boundary, k even: read one weight a load.
