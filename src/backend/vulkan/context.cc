@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -75,6 +76,25 @@ std::string missing_features(VkPhysicalDevice d) {
   for (const auto& q : qs) compute |= (q.queueFlags & VK_QUEUE_COMPUTE_BIT) != 0;
   need(compute, "a compute queue");
   return missing;
+}
+
+// Whether the device multiplies 16 x 16 x 16 f16 matrices into f32 on a subgroup, as
+// matmul_coop.comp does (VK_NV_cooperative_matrix; the feature itself is checked by the caller).
+bool has_coop_16x16x16(VkInstance instance, VkPhysicalDevice d) {
+  if (!has_extension(d, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) return false;
+  auto props = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+  if (props == nullptr) return false;
+  uint32_t n = 0;
+  if (props(d, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkCooperativeMatrixPropertiesNV> shapes(n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+  if (props(d, &n, shapes.data()) != VK_SUCCESS) return false;
+  for (const auto& c : shapes)
+    if (c.MSize == 16 && c.NSize == 16 && c.KSize == 16 && c.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+        c.BType == VK_COMPONENT_TYPE_FLOAT16_NV && c.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+        c.DType == VK_COMPONENT_TYPE_FLOAT32_NV && c.scope == VK_SCOPE_SUBGROUP_NV)
+      return true;
+  return false;
 }
 
 }  // namespace
@@ -201,19 +221,32 @@ Status Context::init(const DeviceChoice& choice) {
   qci.queueFamilyIndex = queue_family_;
   qci.queueCount = 1;
   qci.pQueuePriorities = &priority;
-  VkPhysicalDeviceVulkan12Features has12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  const bool coop_ext = has_coop_16x16x16(instance_, physical_);
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV has_coop{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceVulkan12Features has12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                         coop_ext ? &has_coop : nullptr};
   VkPhysicalDeviceFeatures2 has{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &has12};
   vkGetPhysicalDeviceFeatures2(physical_, &has);
-  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  // matmul_coop.comp: 8 subgroups of 32, 38,912 bytes of shared memory.
+  info_.cooperative_matrix = coop_ext && has_coop.cooperativeMatrix && has12.shaderFloat16 &&
+                             has12.vulkanMemoryModel && info_.subgroup_size == 32 &&
+                             info_.shared_memory_bytes >= 38912 && info_.max_workgroup_size >= 256;
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  coop.cooperativeMatrix = VK_TRUE;
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                       info_.cooperative_matrix ? &coop : nullptr};
   f12.bufferDeviceAddress = VK_TRUE;
   f12.timelineSemaphore = VK_TRUE;
   f12.hostQueryReset = has12.hostQueryReset;  // the profiler's, where the device has it
+  f12.shaderFloat16 = info_.cooperative_matrix;
+  f12.vulkanMemoryModel = info_.cooperative_matrix;
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, &f12};
   f11.storageBuffer16BitAccess = VK_TRUE;
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f11};
   features.features.shaderInt64 = VK_TRUE;
   std::vector<const char*> dev_exts;
   if (has_extension(physical_, "VK_KHR_portability_subset")) dev_exts.push_back("VK_KHR_portability_subset");
+  if (info_.cooperative_matrix) dev_exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &features};
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
@@ -242,6 +275,15 @@ Status Context::init(const DeviceChoice& choice) {
   info_.unified_memory = memory_->unified();
   KILN_ASSIGN_OR_RETURN(staging_, memory_->host_block(kStagingBytes));
   if (has12.hostQueryReset) profiler_ = Profiler::from_env(device_, physical_, queue_family_);
+  // A driver that lists the shape may still refuse the shader: then the f32 tiled matmul runs,
+  // and the log says why.
+  for (uint32_t dtype : {1u, 2u})  // bf16, f16 (core/dtype.h)
+    if (info_.cooperative_matrix)
+      if (auto p = pipeline("matmul_coop", {dtype, 0, 0, 0}); !p.ok()) {
+        std::fprintf(stderr, "vulkan: %s lists cooperative matrices but refused matmul_coop (%s); using the f32 tiled matmul\n",
+                     info_.name.c_str(), p.status().to_string().c_str());
+        info_.cooperative_matrix = false;
+      }
   return {};
 }
 

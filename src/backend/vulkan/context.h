@@ -42,6 +42,9 @@ struct DeviceInfo {
   uint32_t api_version = 0;
   uint32_t subgroup_size = 0;
   bool subgroup_arithmetic = false;  // subgroupAdd and friends in compute shaders
+  // GL_NV_cooperative_matrix's 16 x 16 x 16 product of f16 into f32 on subgroups of 32, with
+  // f16 arithmetic and the Vulkan memory model its shaders declare (matmul_coop.comp).
+  bool cooperative_matrix = false;
   uint32_t shared_memory_bytes = 0;  // maxComputeSharedMemorySize
   uint32_t max_workgroup_size = 0;   // maxComputeWorkGroupInvocations
   uint32_t max_groups_x = 0;         // maxComputeWorkGroupCount[0]

@@ -1,8 +1,10 @@
 // y[m, n] (+)= x[m, k] w[n, k]^T with compute shaders, f32 accumulation: up to kGemvMaxRows rows
 // of x take the GEMV (gemv.comp, or gemv_vec.comp for aligned 16-bit weights: each weight row read
 // once for all of them), more the tiled
-// matmul (matmul.comp: 64 x 64 tiles of out through shared memory). 16-bit weights are widened
-// to f32 in the shader, so every weight dtype gives the f32 product of the exact weights.
+// matmul (matmul.comp: 64 x 64 tiles of out through shared memory; matmul_coop.comp's 128 x 128
+// tiles on cooperative matrices for 16-bit weights, where the device has them). 16-bit weights
+// are widened to f32 in the shader, or taken exactly as f16 with x split in two f16 parts, so
+// every weight dtype gives the f32 product of the exact weights to within f32 rounding.
 #include "backend/vulkan/vulkan_facets.h"
 
 namespace kiln::vulkan {
@@ -14,6 +16,7 @@ constexpr int64_t kGemvRows = 4;       // gemv.comp's R: rows of w a workgroup
 constexpr int64_t kGemvThreads = 128;  // gemv.comp's WG
 constexpr int64_t kTile = 64;          // matmul.comp's BM and BN
 constexpr int64_t kTileK = 16;         // matmul.comp's BK
+constexpr int64_t kCoopTile = 128;     // matmul_coop.comp's BM and BN
 // Indices within a row, strides and workgroup counts are 32-bit in the shaders (row bases are
 // 64-bit addresses); each tensor is held to 32-bit element counts, which bounds them all.
 constexpr int64_t kIndexLimit = int64_t{1} << 32;
@@ -72,6 +75,12 @@ Status Linear::matmul(const MatmulArgs& a) {
     uint32_t m, n, k, x_stride, out_stride, accumulate, tiles_n;
   } p{address(a.x), address(a.w), address(a.out), u32(r.m), u32(r.n), u32(r.k), u32(a.x.stride(0)),
       u32(a.out.stride(0)), a.accumulate ? 1u : 0u, u32((r.n + kTile - 1) / kTile)};
+  // 16-bit weights on cooperative matrices where the device has them (128 x 128 tiles).
+  if (r.w_dtype != DType::kF32 && ctx_->info().cooperative_matrix) {
+    p.tiles_n = u32((r.n + kCoopTile - 1) / kCoopTile);
+    const uint64_t tiles = uint64_t((r.m + kCoopTile - 1) / kCoopTile) * p.tiles_n;
+    return ctx_->dispatch("matmul_coop", p, ctx_->grid(tiles), {wt, 0, 0, 0});
+  }
   const uint64_t tiles = uint64_t((r.m + kTile - 1) / kTile) * p.tiles_n;
   return ctx_->dispatch("matmul", p, ctx_->grid(tiles), {wt, 0, 0, 0});
 }

@@ -15,9 +15,12 @@ BackendCapabilities vulkan_capabilities(const vulkan::DeviceInfo& info) {
   c.storage.device_memory_bytes = info.device_local_bytes;
   c.compute.target = "vulkan " + std::to_string(VK_API_VERSION_MAJOR(info.api_version)) + "." +
                      std::to_string(VK_API_VERSION_MINOR(info.api_version)) + ", subgroup " +
-                     std::to_string(info.subgroup_size);
+                     std::to_string(info.subgroup_size) + (info.cooperative_matrix ? ", cooperative matrices" : "");
   c.compute.shared_memory_per_block = info.shared_memory_bytes;
-  c.matmul.engine = "compute shaders: 16-bit weights widened in the shader, f32 accumulation";
+  c.matmul.engine = info.cooperative_matrix
+                       ? "compute shaders with cooperative matrices (16-bit weights as f16, x as two f16 parts, "
+                         "f32 accumulation) past 8 rows"
+                       : "compute shaders: 16-bit weights widened in the shader, f32 accumulation";
   c.matmul.weight_dtypes = {DType::kF32, DType::kBF16, DType::kF16};
   c.attention.block_size = 64;
   c.attention.kv_dtypes = {DType::kF32};
