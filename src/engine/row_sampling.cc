@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "backend/fallback.h"
+
 namespace kiln {
 
 bool needs_only_argmax(const SamplingParams& p) {
@@ -100,10 +102,17 @@ Result<std::vector<SampledToken>> sample_rows(Backend& backend, const Tensor& lo
   if (device_sampling) {
     for (size_t i = 0; i < rows.size(); ++i)
       if (!rows[i].seq->must_close_reasoning() && !needs_only_argmax(rows[i].seq->spec.sampling)) sampled.push_back(i);
-    if (!sampled.empty() &&
-        backend.sampling().supports(SampleRequest{static_cast<int64_t>(sampled.size()), V, false}).runs_natively()) {
-      KILN_RETURN_IF_ERROR(sample_on_device(backend, logits, rows, sampled, out));
-      for (size_t i : sampled) done[i] = 1;
+    if (!sampled.empty()) {
+      // Where the backend declines, its fallback policy decides: the rows' logits go to the host
+      // (counted as a round trip), or the step fails naming the request and the policy.
+      const SampleRequest req{static_cast<int64_t>(sampled.size()), V, false};
+      KILN_ASSIGN_OR_RETURN(const FallbackDecision d,
+                            resolve_fallback(backend.capabilities().fallback, backend.identity().name,
+                                             OpClass::kGenericOp, 1, backend.sampling().supports(req), req.describe()));
+      if (d == FallbackDecision::kRunNative) {
+        KILN_RETURN_IF_ERROR(sample_on_device(backend, logits, rows, sampled, out));
+        for (size_t i : sampled) done[i] = 1;
+      }
     }
   }
   // Rows sampled on the host: each row's copy synchronises, so when they are many (a quarter of

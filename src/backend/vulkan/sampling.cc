@@ -5,7 +5,9 @@
 namespace kiln::vulkan {
 
 Support Sampling::supports(const SampleRequest& r) const {
-  if (!r.greedy) return Support::declined("sampling at temperature > 0 runs on the host");
+  // Drawn rows go through the host: the engine copies their logits there, counted as host round
+  // trips of the backend's fallback policy.
+  if (!r.greedy) return Support::host_fallback("sampling at temperature > 0 runs on the host");
   return Support::native();
 }
 

@@ -1,8 +1,10 @@
 // The serving engine on Vulkan: eight concurrent greedy streams for 256 steps give the CPU
 // engine's tokens, and once every stream decodes, no step asks the driver for memory; a request
-// whose prompt the prefix cache holds gives the tokens of the same request computed from scratch.
+// whose prompt the prefix cache holds gives the tokens of the same request computed from scratch;
+// rows drawn at temperature > 0 go through the host, counted.
 #include <gtest/gtest.h>
 
+#include "backend/fallback.h"
 #include "backend/vulkan/vulkan_backend.h"
 #include "backend/vulkan/vulkan_test_util.h"
 #include "engine/engine.h"
@@ -100,6 +102,27 @@ TEST(VulkanEngine, PrefixCacheHitEqualsMiss) {
   EXPECT_EQ(cached.tokens[1], cached.tokens[0]);
   EXPECT_EQ(cached.tokens[1], fresh.tokens[0]);
   EXPECT_EQ(fresh.tokens[0].size(), 24u);
+}
+
+// Sampling at temperature > 0 is a generic op Vulkan declines: each step's drawn row goes to the
+// host as a counted round trip of the backend's fallback policy, one per token; greedy rows
+// (argmax on the device) count none.
+TEST(VulkanEngine, DrawnRowsRoundTripThroughTheHostAndAreCounted) {
+  KILN_VULKAN_OR_SKIP(be);
+  EXPECT_EQ(be->capabilities().fallback.generic_op, FallbackMode::kHostRoundTrip);
+  FallbackCounters& counters = FallbackCounters::global();
+  const uint64_t before = counters.count("vulkan", 1);
+  EngineRun g = run_engine(*be, {{greedy(prompt(20, 1), 12)}}, false);
+  ASSERT_EQ(g.tokens.size(), 1u);
+  EXPECT_EQ(g.tokens[0].size(), 12u);
+  EXPECT_EQ(counters.count("vulkan", 1), before);
+  RequestSpec drawn = greedy(prompt(20, 2), 16);
+  drawn.sampling.temperature = 0.8f;
+  drawn.seed = 5;
+  EngineRun d = run_engine(*be, {{drawn}}, false);
+  ASSERT_EQ(d.tokens.size(), 1u);
+  EXPECT_EQ(d.tokens[0].size(), 16u);
+  EXPECT_EQ(counters.count("vulkan", 1), before + 16);
 }
 
 }  // namespace
