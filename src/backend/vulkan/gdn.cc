@@ -1,4 +1,5 @@
-// The gated delta rule (shaders/gdn_recurrent.comp): the recurrent form for every request. A
+// The gated delta rule (shaders/gdn_recurrent.comp): the recurrent form for every request, each
+// head's state columns split over up to four workgroups. A
 // chunked request gets the same math token by token (the chunk is an algorithmic choice; the
 // result agrees with the CPU's chunked form to rounding, within 1e-4 relative to its largest value).
 #include <algorithm>
@@ -53,7 +54,14 @@ Status Gdn::delta_rule(const GdnArgs& a) {
   const int64_t q_head_stride = r.k_heads > 1 ? a.q.stride(1) : 0, k_head_stride = r.k_heads > 1 ? a.k.stride(1) : 0;
   if (q_head_stride < 0 || q_head_stride > 0xffff || k_head_stride < 0 || k_head_stride > 0xffff)
     return declined("vulkan", req(), "q's and k's head strides must be 0..65535");
-  const int64_t P = parts(r.dk, r.dv, ctx_->info().max_workgroup_size);
+  // The state's columns split over up to 4 workgroups of at least 32 columns each: more of the
+  // device at work on each head (a prefill runs its tokens in sequence).
+  int64_t slices = 1;
+  for (int64_t n : {4, 2})
+    if (slices == 1 && r.dv % n == 0 && r.dv / n >= 32 && parts(r.dk, r.dv / n, ctx_->info().max_workgroup_size) > 0)
+      slices = n;
+  const int64_t cols = r.dv / slices;
+  const int64_t P = parts(r.dk, cols, ctx_->info().max_workgroup_size);
   struct {
     uint64_t q, k, v, a, b, a_log, dt_bias, state, out, cu_seqlens, state_slots;
     uint32_t q_stride, k_stride, qk_head_strides, v_stride, v_head_stride, a_stride, b_stride, out_stride,
@@ -80,8 +88,8 @@ Status Gdn::delta_rule(const GdnArgs& a) {
       u32(a.out.stride(1)),
       u32(a.state.dim(0))};
   static_assert(sizeof(p) == kPushBytes);
-  return ctx_->dispatch("gdn_recurrent", p, {u32(r.v_heads), u32(r.rows), 1},
-                        {u32(r.dv * P), u32(r.dk), u32(r.dv), u32(r.v_heads / r.k_heads)});
+  return ctx_->dispatch("gdn_recurrent", p, {u32(r.v_heads), u32(r.rows), u32(slices)},
+                        {u32(cols * P), u32(r.dk), u32(cols), u32(r.v_heads / r.k_heads)});
 }
 
 }  // namespace kiln::vulkan

@@ -1,21 +1,23 @@
 #version 450
 // The gated delta rule, token by token (the CPU's recurrent form), continuing each row's f32
-// state from its slot and writing it back. One workgroup a (value head, row): x is the head, y the
-// row. The head's state S [DK, DV] stays in registers for the whole row: invocation (j, part)
-// holds column j's entries i = part, part + P, ... (R of them), so a token's column sums
-// (u = S^T k, o = S^T q) are P partial sums added through shared memory. Per token:
+// state from its slot and writing it back. One workgroup a (value head, row, slice of the state's
+// columns): x is the head, y the row, z the slice of COLS columns (columns are independent but for
+// the norms of q and k, which every slice computes). The slice of the head's state S [DK, DV]
+// stays in registers for the whole row: invocation (j, part) holds column j's entries i = part,
+// part + P, ... (R of them), so a token's column sums (u = S^T k, o = S^T q) are P partial sums
+// added through shared memory. Per token:
 //   decay = exp(g), g = -exp(a_log) * softplus(a + dt_bias); beta = sigmoid(b)
 //   S' = decay * S;  u = beta * (v - S'^T k);  S = S' + k u^T;  o = S^T q
 // with q and k l2-normalised (eps 1e-6; q also scaled by 1/sqrt(DK)). The norms' sums are
 // gathered with the first column sums, so S'^T k is summed over the raw k and scaled after.
 // A slot outside the pool leaves the row untouched.
 #include "common.glsl"
-layout(constant_id = 0) const uint T = 128;    // invocations: DV * P
+layout(constant_id = 0) const uint T = 128;    // invocations: COLS * P
 layout(constant_id = 1) const uint DK = 128;
-layout(constant_id = 2) const uint DV = 128;
+layout(constant_id = 2) const uint COLS = 128;  // columns of the state a workgroup (DV / slices)
 layout(constant_id = 3) const uint RATIO = 1;  // value heads per key head
 layout(local_size_x_id = 0) in;
-const uint P = T / DV;            // parts of a column
+const uint P = T / COLS;          // parts of a column
 const uint R = (DK + P - 1) / P;  // state entries an invocation holds
 const bool WHOLE = DK % P == 0;   // every invocation's R entries exist: no bound to test
 
@@ -25,10 +27,10 @@ layout(push_constant) uniform Push {
       slots;
 } p;
 
-shared float qs[DK], ks[DK], vs[DV];  // this token's raw q, k and v
+shared float qs[DK], ks[DK], vs[COLS];  // this token's raw q and k, and v's slice
 shared float gates[2];                // decay, beta
 shared vec2 norm_parts[P];            // partial |k|^2, |q|^2
-shared float u_parts[T], o_parts[T];  // partial column sums, [P, DV]
+shared float u_parts[T], o_parts[T];  // partial column sums, [P, COLS]
 
 bool holds(uint i) { return WHOLE || i < DK; }
 
@@ -44,13 +46,14 @@ float softplus(float x) { return max(x, 0.0) + log1p_unit(exp(-abs(x))); }
 
 void main() {
   const uint h = gl_WorkGroupID.x, row = gl_WorkGroupID.y, v_heads = gl_NumWorkGroups.x;
-  const uint tid = gl_LocalInvocationID.x, j = tid % DV, part = tid / DV;
+  const uint tid = gl_LocalInvocationID.x, j = tid % COLS, part = tid / COLS;
+  const uint DV = COLS * gl_NumWorkGroups.z, c0 = gl_WorkGroupID.z * COLS;  // c0: the slice's first column
   const int slot = I32(p.state_slots).v[row];
   if (slot < 0 || uint(slot) >= p.slots) return;  // the whole workgroup alike
   const uint t0 = uint(I32(p.cu_seqlens).v[row]), t1 = uint(I32(p.cu_seqlens).v[row + 1]);
   const uint kh = h / RATIO;
   const uint q_head_stride = p.qk_head_strides & 0xffffu, k_head_stride = p.qk_head_strides >> 16;
-  const uint64_t S = advance(p.state, (uint64_t(slot) * v_heads + h) * (DK * DV), DTYPE_F32);
+  const uint64_t S = advance(p.state, (uint64_t(slot) * v_heads + h) * (DK * DV) + c0, DTYPE_F32);
 
   float s[R];
   for (uint r = 0; r < R; ++r) {
@@ -68,8 +71,8 @@ void main() {
       qs[i] = F32(qt).v[i];
       ks[i] = F32(kt).v[i];
     }
-    const uint64_t vt = advance(p.v, uint64_t(t) * p.v_stride + uint64_t(h) * p.v_head_stride, DTYPE_F32);
-    if (tid < DV) vs[tid] = F32(vt).v[tid];
+    const uint64_t vt = advance(p.v, uint64_t(t) * p.v_stride + uint64_t(h) * p.v_head_stride + c0, DTYPE_F32);
+    if (tid < COLS) vs[tid] = F32(vt).v[tid];
     if (tid == 0) {
       const float x = F32(advance(p.a, uint64_t(t) * p.a_stride, DTYPE_F32)).v[h] + dt_bias;
       gates[0] = exp(-A * softplus(x));
@@ -103,7 +106,7 @@ void main() {
     float uj = 0.0;
     for (uint pp = 0; pp < P; ++pp) {
       n += norm_parts[pp];
-      uj += u_parts[pp * DV + j];
+      uj += u_parts[pp * COLS + j];
     }
     const float k_inv = 1.0 / sqrt(n.x + 1e-6), q_inv = q_scale / sqrt(n.y + 1e-6);
     uj = gates[1] * (vs[j] - uj * k_inv);
@@ -120,8 +123,8 @@ void main() {
 
     if (part == 0) {
       float oj = 0.0;
-      for (uint pp = 0; pp < P; ++pp) oj += o_parts[pp * DV + j];
-      F32(advance(p.out_, uint64_t(t) * p.out_stride + uint64_t(h) * p.out_head_stride, DTYPE_F32)).v[j] = oj;
+      for (uint pp = 0; pp < P; ++pp) oj += o_parts[pp * COLS + j];
+      F32(advance(p.out_, uint64_t(t) * p.out_stride + uint64_t(h) * p.out_head_stride + c0, DTYPE_F32)).v[j] = oj;
     }
   }
 
