@@ -5,6 +5,8 @@
 // tiles on cooperative matrices for 16-bit weights, where the device has them). 16-bit weights
 // are widened to f32 in the shader, or taken exactly as f16 with x split in two f16 parts, so
 // every weight dtype gives the f32 product of the exact weights to within f32 rounding.
+#include <algorithm>
+
 #include "backend/vulkan/vulkan_facets.h"
 
 namespace kiln::vulkan {
@@ -17,6 +19,11 @@ constexpr int64_t kGemvThreads = 128;  // gemv.comp's WG
 constexpr int64_t kTile = 64;          // matmul.comp's BM and BN
 constexpr int64_t kTileK = 16;         // matmul.comp's BK
 constexpr int64_t kCoopTile = 128;     // matmul_coop.comp's BM and BN
+constexpr int64_t kCoopTileK = 32;     // matmul_coop.comp's BK
+// A matmul of fewer tiles than this splits over k (every device's compute units, a few times
+// over, for the largest GPUs'), keeping kMinSplitSteps k steps a split.
+constexpr int64_t kFillWorkgroups = 256;
+constexpr int64_t kMinSplitSteps = 4;
 // Indices within a row, strides and workgroup counts are 32-bit in the shaders (row bases are
 // 64-bit addresses); each tensor is held to 32-bit element counts, which bounds them all.
 constexpr int64_t kIndexLimit = int64_t{1} << 32;
@@ -70,19 +77,45 @@ Status Linear::matmul(const MatmulArgs& a) {
     return ctx_->dispatch("gemv", p, groups, {wt, u32(r.m), pairs ? 1u : 0u, 0});
   }
 
+  // 16-bit weights on cooperative matrices where the device has them (128 x 128 tiles), else
+  // the f32 tiles.
+  const bool coop = r.w_dtype != DType::kF32 && ctx_->info().cooperative_matrix;
+  const int64_t tile = coop ? kCoopTile : kTile, step = coop ? kCoopTileK : kTileK;
+  const int64_t tiles_n = (r.n + tile - 1) / tile, tiles = (r.m + tile - 1) / tile * tiles_n;
+  // Too few tiles to fill the device (decode batches): k splits over workgroups, each writing
+  // its partial product to a scratch that splitk_reduce.comp adds up. Each split keeps at least
+  // kMinSplitSteps k steps.
+  int64_t splits = 1, k_chunk = r.k;
+  if (tiles < kFillWorkgroups) {
+    const int64_t steps = (r.k + step - 1) / step;
+    const int64_t want = std::min((kFillWorkgroups + tiles - 1) / tiles, steps / kMinSplitSteps);
+    if (want > 1) {
+      k_chunk = (steps + want - 1) / want * step;
+      splits = (r.k + k_chunk - 1) / k_chunk;
+    }
+  }
+  Tensor part;
+  if (splits > 1) {
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<kiln::Storage> s,
+                          ctx_->memory().allocate(static_cast<size_t>(splits * r.m * r.n) * sizeof(float), ctx_));
+    part = Tensor(std::move(s), DType::kF32, {splits * r.m, r.n});
+  }
   struct {
     uint64_t x, w, out;
-    uint32_t m, n, k, x_stride, out_stride, accumulate, tiles_n;
-  } p{address(a.x), address(a.w), address(a.out), u32(r.m), u32(r.n), u32(r.k), u32(a.x.stride(0)),
-      u32(a.out.stride(0)), a.accumulate ? 1u : 0u, u32((r.n + kTile - 1) / kTile)};
-  // 16-bit weights on cooperative matrices where the device has them (128 x 128 tiles).
-  if (r.w_dtype != DType::kF32 && ctx_->info().cooperative_matrix) {
-    p.tiles_n = u32((r.n + kCoopTile - 1) / kCoopTile);
-    const uint64_t tiles = uint64_t((r.m + kCoopTile - 1) / kCoopTile) * p.tiles_n;
-    return ctx_->dispatch("matmul_coop", p, ctx_->grid(tiles), {wt, 0, 0, 0});
-  }
-  const uint64_t tiles = uint64_t((r.m + kTile - 1) / kTile) * p.tiles_n;
-  return ctx_->dispatch("matmul", p, ctx_->grid(tiles), {wt, 0, 0, 0});
+    uint32_t m, n, k, x_stride, out_stride, accumulate, tiles_n, k_chunk;
+  } p{address(a.x), address(a.w), splits > 1 ? address(part) : address(a.out), u32(r.m), u32(r.n), u32(r.k),
+      u32(a.x.stride(0)), splits > 1 ? u32(r.n) : u32(a.out.stride(0)), splits == 1 && a.accumulate ? 1u : 0u,
+      u32(tiles_n), u32(k_chunk)};
+  auto groups = ctx_->grid(static_cast<uint64_t>(tiles));
+  groups[2] = u32(splits);
+  KILN_RETURN_IF_ERROR(ctx_->dispatch(coop ? "matmul_coop" : "matmul", p, groups, {wt, 0, 0, 0}));
+  if (splits == 1) return {};
+  struct {
+    uint64_t part, out;
+    uint32_t m, n, splits, out_stride, accumulate;
+  } q{address(part), address(a.out), u32(r.m), u32(r.n), u32(splits), u32(a.out.stride(0)), a.accumulate ? 1u : 0u};
+  // The scratch goes back to the pool on return: later work that reuses it is ordered after this.
+  return ctx_->dispatch("splitk_reduce", q, ctx_->grid(static_cast<uint64_t>((r.m * r.n + 255) / 256)));
 }
 
 }  // namespace kiln::vulkan

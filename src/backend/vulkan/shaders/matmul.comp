@@ -5,7 +5,9 @@
 // accumulates a 4 x 4 block of the tile in registers, in f32. An invocation's block is rows
 // ty + 16 i and columns tx + 16 j: neighbouring invocations write neighbouring columns of out.
 // x and out rows may be strided; w is contiguous. Row bases are 64-bit addresses (advance), so
-// only indices within a row are 32-bit.
+// only indices within a row are 32-bit. Split over k (gl_NumWorkGroups.z > 1), workgroup z takes
+// k_chunk columns of k from z * k_chunk and writes its partial product to out's z-th [m, n] block
+// (splitk_reduce.comp adds them).
 #include "common.glsl"
 
 layout(constant_id = 0) const uint W_DTYPE = DTYPE_F32;  // the weight's dtype (core/dtype.h)
@@ -17,7 +19,7 @@ layout(local_size_x = 16, local_size_y = 16) in;
 
 layout(push_constant) uniform P {
   uint64_t x, w, out_;
-  uint m, n, k, x_stride, out_stride, accumulate, tiles_n;
+  uint m, n, k, x_stride, out_stride, accumulate, tiles_n, k_chunk;
 } p;
 
 // Transposed (k-major) and padded by one column: the staging writes, which run along k, fall in
@@ -45,12 +47,13 @@ void main() {
   for (uint i = 0u; i < 4u; ++i)
     for (uint j = 0u; j < 4u; ++j) acc[i][j] = 0.0;
 
-  for (uint k0 = 0u; k0 < p.k; k0 += BK) {
+  const uint k_begin = gl_WorkGroupID.z * p.k_chunk, k_end = min(p.k, k_begin + p.k_chunk);
+  for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
     const uint kk = k0 + lk;
     for (uint i = 0u; i < LOADS; ++i) {
       const uint r = lr + (T * T / BK) * i;
-      xs[lk][r] = (m0 + r < p.m && kk < p.k) ? F32(xrow[i]).v[kk] : 0.0;
-      ws[lk][r] = (n0 + r < p.n && kk < p.k) ? load(wrow[i], kk, W_DTYPE) : 0.0;
+      xs[lk][r] = (m0 + r < p.m && kk < k_end) ? F32(xrow[i]).v[kk] : 0.0;
+      ws[lk][r] = (n0 + r < p.n && kk < k_end) ? load(wrow[i], kk, W_DTYPE) : 0.0;
     }
     barrier();
     for (uint s = 0u; s < BK; ++s) {
@@ -66,7 +69,7 @@ void main() {
   for (uint i = 0u; i < 4u; ++i) {
     const uint row = m0 + ty + T * i;
     if (row >= p.m) break;
-    F32 o = F32(advance(p.out_, uint64_t(row) * p.out_stride, DTYPE_F32));
+    F32 o = F32(advance(p.out_, (uint64_t(gl_WorkGroupID.z) * p.m + row) * p.out_stride, DTYPE_F32));
     for (uint j = 0u; j < 4u; ++j) {
       const uint col = n0 + tx + T * j;
       if (col < p.n) o.v[col] = p.accumulate != 0u ? o.v[col] + acc[i][j] : acc[i][j];

@@ -9,7 +9,7 @@
 // columns at a time: the x parts and the w tile are staged in shared memory (zeros past the
 // edges), then each subgroup multiplies a 32 x 64 block of the tile: 2 x 4 accumulators. At the
 // end each accumulator passes through a 16 x 16 scratch of its subgroup to out, inside its
-// bounds, adding where asked.
+// bounds, adding where asked. Split over k as matmul.comp is (gl_NumWorkGroups.z > 1).
 #include "common.glsl"
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -27,7 +27,7 @@ layout(local_size_x = 256) in;
 
 layout(push_constant) uniform P {
   uint64_t x, w, out_;
-  uint m, n, k, x_stride, out_stride, accumulate, tiles_n;
+  uint m, n, k, x_stride, out_stride, accumulate, tiles_n, k_chunk;
 } p;
 
 shared float16_t xh[BM * LD];      // x tile's high parts, row-major: xh[r * LD + c]
@@ -55,10 +55,11 @@ void main() {
   const uint64_t xrow = advance(p.x, uint64_t(min(m0 + sr, p.m - 1u)) * p.x_stride, DTYPE_F32);
   const uint64_t wrow = advance(p.w, uint64_t(min(n0 + sr, p.n - 1u)) * p.k, W_DTYPE);
 
-  for (uint k0 = 0u; k0 < p.k; k0 += BK) {
+  const uint k_begin = gl_WorkGroupID.z * p.k_chunk, k_end = min(p.k, k_begin + p.k_chunk);
+  for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
     for (uint c = 0u; c < 16u; ++c) {
       const uint kk = k0 + sc + c;
-      const bool in_k = kk < p.k;
+      const bool in_k = kk < k_end;
       const float v = (x_in && in_k) ? clamp(F32(xrow).v[kk], -65504.0, 65504.0) : 0.0;
       const float16_t hi = float16_t(v);
       xh[sr * LD + sc + c] = hi;
@@ -88,7 +89,7 @@ void main() {
       for (uint e = lane; e < 256u; e += 32u) {
         const uint row = m0 + bm + 16u * i + e / 16u, col = n0 + bn + 16u * j + e % 16u;
         if (row < p.m && col < p.n) {
-          F32 o = F32(advance(p.out_, uint64_t(row) * p.out_stride, DTYPE_F32));
+          F32 o = F32(advance(p.out_, (uint64_t(gl_WorkGroupID.z) * p.m + row) * p.out_stride, DTYPE_F32));
           const float v = scratch[sg * 256u + e];
           o.v[col] = p.accumulate != 0u ? o.v[col] + v : v;
         }
