@@ -390,11 +390,25 @@ std::array<uint32_t, 3> Context::grid(uint64_t groups) const {
 Result<VkCommandBuffer> Context::begin_command(std::string_view name, const std::array<uint32_t, 3>& groups) {
   const bool profiled = profiler_ && !recording();
   KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, command_buffer());
-  barrier(cb);
+  const bool grouped = group_owner_ == std::this_thread::get_id();
+  if (!grouped || barrier_due_) barrier(cb);
+  barrier_due_ = !grouped;
   if (profiled)
     profiler_->begin(cb, std::string(name) + " (" + std::to_string(groups[0]) + "x" + std::to_string(groups[1]) + "x" +
                              std::to_string(groups[2]) + ")");
   return cb;
+}
+
+void Context::group_begin() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  group_owner_ = std::this_thread::get_id();
+  barrier_due_ = true;
+}
+
+void Context::group_end() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  group_owner_ = std::thread::id();
+  barrier_due_ = true;
 }
 
 void Context::end_command(VkCommandBuffer cb) {

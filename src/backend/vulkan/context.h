@@ -83,6 +83,14 @@ class Context : public std::enable_shared_from_this<Context> {
   // Workgroups over a flat count: x up to the device's limit, the rest in y (shaders fold them back).
   std::array<uint32_t, 3> grid(uint64_t groups) const;
 
+  // Independent commands (each reads what came before, none reads another's output, their
+  // outputs are disjoint) may share the barrier before the first of them and overlap on the
+  // device: between group_begin and group_end this thread's commands record no barrier of their
+  // own, except the one after require_barrier (a command that reads another's output).
+  void group_begin();
+  void group_end();
+  void require_barrier() { barrier_due_ = true; }
+
   Status copy(const BufferSpan& src, const BufferSpan& dst, size_t bytes);
   Status fill_zero(const BufferSpan& dst, size_t bytes);
 
@@ -158,6 +166,8 @@ class Context : public std::enable_shared_from_this<Context> {
   size_t staging_head_ = 0;  // the staging ring's next free byte (reset when the device is idle)
   uint64_t dispatches_ = 0, submits_ = 0;
   std::unique_ptr<Profiler> profiler_;
+  std::thread::id group_owner_{};  // the thread inside group_begin .. group_end, if any
+  bool barrier_due_ = true;        // the next command records a barrier
 };
 
 }  // namespace kiln::vulkan

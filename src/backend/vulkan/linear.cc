@@ -115,7 +115,41 @@ Status Linear::matmul(const MatmulArgs& a) {
     uint32_t m, n, splits, out_stride, accumulate;
   } q{address(part), address(a.out), u32(r.m), u32(r.n), u32(splits), u32(a.out.stride(0)), a.accumulate ? 1u : 0u};
   // The scratch goes back to the pool on return: later work that reuses it is ordered after this.
+  ctx_->require_barrier();  // the sum reads the partial products (in a group too)
   return ctx_->dispatch("splitk_reduce", q, ctx_->grid(static_cast<uint64_t>((r.m * r.n + 255) / 256)));
+}
+
+namespace {
+
+// The bytes a tensor's elements span, [first, last) from its first element's address.
+std::pair<uint64_t, uint64_t> span_of(const Tensor& t) {
+  uint64_t last = 0;
+  for (int d = 0; d < t.rank(); ++d) last += static_cast<uint64_t>(t.dim(d) - 1) * static_cast<uint64_t>(t.stride(d));
+  const uint64_t first = address(t);
+  return {first, first + (last + 1) * dtype_size(t.dtype())};
+}
+
+bool overlap(const Tensor& a, const Tensor& b) {
+  const auto [a0, a1] = span_of(a);
+  const auto [b0, b1] = span_of(b);
+  return a0 < b1 && b0 < a1;
+}
+
+}  // namespace
+
+Status Linear::matmul_group(const MatmulGroupArgs& a) {
+  bool independent = a.w.size() == a.out.size();
+  for (size_t i = 0; independent && i < a.out.size(); ++i) {
+    independent &= a.out[i].defined() && a.x.defined() && a.out[i].device().kind == DeviceKind::kVulkan &&
+                    a.out[i].numel() > 0 && !overlap(a.out[i], a.x);
+    for (size_t j = 0; independent && j < i; ++j) independent &= !overlap(a.out[i], a.out[j]);
+  }
+  if (!independent) return LinearFacet::matmul_group(a);  // one after another (and its errors)
+  ctx_->group_begin();
+  Status st;
+  for (size_t i = 0; i < a.w.size() && st.ok(); ++i) st = matmul({a.x, a.w[i], a.out[i], a.accumulate});
+  ctx_->group_end();
+  return st;
 }
 
 }  // namespace kiln::vulkan

@@ -43,6 +43,8 @@ class Linear final : public LinearFacet {
  public:
   explicit Linear(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
   KILN_LINEAR_OVERRIDES
+  // The products share one barrier and overlap where no output overlaps x or another output.
+  Status matmul_group(const MatmulGroupArgs& a) override;
 
  private:
   std::shared_ptr<Context> ctx_;

@@ -120,6 +120,30 @@ TEST(VulkanLinear, MisalignedSixteenBitWeightsEqualCpu) {
   }
 }
 
+// A group's products share one barrier: each output equals its own matmul's, split over k too
+// (the partial sums' reduction inside the group), with accumulate.
+TEST(VulkanLinear, GroupOfProductsEqualsEachAlone) {
+  KILN_VULKAN_OR_SKIP(be);
+  auto ref = cpu();
+  for (int64_t m : {1, 37}) {
+    const int64_t k = 264;
+    const std::vector<int64_t> ns = {40, 130, 8};
+    Tensor x = random_tensor({m, k}, 400 + static_cast<uint32_t>(m));
+    MatmulGroupArgs want{x, {}, {}, true}, got{to_device(*be, x), {}, {}, true};
+    for (size_t i = 0; i < ns.size(); ++i) {
+      Tensor w = random_tensor({ns[i], k}, 410 + static_cast<uint32_t>(i), 0.5f, DType::kBF16);
+      Tensor out = random_tensor({m, ns[i]}, 420 + static_cast<uint32_t>(i));
+      want.w.push_back(w), want.out.push_back(out);
+      got.w.push_back(to_device(*be, w)), got.out.push_back(to_device(*be, out));
+    }
+    ASSERT_TRUE(ref->linear().matmul_group(want).ok());
+    Status s = be->linear().matmul_group(got);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    for (size_t i = 0; i < ns.size(); ++i)
+      EXPECT_LT(rel_error(to_host(*be, got.out[i]), want.out[i]), kTolerance) << "m=" << m << " output " << i;
+  }
+}
+
 TEST(VulkanLinear, SixteenBitXIsDeclinedNamingTheRequest) {
   KILN_VULKAN_OR_SKIP(be);
   Tensor x = to_device(*be, random_tensor({3, 16}, 1, 1.f, DType::kBF16));
