@@ -14,6 +14,7 @@ namespace kiln {
 struct BackendIdentity {
   std::string name;         // "cpu", "cuda", ...
   std::string device_name;  // what the device reports about itself
+  std::string driver;       // its driver's name and version, where the backend can tell ("" otherwise)
   Device device;
   int threads = 0;          // host threads the backend uses (cpu)
   std::string warning;      // what a user should know of the device chosen ("" when nothing)

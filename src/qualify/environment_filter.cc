@@ -9,7 +9,8 @@ const std::vector<std::string>& inherited_environment_names() {
   // credentials or network configuration.
   static const std::vector<std::string> kNames = {
       "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR",
-      "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"};
+      "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "VK_DRIVER_FILES",
+      "VK_ICD_FILENAMES", "KILN_VULKAN_DEVICE"};
   return kNames;
 }
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "backend/registry.h"
 #include "qualify/environment_filter.h"
 #include "qualify/process.h"
 
@@ -127,6 +128,29 @@ void probe_cuda(PlatformFacts& f) {
   }
 }
 
+// The device the Vulkan backend would choose (vulkan.device through KILN_VULKAN_DEVICE), asked
+// in this process: its name, the target it compiles for, its device-local memory and driver.
+void probe_vulkan(PlatformFacts& f) {
+  Result<std::unique_ptr<Backend>> be = create_backend("vulkan");
+  if (!be.ok()) {
+    f.unsupported.push_back({"device", be.status().message()});
+    return;
+  }
+  const BackendIdentity& id = (*be)->identity();
+  const BackendCapabilities& caps = (*be)->capabilities();
+  f.device.available = true;
+  f.device.count = 1;
+  f.device.name = id.device_name;
+  f.device.architecture = caps.compute.target;
+  if (caps.storage.device_memory_bytes > 0) f.device.memory_bytes = caps.storage.device_memory_bytes;
+  else f.unsupported.push_back({"device.memory_bytes", "the device reports no device-local heap"});
+  f.device.driver = id.driver;
+  f.runtime_name = "vulkan";
+  const std::string& t = caps.compute.target;  // "vulkan 1.3, subgroup 32, ..."
+  const size_t sp = t.find(' '), comma = t.find(',');
+  f.runtime_version = sp == std::string::npos ? t : t.substr(sp + 1, comma == std::string::npos ? std::string::npos : comma - sp - 1);
+}
+
 }  // namespace
 
 bool parse_nvidia_smi_line(const std::string& line, DeviceFacts& d) {
@@ -161,6 +185,8 @@ PlatformFacts probe_platform(const std::string& backend) {
     f.unsupported.push_back({"runtime", "the cpu backend has no accelerator runtime"});
   } else if (backend == "cuda") {
     probe_cuda(f);
+  } else if (backend == "vulkan") {
+    probe_vulkan(f);
   } else {
     f.unsupported.push_back({"device", "this build has no probe for backend " + backend});
   }

@@ -48,7 +48,7 @@ TEST(PlatformProbe, CpuBackendDescribesThisHostAndRecordsWhatItLacks) {
 }
 
 TEST(PlatformProbe, BackendWithoutAProbeInventsNothing) {
-  PlatformFacts f = probe_platform("vulkan");
+  PlatformFacts f = probe_platform("rocm");
   EXPECT_FALSE(f.device.available);
   EXPECT_FALSE(f.device.name.has_value());
   EXPECT_FALSE(f.device.memory_bytes.has_value());

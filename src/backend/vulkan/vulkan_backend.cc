@@ -44,6 +44,7 @@ class VulkanBackend final : public Backend {
         training_("the vulkan backend does not train"), optimizer_("the vulkan backend does not train") {
     id_.name = "vulkan";
     id_.device_name = ctx->info().name + " (" + ctx->info().type_name() + ", " + ctx->info().driver + ")";
+    id_.driver = ctx->info().driver;
     id_.device = Device{DeviceKind::kVulkan, 0};
     id_.warning = ctx->info().warning;
   }
