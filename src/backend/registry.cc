@@ -53,4 +53,19 @@ Result<std::unique_ptr<Backend>> create_backend(std::string_view name, const Bac
   return not_found("unknown backend '" + std::string(name) + "' (known: " + known + ")");
 }
 
+Result<std::unique_ptr<Backend>> create_auto_backend(const BackendOptions& options, std::vector<std::string>& notes) {
+  for (const char* name : {"cuda", "vulkan"}) {
+    bool built = false;
+    for (const auto& e : backend_registry()) built |= e.built && e.name == name;
+    if (!built) continue;
+    auto b = create_backend(name, options);
+    if (b.ok() && b.value()->identity().warning.empty()) return b;
+    // No device at all is the ordinary machine without one; a device there but unusable (too old,
+    // no code for it in this build, a driver without what the shaders need) is worth a line.
+    if (!b.ok() && b.status().code() != ErrorCode::kNotFound && b.status().message().rfind("no CUDA device", 0) != 0)
+      notes.push_back(std::string("not ") + name + ": " + b.status().message());
+  }
+  return create_backend("cpu", options);
+}
+
 }  // namespace kiln

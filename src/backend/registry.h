@@ -30,4 +30,9 @@ const std::vector<BackendEntry>& backend_registry();
 Result<std::unique_ptr<Backend>> create_backend(std::string_view name,
                                                 const BackendOptions& options = BackendOptions::from_env());
 
+// `auto`: CUDA where a device this build has code for is present, else a Vulkan GPU (a CPU driver
+// such as lavapipe does not count: the CPU backend is faster), else the CPU. What was passed over
+// for a reason worth a line (a device there but unusable) goes to `notes`.
+Result<std::unique_ptr<Backend>> create_auto_backend(const BackendOptions& options, std::vector<std::string>& notes);
+
 }  // namespace kiln

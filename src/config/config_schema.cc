@@ -96,7 +96,8 @@ std::vector<ConfigField> build_schema() {
       KILN_CONFIG_FIELD(model, adapter_dir, "Folder of LoRA adapters; empty: adapters/ in server.state_dir"),
       KILN_CONFIG_FIELD(model, tokenizer_path, "Folder holding tokenizer.json; empty: the model directory"),
       KILN_CONFIG_FIELD(model, backend,
-                        "Compute backend; auto: cuda when a device this build has code for is present, else cpu; "
+                        "Compute backend; auto: cuda when a device this build has code for is present, else a Vulkan GPU "
+                        "(not a CPU driver), else cpu; "
                         "vulkan: the first Vulkan GPU (vulkan.device picks another)",
                         one_of({"auto", "cpu", "cuda", "vulkan"})),
       KILN_CONFIG_FIELD(model, max_context, "Longest sequence in tokens; 0: the model's max_position_embeddings, capped by the K/V pool",

@@ -43,16 +43,12 @@ Result<std::unique_ptr<Backend>> open_backend(const std::string& name, const Vul
       std::fprintf(stderr, "kiln: backend %s: %s\n", name.c_str(), b.value()->identity().warning.c_str());
     return b;
   }
-  for (const auto& e : backend_registry())
-    if (e.built && e.name == "cuda") {
-      auto b = create_backend("cuda");
-      if (b.ok()) return b;
-      // A device that is there but cannot be used (too old, no code for it in this build) is worth
-      // a line; no device at all is the ordinary CPU machine.
-      if (b.status().message().rfind("no CUDA device", 0) != 0)
-        std::fprintf(stderr, "kiln: backend auto: not CUDA: %s; serving on the CPU\n", b.status().message().c_str());
-    }
-  return create_backend("cpu");
+  std::vector<std::string> notes;
+  auto b = create_auto_backend(BackendOptions{vulkan.device, vulkan.validation}, notes);
+  for (const std::string& n : notes)
+    std::fprintf(stderr, "kiln: backend auto: %s; serving on %s\n", n.c_str(),
+                 b.ok() ? b.value()->identity().name.c_str() : "nothing");
+  return b;
 }
 
 // "Qwen/Qwen3.5-4B" -> "Qwen--Qwen3.5-4B": a served id as one folder name.

@@ -54,5 +54,22 @@ TEST(Registry, CpuBackendIdentityAndCapabilities) {
   EXPECT_EQ(be.capabilities().fallback.generic_op, FallbackMode::kReference);
 }
 
+// `auto` takes a GPU backend only where its device is a GPU: with no CUDA device and no Vulkan GPU
+// (lavapipe, a CPU driver, at most: CI's machines) it serves on the CPU backend, and says nothing
+// of the devices that are simply absent.
+TEST(Registry, AutoTakesAGpuOrTheCpuNeverACpuVulkanDriver) {
+  std::vector<std::string> notes;
+  auto b = create_auto_backend(BackendOptions{}, notes);
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  const BackendIdentity& id = b.value()->identity();
+  EXPECT_TRUE(id.warning.empty()) << id.name << ": " << id.warning;
+  auto vulkan = create_backend("vulkan");
+  auto cuda = create_backend("cuda");
+  if (!cuda.ok() && (!vulkan.ok() || !vulkan.value()->identity().warning.empty())) {
+    EXPECT_EQ(id.name, "cpu");
+    EXPECT_TRUE(notes.empty()) << notes.front();
+  }
+}
+
 }  // namespace
 }  // namespace kiln
