@@ -2,7 +2,7 @@
 // matmul.comp's product on cooperative matrices (GL_NV_cooperative_matrix: 16 x 16 x 16, f16
 // inputs, f32 accumulation), for devices that report that shape with 32-invocation subgroups.
 // 16-bit weights convert to f16 exactly (bf16's 8 significant bits fit f16's 11 where |w| is
-// within f16's normal range), and each x splits into two f16 parts, x = hi + lo, multiplied
+// within f16's normal range; larger ones are held at 65504), and each x splits into two f16 parts, x = hi + lo, multiplied
 // separately: the product keeps about 22 of x's 24 significant bits, so it matches the f32 path
 // to its rounding (|x| is held below 65504, f16's largest value).
 // Each workgroup (eight subgroups) computes a 128 x 128 tile of out, stepping through k 32
@@ -64,7 +64,7 @@ void main() {
       const float16_t hi = float16_t(v);
       xh[sr * LD + sc + c] = hi;
       xl[sr * LD + sc + c] = float16_t(v - float(hi));
-      ws[sr * LD + sc + c] = (w_in && in_k) ? float16_t(load(wrow, kk, W_DTYPE)) : float16_t(0.0);
+      ws[sr * LD + sc + c] = (w_in && in_k) ? float16_t(clamp(load(wrow, kk, W_DTYPE), -65504.0, 65504.0)) : float16_t(0.0);
     }
     barrier();
     for (uint s = 0u; s < BK; s += 16u) {
