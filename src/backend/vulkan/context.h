@@ -68,6 +68,8 @@ class Context : public std::enable_shared_from_this<Context> {
   Context& operator=(const Context&) = delete;
 
   const DeviceInfo& info() const { return info_; }
+  // matmul_coop.comp on or off (check_cooperative_matrix: a device whose product disagrees).
+  void set_cooperative_matrix(bool on) { info_.cooperative_matrix = on; }
   Memory& memory() { return *memory_; }
   VkDevice device() const { return device_; }
 

@@ -6,6 +6,8 @@
 // are widened to f32 in the shader, or taken exactly as f16 with x split in two f16 parts, so
 // every weight dtype gives the f32 product of the exact weights to within f32 rounding.
 #include <algorithm>
+#include <cstdio>
+#include <cmath>
 
 #include "backend/vulkan/vulkan_facets.h"
 
@@ -117,6 +119,43 @@ Status Linear::matmul(const MatmulArgs& a) {
   // The scratch goes back to the pool on return: later work that reuses it is ordered after this.
   ctx_->require_barrier();  // the sum reads the partial products (in a group too)
   return ctx_->dispatch("splitk_reduce", q, ctx_->grid(static_cast<uint64_t>((r.m * r.n + 255) / 256)));
+}
+
+Status check_cooperative_matrix(const std::shared_ptr<Context>& ctx) {
+  if (!ctx->info().cooperative_matrix) return {};
+  // 136 rows and columns (two tiles each way, the second partial), k 96, x across magnitudes.
+  const int64_t m = 136, n = 136, k = 96;
+  Tensor x = Tensor::empty({m, k}, DType::kF32), w = Tensor::empty({n, k}, DType::kBF16);
+  for (int64_t i = 0; i < m * k; ++i)
+    x.data<float>()[i] = (static_cast<float>((i * 7919) % 201) - 100.f) * (i % 5 == 0 ? 3.f : 1e-3f);
+  for (int64_t i = 0; i < n * k; ++i)
+    w.data<uint16_t>()[i] = f32_to_bf16(static_cast<float>((i * 104729) % 97) / 97.f - 0.5f);
+  Storage st(ctx);
+  Linear lin(ctx);
+  KILN_ASSIGN_OR_RETURN(Tensor dx, st.upload(x));
+  KILN_ASSIGN_OR_RETURN(Tensor dw, st.upload(w));
+  KILN_ASSIGN_OR_RETURN(Tensor coop, st.allocate({m, n}, DType::kF32));
+  KILN_ASSIGN_OR_RETURN(Tensor tiled, st.allocate({m, n}, DType::kF32));
+  Status ran = lin.matmul({dx, dw, coop});
+  ctx->set_cooperative_matrix(false);
+  KILN_RETURN_IF_ERROR(lin.matmul({dx, dw, tiled}));
+  Tensor a = Tensor::empty({m, n}, DType::kF32), b = Tensor::empty({m, n}, DType::kF32);
+  if (ran.ok()) ran = st.copy_to_host(coop, a);
+  KILN_RETURN_IF_ERROR(st.copy_to_host(tiled, b));
+  double worst = 0, scale = 0;
+  for (int64_t i = 0; ran.ok() && i < m * n; ++i) {
+    worst = std::max(worst, static_cast<double>(std::abs(a.data<float>()[i] - b.data<float>()[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(b.data<float>()[i])));
+  }
+  if (!ran.ok() || !(worst <= 1e-5 * scale)) {
+    std::fprintf(stderr, "vulkan: %s: cooperative matrices off, the f32 tiled matmul runs instead (%s)\n",
+                 ctx->info().name.c_str(),
+                 ran.ok() ? ("their product differs by " + std::to_string(worst / scale) + " of its largest value").c_str()
+                          : ran.to_string().c_str());
+    return {};
+  }
+  ctx->set_cooperative_matrix(true);
+  return {};
 }
 
 namespace {

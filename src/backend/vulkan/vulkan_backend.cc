@@ -92,6 +92,7 @@ class VulkanBackend final : public Backend {
 
 Result<std::unique_ptr<Backend>> make_vulkan_backend(const vulkan::DeviceChoice& choice) {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<vulkan::Context> ctx, vulkan::Context::create(choice));
+  KILN_RETURN_IF_ERROR(vulkan::check_cooperative_matrix(ctx));
   return std::unique_ptr<Backend>(std::make_unique<VulkanBackend>(std::move(ctx)));
 }
 
