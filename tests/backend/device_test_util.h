@@ -90,6 +90,8 @@ struct DevicePair {
     return p;
   }
   Tensor dev_result(Backend& be) const { return to_host(be, dev_base); }
+  // The device's whole buffer against the host's (views' padding included).
+  double error(Backend& be) const { return rel_error(dev_result(be), host_base); }
 };
 
 }  // namespace kiln::testing

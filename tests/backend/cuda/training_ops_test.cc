@@ -31,7 +31,6 @@ namespace {
 
 using testing::random_tensor;
 using testing::rel_error;
-using testing::same_view;
 using testing::to_device;
 using testing::to_host;
 
@@ -41,20 +40,7 @@ constexpr double kOptTol = 1e-5;
 
 std::unique_ptr<Backend> cpu() { return std::move(create_backend("cpu").value()); }
 
-// A host buffer and its device twin, viewed alike.
-struct Pair {
-  Tensor host_base, dev_base, host, dev;
-  Pair() = default;
-  Pair(Backend& be, Tensor base) : host_base(base), dev_base(to_device(be, base)), host(base), dev(dev_base) {}
-  Pair view(const Tensor& host_view) const {
-    Pair p = *this;
-    p.host = host_view;
-    p.dev = same_view(dev_base, host_view, host_base);
-    return p;
-  }
-  Tensor dev_result(Backend& be) const { return to_host(be, dev_base); }
-  double error(Backend& be) const { return rel_error(dev_result(be), host_base); }
-};
+using Pair = testing::DevicePair;
 
 // A [rows, cols] f32 view whose rows are `pad` elements longer than cols when strided.
 Pair rows_view(Backend& be, int64_t rows, int64_t cols, bool strided, uint32_t seed, float scale = 1.f) {
