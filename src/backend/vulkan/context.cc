@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -275,15 +274,6 @@ Status Context::init(const DeviceChoice& choice) {
   info_.unified_memory = memory_->unified();
   KILN_ASSIGN_OR_RETURN(staging_, memory_->host_block(kStagingBytes));
   if (has12.hostQueryReset) profiler_ = Profiler::from_env(device_, physical_, queue_family_);
-  // A driver that lists the shape may still refuse the shader: then the f32 tiled matmul runs,
-  // and the log says why.
-  for (uint32_t dtype : {1u, 2u})  // bf16, f16 (core/dtype.h)
-    if (info_.cooperative_matrix)
-      if (auto p = pipeline("matmul_coop", {dtype, 0, 0, 0}); !p.ok()) {
-        std::fprintf(stderr, "vulkan: %s lists cooperative matrices but refused matmul_coop (%s); using the f32 tiled matmul\n",
-                     info_.name.c_str(), p.status().to_string().c_str());
-        info_.cooperative_matrix = false;
-      }
   return {};
 }
 

@@ -1,10 +1,10 @@
 // y[m, n] (+)= x[m, k] w[n, k]^T with compute shaders, f32 accumulation: up to kGemvMaxRows rows
 // of x take the GEMV (gemv.comp, or gemv_vec.comp for aligned 16-bit weights: each weight row read
-// once for all of them), more the tiled
-// matmul (matmul.comp: 64 x 64 tiles of out through shared memory; matmul_coop.comp's 128 x 128
-// tiles on cooperative matrices for 16-bit weights, where the device has them). 16-bit weights
-// are widened to f32 in the shader, or taken exactly as f16 with x split in two f16 parts, so
-// every weight dtype gives the f32 product of the exact weights to within f32 rounding.
+// once for all of them), more the tiled matmul (matmul.comp: 64 x 64 tiles of out through shared
+// memory; matmul_coop.comp's 128 x 128 tiles on cooperative matrices for 16-bit weights, where
+// the device has them). 16-bit weights are widened to f32 in the shader, or taken exactly as f16
+// with x split in two f16 parts, so every weight dtype gives the f32 product of the exact weights
+// to within f32 rounding.
 #include <algorithm>
 #include <cstdio>
 #include <cmath>
@@ -121,38 +121,51 @@ Status Linear::matmul(const MatmulArgs& a) {
   return ctx_->dispatch("splitk_reduce", q, ctx_->grid(static_cast<uint64_t>((r.m * r.n + 255) / 256)));
 }
 
-Status check_cooperative_matrix(const std::shared_ptr<Context>& ctx) {
-  if (!ctx->info().cooperative_matrix) return {};
+// One product of 16-bit weights of `dtype` on cooperative matrices and on the f32 tiles; an
+// error from the first (a pipeline the driver refuses) or a disagreement is the reason to return.
+Result<std::string> disagreement(const std::shared_ptr<Context>& ctx, DType dtype) {
   // 136 rows and columns (two tiles each way, the second partial), k 96, x across magnitudes.
   const int64_t m = 136, n = 136, k = 96;
-  Tensor x = Tensor::empty({m, k}, DType::kF32), w = Tensor::empty({n, k}, DType::kBF16);
+  Tensor x = Tensor::empty({m, k}, DType::kF32), w = Tensor::empty({n, k}, dtype);
   for (int64_t i = 0; i < m * k; ++i)
     x.data<float>()[i] = (static_cast<float>((i * 7919) % 201) - 100.f) * (i % 5 == 0 ? 3.f : 1e-3f);
-  for (int64_t i = 0; i < n * k; ++i)
-    w.data<uint16_t>()[i] = f32_to_bf16(static_cast<float>((i * 104729) % 97) / 97.f - 0.5f);
+  for (int64_t i = 0; i < n * k; ++i) {
+    const float v = static_cast<float>((i * 104729) % 97) / 97.f - 0.5f;
+    w.data<uint16_t>()[i] = dtype == DType::kBF16 ? f32_to_bf16(v) : f32_to_f16(v);
+  }
   Storage st(ctx);
   Linear lin(ctx);
   KILN_ASSIGN_OR_RETURN(Tensor dx, st.upload(x));
   KILN_ASSIGN_OR_RETURN(Tensor dw, st.upload(w));
   KILN_ASSIGN_OR_RETURN(Tensor coop, st.allocate({m, n}, DType::kF32));
   KILN_ASSIGN_OR_RETURN(Tensor tiled, st.allocate({m, n}, DType::kF32));
+  ctx->set_cooperative_matrix(true);
   Status ran = lin.matmul({dx, dw, coop});
   ctx->set_cooperative_matrix(false);
   KILN_RETURN_IF_ERROR(lin.matmul({dx, dw, tiled}));
   Tensor a = Tensor::empty({m, n}, DType::kF32), b = Tensor::empty({m, n}, DType::kF32);
   if (ran.ok()) ran = st.copy_to_host(coop, a);
   KILN_RETURN_IF_ERROR(st.copy_to_host(tiled, b));
+  if (!ran.ok()) return ran.to_string();
   double worst = 0, scale = 0;
-  for (int64_t i = 0; ran.ok() && i < m * n; ++i) {
+  for (int64_t i = 0; i < m * n; ++i) {
     worst = std::max(worst, static_cast<double>(std::abs(a.data<float>()[i] - b.data<float>()[i])));
     scale = std::max(scale, static_cast<double>(std::abs(b.data<float>()[i])));
   }
-  if (!ran.ok() || !(worst <= 1e-5 * scale)) {
-    std::fprintf(stderr, "vulkan: %s: cooperative matrices off, the f32 tiled matmul runs instead (%s)\n",
-                 ctx->info().name.c_str(),
-                 ran.ok() ? ("their product differs by " + std::to_string(worst / scale) + " of its largest value").c_str()
-                          : ran.to_string().c_str());
-    return {};
+  if (worst <= 1e-5 * scale) return std::string();
+  return std::string(dtype_name(dtype)) + " weights: their product differs by " + std::to_string(worst / scale) +
+         " of its largest value";
+}
+
+Status check_cooperative_matrix(const std::shared_ptr<Context>& ctx) {
+  if (!ctx->info().cooperative_matrix) return {};
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    KILN_ASSIGN_OR_RETURN(const std::string why, disagreement(ctx, dtype));
+    if (!why.empty()) {
+      std::fprintf(stderr, "vulkan: %s: cooperative matrices off, the f32 tiled matmul runs instead (%s)\n",
+                   ctx->info().name.c_str(), why.c_str());
+      return {};  // left off by disagreement
+    }
   }
   ctx->set_cooperative_matrix(true);
   return {};

@@ -121,9 +121,10 @@ class Replay final : public ReplayFacet {
   std::shared_ptr<Context> ctx_;
 };
 
-// Where the device has cooperative matrices: one product on matmul_coop.comp against the f32
-// tiled matmul, at startup; a failure or a disagreement beyond the f32 rounding turns them off,
-// naming why on stderr. An error only where the device cannot run the check at all.
+// Where the device has cooperative matrices: one product for each 16-bit weight dtype on
+// matmul_coop.comp against the f32 tiled matmul, at startup; a refused pipeline or a
+// disagreement beyond the f32 rounding turns them off, naming why on stderr. An error only where
+// the device cannot run the check at all.
 Status check_cooperative_matrix(const std::shared_ptr<Context>& ctx);
 
 }  // namespace kiln::vulkan
