@@ -1,15 +1,41 @@
 // Greedy selection on the device (shaders/argmax.comp): only the ids come back to the host. Host
 // logits (a forward that returned them there) are staged through the device, as CUDA's are.
+// Sampling on the device (shaders/sample.comp): only ids, logprobs and the alternatives asked for
+// come back.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
 #include "backend/vulkan/vulkan_facets.h"
 
 namespace kiln::vulkan {
 
-Support Sampling::supports(const SampleRequest& r) const {
-  // Drawn rows go through the host: the engine copies their logits there, counted as host round
-  // trips of the backend's fallback policy.
-  if (!r.greedy) return Support::host_fallback("sampling at temperature > 0 runs on the host");
-  return Support::native();
-}
+namespace {
+
+// One row's request as sample.comp reads it (std430: 48 bytes).
+struct SampleRowParams {
+  float u, temperature, top_p, min_p, repetition_penalty;
+  int32_t top_k, top_n;
+  uint32_t pen_offset, pen_count, pad[3];
+};
+static_assert(sizeof(SampleRowParams) == 48);
+// A distinct penalised token of a row.
+struct SamplePenalty {
+  int32_t token;
+  uint32_t repeat;  // the repetition penalty applies
+  float sub;        // presence + frequency * count, rounded once as the reference rounds it
+  uint32_t pad;
+};
+static_assert(sizeof(SamplePenalty) == 16);
+
+// Working logits of penalised rows, per launch; rows beyond what fits run in further launches.
+constexpr int64_t kSampleScratchBytes = int64_t{256} << 20;
+
+}  // namespace
+
+Support Sampling::supports(const SampleRequest&) const { return Support::native(); }
 
 Status Sampling::argmax(const ArgmaxArgs& a) {
   const SampleRequest r = describe(a);
@@ -37,6 +63,110 @@ Status Sampling::argmax(const ArgmaxArgs& a) {
   } p{address(logits), address(ids), static_cast<uint32_t>(logits.dim(1)), static_cast<uint32_t>(logits.stride(0))};
   KILN_RETURN_IF_ERROR(ctx_->dispatch("argmax", p, ctx_->grid(static_cast<uint64_t>(logits.dim(0)))));
   if (host) KILN_RETURN_IF_ERROR(ctx_->download(locate(ids), a.ids.raw(), a.ids.nbytes()));
+  return {};
+}
+
+}  // namespace kiln::vulkan
+
+namespace kiln::vulkan {
+
+Status Sampling::sample(const SampleArgs& a) {
+  KILN_RETURN_IF_ERROR(check_args(*this, a));
+  const int64_t rows = a.logits.dim(0), V = a.logits.dim(1);
+  if (rows == 0) return {};
+  auto req = [&] { return describe(a).describe(); };  // for an error's text only
+  if (V >= int64_t{1} << 31 || a.logits.stride(0) >= int64_t{1} << 32 || rows * V >= int64_t{1} << 32)
+    return invalid_argument(req() + ": 2^32 logits or more");
+  if (a.logits.stride(1) != 1) return invalid_argument(req() + ": logits rows must be contiguous");
+  std::lock_guard<std::mutex> lock(mu_);
+
+  // Each row's parameters and its distinct penalised tokens (the repetition penalty once per
+  // distinct seen token, then presence and frequency over the generated tokens' counts).
+  std::vector<SampleRowParams> params(static_cast<size_t>(rows));
+  std::vector<SamplePenalty> pens;
+  if (marks_.size() < static_cast<size_t>(V)) {
+    marks_.assign(static_cast<size_t>(V), 0);
+    slots_.resize(static_cast<size_t>(V));
+  }
+  std::unordered_map<int32_t, int32_t> counts;
+  for (int64_t i = 0; i < rows; ++i) {
+    const SampleRow& x = a.rows[static_cast<size_t>(i)];
+    SampleRowParams& q = params[static_cast<size_t>(i)];
+    q = SampleRowParams{static_cast<float>(x.u), x.temperature, x.top_p, x.min_p, x.repetition_penalty,
+                        x.top_k, x.top_logprobs, static_cast<uint32_t>(pens.size()), 0, {}};
+    const bool repeat = x.repetition_penalty != 1.f, subtract = x.presence_penalty != 0.f || x.frequency_penalty != 0.f;
+    if (!repeat && !subtract) continue;
+    if (++stamp_ == 0) {  // wrapped: every mark is stale
+      std::fill(marks_.begin(), marks_.end(), 0);
+      stamp_ = 1;
+    }
+    auto entry = [&](int32_t t) -> SamplePenalty& {
+      if (marks_[t] != stamp_) {
+        marks_[t] = stamp_;
+        slots_[t] = static_cast<int32_t>(pens.size());
+        pens.push_back({t, 0, 0.f, 0});
+      }
+      return pens[static_cast<size_t>(slots_[t])];
+    };
+    if (repeat)
+      for (int32_t t : x.seen)
+        if (t >= 0 && t < V) entry(t).repeat = 1;
+    if (subtract) {
+      counts.clear();
+      for (int32_t t : x.generated)
+        if (t >= 0 && t < V) ++counts[t];
+      for (auto [t, n] : counts) entry(t).sub = std::fma(x.frequency_penalty, static_cast<float>(n), x.presence_penalty);
+    }
+    q.pen_count = static_cast<uint32_t>(pens.size()) - q.pen_offset;
+  }
+
+  // One buffer up (parameters, then penalties) and one down (ids, logprobs, alternatives).
+  const int64_t top = a.top_ids.defined() ? a.top_ids.dim(1) : 0;
+  const size_t params_bytes = params.size() * sizeof(SampleRowParams);
+  const size_t up_bytes = params_bytes + std::max<size_t>(pens.size(), 1) * sizeof(SamplePenalty);
+  std::vector<char> up(up_bytes);
+  std::memcpy(up.data(), params.data(), params_bytes);
+  if (!pens.empty()) std::memcpy(up.data() + params_bytes, pens.data(), pens.size() * sizeof(SamplePenalty));
+  const auto n = static_cast<size_t>(rows), nt = static_cast<size_t>(rows * top);
+  const size_t down_bytes = (2 * n + 2 * nt) * 4;
+  Storage storage(ctx_);
+  KILN_ASSIGN_OR_RETURN(Tensor up_t, storage.empty({static_cast<int64_t>(up_bytes)}, DType::kU8));
+  KILN_ASSIGN_OR_RETURN(Tensor down_t, storage.empty({static_cast<int64_t>(down_bytes)}, DType::kU8));
+  KILN_RETURN_IF_ERROR(ctx_->upload(up.data(), locate(up_t), up_bytes));
+  const bool penalised = !pens.empty();
+  const int64_t group = penalised ? std::clamp<int64_t>(kSampleScratchBytes / (V * 4), 1, rows) : rows;
+  Tensor work;
+  if (penalised) {
+    KILN_ASSIGN_OR_RETURN(work, storage.empty({group, V}, DType::kF32));
+  }
+
+  const uint64_t down = address(down_t);
+  for (int64_t row0 = 0; row0 < rows; row0 += group) {
+    struct {
+      uint64_t logits, work, rows, pens, ids, logprobs, top_ids, top_logprobs;
+      uint32_t vocab, stride, top_stride, row0;
+    } p{address(a.logits) + static_cast<uint64_t>(row0 * a.logits.stride(0)) * 4,
+        address(work),
+        address(up_t),
+        address(up_t) + params_bytes,
+        down,
+        down + n * 4,
+        down + 2 * n * 4,
+        down + (2 * n + nt) * 4,
+        u32(V),
+        u32(a.logits.stride(0)),
+        u32(top),
+        u32(row0)};
+    KILN_RETURN_IF_ERROR(ctx_->dispatch("sample", p, ctx_->grid(static_cast<uint64_t>(std::min(group, rows - row0)))));
+  }
+  std::vector<char> back(down_bytes);
+  KILN_RETURN_IF_ERROR(ctx_->download(locate(down_t), back.data(), down_bytes));
+  std::memcpy(a.ids.raw(), back.data(), n * 4);
+  std::memcpy(a.logprobs.raw(), back.data() + n * 4, n * 4);
+  if (top > 0) {
+    std::memcpy(a.top_ids.raw(), back.data() + 2 * n * 4, nt * 4);
+    std::memcpy(a.top_logprobs.raw(), back.data() + (2 * n + nt) * 4, nt * 4);
+  }
   return {};
 }
 

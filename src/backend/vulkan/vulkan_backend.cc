@@ -31,7 +31,7 @@ BackendCapabilities vulkan_capabilities(const vulkan::DeviceInfo& info) {
   c.training.supported = false;
   c.replay.graphs = true;
   c.replay.captured = "the engine's decode step per batch bucket: one command buffer recorded, submitted again";
-  // Generic ops it declines (sampling at temperature > 0) round-trip through the host, counted.
+  // A generic op it declines would round-trip through the host, counted (none of the engine's is).
   c.fallback = {FallbackMode::kHostRoundTrip, FallbackMode::kNativeRequired, FallbackMode::kNativeRequired};
   return c;
 }

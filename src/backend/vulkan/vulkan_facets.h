@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "backend/arg_checks.h"
 #include "backend/facets.h"
@@ -104,9 +105,14 @@ class Sampling final : public SamplingFacet {
  public:
   explicit Sampling(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
   KILN_SAMPLING_OVERRIDES
+  Status sample(const SampleArgs& a) override;
 
  private:
   std::shared_ptr<Context> ctx_;
+  std::mutex mu_;                // sample()'s tables below
+  std::vector<uint32_t> marks_;  // a token's last row stamp (the distinct penalised tokens)
+  std::vector<int32_t> slots_;   // its entry among the row's penalties, where marked
+  uint32_t stamp_ = 0;
 };
 
 // Recording and replaying facet calls: command buffers recorded once, submitted again (replay.cc).

@@ -1,7 +1,7 @@
 // The serving engine on Vulkan: eight concurrent greedy streams for 256 steps give the CPU
 // engine's tokens, and once every stream decodes, no step asks the driver for memory; a request
 // whose prompt the prefix cache holds gives the tokens of the same request computed from scratch;
-// rows drawn at temperature > 0 go through the host, counted.
+// rows drawn at temperature > 0 are sampled on the device as the CPU draws them.
 #include <gtest/gtest.h>
 
 #include "backend/fallback.h"
@@ -104,25 +104,32 @@ TEST(VulkanEngine, PrefixCacheHitEqualsMiss) {
   EXPECT_EQ(fresh.tokens[0].size(), 24u);
 }
 
-// Sampling at temperature > 0 is a generic op Vulkan declines: each step's drawn row goes to the
-// host as a counted round trip of the backend's fallback policy, one per token; greedy rows
-// (argmax on the device) count none.
-TEST(VulkanEngine, DrawnRowsRoundTripThroughTheHostAndAreCounted) {
+// Rows drawn at temperature > 0 (penalties, top-p and logprobs among them) are sampled on the
+// device: no host round trip is counted, and the seeded draws give the CPU engine's tokens.
+TEST(VulkanEngine, DrawnRowsSampleOnTheDeviceAsTheCpuDraws) {
   KILN_VULKAN_OR_SKIP(be);
-  EXPECT_EQ(be->capabilities().fallback.generic_op, FallbackMode::kHostRoundTrip);
+  auto cpu = std::move(create_backend("cpu").value());
   FallbackCounters& counters = FallbackCounters::global();
   const uint64_t before = counters.count("vulkan", 1);
-  EngineRun g = run_engine(*be, {{greedy(prompt(20, 1), 12)}}, false);
-  ASSERT_EQ(g.tokens.size(), 1u);
-  EXPECT_EQ(g.tokens[0].size(), 12u);
+  std::vector<RequestSpec> specs;
+  for (int64_t i = 0; i < 3; ++i) {
+    RequestSpec r = greedy(prompt(20 + 7 * i, 2 + i), 16);
+    r.sampling.temperature = 0.8f;
+    r.sampling.logprobs = true;
+    r.seed = 5 + static_cast<uint64_t>(i);
+    specs.push_back(r);
+  }
+  specs[1].sampling.top_p = 0.9f;
+  specs[1].sampling.top_logprobs = 3;
+  specs[2].sampling.repetition_penalty = 1.2f;
+  specs[2].sampling.frequency_penalty = 0.3f;
+  EngineRun v = run_engine(*be, {specs}, false), c = run_engine(*cpu, {specs}, false);
+  ASSERT_EQ(v.tokens.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(v.tokens[i].size(), 16u) << i;
+    EXPECT_EQ(v.tokens[i], c.tokens[i]) << "stream " << i;
+  }
   EXPECT_EQ(counters.count("vulkan", 1), before);
-  RequestSpec drawn = greedy(prompt(20, 2), 16);
-  drawn.sampling.temperature = 0.8f;
-  drawn.seed = 5;
-  EngineRun d = run_engine(*be, {{drawn}}, false);
-  ASSERT_EQ(d.tokens.size(), 1u);
-  EXPECT_EQ(d.tokens[0].size(), 16u);
-  EXPECT_EQ(counters.count("vulkan", 1), before + 16);
 }
 
 }  // namespace
