@@ -25,9 +25,10 @@ struct Output {
   std::vector<std::vector<TokenLogprob>> top;
 };
 
-// Runs `specs` to completion on an engine over `be`, all submitted before the first cycle.
-std::vector<Output> run_engine(Backend& be, const char* config, const std::vector<RequestSpec>& specs,
-                               bool device_sampling) {
+// Runs each group of `groups` to completion in turn on one engine over `be` (a group submitted
+// before its first cycle); the outputs in submission order, and the engine's stats at the end.
+std::vector<Output> run_groups(Backend& be, const char* config, const std::vector<std::vector<RequestSpec>>& groups,
+                               bool device_sampling, bool prefix_cache, EngineStats* stats = nullptr) {
   auto model = Qwen35Model::load(fixture_dir(config), be);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   if (!model.ok()) return {};
@@ -35,33 +36,44 @@ std::vector<Output> run_engine(Backend& be, const char* config, const std::vecto
   ec.scheduler.max_running = 8;
   ec.scheduler.max_batch_tokens = 1024;
   ec.kv_blocks = 32;
-  ec.prefix_cache.enabled = false;
+  ec.prefix_cache.enabled = prefix_cache;
   ec.device_sampling = device_sampling;
   auto engine = Engine::create(**model, ec);
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
   if (!engine.ok()) return {};
-  std::vector<Submission> subs;
-  for (const RequestSpec& s : specs) {
-    auto sub = (*engine)->submit(s);
-    EXPECT_TRUE(sub.ok()) << sub.status().to_string();
-    if (!sub.ok()) return {};
-    subs.push_back(*sub);
-  }
-  while ((*engine)->has_work()) {
-    auto r = (*engine)->step();
-    EXPECT_TRUE(r.ok()) << r.status().to_string();
-    if (!r.ok()) return {};
-  }
-  std::vector<Output> out(specs.size());
-  for (size_t i = 0; i < subs.size(); ++i)
-    while (auto e = subs[i].channel->try_pop()) {
-      EXPECT_NE(e->finish, FinishReason::kError) << e->error;
-      if (e->token < 0) continue;
-      out[i].tokens.push_back(e->token);
-      out[i].logprobs.push_back(e->logprob);
-      out[i].top.push_back(e->top_logprobs);
+  std::vector<Output> out;
+  for (const auto& specs : groups) {
+    std::vector<Submission> subs;
+    for (const RequestSpec& s : specs) {
+      auto sub = (*engine)->submit(s);
+      EXPECT_TRUE(sub.ok()) << sub.status().to_string();
+      if (!sub.ok()) return {};
+      subs.push_back(*sub);
     }
+    while ((*engine)->has_work()) {
+      auto r = (*engine)->step();
+      EXPECT_TRUE(r.ok()) << r.status().to_string();
+      if (!r.ok()) return {};
+    }
+    for (Submission& sub : subs) {
+      Output& o = out.emplace_back();
+      while (auto e = sub.channel->try_pop()) {
+        EXPECT_NE(e->finish, FinishReason::kError) << e->error;
+        if (e->token < 0) continue;
+        o.tokens.push_back(e->token);
+        o.logprobs.push_back(e->logprob);
+        o.top.push_back(e->top_logprobs);
+      }
+    }
+  }
+  if (stats != nullptr) *stats = (*engine)->stats();
   return out;
+}
+
+// Runs `specs` to completion on an engine over `be`, all submitted before the first cycle.
+std::vector<Output> run_engine(Backend& be, const char* config, const std::vector<RequestSpec>& specs,
+                               bool device_sampling) {
+  return run_groups(be, config, {specs}, device_sampling, false);
 }
 
 std::vector<int32_t> prompt(int64_t n, int64_t salt, int64_t vocab) {
@@ -171,6 +183,33 @@ TEST(CudaEngine, MixedBatchOneSampledRow) { expect_mixed_batch_matches_host(5, 1
 TEST(CudaEngine, MixedBatchTwoSampledRows) { expect_mixed_batch_matches_host(3, 2); }
 // Sampled rows 0..4 of 6 beside an argmax row; temperature rows are not consecutive logits rows.
 TEST(CudaEngine, MixedBatchSampledRowsGathered) { expect_mixed_batch_matches_host(6, 5); }
+
+// A prompt whose blocks the prefix cache holds gives the tokens, logprobs and alternatives of the
+// same request computed from scratch: the hit runs only the prompt's last, partial block.
+TEST(CudaEngine, PrefixCacheHitEqualsMiss) {
+  KILN_CUDA_OR_SKIP(be);
+  RequestSpec r = greedy(prompt(150, 5, 300), 8);
+  r.sampling.logprobs = true;
+  r.sampling.top_logprobs = 3;
+  EngineStats stats;
+  const std::vector<Output> cached = run_groups(*be, "gqa_untied", {{r}, {r}}, true, true, &stats);
+  const std::vector<Output> fresh = run_groups(*be, "gqa_untied", {{r}}, true, false);
+  ASSERT_EQ(cached.size(), 2u);
+  ASSERT_EQ(fresh.size(), 1u);
+  EXPECT_EQ(stats.prefix_hits, 1);
+  EXPECT_EQ(cached[1].tokens, cached[0].tokens);
+  EXPECT_EQ(cached[1].tokens, fresh[0].tokens);
+  EXPECT_EQ(cached[1].logprobs, fresh[0].logprobs);
+  ASSERT_EQ(cached[1].top.size(), fresh[0].top.size());
+  for (size_t t = 0; t < fresh[0].top.size(); ++t) {
+    ASSERT_EQ(cached[1].top[t].size(), fresh[0].top[t].size()) << "token " << t;
+    for (size_t j = 0; j < fresh[0].top[t].size(); ++j) {
+      EXPECT_EQ(cached[1].top[t][j].token, fresh[0].top[t][j].token) << "token " << t << " alternative " << j;
+      EXPECT_EQ(cached[1].top[t][j].logprob, fresh[0].top[t][j].logprob) << "token " << t << " alternative " << j;
+    }
+  }
+  EXPECT_EQ(fresh[0].tokens.size(), 8u);
+}
 
 }  // namespace
 }  // namespace kiln
