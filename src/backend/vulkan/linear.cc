@@ -1,10 +1,10 @@
 // y[m, n] (+)= x[m, k] w[n, k]^T with compute shaders, f32 accumulation: up to kGemvMaxRows rows
 // of x take the GEMV (gemv.comp, or gemv_vec.comp for aligned 16-bit weights: each weight row read
 // once for all of them), more the tiled matmul (matmul.comp: 64 x 64 tiles of out through shared
-// memory; matmul_coop.comp's 128 x 128 tiles on cooperative matrices for 16-bit weights, where
-// the device has them). 16-bit weights are widened to f32 in the shader, or taken exactly as f16
-// with x split in two f16 parts, so every weight dtype gives the f32 product of the exact weights
-// to within f32 rounding.
+// memory; matmul_coop.comp's 64 or 128 x 128 tiles on cooperative matrices for 16-bit weights,
+// where the device has them). 16-bit weights are widened to f32 in the shader (the f32 product of
+// the exact weights to within f32 rounding), or taken exactly as f16 on cooperative matrices, x
+// rounded to f16 (as a bf16 GEMM rounds it to bf16).
 #include <algorithm>
 #include <cstdio>
 #include <cmath>
@@ -20,12 +20,15 @@ constexpr int64_t kGemvRows = 4;       // gemv.comp's R: rows of w a workgroup
 constexpr int64_t kGemvThreads = 128;  // gemv.comp's WG
 constexpr int64_t kTile = 64;          // matmul.comp's BM and BN
 constexpr int64_t kTileK = 16;         // matmul.comp's BK
-constexpr int64_t kCoopTile = 128;     // matmul_coop.comp's BM and BN
+constexpr int64_t kCoopTileN = 128;    // matmul_coop.comp's BN (BM: 64 or 128)
 constexpr int64_t kCoopTileK = 32;     // matmul_coop.comp's BK
 // A matmul of fewer tiles than this splits over k (every device's compute units, a few times
 // over, for the largest GPUs'), keeping kMinSplitSteps k steps a split.
 constexpr int64_t kFillWorkgroups = 256;
 constexpr int64_t kMinSplitSteps = 4;
+// How far matmul_coop.comp's product may be from the f32 tiles' (relative to its largest value)
+// before the startup check turns it off.
+constexpr double kCoopTolerance = 2e-3;
 // Indices within a row, strides and workgroup counts are 32-bit in the shaders (row bases are
 // 64-bit addresses); each tensor is held to 32-bit element counts, which bounds them all.
 constexpr int64_t kIndexLimit = int64_t{1} << 32;
@@ -79,11 +82,14 @@ Status Linear::matmul(const MatmulArgs& a) {
     return ctx_->dispatch("gemv", p, groups, {wt, u32(r.m), pairs ? 1u : 0u, 0});
   }
 
-  // 16-bit weights on cooperative matrices where the device has them (128 x 128 tiles), else
-  // the f32 tiles.
-  const bool coop = r.w_dtype != DType::kF32 && ctx_->info().cooperative_matrix;
-  const int64_t tile = coop ? kCoopTile : kTile, step = coop ? kCoopTileK : kTileK;
-  const int64_t tiles_n = (r.n + tile - 1) / tile, tiles = (r.m + tile - 1) / tile * tiles_n;
+  // 16-bit weights on cooperative matrices where the device has them and the rows allow its
+  // 16-byte loads (64 x 128 tiles for up to 64 rows, else 128 x 128), else the f32 tiles.
+  const bool coop = r.w_dtype != DType::kF32 && ctx_->info().cooperative_matrix && r.k % 8 == 0 &&
+                    address(a.x) % 16 == 0 && a.x.stride(0) % 4 == 0 && address(a.w) % 16 == 0;
+  const int64_t mt = r.m <= 64 ? 1 : 2;
+  const int64_t tile_m = coop ? 64 * mt : kTile, tile_n = coop ? kCoopTileN : kTile;
+  const int64_t step = coop ? kCoopTileK : kTileK;
+  const int64_t tiles_n = (r.n + tile_n - 1) / tile_n, tiles = (r.m + tile_m - 1) / tile_m * tiles_n;
   // Too few tiles to fill the device (decode batches): k splits over workgroups, each writing
   // its partial product to a scratch that splitk_reduce.comp adds up. Each split keeps at least
   // kMinSplitSteps k steps.
@@ -110,7 +116,7 @@ Status Linear::matmul(const MatmulArgs& a) {
       u32(tiles_n), u32(k_chunk)};
   auto groups = ctx_->grid(static_cast<uint64_t>(tiles));
   groups[2] = u32(splits);
-  KILN_RETURN_IF_ERROR(ctx_->dispatch(coop ? "matmul_coop" : "matmul", p, groups, {wt, 0, 0, 0}));
+  KILN_RETURN_IF_ERROR(ctx_->dispatch(coop ? "matmul_coop" : "matmul", p, groups, {wt, coop ? u32(mt) : 0u, 0, 0}));
   if (splits == 1) return {};
   struct {
     uint64_t part, out;
@@ -124,11 +130,12 @@ Status Linear::matmul(const MatmulArgs& a) {
 // One product of 16-bit weights of `dtype` on cooperative matrices and on the f32 tiles; an
 // error from the first (a pipeline the driver refuses) or a disagreement is the reason to return.
 Result<std::string> disagreement(const std::shared_ptr<Context>& ctx, DType dtype) {
-  // 136 rows and columns (two tiles each way, the second partial), k 96, x across magnitudes.
+  // 136 rows and columns (two tiles each way, the second partial), k 96, x across magnitudes
+  // and not representable in f16.
   const int64_t m = 136, n = 136, k = 96;
   Tensor x = Tensor::empty({m, k}, DType::kF32), w = Tensor::empty({n, k}, dtype);
   for (int64_t i = 0; i < m * k; ++i)
-    x.data<float>()[i] = (static_cast<float>((i * 7919) % 201) - 100.f) * (i % 5 == 0 ? 3.f : 1e-3f);
+    x.data<float>()[i] = (static_cast<float>((i * 7919) % 201) - 100.37f) * (i % 5 == 0 ? 3.1f : 1.3e-3f);
   for (int64_t i = 0; i < n * k; ++i) {
     const float v = static_cast<float>((i * 104729) % 97) / 97.f - 0.5f;
     w.data<uint16_t>()[i] = dtype == DType::kBF16 ? f32_to_bf16(v) : f32_to_f16(v);
@@ -152,7 +159,8 @@ Result<std::string> disagreement(const std::shared_ptr<Context>& ctx, DType dtyp
     worst = std::max(worst, static_cast<double>(std::abs(a.data<float>()[i] - b.data<float>()[i])));
     scale = std::max(scale, static_cast<double>(std::abs(b.data<float>()[i])));
   }
-  if (worst <= 1e-5 * scale) return std::string();
+  // x rounded to f16 moves the product by a few 1e-4 of its scale; a wrong product by far more.
+  if (worst <= kCoopTolerance * scale) return std::string();
   return std::string(dtype_name(dtype)) + " weights: their product differs by " + std::to_string(worst / scale) +
          " of its largest value";
 }

@@ -18,7 +18,7 @@ BackendCapabilities vulkan_capabilities(const vulkan::DeviceInfo& info) {
                      std::to_string(info.subgroup_size) + (info.cooperative_matrix ? ", cooperative matrices" : "");
   c.compute.shared_memory_per_block = info.shared_memory_bytes;
   c.matmul.engine = info.cooperative_matrix
-                       ? "compute shaders with cooperative matrices (16-bit weights as f16, x as two f16 parts, "
+                       ? "compute shaders with cooperative matrices (16-bit weights as f16, x rounded to f16, "
                          "f32 accumulation) past 8 rows"
                        : "compute shaders: 16-bit weights widened in the shader, f32 accumulation";
   c.matmul.weight_dtypes = {DType::kF32, DType::kBF16, DType::kF16};

@@ -12,6 +12,7 @@
 #include "backend/fallback.h"
 #include "backend/cuda/cuda_test_util.h"
 #include "backend/cuda/tuning.h"
+#include "backend/device_numerics.h"
 #include "model/backend_model_checks.h"
 #include "model/init.h"
 #include "model/tiny_checkpoint.h"
@@ -128,87 +129,15 @@ TEST(CudaModel, BatchedRowsMatchTheCpuBackend) {
   testing::expect_batched_rows_match_cpu(*be, 1e-4);
 }
 
-// The CPU backend with the CUDA GEMM numerics: x rounded to the weight dtype before each matmul
-// on 16-bit weights (f32 accumulation either way).
-class RoundedGemmInputs final : public LinearFacet {
- public:
-  explicit RoundedGemmInputs(LinearFacet& inner) : inner_(inner) {}
-  Support supports(const MatmulRequest& r) const override { return inner_.supports(r); }
-  Status matmul(const MatmulArgs& a) override {
-    if (a.w.dtype() == DType::kF32) return inner_.matmul(a);
-    Tensor x = Tensor::empty(a.x.shape(), DType::kF32);
-    for (int64_t i = 0; i < a.x.dim(0); ++i)
-      for (int64_t j = 0; j < a.x.dim(1); ++j) {
-        x.data<float>()[i * a.x.dim(1) + j] = rounded_to(a.w.dtype(), a.x.data<float>()[i * a.x.stride(0) + j]);
-      }
-    MatmulArgs b = a;
-    b.x = x;
-    return inner_.matmul(b);
-  }
-
- private:
-  LinearFacet& inner_;
-};
-
-// The CPU attention over a K/V cache holding values of dtype kv (what the CUDA state keeps: bf16
-// for a bf16 checkpoint, Qwen35Model::kv_dtype; e4m3 with memory.kv_cache_fp8): new K/V rows
-// rounded to kv as they are written.
-class RoundedKvCache final : public AttentionFacet {
- public:
-  RoundedKvCache(AttentionFacet& inner, DType kv) : inner_(inner), kv_(kv) {}
-  Support supports(const RopeRequest& r) const override { return inner_.supports(r); }
-  Support supports(const KvWriteRequest& r) const override { return inner_.supports(r); }
-  Support supports(const AttentionRequest& r) const override { return inner_.supports(r); }
-  Status rope(const RopeArgs& a) override { return inner_.rope(a); }
-  Status attend(const AttentionArgs& a) override { return inner_.attend(a); }
-  Status write_kv(const KvWriteArgs& a) override {
-    KvWriteArgs b = a;
-    b.k = rounded(a.k);
-    b.v = rounded(a.v);
-    return inner_.write_kv(b);
-  }
-
- private:
-  Tensor rounded(const Tensor& t) const {  // [tokens, heads, dim], any strides -> contiguous
-    Tensor r = Tensor::empty(t.shape(), DType::kF32);
-    float* out = r.data<float>();
-    for (int64_t i = 0; i < t.dim(0); ++i)
-      for (int64_t h = 0; h < t.dim(1); ++h)
-        for (int64_t e = 0; e < t.dim(2); ++e)
-          *out++ = rounded_to(kv_, t.data<float>()[i * t.stride(0) + h * t.stride(1) + e * t.stride(2)]);
-    return r;
-  }
-  AttentionFacet& inner_;
-  DType kv_;
-};
-
 // The CPU reference with the CUDA numerics of a bf16 checkpoint: the K/V cache in kv (bf16 unless
-// asked), and (round_gemm_inputs) the cuBLASLt GEMMs' inputs rounded to bf16. The oracle for bf16
-// checkpoints.
-class CpuWithCudaNumerics final : public Backend {
- public:
-  explicit CpuWithCudaNumerics(bool round_gemm_inputs, DType kv = DType::kBF16)
-      : cpu_(std::move(create_backend("cpu").value())), linear_(cpu_->linear()), attention_(cpu_->attention(), kv),
-        round_gemm_inputs_(round_gemm_inputs) {}
-  const BackendIdentity& identity() const override { return cpu_->identity(); }
-  const BackendCapabilities& capabilities() const override { return cpu_->capabilities(); }
-  StorageFacet& storage() override { return cpu_->storage(); }
-  LinearFacet& linear() override { return round_gemm_inputs_ ? linear_ : cpu_->linear(); }
-  NormFacet& norm() override { return cpu_->norm(); }
-  AttentionFacet& attention() override { return attention_; }
-  ConvFacet& conv() override { return cpu_->conv(); }
-  GdnFacet& gdn() override { return cpu_->gdn(); }
-  ElementwiseFacet& elementwise() override { return cpu_->elementwise(); }
-  SamplingFacet& sampling() override { return cpu_->sampling(); }
-  TrainingFacet& training() override { return cpu_->training(); }
-  OptimizerFacet& optimizer() override { return cpu_->optimizer(); }
-
- private:
-  std::unique_ptr<Backend> cpu_;
-  RoundedGemmInputs linear_;
-  RoundedKvCache attention_;
-  bool round_gemm_inputs_;
-};
+// asked), and (round_gemm_inputs) the cuBLASLt GEMMs' inputs rounded to the weight dtype. The
+// oracle for bf16 checkpoints.
+testing::CpuWithDeviceNumerics CpuWithCudaNumerics(bool round_gemm_inputs, DType kv = DType::kBF16) {
+  testing::CpuWithDeviceNumerics::Options o;
+  o.round_gemm_inputs = round_gemm_inputs;
+  o.kv = kv;
+  return testing::CpuWithDeviceNumerics(o);
+}
 
 Tensor prefill_logits(Backend& be, const std::string& dir, const std::vector<int32_t>& prompt) {
   auto m = load(dir, be);
@@ -238,7 +167,7 @@ TEST(CudaModel, Bf16CheckpointMatchesCpuWithRoundedGemmInputsAndBf16Kv) {
   const ModelConfig cfg = preset_config("tiny").value();
   std::vector<int32_t> prompt(100);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 13 + 5) % cfg.vocab_size);
-  CpuWithCudaNumerics rounded(true);
+  testing::CpuWithDeviceNumerics rounded = CpuWithCudaNumerics(true);
   auto cpu = std::move(create_backend("cpu").value());
   const Tensor tf32 = prefill_logits(*be, dir, prompt);
   cuda::tuning().gdn_tf32 = false;
@@ -366,7 +295,7 @@ TEST(CudaModel, Bf16DecodeOnTheGemvKernelMatchesTheCpuWithBf16OrE4m3Kv) {
   const std::string dir = testing::tiny_checkpoint("cuda-bf16-gemv", 11);
   ASSERT_FALSE(dir.empty());
   const ModelConfig cfg = preset_config("tiny").value();
-  CpuWithCudaNumerics cpu(false), cpu8(false, DType::kF8E4M3);
+  testing::CpuWithDeviceNumerics cpu = CpuWithCudaNumerics(false), cpu8 = CpuWithCudaNumerics(false, DType::kF8E4M3);
   auto mc = load(dir, cpu);
   auto mc8 = load(dir, cpu8);
   auto mg = load(dir, *be);

@@ -2,9 +2,11 @@
 // committed fixtures (f32 weights: max abs error <= 1e-3), greedy tokens equal to the CPU
 // backend's, a batch of rows of different lengths equal to the CPU's, and a bf16 checkpoint
 // against the CPU (both widen the weights exactly and keep f32 activations and an f32 K/V cache,
-// so only the order of f32 sums differs).
+// so only the order of f32 sums differs; with cooperative matrices, the CPU with the same f16
+// rounding of GEMM inputs).
 #include <gtest/gtest.h>
 
+#include "backend/device_numerics.h"
 #include "backend/fallback.h"
 #include "backend/vulkan/vulkan_test_util.h"
 #include "model/backend_model_checks.h"
@@ -112,7 +114,11 @@ TEST(VulkanModel, TiledPrefillEqualsTheUntiledForward) {
 }
 
 // A bf16 checkpoint (the production dtype): the same math as the CPU's (weights widened exactly,
-// f32 x and K/V), so 1e-3 relative covers the f32 reordering a random tiny model amplifies.
+// f32 x and K/V), so 1e-3 relative covers the f32 reordering a random tiny model amplifies. Where
+// the device multiplies 16-bit weights past 8 rows on cooperative matrices (x rounded to f16), the
+// oracle is the CPU with those GEMMs' x rounded to f16 and the tolerance CUDA's bf16 model test
+// uses, 2e-2 (this model amplifies single rounding flips; against the unrounded CPU it moves by
+// about 3e-2).
 TEST(VulkanModel, Bf16CheckpointMatchesTheCpu) {
   KILN_VULKAN_OR_SKIP(be);
   const std::string dir = testing::tiny_checkpoint("vulkan-bf16", 7);
@@ -120,9 +126,14 @@ TEST(VulkanModel, Bf16CheckpointMatchesTheCpu) {
   const ModelConfig cfg = preset_config("tiny").value();
   std::vector<int32_t> prompt(100);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 13 + 5) % cfg.vocab_size);
-  auto cpu = std::move(create_backend("cpu").value());
+  const bool coop = testing::cooperative_matmul(*be);
+  testing::CpuWithDeviceNumerics::Options o;
+  o.round_gemm_inputs = coop;
+  o.gemm_dtype = DType::kF16;
+  o.gemm_min_rows = 9;
+  testing::CpuWithDeviceNumerics cpu(o);
   Tensor want, got;
-  for (Backend* b : {cpu.get(), be.get()}) {
+  for (Backend* b : {static_cast<Backend*>(&cpu), be.get()}) {
     auto m = load(dir, *b);
     ASSERT_TRUE(m);
     auto state = m->create_state({1, 4}).value();
@@ -130,11 +141,11 @@ TEST(VulkanModel, Bf16CheckpointMatchesTheCpu) {
     SequenceInput row{&seq, prompt};
     auto logits = m->forward({&row, 1}, LogitsMode::kAll, state);
     ASSERT_TRUE(logits.ok()) << logits.status().to_string();
-    (b == cpu.get() ? want : got) = logits.value();
+    (b == be.get() ? got : want) = logits.value();
   }
   const double e = testing::rel_error(got, want);
-  std::printf("bf16 checkpoint: rel error vs cpu %.3g\n", e);
-  EXPECT_LE(e, 1e-3);
+  std::printf("bf16 checkpoint: rel error vs cpu%s %.3g\n", coop ? " with f16 gemm inputs" : "", e);
+  EXPECT_LE(e, coop ? 2e-2 : 1e-3);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 
 #include "backend/device_test_util.h"
 #include "backend/registry.h"
@@ -14,3 +15,14 @@
   if (!var##_result.ok())                                                                         \
     GTEST_SKIP() << "SKIPPED: no Vulkan device (" << var##_result.status().to_string() << ")"; \
   std::unique_ptr<::kiln::Backend> var = std::move(var##_result).value()
+
+namespace kiln::testing {
+
+// Whether the backend multiplies 16-bit weights past 8 rows on cooperative matrices (x rounded
+// to f16: such products are compared at kCoopTolerance, the rest at the f32 tolerances).
+inline bool cooperative_matmul(Backend& be) {
+  return be.capabilities().matmul.engine.find("cooperative matrices") != std::string::npos;
+}
+constexpr double kCoopTolerance = 2e-3;
+
+}  // namespace kiln::testing
