@@ -625,6 +625,60 @@ TEST(RunTraining, HeldOutSequencesAreEvaluatedAtTheirStepsAndNeverTrained) {
   }
 }
 
+// GRPO: two micro-batches of one group step as one batch of both (each group's coefficients are
+// the batch's: the mean over the step's groups, 2), and a held-out group (eval_fraction 1/3 of 3
+// groups) is evaluated and never stepped on.
+TEST(RunTraining, GrpoAccumulatesWholeGroupsAndHoldsOutGroups) {
+  auto grpo_spec = [](Calls* calls) {
+    TrainSpec spec = fake_spec(calls);
+    spec.kind = TrainSpec::Kind::kGrpo;
+    spec.sft.clear();
+    for (int32_t g = 0; g < 2; ++g) {
+      GrpoGroup group;
+      for (int32_t c = 0; c < 2; ++c)
+        group.completions.push_back({sequence({10 * g + c, 7}, std::vector<int32_t>(1 + g + c, 300)), double(c), {}});
+      spec.grpo.push_back(group);
+    }
+    return spec;
+  };
+  std::atomic<bool> cancel{false};
+  Calls one_calls, acc_calls;
+  TrainSpec one = grpo_spec(&one_calls), acc = grpo_spec(&acc_calls);
+  one.batch_sequences = 4;
+  acc.batch_sequences = 2;
+  acc.accumulation_steps = 2;
+  auto a = run_training(*tiny().model, one, {}, cancel), b = run_training(*tiny().model, acc, {}, cancel);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string() << b.status().to_string();
+  ASSERT_EQ(a->losses.size(), 1u);
+  ASSERT_EQ(b->losses.size(), 1u);
+  EXPECT_NEAR(b->losses[0], a->losses[0], 1e-12);
+  ASSERT_EQ(one_calls.coefs.size(), 1u);
+  ASSERT_EQ(acc_calls.coefs.size(), 2u);
+  EXPECT_EQ(acc_calls.coefs[0][0], one_calls.coefs[0][0]);
+  EXPECT_EQ(acc_calls.coefs[0][1], one_calls.coefs[0][1]);
+  EXPECT_EQ(acc_calls.coefs[1][0], one_calls.coefs[0][2]);
+  EXPECT_EQ(acc_calls.coefs[1][1], one_calls.coefs[0][3]);
+
+  Calls held_calls;
+  TrainSpec held = grpo_spec(&held_calls);
+  held.grpo.push_back(held.grpo[0]);
+  for (GrpoCompletion& c : held.grpo[2].completions) c.sequence.tokens[0] += 100;  // first tokens 100, 101
+  held.batch_sequences = 2;
+  held.epochs = 2;
+  held.eval_fraction = 1.0 / 3;
+  auto h = run_training(*tiny().model, held, {}, cancel);
+  ASSERT_TRUE(h.ok()) << h.status().to_string();
+  ASSERT_EQ(h->losses.size(), 4u);  // 2 groups a step of one, 2 epochs
+  ASSERT_EQ(h->eval_losses.size(), 1u);
+  ASSERT_EQ(held_calls.eval_batches.size(), 1u);
+  const std::vector<int32_t> evaluated = held_calls.eval_batches[0];
+  ASSERT_EQ(evaluated.size(), 2u);  // one whole group
+  // The behaviour pass's forwards (kTrain, before the first step) cover all three groups; the
+  // steps' forwards never the held-out one.
+  for (size_t i = held_calls.batches.size() - 4; i < held_calls.batches.size(); ++i)
+    for (int32_t f : held_calls.batches[i]) EXPECT_TRUE(f != evaluated[0] && f != evaluated[1]) << "step " << i;
+}
+
 TEST(RunTraining, PackingHandsTheTrainerPackedSequencesOfAtMostTheLimit) {
   Calls calls;
   std::atomic<bool> cancel{false};
