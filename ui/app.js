@@ -327,17 +327,20 @@ async function refreshJob(id) {
   st.textContent = j.state;
   st.dataset.state = j.state;
   $("#train-detail-progress").textContent =
-    `step ${j.step}/${j.total_steps}, loss ${fmt.num(j.loss, 4)}, ${fmt.num(j.tokens_per_second, 1)} tok/s, ` +
+    `step ${j.step}/${j.total_steps}, loss ${fmt.num(j.loss, 4)}` +
+    (j.eval_loss !== null && j.eval_loss !== undefined ? `, eval loss ${fmt.num(j.eval_loss, 4)}` : "") +
+    `, grad norm ${fmt.num(j.grad_norm, 3)}, lr ${j.lr ? j.lr.toExponential(2) : "-"}, ${fmt.num(j.tokens_per_second, 1)} tok/s, ` +
     `running ${fmt.duration(j.timings ? j.timings.running_seconds : null)}` +
     (j.adapter_name ? `, adapter ${j.adapter_name}${j.adapter_revision ? " r" + j.adapter_revision : ""}` : "") +
     (j.post_eval ? `, eval ${fmt.pct(j.post_eval.accuracy)}` : "");
   showError("train-detail-error", j.error ? `job failed: ${j.error}` : null);
-  drawLossCurve($("#loss-chart"), j.loss_curve || [], j.total_steps);
+  drawLossCurve($("#loss-chart"), j.loss_curve || [], j.total_steps, j.eval_loss_curve || []);
 }
 
-// The loss per optimizer step as an SVG polyline; the x axis spans the job's total steps so the
-// curve grows to the right while the job runs.
-function drawLossCurve(svg, losses, totalSteps) {
+// The loss per optimizer step as an SVG polyline, the held-out loss at its eval points as dots on
+// the same scale; the x axis spans the job's total steps so the curve grows to the right while the
+// job runs.
+function drawLossCurve(svg, losses, totalSteps, evals) {
   const W = 480, H = 220, L = 48, R = 10, T = 10, B = 28;
   const ns = "http://www.w3.org/2000/svg";
   const mk = (tag, attrs, text) => {
@@ -347,7 +350,7 @@ function drawLossCurve(svg, losses, totalSteps) {
     return e;
   };
   const n = Math.max(totalSteps || 0, losses.length, 2);
-  const finite = losses.filter(Number.isFinite);
+  const finite = losses.concat(evals.map((e) => e.loss)).filter(Number.isFinite);
   let lo = finite.length ? Math.min(...finite) : 0, hi = finite.length ? Math.max(...finite) : 1;
   if (hi - lo < 1e-9) { hi += 0.5; lo -= 0.5; }
   const x = (i) => L + (i / (n - 1)) * (W - L - R);
@@ -362,6 +365,8 @@ function drawLossCurve(svg, losses, totalSteps) {
   ];
   const pts = losses.map((v, i) => Number.isFinite(v) ? `${x(i).toFixed(1)},${y(v).toFixed(1)}` : null).filter(Boolean);
   parts.push(mk("polyline", { points: pts.join(" "), class: "curve" }));
+  for (const e of evals)
+    if (Number.isFinite(e.loss)) parts.push(mk("circle", { cx: x(e.step - 1).toFixed(1), cy: y(e.loss).toFixed(1), r: 3, class: "eval" }));
   if (!losses.length) parts.push(mk("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, "no steps yet"));
   svg.replaceChildren(...parts);
   svg.dataset.points = String(pts.length);

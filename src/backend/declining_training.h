@@ -37,6 +37,9 @@ class DecliningOptimizer final : public OptimizerFacet {
   Status step(const OptimizerStepArgs& a) override {
     return unsupported("declined " + describe(a).describe() + ": " + why_);
   }
+  Result<double> sum_squares(std::span<const Tensor> tensors) override {
+    return unsupported("declined the sum of squares of " + std::to_string(tensors.size()) + " tensors: " + why_);
+  }
 
  private:
   std::string why_;

@@ -44,6 +44,7 @@ Status validate_optimizer_step(const OptimizerStepArgs& a, DeviceKind dev, const
   };
   if (!(std::isfinite(h.lr) && h.lr >= 0)) return bad("lr", h.lr, "must be finite and >= 0");
   if (!(std::isfinite(h.weight_decay) && h.weight_decay >= 0)) return bad("weight_decay", h.weight_decay, "must be finite and >= 0");
+  if (!(std::isfinite(h.grad_scale) && h.grad_scale > 0)) return bad("grad_scale", h.grad_scale, "must be finite and > 0");
   if (a.kind == OptimizerKind::kAdamW) {
     if (!(h.beta1 >= 0 && h.beta1 < 1)) return bad("beta1", h.beta1, "must be in [0, 1)");
     if (!(h.beta2 >= 0 && h.beta2 < 1)) return bad("beta2", h.beta2, "must be in [0, 1)");
@@ -53,6 +54,18 @@ Status validate_optimizer_step(const OptimizerStepArgs& a, DeviceKind dev, const
   if (a.kind == OptimizerKind::kMuon) {
     if (!(h.momentum >= 0 && h.momentum < 1)) return bad("momentum", h.momentum, "must be in [0, 1)");
     if (h.ns_steps < 0 || h.ns_steps > 100) return bad("ns_steps", h.ns_steps, "must be in [0, 100]");
+  }
+  return {};
+}
+
+Status validate_sum_squares(std::span<const Tensor> tensors, DeviceKind dev) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    const std::string name = "sum_squares: tensor " + std::to_string(i);
+    if (!t.defined()) return invalid_argument(name + " is missing");
+    if (t.device().kind != dev) return invalid_argument(name + " is on " + t.device().to_string() + ", not " + device_name(dev));
+    if (t.dtype() != DType::kF32) return invalid_argument(name + " is " + t.describe() + ", expected f32");
+    if (!t.is_contiguous()) return invalid_argument(name + " (" + t.describe() + ") must be contiguous");
   }
   return {};
 }

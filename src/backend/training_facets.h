@@ -201,6 +201,9 @@ struct OptimizerHyper {
   float momentum = 0.95f;                           // Muon
   bool nesterov = true;                             // Muon
   int ns_steps = 5;                                 // Muon's Newton-Schulz iterations
+  // Multiplies the gradient before anything else reads it (clipping by the global norm sets it
+  // to max_norm / norm); 1 leaves every step bit for bit what it was without it.
+  float grad_scale = 1.f;
 };
 
 // One step of one parameter. `m`, `v`: the optimizer's state, shaped as `param`, zero at step 1
@@ -224,9 +227,15 @@ class OptimizerFacet {
     for (const OptimizerStepArgs& a : args) KILN_RETURN_IF_ERROR(step(a));
     return {};
   }
+  // The sum of the squares of every element of `tensors` (f32, contiguous, on the backend's
+  // device), accumulated in double in an order fixed by the tensors' sizes alone, reduced where
+  // the tensors live: the squared global gradient norm, without copying a gradient to the host.
+  // Only the sum comes back (the call waits for it).
+  virtual Result<double> sum_squares(std::span<const Tensor> tensors) = 0;
 };
 #define KILN_OPTIMIZER_OVERRIDES                              \
   Support supports(const OptimizerRequest& r) const override; \
-  Status step(const OptimizerStepArgs& a) override;
+  Status step(const OptimizerStepArgs& a) override;           \
+  Result<double> sum_squares(std::span<const Tensor> tensors) override;
 
 }  // namespace kiln

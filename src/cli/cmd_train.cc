@@ -1,7 +1,7 @@
 // `kiln train sft|grpo --file DATA.jsonl`: a client of a running `kiln serve`. Posts the JSONL
 // lines (conversations for sft, groups for grpo) as one training job, then polls its status,
-// drawing a progress bar on stderr (step/total, loss, tokens/s), and prints the finished job's
-// status JSON on stdout. Exit 0 when the job completed.
+// drawing a progress bar on stderr (step/total, loss, held-out loss, tokens/s), and prints the
+// finished job's status JSON on stdout. Exit 0 when the job completed.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -48,10 +48,12 @@ void draw_progress(const json& s) {
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(width, '.');
   const std::string state = s.value("state", "");
-  char loss[32] = "-";
+  char loss[32] = "-", eval[32] = "";
   if (s["loss"].is_number()) std::snprintf(loss, sizeof loss, "%.4f", s["loss"].get<double>());
-  std::fprintf(stderr, "\r%-9s [%s] step %lld/%lld  loss %s  %.0f tok/s ", state.c_str(), bar.c_str(),
-               static_cast<long long>(step), static_cast<long long>(total), loss, s.value("tokens_per_second", 0.0));
+  if (s.contains("eval_loss") && s["eval_loss"].is_number())
+    std::snprintf(eval, sizeof eval, "  eval %.4f", s["eval_loss"].get<double>());
+  std::fprintf(stderr, "\r%-9s [%s] step %lld/%lld  loss %s%s  %.0f tok/s ", state.c_str(), bar.c_str(),
+               static_cast<long long>(step), static_cast<long long>(total), loss, eval, s.value("tokens_per_second", 0.0));
   if (state == "queued") std::fprintf(stderr, " (position %lld)", static_cast<long long>(s.value("queue_position", int64_t{0})));
   std::fflush(stderr);
 }

@@ -13,7 +13,9 @@
 #include "core/sha256.h"
 #include "server/route_support.h"
 #include "train/train_data.h"
+#include "train/token_loss.h"
 #include "train/train_memory.h"
+#include "train/train_plan.h"
 
 namespace kiln {
 
@@ -21,8 +23,21 @@ namespace {
 
 const std::set<std::string> kLoraKeys = {"lora_rank", "lora_alpha", "learning_rate", "epochs", "optimizer",
                                          "output_name", "replace", "base_adapter", "auto_load", "seed", "checkpoint_interval",
-                                         "batch_size", "target_modules", "post_eval", "exclude_suite"};
+                                         "batch_size", "target_modules", "post_eval", "exclude_suite",
+                                         "max_grad_norm", "lr_schedule", "warmup_steps", "gradient_accumulation_steps",
+                                         "max_seq_length", "eval_fraction", "eval_every"};
+const std::set<std::string> kSftKeys = {"packing"};
 const std::set<std::string> kGrpoKeys = {"advantage_mode", "clip_epsilon", "kl_coeff", "kl_estimator", "echo_lambda"};
+
+// What the config asks for beyond TrainSpec and TrainJobRequest, used by the later steps.
+struct ConfigRest {
+  std::optional<std::string> exclude_suite;
+  std::string base_adapter;
+  bool replace = false;
+  int64_t checkpoint_interval = 0;
+  int64_t max_seq_length = 0;  // 0: none given (the served context bounds a sequence)
+  bool packing = false;
+};
 
 // The field a train_data error names: its message starts with the JSON path ("examples[2]...")
 // or "path:line" for a file.
@@ -85,8 +100,8 @@ void read_optimizer(FieldReader& cfg, TrainSpec& spec) {
 }
 
 // The resolved hyperparameters, as the receipt records them.
-Json hyperparameters(const TrainSpec& s, const std::string& base_adapter, bool auto_load, int64_t checkpoint_interval,
-                     const std::string& output_name) {
+Json hyperparameters(const TrainSpec& s, const ConfigRest& rest, bool auto_load, const std::string& output_name) {
+  const std::string& base_adapter = rest.base_adapter;
   Json targets = Json::array();
   for (LoraTarget t : s.lora.targets) targets.push_back(std::string(lora_target_name(t)));
   Json j = {{"lora_rank", s.lora.rank},
@@ -108,7 +123,15 @@ Json hyperparameters(const TrainSpec& s, const std::string& base_adapter, bool a
             {"output_name", output_name},
             {"base_adapter", base_adapter.empty() ? Json(nullptr) : Json(base_adapter)},
             {"auto_load", auto_load},
-            {"checkpoint_interval", checkpoint_interval}};
+            {"checkpoint_interval", rest.checkpoint_interval},
+            {"max_grad_norm", s.max_grad_norm},
+            {"lr_schedule", std::string(lr_schedule_name(s.lr_schedule.kind))},
+            {"warmup_steps", s.lr_schedule.warmup_steps},
+            {"gradient_accumulation_steps", s.accumulation_steps},
+            {"max_seq_length", rest.max_seq_length > 0 ? Json(rest.max_seq_length) : Json(nullptr)},
+            {"eval_fraction", s.eval_fraction},
+            {"eval_every", s.eval_every}};
+  if (s.kind == TrainSpec::Kind::kSft) j["packing"] = rest.packing;
   if (s.kind == TrainSpec::Kind::kGrpo) {
     j["advantage_mode"] = s.advantage == AdvantageMode::kDrGrpo ? "dr_grpo" : "vanilla";
     j["clip_epsilon"] = s.clip_epsilon;
@@ -202,20 +225,36 @@ void read_grpo_options(FieldReader& c, TrainSpec& spec) {
   if (auto v = c.number("echo_lambda", 0.0, 100.0)) spec.echo_lambda = static_cast<float>(*v);
 }
 
-// What the config asks for beyond TrainSpec and TrainJobRequest, used by the later steps.
-struct ConfigRest {
-  std::optional<std::string> exclude_suite;
-  std::string base_adapter;
-  bool replace = false;
-  int64_t checkpoint_interval = 0;
-};
+// The standard training controls: clipping, the learning-rate schedule, accumulation, the
+// sequence length limit and packing, the held-out split.
+void read_controls(const ServerContext& ctx, FieldReader& c, bool sft, TrainSpec& spec, ConfigRest& rest) {
+  if (auto v = c.number("max_grad_norm", 0.0, 1e6)) spec.max_grad_norm = static_cast<float>(*v);
+  if (auto v = c.string("lr_schedule")) {
+    if (auto k = parse_lr_schedule(*v)) spec.lr_schedule.kind = *k;
+    else c.fail("lr_schedule", "config.lr_schedule must be \"constant\", \"linear\" or \"cosine\", got \"" + *v + "\"");
+  }
+  if (auto v = c.integer("warmup_steps", 0, int64_t{1} << 40)) spec.lr_schedule.warmup_steps = *v;
+  if (auto v = c.integer("gradient_accumulation_steps", 1, 4096)) spec.accumulation_steps = *v;
+  if (auto v = c.integer("max_seq_length", 2, ctx.max_context > 0 ? ctx.max_context : int64_t{1} << 40))
+    rest.max_seq_length = *v;
+  if (sft) rest.packing = c.boolean("packing").value_or(false);
+  if (auto v = c.number("eval_fraction", 0.0, 0.9)) spec.eval_fraction = *v;
+  if (auto v = c.integer("eval_every", 0, int64_t{1} << 40)) spec.eval_every = *v;
+  if (!c.ok()) return;
+  if (rest.packing && rest.max_seq_length == 0)
+    c.fail("packing", "config.packing needs config.max_seq_length: the most tokens a packed sequence holds");
+  else if (spec.eval_every > 0 && spec.eval_fraction == 0)
+    c.fail("eval_every", "config.eval_every needs config.eval_fraction > 0: nothing is held out to evaluate");
+  spec.pack_tokens = rest.packing ? rest.max_seq_length : 0;
+}
 
 // The envelope: every config field, checked before any tokenizing.
 std::optional<ApiError> read_config(const ServerContext& ctx, const Json& cfg, bool sft, int64_t min_rank,
                                     int64_t max_rank, TrainJobRequest& req, ConfigRest& rest) {
   TrainSpec& spec = req.spec;
   std::set<std::string> keys = kLoraKeys;
-  if (!sft) keys.insert(kGrpoKeys.begin(), kGrpoKeys.end());
+  if (sft) keys.insert(kSftKeys.begin(), kSftKeys.end());
+  else keys.insert(kGrpoKeys.begin(), kGrpoKeys.end());
   FieldReader c(cfg, "config", keys);
   if (auto v = c.integer("lora_rank", min_rank, max_rank)) spec.lora.rank = *v;
   if (auto v = c.number("lora_alpha", 0.0, 1e6, /*lo_open=*/true)) spec.lora.alpha = *v;
@@ -244,6 +283,7 @@ std::optional<ApiError> read_config(const ServerContext& ctx, const Json& cfg, b
   }
   rest.replace = c.boolean("replace").value_or(false);
   if (!sft) read_grpo_options(c, spec);
+  read_controls(ctx, c, sft, spec, rest);
   if (!c.ok()) return c.error();
   return std::nullopt;
 }
@@ -280,10 +320,30 @@ std::optional<ApiError> resolve_base_adapter(const ServerContext& ctx, const std
   return std::nullopt;
 }
 
+// config.eval_fraction must leave something to train on: of the sequences (SFT) or of the groups
+// whose rewards are not all equal (GRPO; the others are left out of the run).
+std::optional<ApiError> check_held_out(const TrainSpec& spec) {
+  int64_t items = static_cast<int64_t>(spec.sft.size());
+  for (const GrpoGroup& g : spec.grpo) {
+    std::vector<double> rewards;
+    for (const GrpoCompletion& c : g.completions) rewards.push_back(c.reward);
+    items += grpo_advantages(rewards, spec.advantage).has_value();
+  }
+  const int64_t held = held_out_items(items, spec.eval_fraction);
+  if (held > 0 && held >= items)
+    return ApiError::invalid("config.eval_fraction",
+                             "config.eval_fraction " + std::to_string(spec.eval_fraction) + " holds out " +
+                                 std::to_string(held) + " of " + std::to_string(items) +
+                                 (spec.kind == TrainSpec::Kind::kSft ? " examples" : " groups with unequal rewards") +
+                                 ": none is left to train on");
+  return std::nullopt;
+}
+
 // The training data, inline (`examples` or `groups`) or from dataset_path, tokenized into the spec.
 std::optional<ApiError> read_data(const ServerContext& ctx, FieldReader& r, const std::string& data_field, bool sft,
-                                  const std::optional<std::string>& exclude_suite, TrainJobRequest& req) {
+                                  const ConfigRest& rest, TrainJobRequest& req) {
   TrainSpec& spec = req.spec;
+  const std::optional<std::string>& exclude_suite = rest.exclude_suite;
   const Json* inline_data = r.get(data_field);
   auto path = r.string("dataset_path");
   if (!r.ok()) return r.error();
@@ -304,6 +364,7 @@ std::optional<ApiError> read_data(const ServerContext& ctx, FieldReader& r, cons
   dc.tokenizer = ctx.tokenizer;
   dc.chat_template = ctx.chat_template;
   dc.max_tokens = ctx.max_context;
+  dc.max_seq_length = rest.max_seq_length;
   Status data_status;
   if (inline_data) {
     if (!inline_data->is_array() || inline_data->empty())
@@ -339,7 +400,7 @@ std::optional<ApiError> read_data(const ServerContext& ctx, FieldReader& r, cons
   }
   if (sft && spec.sft.empty()) return ApiError::invalid(data_field, "no training sequences");
   if (!sft && spec.grpo.empty()) return ApiError::invalid(data_field, "no groups");
-  return std::nullopt;
+  return check_held_out(spec);
 }
 
 // The job's size against training.max_job_tokens, and its largest step against the room the K/V
@@ -395,11 +456,10 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
   if (auto e = name_output(ctx, rest.replace, *req)) return e;
   if (Status st = req->spec.lora.validate("config"); !st.ok()) return ApiError::invalid("config", st.message());
   if (auto e = resolve_base_adapter(ctx, rest.base_adapter, *req)) return e;
-  if (auto e = read_data(ctx, r, data_field, sft, rest.exclude_suite, *req)) return e;
+  if (auto e = read_data(ctx, r, data_field, sft, rest, *req)) return e;
   if (auto e = admit(ctx, req->spec)) return e;
   req->spec.max_seconds = static_cast<double>(ctx.config.training.max_job_seconds);
-  req->hyperparameters =
-      hyperparameters(req->spec, rest.base_adapter, req->auto_load, rest.checkpoint_interval, req->output_name);
+  req->hyperparameters = hyperparameters(req->spec, rest, req->auto_load, req->output_name);
   out = std::move(req);
   return std::nullopt;
 }

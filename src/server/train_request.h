@@ -1,8 +1,9 @@
 // The bodies of POST /v1/train/sft and /v1/train/grpo (docs/training-api.md, "Routes" and
 // "`config`") parsed and validated into a training job before anything is queued: the `config`
-// envelope (LoRA, optimizer, GRPO and job fields; unknown keys refused), and the data (`examples` /
-// `groups` / `dataset_path`) tokenized through train/train_data.h against the served model's
-// context. Every error is a 400 (404 for an unknown base_adapter) naming the field.
+// envelope (LoRA, optimizer, GRPO, training-control and job fields; unknown keys refused), and the
+// data (`examples` / `groups` / `dataset_path`) tokenized through train/train_data.h against the
+// served model's context and `max_seq_length`. Every error is a 400 (404 for an unknown
+// base_adapter) naming the field.
 #pragma once
 
 #include <memory>

@@ -22,7 +22,15 @@ std::string new_job_id(uint64_t n) {
   return buf;
 }
 
+nlohmann::json last_or_null(const std::vector<double>& v) { return v.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.back()); }
+
 }  // namespace
+
+nlohmann::json eval_curve_json(const std::vector<EvalPoint>& points) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const EvalPoint& p : points) out.push_back({{"step", p.step}, {"loss", p.loss}});
+  return out;
+}
 
 const char* job_state_name(JobState s) {
   switch (s) {
@@ -43,8 +51,14 @@ nlohmann::json JobInfo::to_json() const {
                       {"queue_position", queue_position},
                       {"step", step},
                       {"total_steps", total_steps},
-                      {"loss", losses.empty() ? nlohmann::json(nullptr) : nlohmann::json(losses.back())},
+                      {"loss", last_or_null(losses)},
                       {"loss_curve", losses},
+                      {"grad_norm", last_or_null(grad_norms)},
+                      {"grad_norm_curve", grad_norms},
+                      {"lr", last_or_null(lrs)},
+                      {"lr_curve", lrs},
+                      {"eval_loss", eval_losses.empty() ? nlohmann::json(nullptr) : nlohmann::json(eval_losses.back().loss)},
+                      {"eval_loss_curve", eval_curve_json(eval_losses)},
                       {"tokens_per_second", tokens_per_second},
                       {"created_at", positive_or_null(created_at)},
                       {"started_at", positive_or_null(started_at)},
@@ -186,7 +200,12 @@ void JobQueue::loop() {
       job->info.step = p.step;
       job->info.total_steps = p.total_steps;
       job->info.tokens_per_second = p.tokens_per_second;
-      if (static_cast<int64_t>(job->info.losses.size()) < p.step) job->info.losses.push_back(p.loss);
+      if (static_cast<int64_t>(job->info.losses.size()) < p.step) {
+        job->info.losses.push_back(p.loss);
+        job->info.grad_norms.push_back(p.grad_norm);
+        job->info.lrs.push_back(p.lr);
+        if (p.eval_loss) job->info.eval_losses.push_back({p.step, *p.eval_loss});
+      }
       job->info.checkpoints = p.checkpoints;
     };
     Result<JobOutcome> r = internal_error("the job had no work");

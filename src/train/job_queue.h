@@ -1,9 +1,9 @@
 // JobQueue: the server's training jobs (docs/training-api.md, "Jobs" and "Publication"). Jobs wait
 // in a bounded FIFO (training.max_queued_jobs) and run one at a time on the queue's worker thread;
-// each keeps its state, queue position, per-step loss curve, progress, timings, error and the
-// adapter it produced. Cancelling a queued job removes it; a running one sees its cancel flag
-// (run_training polls it between steps). What a job does is a JobWork function, so the queue knows
-// nothing of models or HTTP.
+// each keeps its state, queue position, per-step curves (loss, gradient norm, learning rate;
+// eval loss), progress, timings, error and the adapter it produced. Cancelling a queued job
+// removes it; a running one sees its cancel flag (run_training polls it between steps). What a
+// job does is a JobWork function, so the queue knows nothing of models or HTTP.
 #pragma once
 
 #include <atomic>
@@ -48,6 +48,9 @@ struct JobInfo {
   int64_t queue_position = 0;       // 1 = next to run; 0 when not queued
   int64_t step = 0, total_steps = 0;
   std::vector<double> losses;       // one per finished optimizer step
+  std::vector<double> grad_norms;   // one per finished step: the global gradient norm before clipping
+  std::vector<double> lrs;          // one per finished step: its learning rate
+  std::vector<EvalPoint> eval_losses;  // one per eval point (config.eval_fraction)
   std::vector<TrainCheckpoint> checkpoints;  // config.checkpoint_interval: the ones written so far
   double tokens_per_second = 0;
   double created_at = 0, started_at = 0, finished_at = 0;  // unix seconds; 0: not yet
@@ -57,6 +60,9 @@ struct JobInfo {
   bool finished() const { return state >= JobState::kCompleted; }
   nlohmann::json to_json() const;
 };
+
+// [{step, loss}, ...]: the eval loss curve as the job status and the train receipt write it.
+nlohmann::json eval_curve_json(const std::vector<EvalPoint>& points);
 
 // A job's work: run until done, reporting progress and polling `cancel` between steps. An error
 // after `cancel` was set ends the job as cancelled, any other error as failed.

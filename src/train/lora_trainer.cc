@@ -9,29 +9,34 @@
 // its frozen weight; an adapted one also accumulates its factors' gradients, and projections that
 // read one input (q/k/v, in_proj_qkv/z, gate/up) take their factor products as one: their A
 // factors side by side, so that x is read once for u = x A^T, once for dA and dX once updated.
+// Each example is a row of the layout, the examples packed into one sequence included: the
+// layout's row boundaries are what keeps attention and the GDN state from one to the next.
 #include "train/lora_trainer.h"
 
 #include <cmath>
 #include <initializer_list>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace kiln {
 
 namespace {
 
-// Everything one batch of sequences needs to run layer by layer: sequences each from an empty
-// state (K/V blocks reserved, GDN slots zeroed before every layer's run), the layout, the rows.
+// Everything one batch of sequences needs to run layer by layer: a row per example (a sequence,
+// or each example packed into one), each from an empty state (K/V blocks reserved, GDN slots
+// zeroed before every layer's run), the layout, the rows.
 struct Pass {
   std::optional<ModelState> state;
-  std::vector<SequenceState> seqs;
+  std::vector<SequenceState> seqs;  // one per row
   std::vector<SequenceInput> rows;
   BatchLayout layout;
   std::vector<int64_t> offsets;  // first token of each sequence in the batch
+  std::vector<char> row_start;   // [tokens]: 1 at the first token of each row, which nothing predicts
   int64_t tokens = 0;
-  Tensor targets;                // [tokens] i32: the next token, -1 at each sequence's last position
-  // Kept by forward(with_adapter) for backward:
+  Tensor targets;                // [tokens] i32: the next token, -1 at each row's last position
+  // Kept by forward(kTrain) for backward:
   struct Traced {
     Tensor input;      // the residual entering the layer
     LayerTrace trace;  // its internals
@@ -75,7 +80,7 @@ class TrainerImpl final : public LoraTrainer {
         term_{&adapter, 1.f} {}
   Status stack_group_grads();
 
-  Result<std::vector<std::vector<float>>> forward(std::span<const TrainSequence> seqs, bool with_adapter) override;
+  Result<std::vector<std::vector<float>>> forward(std::span<const TrainSequence> seqs, ForwardPass pass) override;
   Status backward(const std::vector<std::vector<float>>& coef) override;
   LoraAdapter& grads() override { return grads_; }
   int64_t traced_layers() const override { return kept_ ? static_cast<int64_t>(kept_->traced.size()) : 0; }
@@ -125,7 +130,7 @@ class TrainerImpl final : public LoraTrainer {
   TrainerOptions opts_;
   int64_t trace_budget_;  // opts_.trace_budget_bytes, resolved
   LoraTerm term_;
-  std::unique_ptr<Pass> kept_;  // the last forward(with_adapter)
+  std::unique_ptr<Pass> kept_;  // the last forward(kTrain)
 };
 
 // The gradients' A factors of each group's adapted projections become views of one buffer, side
@@ -155,41 +160,58 @@ Result<std::unique_ptr<Pass>> TrainerImpl::prepare(std::span<const TrainSequence
   auto p = std::make_unique<Pass>();
   int64_t blocks = 0;
   std::vector<int32_t> targets;
+  std::vector<std::span<const int32_t>> examples;  // the rows' tokens
   for (size_t i = 0; i < seqs.size(); ++i) {
     const auto& s = seqs[i];
+    const std::string where = "LoraTrainer::forward: sequence " + std::to_string(i);
     const int64_t n = static_cast<int64_t>(s.tokens.size());
-    if (n < 2)
-      return invalid_argument("LoraTrainer::forward: sequence " + std::to_string(i) + " has " + std::to_string(n) +
-                              " tokens, at least 2 are needed");
+    if (n < 2) return invalid_argument(where + " has " + std::to_string(n) + " tokens, at least 2 are needed");
     if (s.roles.size() != s.tokens.size())
-      return invalid_argument("LoraTrainer::forward: sequence " + std::to_string(i) + " has " +
-                              std::to_string(s.roles.size()) + " roles for " + std::to_string(n) + " tokens");
+      return invalid_argument(where + " has " + std::to_string(s.roles.size()) + " roles for " + std::to_string(n) +
+                              " tokens");
     for (int64_t t = 0; t < n; ++t)
       if (s.tokens[t] < 0 || s.tokens[t] >= c.vocab_size)
-        return invalid_argument("LoraTrainer::forward: sequence " + std::to_string(i) + " token " + std::to_string(t) +
-                                " is " + std::to_string(s.tokens[t]) + ", outside the vocabulary of " +
-                                std::to_string(c.vocab_size));
+        return invalid_argument(where + " token " + std::to_string(t) + " is " + std::to_string(s.tokens[t]) +
+                                ", outside the vocabulary of " + std::to_string(c.vocab_size));
+    const std::vector<int64_t> lengths = s.packed.empty() ? std::vector<int64_t>{n} : s.packed;
+    int64_t sum = 0;
+    for (size_t e = 0; e < lengths.size(); ++e) {
+      if (lengths[e] < 2)
+        return invalid_argument(where + ": packed example " + std::to_string(e) + " has " + std::to_string(lengths[e]) +
+                                " tokens, at least 2 are needed");
+      sum += lengths[e];
+    }
+    if (sum != n)
+      return invalid_argument(where + ": its packed examples hold " + std::to_string(sum) + " tokens, the sequence " +
+                              std::to_string(n));
     p->offsets.push_back(p->tokens);
+    p->row_start.resize(static_cast<size_t>(p->tokens + n), 0);
+    int64_t at = 0;
+    for (int64_t len : lengths) {
+      p->row_start[static_cast<size_t>(p->tokens + at)] = 1;
+      examples.push_back(std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(at), static_cast<size_t>(len)));
+      blocks += (len + ModelState::kBlockSize - 1) / ModelState::kBlockSize;
+      for (int64_t t = 0; t < len; ++t) targets.push_back(t + 1 < len ? s.tokens[at + t + 1] : -1);
+      at += len;
+    }
     p->tokens += n;
-    blocks += (n + ModelState::kBlockSize - 1) / ModelState::kBlockSize;
-    for (int64_t t = 0; t < n; ++t) targets.push_back(t + 1 < n ? s.tokens[t + 1] : -1);
   }
   StateCapacity cap;
-  cap.max_sequences = static_cast<int64_t>(seqs.size());
+  cap.max_sequences = static_cast<int64_t>(examples.size());
   cap.kv_blocks = blocks;
   KILN_ASSIGN_OR_RETURN(ModelState st, model_.create_state(cap));
   p->state.emplace(std::move(st));
   HostBatchLayout h;
   h.block_size = ModelState::kBlockSize;
-  p->seqs.reserve(seqs.size());
-  for (const auto& s : seqs) {
+  p->seqs.reserve(examples.size());  // the rows point into it: no reallocation past here
+  for (const auto& e : examples) {
     KILN_ASSIGN_OR_RETURN(SequenceState seq, p->state->new_sequence());
-    KILN_RETURN_IF_ERROR(p->state->reserve(seq, static_cast<int64_t>(s.tokens.size())));
+    KILN_RETURN_IF_ERROR(p->state->reserve(seq, static_cast<int64_t>(e.size())));
     p->seqs.push_back(std::move(seq));
   }
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    h.add_row(0, static_cast<int64_t>(seqs[i].tokens.size()), p->seqs[i].blocks, p->seqs[i].slot);
-    SequenceInput row{&p->seqs[i], seqs[i].tokens};
+  for (size_t i = 0; i < examples.size(); ++i) {
+    h.add_row(0, static_cast<int64_t>(examples[i].size()), p->seqs[i].blocks, p->seqs[i].slot);
+    SequenceInput row{&p->seqs[i], examples[i]};
     if (with_adapter) row.lora = std::span<const LoraTerm>(&term_, 1);
     p->rows.push_back(row);
   }
@@ -206,8 +228,9 @@ Status TrainerImpl::run_layer(Pass& p, int64_t layer, const Tensor& x, LayerTrac
   return model_.forward_layer(layer, p.rows, p.layout, *p.state, x, trace);
 }
 
-Result<std::vector<std::vector<float>>> TrainerImpl::forward(std::span<const TrainSequence> seqs, bool with_adapter) {
-  if (with_adapter) kept_.reset();
+Result<std::vector<std::vector<float>>> TrainerImpl::forward(std::span<const TrainSequence> seqs, ForwardPass pass) {
+  const bool with_adapter = pass != ForwardPass::kReference, keep = pass == ForwardPass::kTrain;
+  if (keep) kept_.reset();
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Pass> p, prepare(seqs, with_adapter));
   const ModelConfig& c = model_.config();
   const ModelWeights& w = model_.weights();
@@ -218,7 +241,7 @@ Result<std::vector<std::vector<float>>> TrainerImpl::forward(std::span<const Tra
   KILN_ASSIGN_OR_RETURN(Tensor dev_ids, storage().upload(Tensor::from_values(ids, {T})));
   KILN_ASSIGN_OR_RETURN(Tensor x, scratch({T, c.hidden_size}));
   KILN_RETURN_IF_ERROR(model_.backend().elementwise().embed({dev_ids, w.embed, x}));
-  bool tracing = with_adapter && trace_budget_ > 0;
+  bool tracing = keep && trace_budget_ > 0;
   int64_t traced_bytes = 0;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     if (tracing) {
@@ -234,7 +257,7 @@ Result<std::vector<std::vector<float>>> TrainerImpl::forward(std::span<const Tra
       x = next;
       continue;
     }
-    if (with_adapter && (i - static_cast<int64_t>(p->traced.size())) % every == 0) {
+    if (keep && (i - static_cast<int64_t>(p->traced.size())) % every == 0) {
       KILN_ASSIGN_OR_RETURN(Tensor ckpt, copy_of(x));
       p->checkpoints.push_back(ckpt);
     }
@@ -252,11 +275,12 @@ Result<std::vector<std::vector<float>>> TrainerImpl::forward(std::span<const Tra
   KILN_RETURN_IF_ERROR(storage().copy_to_host(logp, host));
   std::vector<std::vector<float>> out(seqs.size());
   for (size_t s = 0; s < seqs.size(); ++s) {
-    const int64_t n = static_cast<int64_t>(seqs[s].tokens.size());
+    const int64_t n = static_cast<int64_t>(seqs[s].tokens.size()), at = p->offsets[s];
     out[s].assign(static_cast<size_t>(n), 0.f);
-    for (int64_t t = 1; t < n; ++t) out[s][t] = host.data<float>()[p->offsets[s] + t - 1];  // predicted at t - 1
+    for (int64_t t = 1; t < n; ++t)  // predicted at t - 1, within its row
+      if (!p->row_start[static_cast<size_t>(at + t)]) out[s][t] = host.data<float>()[at + t - 1];
   }
-  if (with_adapter) kept_ = std::move(p);
+  if (keep) kept_ = std::move(p);
   return out;
 }
 
@@ -479,7 +503,7 @@ Status TrainerImpl::layer_backward(Pass& p, int64_t layer, const LayerTrace& tr,
 }
 
 Status TrainerImpl::backward(const std::vector<std::vector<float>>& coef) {
-  if (!kept_) return failed_precondition("LoraTrainer::backward: no forward(seqs, with_adapter = true) to follow");
+  if (!kept_) return failed_precondition("LoraTrainer::backward: no forward(seqs, ForwardPass::kTrain) to follow");
   Pass& p = *kept_;
   const ModelConfig& c = model_.config();
   const ModelWeights& w = model_.weights();
@@ -494,7 +518,8 @@ Status TrainerImpl::backward(const std::vector<std::vector<float>>& coef) {
     if (static_cast<int64_t>(coef[s].size()) != n)
       return invalid_argument("LoraTrainer::backward: sequence " + std::to_string(s) + " has " +
                               std::to_string(coef[s].size()) + " coefficients for " + std::to_string(n) + " tokens");
-    for (int64_t t = 1; t < n; ++t) flat[p.offsets[s] + t - 1] = coef[s][t];
+    for (int64_t t = 1; t < n; ++t)  // a row's first token: nothing predicts it, its coefficient is ignored
+      if (!p.row_start[static_cast<size_t>(p.offsets[s] + t)]) flat[p.offsets[s] + t - 1] = coef[s][t];
   }
   KILN_ASSIGN_OR_RETURN(Tensor dev_coef, storage().upload(Tensor::from_values(flat, {T})));
   KILN_ASSIGN_OR_RETURN(Tensor dnormed, scratch({T, c.hidden_size}));

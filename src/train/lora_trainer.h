@@ -26,7 +26,18 @@ enum class TokenRole : uint8_t {
 struct TrainSequence {
   std::vector<int32_t> tokens;   // at least 2
   std::vector<TokenRole> roles;  // one per token; roles[0] is ignored (nothing predicts it)
+  // Several examples packed into one sequence (train/packing.h): their lengths in order, summing
+  // to tokens.size(), each at least 2; empty: one example. The trainer runs each example as its
+  // own row from position 0 with a fresh GDN and conv state and its own K/V, so nothing passes
+  // from one to the next, and nothing predicts an example's first token (its logp is 0, its
+  // coefficient ignored, as token 0's).
+  std::vector<int64_t> packed;
 };
+
+// What a forward is for: kTrain runs with the adapter and keeps what backward() needs; kEval runs
+// with the adapter and keeps nothing (a held-out loss); kReference runs without the adapter and
+// keeps nothing (GRPO's KL reference).
+enum class ForwardPass : uint8_t { kTrain, kEval, kReference };
 
 struct TrainerOptions {
   int gdn_chunk = 64;  // of the GDN backward; the forward keeps the model's ForwardOptions (shared with serving)
@@ -48,14 +59,17 @@ class LoraTrainer {
   static Result<std::unique_ptr<LoraTrainer>> create(Qwen35Model& model, LoraAdapter& adapter, TrainerOptions opts = {});
   virtual ~LoraTrainer() = default;
 
-  // logp[s][t] = log p(tokens[t] | tokens[<t]) for t >= 1 (logp[s][0] = 0), with the adapter
-  // (and then keeping what backward needs) or without it (a reference pass; keeps nothing).
-  virtual Result<std::vector<std::vector<float>>> forward(std::span<const TrainSequence> seqs, bool with_adapter = true) = 0;
-  // After forward(seqs, true): adds d(sum_s,t coef[s][t] * logp[s][t]) / d(factor) into the
-  // gradients (coef shaped as forward's result; coef[s][0] ignored).
+  // logp[s][t] = log p(tokens[t] | tokens[<t] of its example) for t >= 1 (0 at t = 0 and at each
+  // packed example's first token), as `pass` says: with the adapter or without, keeping what
+  // backward needs or not.
+  virtual Result<std::vector<std::vector<float>>> forward(std::span<const TrainSequence> seqs,
+                                                          ForwardPass pass = ForwardPass::kTrain) = 0;
+  // After forward(seqs, kTrain): adds d(sum_s,t coef[s][t] * logp[s][t]) / d(factor) into the
+  // gradients (coef shaped as forward's result; coef[s][0] ignored). Gradients accumulate until
+  // zero_grads(): backward() after each of several forwards sums their gradients.
   virtual Status backward(const std::vector<std::vector<float>>& coef) = 0;
 
-  // Layers whose traces the last forward(with_adapter) kept (the first ones; backward()
+  // Layers whose traces the last forward(kTrain) kept (the first ones; backward()
   // recomputes the rest from checkpoints): TrainerOptions::trace_budget_bytes.
   virtual int64_t traced_layers() const = 0;
 

@@ -32,15 +32,47 @@ TokenLogprobs zeros_like(const TokenLogprobs& logp) {
   return z;
 }
 
+// Tokens of `role` that something predicts (t >= 1).
+int64_t count_role(const TrainSequence& q, TokenRole role) {
+  int64_t n = 0;
+  for (size_t t = 1; t < q.roles.size(); ++t) n += q.roles[t] == role;
+  return n;
+}
+
 }  // namespace
 
-void add_echo_loss(std::span<const TrainSequence* const> seqs, const TokenLogprobs& logp, float lambda, TokenLoss& out) {
-  int64_t n = 0;
+LossScale sft_loss_scale(std::span<const TrainSequence> seqs) {
+  LossScale s;
+  for (const TrainSequence& q : seqs) {
+    s.target_tokens += count_role(q, TokenRole::kTarget);
+    s.observation_tokens += count_role(q, TokenRole::kObservation);
+  }
+  return s;
+}
+
+LossScale grpo_loss_scale(std::span<const GrpoGroup> groups, AdvantageMode advantage) {
+  LossScale s;
+  for (const GrpoGroup& g : groups) {
+    std::vector<double> rewards;
+    for (const GrpoCompletion& c : g.completions) rewards.push_back(c.reward);
+    if (!grpo_advantages(rewards, advantage)) continue;
+    ++s.groups;
+    for (const GrpoCompletion& c : g.completions) {
+      s.target_tokens += count_role(c.sequence, TokenRole::kTarget);
+      s.observation_tokens += count_role(c.sequence, TokenRole::kObservation);
+    }
+  }
+  return s;
+}
+
+void add_echo_loss(std::span<const TrainSequence* const> seqs, const TokenLogprobs& logp, float lambda, TokenLoss& out,
+                   std::optional<int64_t> observation_tokens) {
+  int64_t here = 0;
   for (const TrainSequence* q : seqs)
-    if (q)
-      for (size_t t = 1; t < q->roles.size(); ++t) n += q->roles[t] == TokenRole::kObservation;
+    if (q) here += count_role(*q, TokenRole::kObservation);
+  const int64_t n = observation_tokens.value_or(here);
   // No observation tokens (or lambda 0): the term is exactly zero, not a 0/0.
-  if (n == 0 || lambda == 0.f) return;
+  if (here == 0 || n == 0 || lambda == 0.f) return;
   const double w = static_cast<double>(lambda) / static_cast<double>(n);
   double sum = 0;
   for (size_t s = 0; s < seqs.size(); ++s) {
@@ -55,16 +87,17 @@ void add_echo_loss(std::span<const TrainSequence* const> seqs, const TokenLogpro
   out.loss += out.echo;
 }
 
-Result<TokenLoss> sft_loss(std::span<const TrainSequence> seqs, const TokenLogprobs& logp, float echo_lambda) {
+Result<TokenLoss> sft_loss(std::span<const TrainSequence> seqs, const TokenLogprobs& logp, float echo_lambda,
+                           const std::optional<LossScale>& scale) {
   std::vector<const TrainSequence*> ptrs;
   for (const auto& q : seqs) ptrs.push_back(&q);
   KILN_RETURN_IF_ERROR(check_shapes(ptrs, logp, "logp"));
   TokenLoss out;
   out.coef = zeros_like(logp);
-  for (const auto& q : seqs)
-    for (size_t t = 1; t < q.roles.size(); ++t) out.tokens += q.roles[t] == TokenRole::kTarget;
-  if (out.tokens > 0) {
-    const double w = 1.0 / static_cast<double>(out.tokens);
+  for (const auto& q : seqs) out.tokens += count_role(q, TokenRole::kTarget);
+  const int64_t mean_over = scale ? scale->target_tokens : out.tokens;
+  if (out.tokens > 0 && mean_over > 0) {
+    const double w = 1.0 / static_cast<double>(mean_over);
     double sum = 0;
     for (size_t s = 0; s < seqs.size(); ++s)
       for (size_t t = 1; t < seqs[s].roles.size(); ++t) {
@@ -74,7 +107,7 @@ Result<TokenLoss> sft_loss(std::span<const TrainSequence> seqs, const TokenLogpr
       }
     out.loss = sum * w;
   }
-  add_echo_loss(ptrs, logp, echo_lambda, out);
+  add_echo_loss(ptrs, logp, echo_lambda, out, scale ? std::optional(scale->observation_tokens) : std::nullopt);
   return out;
 }
 
@@ -97,7 +130,7 @@ std::optional<std::vector<double>> grpo_advantages(std::span<const double> rewar
 }
 
 Result<TokenLoss> grpo_loss(std::span<const GrpoGroup> groups, const TokenLogprobs& logp, const TokenLogprobs& ref_logp,
-                            const GrpoLossOptions& o) {
+                            const GrpoLossOptions& o, const std::optional<LossScale>& scale) {
   std::vector<const TrainSequence*> ptrs;
   for (const auto& g : groups)
     for (const auto& c : g.completions) ptrs.push_back(&c.sequence);
@@ -115,6 +148,7 @@ Result<TokenLoss> grpo_loss(std::span<const GrpoGroup> groups, const TokenLogpro
     advs.push_back(grpo_advantages(rewards, o.advantage));
     out.groups_kept += advs.back().has_value();
   }
+  const int64_t mean_over = scale ? scale->groups : out.groups_kept;
   std::vector<const TrainSequence*> echo_seqs(ptrs.size(), nullptr);
   const double lo = 1.0 - o.clip_epsilon, hi = 1.0 + o.clip_epsilon, beta = o.kl_coeff;
   double total = 0, total_kl = 0;
@@ -127,10 +161,10 @@ Result<TokenLoss> grpo_loss(std::span<const GrpoGroup> groups, const TokenLogpro
       continue;
     }
     int64_t n = 0;
-    for (const auto& c : g.completions)
-      for (size_t t = 1; t < c.sequence.roles.size(); ++t) n += c.sequence.roles[t] == TokenRole::kTarget;
+    for (const auto& c : g.completions) n += count_role(c.sequence, TokenRole::kTarget);
     // Token-level aggregation inside the group, then the mean over the kept groups.
-    const double w = 1.0 / (static_cast<double>(std::max<int64_t>(n, 1)) * static_cast<double>(out.groups_kept));
+    const double w =
+        1.0 / (static_cast<double>(std::max<int64_t>(n, 1)) * static_cast<double>(std::max<int64_t>(mean_over, 1)));
     for (size_t ci = 0; ci < g.completions.size(); ++ci, ++s) {
       const GrpoCompletion& c = g.completions[ci];
       echo_seqs[s] = ptrs[s];
@@ -173,7 +207,7 @@ Result<TokenLoss> grpo_loss(std::span<const GrpoGroup> groups, const TokenLogpro
   }
   out.loss = total;
   out.kl = total_kl;
-  add_echo_loss(echo_seqs, logp, o.echo_lambda, out);
+  add_echo_loss(echo_seqs, logp, o.echo_lambda, out, scale ? std::optional(scale->observation_tokens) : std::nullopt);
   return out;
 }
 

@@ -27,9 +27,26 @@ struct TokenLoss {
   TokenLogprobs coef;   // dLoss/dlogp, shaped as the log-probabilities given; coef[s][0] = 0
 };
 
+// The denominators of the losses' means, counted over everything one loss stands for: an
+// optimizer step's micro-batches together, or the whole held-out set. Given to the loss of each
+// part, they make the parts' losses and coefficients add up to those of one batch of everything;
+// left out, each loss counts them over its own batch.
+struct LossScale {
+  int64_t target_tokens = 0;       // SFT: kTarget tokens
+  int64_t observation_tokens = 0;  // ECHO: kObservation tokens (GRPO: of the groups kept)
+  int64_t groups = 0;              // GRPO: groups kept (rewards not all equal)
+  LossScale& operator+=(const LossScale& o) {
+    target_tokens += o.target_tokens, observation_tokens += o.observation_tokens, groups += o.groups;
+    return *this;
+  }
+};
+LossScale sft_loss_scale(std::span<const TrainSequence> seqs);
+LossScale grpo_loss_scale(std::span<const GrpoGroup> groups, AdvantageMode advantage);
+
 // SFT: the mean next-token cross-entropy over every kTarget token of the batch (-mean logp), plus
 // ECHO. A batch without targets has a main term of 0.
-Result<TokenLoss> sft_loss(std::span<const TrainSequence> seqs, const TokenLogprobs& logp, float echo_lambda);
+Result<TokenLoss> sft_loss(std::span<const TrainSequence> seqs, const TokenLogprobs& logp, float echo_lambda,
+                           const std::optional<LossScale>& scale = std::nullopt);
 
 // GRPO advantages of one group: r - mean(r) (kDrGrpo) or (r - mean) / (std + 1e-8) (kVanilla,
 // std with Bessel's correction, as torch.std). nullopt when every reward is equal: the group is dropped.
@@ -52,11 +69,13 @@ struct GrpoLossOptions {
 // mean over the groups kept (uniform-reward groups contribute nothing), plus ECHO over the
 // kObservation tokens of the kept groups.
 Result<TokenLoss> grpo_loss(std::span<const GrpoGroup> groups, const TokenLogprobs& logp, const TokenLogprobs& ref_logp,
-                            const GrpoLossOptions& opts);
+                            const GrpoLossOptions& opts, const std::optional<LossScale>& scale = std::nullopt);
 
 // ECHO alone: lambda * mean cross-entropy over the kObservation tokens of the sequences (a null
 // entry is skipped: a dropped group's), added into `out` (loss, echo, coef, which must be shaped
-// as logp); exactly nothing without such tokens.
-void add_echo_loss(std::span<const TrainSequence* const> seqs, const TokenLogprobs& logp, float lambda, TokenLoss& out);
+// as logp); exactly nothing without such tokens. The mean divides by `observation_tokens` where
+// given (a LossScale's), else by the count in `seqs`.
+void add_echo_loss(std::span<const TrainSequence* const> seqs, const TokenLogprobs& logp, float lambda, TokenLoss& out,
+                   std::optional<int64_t> observation_tokens = std::nullopt);
 
 }  // namespace kiln

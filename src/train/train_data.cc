@@ -4,6 +4,7 @@
 #include "train/train_data.h"
 #include "core/json_text.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <initializer_list>
@@ -61,7 +62,17 @@ void append(const TrainDataContext& ctx, std::string_view text, TokenRole role, 
   }
 }
 
-Status check_length(const TrainSequence& seq, const TrainDataContext& ctx, const std::string& path) {
+// The sequence cut to ctx.max_seq_length (its end goes), then checked against the context.
+Status fit_length(TrainSequence& seq, const TrainDataContext& ctx, const std::string& path) {
+  if (const size_t most = static_cast<size_t>(ctx.max_seq_length); most > 0 && seq.tokens.size() > most) {
+    const auto first = std::find(seq.roles.begin() + 1, seq.roles.end(), TokenRole::kTarget);
+    if (first - seq.roles.begin() >= static_cast<std::ptrdiff_t>(most))
+      return field_error(path, "its first target token is token " + std::to_string(first - seq.roles.begin()) + " of " +
+                                   std::to_string(seq.tokens.size()) + ": config.max_seq_length " +
+                                   std::to_string(most) + " cuts every target token");
+    seq.tokens.resize(most);
+    seq.roles.resize(most);
+  }
   if (seq.tokens.size() < 2) return field_error(path, "has fewer than 2 tokens: nothing to predict");
   if (ctx.max_tokens > 0 && static_cast<int64_t>(seq.tokens.size()) > ctx.max_tokens)
     return field_error(path, std::to_string(seq.tokens.size()) + " tokens is longer than the context limit of " +
@@ -136,7 +147,7 @@ Result<TrainSequence> sft_sequence(const Json& example, const std::string& where
     done = end;
   }
   // What follows the last target (the template's newline) is predicted by nothing: left out.
-  KILN_RETURN_IF_ERROR(check_length(seq, ctx, where));
+  KILN_RETURN_IF_ERROR(fit_length(seq, ctx, where));
   return seq;
 }
 
@@ -214,7 +225,7 @@ Result<GrpoGroup> grpo_group(const Json& group, const std::string& where, const 
     }
     // The policy ended its turn: the end-of-turn token is part of what it chose.
     append(ctx, ctx.end_of_turn, TokenRole::kTarget, comp.sequence);
-    KILN_RETURN_IF_ERROR(check_length(comp.sequence, ctx, at));
+    KILN_RETURN_IF_ERROR(fit_length(comp.sequence, ctx, at));
     out.completions.push_back(std::move(comp));
   }
   return out;

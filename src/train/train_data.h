@@ -24,6 +24,9 @@ struct TrainDataContext {
   // model's eos): an assistant turn's target runs through it.
   std::string end_of_turn = "<|im_end|>";
   int64_t max_tokens = 0;  // a sequence longer than this (the model's context) is an error; 0: no limit
+  // A sequence longer than this keeps its first max_seq_length tokens (0: no cut); one left
+  // without a target token is an error naming it.
+  int64_t max_seq_length = 0;
 };
 
 // SFT. A conversation `{"messages": [{"role", "content"}, ...]}` becomes one sequence: the tokens

@@ -48,7 +48,8 @@ struct TrainJobRequest {
 };
 
 // The receipt written beside the adapter (docs/training-api.md, "Publication"): hyperparameters,
-// data hash, loss curve, timings, seed, base model identity.
+// data hash, the loss, gradient norm, learning rate and eval loss curves, timings, seed, base
+// model identity.
 nlohmann::json train_receipt(const TrainJobRequest& req, const TrainResult& result, const nlohmann::json& base_model);
 
 JobWork make_train_job(const TrainJobEnv& env, std::shared_ptr<TrainJobRequest> req);

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <optional>
 
 #include "model/state.h"
+#include "train/train_plan.h"
 #include "train/train_run.h"
 
 namespace kiln {
@@ -99,7 +101,43 @@ TrainMemoryEstimate estimate_train_memory(const ModelConfig& c, const TrainJobSh
   return e;
 }
 
+namespace {
+
+// Packing puts many short examples in one micro-batch, each a row with its own state: the bound
+// follows the plan's micro-batches rather than batch_sequences sequences.
+std::optional<std::vector<int64_t>> largest_packed_step(const TrainSpec& spec) {
+  std::vector<PlanItem> items;
+  int64_t longest = 0;
+  for (const TrainSequence& s : spec.sft) {
+    items.push_back({1, static_cast<int64_t>(s.tokens.size())});
+    longest = std::max(longest, items.back().tokens);
+  }
+  Result<TrainPlan> plan = plan_training(items, spec);
+  if (!plan.ok()) return std::nullopt;
+  int64_t rows = 1, tokens = longest;
+  auto visit = [&](const TrainPlan::MicroBatch& mb) {
+    int64_t r = 0, t = 0;
+    for (const TrainPlan::Unit& u : mb)
+      for (size_t i : u) ++r, t += items[i].tokens;
+    rows = std::max(rows, r);
+    tokens = std::max(tokens, t);
+  };
+  for (const auto& step : plan->steps)
+    for (const auto& mb : step) visit(mb);
+  for (const auto& mb : plan->eval) visit(mb);
+  std::vector<int64_t> out{longest};
+  if (rows > 1) {
+    const int64_t each = std::max<int64_t>(2, (tokens - longest + rows - 2) / (rows - 1));
+    out.resize(static_cast<size_t>(rows), each);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<int64_t> largest_step_tokens(const TrainSpec& spec) {
+  if (spec.kind == TrainSpec::Kind::kSft && spec.pack_tokens > 0)
+    if (auto packed = largest_packed_step(spec)) return *packed;
   std::vector<int64_t> lengths;
   int64_t count = spec.batch_sequences;
   if (spec.kind == TrainSpec::Kind::kSft) {

@@ -40,8 +40,10 @@ struct TrainMemoryEstimate {
 
 TrainMemoryEstimate estimate_train_memory(const ModelConfig& config, const TrainJobShape& shape);
 
-// The sequences of the largest step `spec` can take: its batch_sequences longest (GRPO: whole
-// groups, so at least its largest group's completions), whatever order the seed gives them.
+// The rows (examples) of the largest micro-batch `spec` can take: its batch_sequences longest
+// sequences (GRPO: whole groups, so at least its largest group's completions), whatever order
+// the seed gives them. Packed (pack_tokens), a shape no micro-batch of its plan exceeds in rows,
+// tokens or longest example: as many rows as the fullest, then rows of the most tokens any holds.
 std::vector<int64_t> largest_step_tokens(const TrainSpec& spec);
 
 }  // namespace kiln

@@ -1,13 +1,18 @@
-// The training loop: the adapter (fresh or continued), a deterministic batch plan (epochs of a
-// seeded shuffle), then per step forward -> loss -> backward -> one optimizer step per factor.
+// The training loop: the adapter (fresh or continued), a deterministic batch plan (train/train_plan.h),
+// then per step, for each of its micro-batches forward -> loss -> backward (the gradients adding
+// up), then the global gradient norm, clipped, and one optimizer step per factor at the
+// scheduled rate; at the eval points the held-out loss.
 #include "train/train_run.h"
 
 #include <chrono>
 #include <cmath>
-#include <random>
+#include <string>
 #include <vector>
 
+#include "train/grad_clip.h"
+#include "train/packing.h"
 #include "train/token_loss.h"
+#include "train/train_plan.h"
 
 namespace kiln {
 
@@ -22,6 +27,17 @@ Status check_spec(const TrainSpec& s) {
   if (s.batch_sequences < 1) return invalid_argument("batch_sequences must be >= 1, got " + std::to_string(s.batch_sequences));
   if (s.checkpoint_interval < 0)
     return invalid_argument("checkpoint_interval must be >= 0, got " + std::to_string(s.checkpoint_interval));
+  if (s.accumulation_steps < 1)
+    return invalid_argument("accumulation_steps must be >= 1, got " + std::to_string(s.accumulation_steps));
+  if (!(std::isfinite(s.max_grad_norm) && s.max_grad_norm >= 0))
+    return invalid_argument("max_grad_norm must be finite and >= 0, got " + std::to_string(s.max_grad_norm));
+  if (s.lr_schedule.warmup_steps < 0)
+    return invalid_argument("warmup_steps must be >= 0, got " + std::to_string(s.lr_schedule.warmup_steps));
+  if (s.pack_tokens < 0) return invalid_argument("pack_tokens must be >= 0, got " + std::to_string(s.pack_tokens));
+  if (s.pack_tokens > 0 && s.kind != TrainSpec::Kind::kSft) return invalid_argument("packing applies to SFT runs");
+  if (!(s.eval_fraction >= 0 && s.eval_fraction < 1))
+    return invalid_argument("eval_fraction must be in [0, 1), got " + std::to_string(s.eval_fraction));
+  if (s.eval_every < 0) return invalid_argument("eval_every must be >= 0, got " + std::to_string(s.eval_every));
   auto check_seq = [](const TrainSequence& q, const std::string& where) -> Status {
     if (q.tokens.size() < 2) return invalid_argument(where + ": fewer than 2 tokens");
     if (q.roles.size() != q.tokens.size())
@@ -49,34 +65,6 @@ Status check_spec(const TrainSpec& s) {
     }
   }
   return {};
-}
-
-// The batches of every epoch, as indices into the run's items (sequences, or GRPO groups kept).
-// The shuffle is a Fisher-Yates driven by mt19937_64, whose output the standard fixes, so the plan
-// (and with it the adapter) depends only on the seed and the data. A GRPO batch holds whole
-// groups (advantages are per group): as many as fit in batch_sequences completions, at least one.
-std::vector<std::vector<size_t>> plan_batches(const std::vector<size_t>& item_sizes, const TrainSpec& spec) {
-  std::mt19937_64 rng(spec.seed ^ 0x5eed'ba7c'4e5ull);  // not the adapter init's stream
-  std::vector<std::vector<size_t>> batches;
-  std::vector<size_t> order(item_sizes.size());
-  for (int64_t e = 0; e < spec.epochs; ++e) {
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
-    std::vector<size_t> cur;
-    int64_t cur_size = 0;
-    for (size_t idx : order) {
-      const int64_t sz = static_cast<int64_t>(item_sizes[idx]);
-      if (!cur.empty() && cur_size + sz > spec.batch_sequences) {
-        batches.push_back(std::move(cur));
-        cur.clear();
-        cur_size = 0;
-      }
-      cur.push_back(idx);
-      cur_size += sz;
-    }
-    if (!cur.empty()) batches.push_back(std::move(cur));
-  }
-  return batches;
 }
 
 // A copy of `base` in f32 on the model's device: the run trains the copy, never the original.
@@ -152,7 +140,8 @@ Status record_behaviour_logp(LoraTrainer& trainer, std::vector<GrpoGroup>& grpo,
     std::vector<TrainSequence> seqs;
     for (const GrpoCompletion* c : pending) seqs.push_back(c->sequence);
     auto work = [&]() -> Status {
-      KILN_ASSIGN_OR_RETURN(TokenLogprobs logp, trainer.forward(seqs, true));
+      // kTrain, as the steps' forwards: the same path gives rho = 1 exactly at the first step.
+      KILN_ASSIGN_OR_RETURN(TokenLogprobs logp, trainer.forward(seqs, ForwardPass::kTrain));
       for (size_t i = 0; i < pending.size(); ++i) pending[i]->behavior_logp = std::move(logp[i]);
       return {};
     };
@@ -174,6 +163,55 @@ Status record_behaviour_logp(LoraTrainer& trainer, std::vector<GrpoGroup>& grpo,
   return flush();
 }
 
+// One micro-batch as the trainer and the losses take it: its sequences (packed ones built) and,
+// for GRPO, its groups (whose completions are the sequences, in order).
+struct Batch {
+  std::vector<TrainSequence> seqs;
+  std::vector<GrpoGroup> groups;
+  int64_t tokens = 0;
+};
+
+Batch make_batch(const TrainPlan::MicroBatch& mb, const TrainSpec& spec, const std::vector<size_t>& items,
+                 const std::vector<GrpoGroup>& grpo) {
+  Batch b;
+  for (const TrainPlan::Unit& unit : mb) {
+    if (spec.kind == TrainSpec::Kind::kGrpo) {
+      b.groups.push_back(grpo[items[unit[0]]]);
+      for (const GrpoCompletion& c : b.groups.back().completions) b.seqs.push_back(c.sequence);
+    } else if (spec.pack_tokens > 0) {
+      std::vector<const TrainSequence*> examples;
+      for (size_t i : unit) examples.push_back(&spec.sft[items[i]]);
+      b.seqs.push_back(pack_sequences(examples));
+    } else {
+      b.seqs.push_back(spec.sft[items[unit[0]]]);
+    }
+  }
+  for (const TrainSequence& q : b.seqs) b.tokens += static_cast<int64_t>(q.tokens.size());
+  return b;
+}
+
+LossScale loss_scale(const Batch& b, const TrainSpec& spec) {
+  return spec.kind == TrainSpec::Kind::kSft ? sft_loss_scale(b.seqs) : grpo_loss_scale(b.groups, spec.advantage);
+}
+
+// The loss of one batch (its part of a loss whose means `scale` counts), after the reference pass
+// GRPO's KL estimator needs; `pass` kTrain keeps what the backward needs.
+Result<TokenLoss> batch_loss(LoraTrainer& trainer, const Batch& b, const TrainSpec& spec, const LossScale& scale,
+                             ForwardPass pass) {
+  TokenLogprobs ref;
+  if (spec.kind == TrainSpec::Kind::kGrpo && spec.kl != KlEstimator::kNone) {  // first: it keeps nothing
+    KILN_ASSIGN_OR_RETURN(ref, trainer.forward(b.seqs, ForwardPass::kReference));
+  }
+  KILN_ASSIGN_OR_RETURN(TokenLogprobs logp, trainer.forward(b.seqs, pass));
+  Result<TokenLoss> l = spec.kind == TrainSpec::Kind::kSft
+                            ? sft_loss(b.seqs, logp, spec.echo_lambda, scale)
+                            : grpo_loss(b.groups, logp, ref,
+                                        {spec.advantage, spec.clip_epsilon, spec.kl, spec.kl_coeff, spec.echo_lambda},
+                                        scale);
+  if (l.ok() && !std::isfinite(l->loss)) return internal_error("the loss is not finite (" + std::to_string(l->loss) + ")");
+  return l;
+}
+
 }  // namespace
 
 Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
@@ -182,29 +220,33 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
   KILN_RETURN_IF_ERROR(check_spec(spec));
   const auto t_start = Clock::now();
   const bool sft = spec.kind == TrainSpec::Kind::kSft;
-  const GrpoLossOptions gopts{spec.advantage, spec.clip_epsilon, spec.kl, spec.kl_coeff, spec.echo_lambda};
 
   // GRPO groups whose rewards are all equal teach nothing: left out of the plan, not stepped on.
-  std::vector<size_t> items, item_sizes;
+  std::vector<size_t> items;
+  std::vector<PlanItem> plan_items;
   if (sft) {
-    for (size_t i = 0; i < spec.sft.size(); ++i) items.push_back(i), item_sizes.push_back(1);
+    for (size_t i = 0; i < spec.sft.size(); ++i)
+      items.push_back(i), plan_items.push_back({1, static_cast<int64_t>(spec.sft[i].tokens.size())});
   } else {
     for (size_t g = 0; g < spec.grpo.size(); ++g) {
       std::vector<double> r;
       for (const auto& c : spec.grpo[g].completions) r.push_back(c.reward);
-      if (grpo_advantages(r, spec.advantage)) items.push_back(g), item_sizes.push_back(spec.grpo[g].completions.size());
+      if (grpo_advantages(r, spec.advantage))
+        items.push_back(g), plan_items.push_back({static_cast<int64_t>(spec.grpo[g].completions.size()), 0});
     }
     if (items.empty()) return invalid_argument("every group's rewards are all equal: GRPO has nothing to learn");
   }
-  const auto batches = plan_batches(item_sizes, spec);
+  KILN_ASSIGN_OR_RETURN(const TrainPlan plan, plan_training(plan_items, spec));
   std::vector<GrpoGroup> grpo = sft ? std::vector<GrpoGroup>{} : spec.grpo;  // behaviour log-probs filled in below
 
   StorageFacet& storage = model.backend().storage();
+  OptimizerFacet& optimizer = model.backend().optimizer();
   LoraAdapter adapter;
   TrainResult result;
   {
     std::unique_ptr<LoraTrainer> trainer;
     std::vector<ParamSlot> slots;
+    std::vector<Tensor> grads;  // every factor's gradient: the global norm's
     auto setup = [&]() -> Status {
       if (spec.base_adapter) {
         KILN_ASSIGN_OR_RETURN(adapter, copy_adapter(*spec.base_adapter, storage));
@@ -220,79 +262,117 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
         KILN_ASSIGN_OR_RETURN(trainer, LoraTrainer::create(model, adapter, spec.trainer));
       }
       KILN_ASSIGN_OR_RETURN(slots, make_slots(adapter, trainer->grads(), spec.optimizer, storage));
+      for (const ParamSlot& s : slots) grads.push_back(s.grad);
       return trainer->zero_grads();
     };
     if (Status st = run_on_device(runner, setup); !st.ok()) return st.with_context("the run's setup");
+    // The held-out groups too: their loss takes rho against the same behaviour policy.
     if (!sft) KILN_RETURN_IF_ERROR(record_behaviour_logp(*trainer, grpo, items, spec.batch_sequences, cancel, runner));
 
+    // The held-out loss: forward only, batch by batch, the means over the whole held-out set.
+    std::vector<Batch> eval_batches;
+    LossScale eval_scale;
+    for (const TrainPlan::MicroBatch& mb : plan.eval) {
+      eval_batches.push_back(make_batch(mb, spec, items, grpo));
+      eval_scale += loss_scale(eval_batches.back(), spec);
+    }
+    auto held_out_loss = [&](int64_t step) -> Result<double> {
+      double total = 0;
+      for (size_t b = 0; b < eval_batches.size(); ++b) {
+        if (cancel.load()) return failed_precondition("cancelled");
+        auto work = [&]() -> Status {
+          KILN_ASSIGN_OR_RETURN(const TokenLoss l, batch_loss(*trainer, eval_batches[b], spec, eval_scale, ForwardPass::kEval));
+          total += l.loss;
+          return {};
+        };
+        if (Status st = run_on_device(runner, work); !st.ok())
+          return st.with_context("the held-out loss after step " + std::to_string(step) + ", batch " +
+                                 std::to_string(b + 1) + " of " + std::to_string(eval_batches.size()));
+      }
+      return total;
+    };
+
     const auto t_run = Clock::now();
-    const int64_t total = static_cast<int64_t>(batches.size());
+    const int64_t total = static_cast<int64_t>(plan.steps.size());
     for (int64_t step = 1; step <= total; ++step) {
       if (cancel.load()) return failed_precondition("cancelled");
       if (spec.max_seconds > 0 && seconds_since(t_start) > spec.max_seconds)
         return resource_exhausted("the job ran longer than its limit of " + std::to_string(static_cast<int64_t>(spec.max_seconds)) +
                                   " s (training.max_job_seconds) and stopped before step " + std::to_string(step) + " of " +
                                   std::to_string(total));
-      const auto& batch = batches[static_cast<size_t>(step - 1)];
-      std::vector<TrainSequence> seqs;
-      std::vector<GrpoGroup> groups;
-      for (size_t idx : batch) {
-        if (sft) {
-          seqs.push_back(spec.sft[items[idx]]);
-        } else {
-          groups.push_back(grpo[items[idx]]);
-          for (const auto& c : groups.back().completions) seqs.push_back(c.sequence);
-        }
-      }
+      const auto& micro = plan.steps[static_cast<size_t>(step - 1)];
+      std::vector<Batch> batches;
+      LossScale scale;  // the step's: every micro-batch's loss is its part of the step's means
       int64_t tokens = 0;
-      for (const auto& q : seqs) tokens += static_cast<int64_t>(q.tokens.size());
+      for (const TrainPlan::MicroBatch& mb : micro) {
+        batches.push_back(make_batch(mb, spec, items, grpo));
+        scale += loss_scale(batches.back(), spec);
+        tokens += batches.back().tokens;
+      }
+      OptimizerHyper hyper = spec.hyper;
+      hyper.lr = static_cast<float>(scheduled_lr(spec.hyper.lr, spec.lr_schedule, step, total));
 
       double loss = 0;
+      GradClip clip;
       const bool checkpoint = spec.checkpoint && spec.checkpoint_interval > 0 && step % spec.checkpoint_interval == 0;
       HostLoraAdapter snapshot;  // the adapter after this step, for the checkpoint
       const auto t_step = Clock::now();
-      auto device_work = [&]() -> Status {
-        TokenLogprobs ref;
-        if (!sft && spec.kl != KlEstimator::kNone) {  // the reference pass first: it keeps nothing
-          KILN_ASSIGN_OR_RETURN(ref, trainer->forward(seqs, false));
+      for (size_t m = 0; m < batches.size(); ++m) {
+        if (m > 0 && cancel.load()) return failed_precondition("cancelled");
+        const bool last = m + 1 == batches.size();
+        auto device_work = [&]() -> Status {
+          KILN_ASSIGN_OR_RETURN(const TokenLoss l, batch_loss(*trainer, batches[m], spec, scale, ForwardPass::kTrain));
+          loss += l.loss;
+          KILN_RETURN_IF_ERROR(trainer->backward(l.coef));
+          if (!last) return storage.synchronize();
+          KILN_ASSIGN_OR_RETURN(clip, clip_by_global_norm(optimizer, grads, spec.max_grad_norm));
+          hyper.grad_scale = clip.scale;
+          std::vector<OptimizerStepArgs> steps;
+          steps.reserve(slots.size());
+          for (const ParamSlot& s : slots) {
+            OptimizerStepArgs& a = steps.emplace_back();
+            a.kind = spec.optimizer;
+            a.param = s.param;
+            a.grad = s.grad;
+            a.m = s.m;
+            a.v = s.v;
+            a.hyper = hyper;
+            a.step = step;
+          }
+          KILN_RETURN_IF_ERROR(optimizer.step_many(steps));
+          KILN_RETURN_IF_ERROR(trainer->zero_grads());
+          if (checkpoint) {
+            KILN_ASSIGN_OR_RETURN(snapshot, adapter.download(storage));
+          }
+          return storage.synchronize();
+        };
+        Status st = run_on_device(runner, device_work);
+        if (st.ok() && last && checkpoint) st = spec.checkpoint(step, snapshot);
+        if (!st.ok()) {
+          std::string where = "training step " + std::to_string(step) + " of " + std::to_string(total);
+          if (batches.size() > 1) where += ", micro-batch " + std::to_string(m + 1) + " of " + std::to_string(batches.size());
+          return st.with_context(where);
         }
-        KILN_ASSIGN_OR_RETURN(TokenLogprobs logp, trainer->forward(seqs, true));
-        Result<TokenLoss> l = sft ? sft_loss(seqs, logp, spec.echo_lambda) : grpo_loss(groups, logp, ref, gopts);
-        if (!l.ok()) return l.status();
-        if (!std::isfinite(l->loss)) return internal_error("the loss is not finite (" + std::to_string(l->loss) + ")");
-        loss = l->loss;
-        KILN_RETURN_IF_ERROR(trainer->backward(l->coef));
-        std::vector<OptimizerStepArgs> steps;
-        steps.reserve(slots.size());
-        for (const ParamSlot& s : slots) {
-          OptimizerStepArgs& a = steps.emplace_back();
-          a.kind = spec.optimizer;
-          a.param = s.param;
-          a.grad = s.grad;
-          a.m = s.m;
-          a.v = s.v;
-          a.hyper = spec.hyper;
-          a.step = step;
-        }
-        KILN_RETURN_IF_ERROR(model.backend().optimizer().step_many(steps));
-        KILN_RETURN_IF_ERROR(trainer->zero_grads());
-        if (checkpoint) {
-          KILN_ASSIGN_OR_RETURN(snapshot, adapter.download(storage));
-        }
-        return storage.synchronize();
-      };
-      Status st = run_on_device(runner, device_work);
-      if (st.ok() && checkpoint) st = spec.checkpoint(step, snapshot);
-      if (!st.ok()) return st.with_context("training step " + std::to_string(step) + " of " + std::to_string(total));
+      }
       const double secs = seconds_since(t_step);
       result.losses.push_back(loss);
+      result.grad_norms.push_back(clip.norm);
+      result.lrs.push_back(hyper.lr);
       result.step_seconds.push_back(secs);
       result.tokens += tokens;
+      std::optional<double> eval_loss;
+      if (!eval_batches.empty() && (step == total || (spec.eval_every > 0 && step % spec.eval_every == 0))) {
+        KILN_ASSIGN_OR_RETURN(eval_loss, held_out_loss(step));
+        result.eval_losses.push_back({step, *eval_loss});
+      }
       if (progress) {
         TrainProgress p;
         p.step = step;
         p.total_steps = total;
         p.loss = loss;
+        p.grad_norm = clip.norm;
+        p.lr = hyper.lr;
+        p.eval_loss = eval_loss;
         p.tokens_per_second = secs > 0 ? static_cast<double>(tokens) / secs : 0;
         progress(p);
       }

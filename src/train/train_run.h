@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "model/lora_adapter.h"
 #include "model/qwen35.h"
 #include "train/lora_trainer.h"
+#include "train/lr_schedule.h"
 
 namespace kiln {
 
@@ -38,9 +40,25 @@ struct TrainSpec {
   enum class Kind : uint8_t { kSft, kGrpo } kind = Kind::kSft;
   LoraConfig lora;                       // rank 16, alpha 32, every target by default
   OptimizerKind optimizer = OptimizerKind::kMuon;
-  OptimizerHyper hyper;
+  OptimizerHyper hyper;                  // hyper.lr: the schedule's peak rate
   int64_t epochs = 1;
-  int64_t batch_sequences = 1;           // sequences per optimizer step (GRPO: whole groups, as many as fit, at least one)
+  // Sequences per micro-batch (GRPO: whole groups, as many as fit, at least one; packing: packed
+  // sequences), and micro-batches per optimizer step: their gradients add up, and the losses'
+  // means run over the whole step, so k micro-batches step as one batch of all k would.
+  int64_t batch_sequences = 1;
+  int64_t accumulation_steps = 1;
+  // The global gradient norm is clipped to this before each step (0: no clipping); it is
+  // measured and reported either way.
+  float max_grad_norm = 1.f;
+  LrScheduleSpec lr_schedule;            // cosine decay without warmup
+  // SFT: sequences packed into sequences of at most this many tokens, each a unit of
+  // batch_sequences (train/packing.h); 0: no packing.
+  int64_t pack_tokens = 0;
+  // This fraction of the items (SFT sequences, GRPO groups kept) is held out of training; its loss
+  // (forward only, the means over the whole held-out set) is taken after every `eval_every` steps
+  // (0: none but the last) and after the last step.
+  double eval_fraction = 0;
+  int64_t eval_every = 0;
   uint64_t seed = 0;
   std::vector<TrainSequence> sft;        // kSft
   std::vector<GrpoGroup> grpo;           // kGrpo
@@ -75,19 +93,30 @@ struct TrainProgress {
   double loss = 0;
   double tokens_per_second = 0;
   std::vector<TrainCheckpoint> checkpoints;  // written so far; filled in by the job, not run_training
+  double grad_norm = 0;             // the global gradient norm, before clipping
+  double lr = 0;                    // the step's learning rate
+  std::optional<double> eval_loss;  // the held-out loss, where the step was an eval point
+};
+
+struct EvalPoint {
+  int64_t step = 0;
+  double loss = 0;
 };
 
 struct TrainResult {
   LoraAdapter adapter;          // the trained factors (f32, on the model's backend)
   std::vector<double> losses;   // one per optimizer step
+  std::vector<double> grad_norms, lrs;  // one per optimizer step: the norm before clipping, the rate
+  std::vector<EvalPoint> eval_losses;   // one per eval point
   std::vector<double> step_seconds;  // wall time of each step (forward, loss, backward, optimizer)
   double seconds = 0;
   int64_t tokens = 0;
 };
 
 // Runs `spec` to completion on `model`'s backend. Its device work goes through `runner`
-// in pieces: the setup (the adapter, the trainer, the optimizer's state), then each optimizer
-// step (forward, backward, optimizer); the job queue passes a runner that takes each piece to the
+// in pieces: the setup (the adapter, the trainer, the optimizer's state), then each micro-batch
+// (forward, backward; the step's last also the gradient norm and the optimizer) and each batch of
+// the held-out loss; the job queue passes a runner that takes each piece to the
 // engine's thread between serving cycles (the `stable` profile: the writer takes the accelerator
 // at a drained boundary); empty: here. `progress` is called after every step; `cancel` is polled
 // between steps (a cancelled run returns kFailedPrecondition "cancelled").

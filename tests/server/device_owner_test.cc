@@ -150,6 +150,10 @@ class NotedOptimizer final : public OptimizerFacet {
     log_.note("optimizer.step_many");
     return inner_.step_many(args);
   }
+  Result<double> sum_squares(std::span<const Tensor> tensors) override {
+    log_.note("optimizer.sum_squares");
+    return inner_.sum_squares(tensors);
+  }
 
  private:
   OptimizerFacet& inner_;

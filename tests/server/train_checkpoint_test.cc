@@ -76,12 +76,14 @@ struct Fixture {
   }
 };
 
+// A constant learning rate: under a decaying schedule a step's rate depends on how many steps the
+// run has, and a checkpoint could not equal the end of a shorter run.
 json sft_body(const std::string& name, int epochs, int checkpoint_interval) {
   json examples = json::array();
   for (const char* answer : {"alpha beta", "gamma delta"})
     examples.push_back({{"messages", {{{"role", "user"}, {"content", "Say it"}}, {{"role", "assistant"}, {"content", answer}}}}});
   return {{"examples", examples},
-          {"config", {{"lora_rank", 2}, {"learning_rate", 0.01}, {"epochs", epochs}, {"seed", 9},
+          {"config", {{"lora_rank", 2}, {"learning_rate", 0.01}, {"lr_schedule", "constant"}, {"epochs", epochs}, {"seed", 9},
                       {"optimizer", {{"kind", "adam_w"}}}, {"output_name", name}, {"replace", true}, {"auto_load", false},
                       {"checkpoint_interval", checkpoint_interval}}}};
 }

@@ -209,6 +209,20 @@ TEST(TrainHttp, BadTrainingRequestsAre400NamingTheField) {
       {"grpo", {{"groups", json::array()}}, "groups"},
       {"grpo", {{"groups", {{{"messages", {{{"role", "user"}, {"content", "q"}}}}, {"completions", {{{"text", "a"}, {"reward", 1}}}}}}}}, "groups[0]"},
       {"grpo", {{"groups", {{{"messages", {{{"role", "user"}, {"content", "q"}}}}, {"completions", {{{"text", "a"}, {"reward", 1}}, {{"text", "b"}, {"reward", 0}}}}}}}, {"config", {{"kl_estimator", "k2"}}}}, "config.kl_estimator"},
+      // The training controls.
+      {"sft", {{"examples", ok}, {"config", {{"max_grad_norm", -1}}}}, "config.max_grad_norm"},
+      {"sft", {{"examples", ok}, {"config", {{"lr_schedule", "step"}}}}, "config.lr_schedule"},
+      {"sft", {{"examples", ok}, {"config", {{"warmup_steps", -1}}}}, "config.warmup_steps"},
+      {"sft", {{"examples", ok}, {"config", {{"gradient_accumulation_steps", 0}}}}, "config.gradient_accumulation_steps"},
+      {"sft", {{"examples", ok}, {"config", {{"max_seq_length", 1}}}}, "config.max_seq_length"},
+      {"sft", {{"examples", ok}, {"config", {{"max_seq_length", 513}}}}, "config.max_seq_length"},  // past the context
+      {"sft", {{"examples", ok}, {"config", {{"packing", true}}}}, "config.packing"},  // no max_seq_length
+      {"sft", {{"examples", ok}, {"config", {{"packing", "yes"}, {"max_seq_length", 64}}}}, "config.packing"},
+      {"grpo", {{"groups", {{{"messages", {{{"role", "user"}, {"content", "q"}}}}, {"completions", {{{"text", "a"}, {"reward", 1}}, {{"text", "b"}, {"reward", 0}}}}}}}, {"config", {{"packing", true}}}}, "config.packing"},
+      {"sft", {{"examples", ok}, {"config", {{"eval_every", 2}}}}, "config.eval_every"},  // nothing held out
+      {"sft", {{"examples", ok}, {"config", {{"eval_fraction", 0.95}}}}, "config.eval_fraction"},
+      {"sft", {{"examples", ok}, {"config", {{"eval_fraction", 0.5}}}}, "config.eval_fraction"},  // 1 of 1 held out
+      {"sft", {{"examples", ok}, {"config", {{"max_seq_length", 8}}}}, "examples[0]"},  // every target cut
   };
   for (const Case& c : cases) {
     json r = s.post(std::string("/v1/train/") + c.route, c.body, 400);
@@ -433,6 +447,21 @@ TEST(TrainHttp, SftJobEndToEndPublishesAndAutoLoadsItsAdapter) {
   EXPECT_EQ(receipt["loss_curve"], done["loss_curve"]);
   EXPECT_EQ(receipt["seed"], 3);
   EXPECT_EQ(receipt["hyperparameters"]["lora_rank"], 4);
+  // The controls' defaults: clipping at 1, cosine decay without warmup, no accumulation, no
+  // length limit but the context, no packing, nothing held out.
+  const json& hp = receipt["hyperparameters"];
+  EXPECT_EQ(hp["max_grad_norm"], 1.0);
+  EXPECT_EQ(hp["lr_schedule"], "cosine");
+  EXPECT_EQ(hp["warmup_steps"], 0);
+  EXPECT_EQ(hp["gradient_accumulation_steps"], 1);
+  EXPECT_TRUE(hp["max_seq_length"].is_null()) << hp.dump();
+  EXPECT_EQ(hp["packing"], false);
+  EXPECT_EQ(hp["eval_fraction"], 0.0);
+  EXPECT_EQ(done["grad_norm_curve"].size(), curve.size());
+  EXPECT_EQ(done["lr_curve"].size(), curve.size());
+  EXPECT_FLOAT_EQ(done["lr_curve"][0].get<float>(), 0.01f);  // the first step runs at the peak
+  EXPECT_TRUE(done["eval_loss_curve"].empty());
+  EXPECT_TRUE(done["eval_loss"].is_null());
   EXPECT_EQ(receipt["data_sha256"].get<std::string>().size(), 64u);
   EXPECT_TRUE(receipt["base_model"]["config_sha256"].is_string());
   EXPECT_EQ(s.get("/v1/adapters")["default_adapter"], "pw");
@@ -450,6 +479,51 @@ TEST(TrainHttp, SftJobEndToEndPublishesAndAutoLoadsItsAdapter) {
   EXPECT_EQ(heard[0]["status"], "completed");
   EXPECT_EQ(heard[0]["adapter_name"], "pw");
   EXPECT_TRUE(heard[0]["error"].is_null()) << heard[0].dump();
+}
+
+// The training controls over HTTP, all at once: 6 conversations, 2 held out (eval_fraction 0.25,
+// rounded up), the other 4 cut to max_seq_length 24 tokens (their answers are longer; the prompt
+// and part of each answer stay) and packed one to a sequence (two do not fit in 24), batch 1 with
+// 2 micro-batches a step: 2 steps an epoch, 4 in all. The status and the receipt carry a gradient
+// norm and a rate per step (linear decay after a 1-step warmup: 1, 1, 2/3, 1/3 of the peak) and the
+// held-out loss after steps 2 and 4.
+TEST(TrainHttp, ControlsShapeTheJobAndTheirCurvesReachTheStatusAndTheReceipt) {
+  Server s;
+  ASSERT_TRUE(s.stack);
+  json examples = json::array();
+  for (int i = 0; i < 6; ++i) {
+    std::string answer;
+    for (int w = 0; w < 30; ++w) answer += std::string(w ? " " : "") + "word" + std::to_string(i * 30 + w);
+    examples.push_back(conversation("Question " + std::to_string(i), answer));
+  }
+  const json config = {{"lora_rank", 2}, {"learning_rate", 0.01}, {"epochs", 2}, {"seed", 4}, {"batch_size", 1},
+                       {"gradient_accumulation_steps", 2}, {"lr_schedule", "linear"}, {"warmup_steps", 1},
+                       {"max_grad_norm", 0.5}, {"eval_fraction", 0.25}, {"eval_every", 2}, {"max_seq_length", 24},
+                       {"packing", true}, {"output_name", "controls"}, {"auto_load", false}};
+  const json done = s.wait_job(s.post("/v1/train/sft", {{"examples", examples}, {"config", config}})["job_id"]);
+  ASSERT_EQ(done["state"], "completed") << done.dump();
+  EXPECT_EQ(done["total_steps"], 4);
+  EXPECT_EQ(done["trained_tokens"], 2 * 4 * 24);  // every trained conversation cut to 24 tokens
+  ASSERT_EQ(done["lr_curve"].size(), 4u);
+  const double want[] = {0.01, 0.01, 0.01 * 2 / 3, 0.01 / 3};
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(done["lr_curve"][i].get<double>(), want[i], 1e-8) << done["lr_curve"].dump();
+  ASSERT_EQ(done["grad_norm_curve"].size(), 4u);
+  for (const json& n : done["grad_norm_curve"]) EXPECT_GT(n.get<double>(), 0.0) << done["grad_norm_curve"].dump();
+  EXPECT_EQ(done["grad_norm"], done["grad_norm_curve"].back());
+  ASSERT_EQ(done["eval_loss_curve"].size(), 2u) << done.dump();
+  EXPECT_EQ(done["eval_loss_curve"][0]["step"], 2);
+  EXPECT_EQ(done["eval_loss_curve"][1]["step"], 4);
+  EXPECT_GT(done["eval_loss_curve"][1]["loss"].get<double>(), 0.0);
+  EXPECT_EQ(done["eval_loss"], done["eval_loss_curve"][1]["loss"]);
+  const json receipt = json::parse(file_bytes(s.config.model.adapter_dir + "/controls/train_receipt.json"));
+  for (const char* curve : {"loss_curve", "grad_norm_curve", "lr_curve", "eval_loss_curve"})
+    EXPECT_EQ(receipt[curve], done[curve]) << curve;
+  const json& hp = receipt["hyperparameters"];
+  for (const char* key : {"gradient_accumulation_steps", "lr_schedule", "warmup_steps", "eval_every", "max_seq_length",
+                          "packing"})
+    EXPECT_EQ(hp[key], config[key]) << key;
+  for (const char* key : {"max_grad_norm", "eval_fraction"})
+    EXPECT_FLOAT_EQ(hp[key].get<float>(), config[key].get<float>()) << key;
 }
 
 // The CPU backend saying it computes on a device of `bytes`: the server plans that memory and

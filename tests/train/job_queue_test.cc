@@ -129,6 +129,39 @@ TEST(JobQueue, CancellingARunningJobSetsItsFlagAndKeepsItsLossCurve) {
   EXPECT_EQ(info.to_json()["state"], "cancelled");
 }
 
+// Every step's gradient norm and rate, and each eval point's held-out loss, reach the status as
+// curves beside the loss curve, with the last of each as its own field.
+TEST(JobQueue, TheStatusCarriesTheGradNormRateAndEvalLossCurves) {
+  JobQueue q(4);
+  auto j = q.submit("sft", [](const std::atomic<bool>&, const std::function<void(const TrainProgress&)>& progress)
+                               -> Result<JobOutcome> {
+    for (int64_t step = 1; step <= 4; ++step) {
+      TrainProgress p;
+      p.step = step;
+      p.total_steps = 4;
+      p.loss = 5.0 - step;
+      p.grad_norm = 0.5 * step;
+      p.lr = 1e-3 / step;
+      if (step % 2 == 0) p.eval_loss = 10.0 + step;
+      progress(p);
+    }
+    return JobOutcome{};
+  });
+  ASSERT_TRUE(j.ok());
+  ASSERT_TRUE(eventually([&] { return q.status(j->id)->finished(); }));
+  const nlohmann::json s = q.status(j->id)->to_json();
+  EXPECT_EQ(s["grad_norm_curve"], nlohmann::json({0.5, 1.0, 1.5, 2.0}));
+  EXPECT_EQ(s["grad_norm"], 2.0);
+  EXPECT_EQ(s["lr_curve"], nlohmann::json({1e-3, 1e-3 / 2, 1e-3 / 3, 1e-3 / 4}));
+  EXPECT_EQ(s["lr"], 1e-3 / 4);
+  EXPECT_EQ(s["eval_loss_curve"], nlohmann::json::parse(R"([{"step": 2, "loss": 12.0}, {"step": 4, "loss": 14.0}])"));
+  EXPECT_EQ(s["eval_loss"], 14.0);
+  // A job that has taken no step yet: empty curves, null lasts.
+  const nlohmann::json none = JobInfo{}.to_json();
+  for (const char* f : {"grad_norm", "lr", "eval_loss"}) EXPECT_TRUE(none[f].is_null()) << f;
+  EXPECT_TRUE(none["eval_loss_curve"].empty());
+}
+
 TEST(EngineActor, WorkRunsOnTheActorThreadBetweenCyclesWhileRequestsFinish) {
   testing::TinyModel m;
   EngineConfig ec;

@@ -1,7 +1,8 @@
 // The losses of train/token_loss.h: every coefficient against a central finite difference of the
 // loss (perturbations exactly representable in f32, so the difference is the loss's own), hand
 // computed advantages and GRPO values, uniform-reward groups dropped, ECHO exactly zero without
-// observation tokens.
+// observation tokens; a batch split into parts, each given the whole batch's LossScale, adds up
+// to the whole batch's loss and coefficients (gradient accumulation's means).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -250,6 +251,53 @@ TEST(EchoLoss, ZeroWithoutObservationsEvenWithLambda) {
   const TokenLoss r = grpo_loss(g, {{0.f, -1.f}, {0.f, -3.f}}, {}, o).value();
   EXPECT_EQ(r.echo, 0.0);
   EXPECT_EQ(r.loss, 0.0);
+}
+
+// A batch split in two parts with the whole batch's scale: the parts' losses add up to the
+// whole's and each coefficient is the whole's. The parts hold 2 and 5 targets and 1 and 2
+// observation tokens, so means over each part alone (the default) would weigh them otherwise.
+TEST(LossScale, SftPartsWithTheWholeScaleAddUpToTheWholeBatch) {
+  const std::vector<TrainSequence> whole = {
+      seq({R::kContext, R::kTarget, R::kObservation, R::kTarget}),
+      seq({R::kContext, R::kTarget, R::kTarget, R::kObservation, R::kTarget, R::kTarget}),
+      seq({R::kContext, R::kContext, R::kObservation, R::kTarget})};
+  const TokenLogprobs logp = grid_logp({4, 6, 4}, 7);
+  const LossScale scale = sft_loss_scale(whole);
+  EXPECT_EQ(scale.target_tokens, 7);
+  EXPECT_EQ(scale.observation_tokens, 3);
+  const TokenLoss all = sft_loss(whole, logp, 0.05f).value();
+  const std::vector<TrainSequence> a(whole.begin(), whole.begin() + 1), b(whole.begin() + 1, whole.end());
+  const TokenLogprobs la(logp.begin(), logp.begin() + 1), lb(logp.begin() + 1, logp.end());
+  const TokenLoss pa = sft_loss(a, la, 0.05f, scale).value(), pb = sft_loss(b, lb, 0.05f, scale).value();
+  EXPECT_NEAR(pa.loss + pb.loss, all.loss, 1e-12);
+  EXPECT_NEAR(pa.echo + pb.echo, all.echo, 1e-12);
+  EXPECT_EQ(pa.coef[0], all.coef[0]);
+  EXPECT_EQ(pb.coef[0], all.coef[1]);
+  EXPECT_EQ(pb.coef[1], all.coef[2]);
+  // Each part's own means would not add up: the check above can fail.
+  const double own = sft_loss(a, la, 0.05f).value().loss + sft_loss(b, lb, 0.05f).value().loss;
+  EXPECT_GT(std::fabs(own - all.loss), 1e-3);
+}
+
+TEST(LossScale, GrpoPartsWithTheWholeScaleAddUpToTheWholeBatch) {
+  const GrpoBatch batch = make_batch(/*behaviour=*/true);
+  GrpoLossOptions o;
+  o.kl = KlEstimator::kK3;
+  const LossScale scale = grpo_loss_scale(batch.groups, o.advantage);
+  EXPECT_EQ(scale.groups, 2);  // group 1's rewards are all equal
+  EXPECT_EQ(scale.observation_tokens, 1);
+  const TokenLoss all = grpo_loss(batch.groups, batch.logp, batch.ref, o).value();
+  // Group 0 (three completions) in one part, groups 1 and 2 in the other.
+  const std::vector<GrpoGroup> a(batch.groups.begin(), batch.groups.begin() + 1), b(batch.groups.begin() + 1, batch.groups.end());
+  const TokenLogprobs la(batch.logp.begin(), batch.logp.begin() + 3), lb(batch.logp.begin() + 3, batch.logp.end());
+  const TokenLogprobs ra(batch.ref.begin(), batch.ref.begin() + 3), rb(batch.ref.begin() + 3, batch.ref.end());
+  const TokenLoss pa = grpo_loss(a, la, ra, o, scale).value(), pb = grpo_loss(b, lb, rb, o, scale).value();
+  EXPECT_NEAR(pa.loss + pb.loss, all.loss, 1e-12);
+  EXPECT_NEAR(pa.kl + pb.kl, all.kl, 1e-12);
+  for (size_t s = 0; s < 3; ++s) EXPECT_EQ(pa.coef[s], all.coef[s]) << s;
+  for (size_t s = 3; s < all.coef.size(); ++s) EXPECT_EQ(pb.coef[s - 3], all.coef[s]) << s;
+  const double own = grpo_loss(a, la, ra, o).value().loss + grpo_loss(b, lb, rb, o).value().loss;
+  EXPECT_GT(std::fabs(own - all.loss), 1e-3);
 }
 
 }  // namespace

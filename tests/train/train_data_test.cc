@@ -5,6 +5,7 @@
 // trajectory segments get their roles, and every invalid input is refused naming its field.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -92,6 +93,38 @@ TEST(TrainData, SingleTurnTargetsTheAnswerAndItsEndOfTurn) {
   // Nothing after the last target (the template's trailing newline predicts nothing).
   EXPECT_EQ(s->roles.back(), R::kTarget);
   EXPECT_EQ(s->tokens.back(), *q->tok->token_to_id("<|im_end|>"));
+}
+
+// max_seq_length keeps a sequence's first tokens: the prompt and the start of the answer stay, the
+// rest goes; an example left without a target token is refused, naming it and its first target.
+TEST(TrainData, MaxSeqLengthKeepsTheFirstTokensAndRefusesAnExampleLeftWithoutTargets) {
+  const Qwen3Data* q = qwen3_data();
+  if (!q) return;
+  const Json ex = {{"messages", {msg("user", "Hello"), msg("assistant", "one two three four five six seven")}}};
+  const TrainSequence whole = sft_sequence(ex, "examples[0]", q->ctx()).value();
+  const auto first = std::find(whole.roles.begin(), whole.roles.end(), R::kTarget) - whole.roles.begin();
+  ASSERT_GT(whole.tokens.size(), static_cast<size_t>(first + 3));
+  TrainDataContext c = q->ctx();
+  c.max_seq_length = first + 2;  // the prompt and two answer tokens
+  const TrainSequence cut = sft_sequence(ex, "examples[0]", c).value();
+  EXPECT_EQ(cut.tokens, std::vector<int32_t>(whole.tokens.begin(), whole.tokens.begin() + first + 2));
+  EXPECT_EQ(cut.roles, std::vector<R>(whole.roles.begin(), whole.roles.begin() + first + 2));
+  c.max_seq_length = static_cast<int64_t>(whole.tokens.size());  // fits: unchanged
+  EXPECT_EQ(sft_sequence(ex, "examples[0]", c).value().tokens, whole.tokens);
+  c.max_seq_length = first;  // every target cut
+  auto none = sft_sequence(ex, "examples[3]", c);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message().rfind("examples[3]: its first target token is token " + std::to_string(first), 0), 0u)
+      << none.status().to_string();
+  // A GRPO completion the same way, named by its path: a limit of the prompt's length cuts it all.
+  const Json group = {{"messages", {msg("user", "Hello")}},
+                      {"completions", {{{"text", "one two three"}, {"reward", 1}}, {{"text", "four"}, {"reward", 0}}}}};
+  const GrpoGroup full = grpo_group(group, "groups[1]", q->ctx()).value();
+  const auto& roles = full.completions[0].sequence.roles;
+  c.max_seq_length = std::find(roles.begin(), roles.end(), R::kTarget) - roles.begin();
+  auto g = grpo_group(group, "groups[1]", c);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().message().rfind("groups[1].completions[0]: its first target token", 0), 0u) << g.status().to_string();
 }
 
 TEST(TrainData, MultiTurnTargetsEveryAssistantTurn) {

@@ -3,6 +3,8 @@
 // the device; and the largest step a job can take.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "model/init.h"
 #include "train/train_memory.h"
 #include "train/train_run.h"
@@ -98,6 +100,33 @@ TEST(TrainMemory, TheLargestStepIsTheLongestSequencesABatchCanHold) {
   for (int64_t n : {40, 90, 60}) grpo.grpo[0].completions.push_back({seq(n), 0.0, {}});
   grpo.grpo[1].completions.push_back({seq(300), 0.0, {}});
   EXPECT_EQ(largest_step_tokens(grpo), (std::vector<int64_t>{300, 90, 60}));
+}
+
+// Packed, a micro-batch holds as many rows (each its own state) as its sequences hold examples:
+// twelve 10-token examples in sequences of 40 tokens, 2 sequences a micro-batch, make micro-batches
+// of 8 examples and 80 tokens, and the shape has 8 rows of 80 tokens or more, the longest 10; a
+// shape of batch_sequences rows would count 2.
+TEST(TrainMemory, APackedStepCountsARowForEveryExampleItHolds) {
+  TrainSpec spec;
+  for (int i = 0; i < 12; ++i) {
+    TrainSequence s;
+    s.tokens.assign(10, 1);
+    s.roles.assign(10, TokenRole::kTarget);
+    spec.sft.push_back(s);
+  }
+  spec.batch_sequences = 2;
+  spec.pack_tokens = 40;
+  const std::vector<int64_t> shape = largest_step_tokens(spec);
+  ASSERT_EQ(shape.size(), 8u);
+  int64_t tokens = 0;
+  for (int64_t n : shape) tokens += n;
+  EXPECT_GE(tokens, 80);
+  EXPECT_EQ(*std::max_element(shape.begin(), shape.end()), 10);
+  const ModelConfig c = preset_config("tiny").value();
+  TrainJobShape packed, unpacked;
+  packed.sequence_tokens = shape;
+  unpacked.sequence_tokens = {40, 40};  // the same tokens as two rows: less state
+  EXPECT_GT(estimate_train_memory(c, packed).state, estimate_train_memory(c, unpacked).state);
 }
 
 }  // namespace

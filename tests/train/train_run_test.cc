@@ -1,9 +1,8 @@
 // run_training: the loop's contract with a stand-in trainer (every sequence once per epoch in
 // batches, the same seed giving the same adapter bit for bit, cancellation between steps, the
-// step runner, GRPO's reference pass and dropped groups, continuing from a base adapter), then end
-// to end with the real LoraTrainer on a random-weight `tiny` model: SFT (AdamW and Muon) drives the
-// loss down at least 5x and greedy decoding with the trained adapter reproduces the taught
-// continuations; GRPO raises the log-probability of the rewarded completion.
+// step runner, GRPO's reference pass and dropped groups, continuing from a base adapter) and the
+// training controls (the gradient norm reported and clipped, each step's scheduled rate,
+// accumulated micro-batches stepping as one batch, the held-out loss, packed sequences).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -73,10 +72,12 @@ std::vector<float> flatten(const Adapter& a) {
 // (with the adapter; -1 without): smooth in the factors, so the optimizer has a real gradient.
 // Records what each forward saw.
 struct Calls {
-  std::vector<std::vector<int32_t>> batches;  // first token of each sequence, per forward with the adapter
-  std::vector<bool> with_adapter;             // per forward, in order
+  std::vector<std::vector<int32_t>> batches;  // first token of each sequence, per kTrain forward
+  std::vector<ForwardPass> passes;            // per forward, in order
   std::vector<std::vector<std::vector<float>>> coefs;  // per backward: dLoss/dlogp per sequence and token
-  std::vector<std::vector<std::vector<float>>> logps;  // per forward with the adapter: what it returned
+  std::vector<std::vector<std::vector<float>>> logps;  // per kTrain forward: what it returned
+  std::vector<std::vector<int32_t>> eval_batches;      // first token of each sequence, per kEval forward
+  std::vector<std::vector<std::vector<int64_t>>> packed;  // per kTrain forward: each sequence's packed lengths
 };
 
 class FakeTrainer final : public LoraTrainer {
@@ -84,8 +85,9 @@ class FakeTrainer final : public LoraTrainer {
   static constexpr double kC = 1e-4;
   FakeTrainer(LoraAdapter& ad, LoraAdapter grads, Calls* calls) : ad_(ad), grads_(std::move(grads)), calls_(calls) {}
 
-  Result<std::vector<std::vector<float>>> forward(std::span<const TrainSequence> seqs, bool with_adapter) override {
-    calls_->with_adapter.push_back(with_adapter);
+  Result<std::vector<std::vector<float>>> forward(std::span<const TrainSequence> seqs, ForwardPass pass) override {
+    calls_->passes.push_back(pass);
+    const bool with_adapter = pass != ForwardPass::kReference;
     std::vector<std::vector<float>> out;
     std::vector<int32_t> firsts;
     const std::vector<float> theta = flatten(ad_);
@@ -99,11 +101,14 @@ class FakeTrainer final : public LoraTrainer {
       }
       out.push_back(row);
     }
-    if (with_adapter) {
+    if (pass == ForwardPass::kTrain) {
       calls_->batches.push_back(firsts);
       calls_->logps.push_back(out);
+      calls_->packed.emplace_back();
+      for (const auto& q : seqs) calls_->packed.back().push_back(q.packed);
       last_ = {seqs.begin(), seqs.end()};
     }
+    if (pass == ForwardPass::kEval) calls_->eval_batches.push_back(firsts);
     return out;
   }
   Status backward(const std::vector<std::vector<float>>& coef) override {
@@ -338,7 +343,8 @@ TEST(RunTraining, GrpoDropsUniformGroupsAndRunsTheReferencePassFirst) {
     firsts.insert(b[0]);
   }
   EXPECT_EQ(firsts, (std::set<int32_t>{0, 20}));
-  EXPECT_EQ(calls.with_adapter, (std::vector<bool>{true, true, false, true, false, true}));
+  using enum ForwardPass;
+  EXPECT_EQ(calls.passes, (std::vector<ForwardPass>{kTrain, kTrain, kReference, kTrain, kReference, kTrain}));
 
   for (auto& g : spec.grpo)
     for (auto& c : g.completions) c.reward = 1.0;
@@ -432,6 +438,283 @@ TEST(RunTraining, ContinuesFromABaseAdapterWithoutTouchingIt) {
   ASSERT_TRUE(moved.ok());
   EXPECT_NE(flatten(moved->adapter), before);
   EXPECT_EQ(flatten(base->adapter), before);  // trained a copy
+}
+
+// ---------------------------------------------------------------- the training controls
+
+// The fake's -logp of `token` at parameters theta: kC * sum_i (theta_i - token / 512)^2 + 0.5.
+double fake_nll(const std::vector<float>& theta, int32_t token) {
+  double sum = 0;
+  for (float x : theta) sum += (x - token / 512.0) * (x - token / 512.0);
+  return FakeTrainer::kC * sum + 0.5;
+}
+
+// Five sequences with 1 to 5 target tokens: a mean over the wrong set of tokens shows.
+TrainSpec uneven_spec(Calls* calls) {
+  TrainSpec spec = fake_spec(calls);
+  spec.sft.clear();
+  for (int32_t i = 0; i < 5; ++i) {
+    std::vector<int32_t> answer;
+    for (int32_t k = 0; k <= i; ++k) answer.push_back(200 + 10 * i + k);
+    spec.sft.push_back(sequence({i, 100 + i}, answer));
+  }
+  return spec;
+}
+
+// One SGD step on all five sequences at lr 1000 (the fake's gradients are ~1e-4): without clipping
+// the step moves the adapter by lr * g, whose norm / lr is the gradient norm reported; clipped to a
+// quarter of it, by the same step scaled by max / (norm + 1e-6), and the norm reported is still
+// the one before clipping.
+TEST(RunTraining, ReportsTheGradNormBeforeClippingAndStepsOnTheClippedGradient) {
+  Calls calls;
+  std::atomic<bool> cancel{false};
+  TrainSpec spec = uneven_spec(&calls);
+  spec.batch_sequences = 5;
+  spec.optimizer = OptimizerKind::kSgd;
+  spec.lr_schedule.kind = LrSchedule::kConstant;
+  spec.hyper.lr = 0.f;
+  const std::vector<float> init = flatten(run_training(*tiny().model, spec, {}, cancel).value().adapter);
+  spec.hyper.lr = 1000.f;
+  spec.max_grad_norm = 0.f;
+  auto free = run_training(*tiny().model, spec, {}, cancel);
+  ASSERT_TRUE(free.ok()) << free.status().to_string();
+  const std::vector<float> moved = flatten(free->adapter);
+  double norm = 0;
+  for (size_t i = 0; i < init.size(); ++i) norm += (static_cast<double>(moved[i]) - init[i]) * (moved[i] - init[i]);
+  norm = std::sqrt(norm) / 1000.0;
+  ASSERT_EQ(free->grad_norms.size(), 1u);
+  EXPECT_GT(norm, 1e-6);
+  EXPECT_NEAR(free->grad_norms[0], norm, 1e-4 * norm);  // the f32 step's rounding: ~1e-7 of |theta| ~ 0.1
+
+  spec.max_grad_norm = static_cast<float>(free->grad_norms[0] / 4);
+  auto clipped = run_training(*tiny().model, spec, {}, cancel);
+  ASSERT_TRUE(clipped.ok()) << clipped.status().to_string();
+  EXPECT_EQ(clipped->grad_norms[0], free->grad_norms[0]);
+  const double scale = spec.max_grad_norm / (free->grad_norms[0] + 1e-6);
+  const std::vector<float> c = flatten(clipped->adapter);
+  double worst = 0, biggest = 0;
+  for (size_t i = 0; i < init.size(); ++i) {
+    const double want = (static_cast<double>(moved[i]) - init[i]) * scale, got = static_cast<double>(c[i]) - init[i];
+    worst = std::max(worst, std::fabs(got - want));
+    biggest = std::max(biggest, std::fabs(want));
+  }
+  EXPECT_GT(biggest, 1e-3);
+  EXPECT_LE(worst, 1e-4 * biggest) << "the clipped step is not the free step times " << scale;
+}
+
+// The rate of each step reaches the optimizer: with SGD, the first step of a 2-step warmup moves
+// the adapter by half of what the constant schedule's first step does (the same gradient), and
+// the rates reported per step are the schedule's.
+TEST(RunTraining, EachStepRunsAtTheScheduledRate) {
+  Calls calls;
+  std::atomic<bool> cancel{false};
+  TrainSpec spec = fake_spec(&calls);  // 5 steps of 1 sequence
+  spec.optimizer = OptimizerKind::kSgd;
+  spec.hyper.lr = 500.f;
+  spec.checkpoint_interval = 1;
+  std::vector<std::vector<float>> after;  // the adapter after each step
+  spec.checkpoint = [&](int64_t, const HostLoraAdapter& ad) -> Status {
+    after.push_back(flatten(ad));
+    return {};
+  };
+  spec.lr_schedule = {LrSchedule::kLinear, 2};
+  std::vector<double> seen;
+  auto r = run_training(*tiny().model, spec, [&](const TrainProgress& p) { seen.push_back(p.lr); }, cancel);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  // Warmup 250, 500; then p = 0, 1/3, 2/3 of the linear decay.
+  const std::vector<double> want = {250, 500, 500, 500 * (2.0 / 3), 500 * (1.0 / 3)};
+  ASSERT_EQ(r->lrs.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(r->lrs[i], want[i], 1e-4) << "step " << i + 1;
+    EXPECT_EQ(seen[i], r->lrs[i]);
+  }
+  const std::vector<float> warm = after.at(0);
+  after.clear();
+  spec.lr_schedule = {LrSchedule::kConstant, 0};
+  spec.hyper.lr = 0.f;
+  const std::vector<float> init = flatten(run_training(*tiny().model, spec, {}, cancel).value().adapter);
+  spec.hyper.lr = 500.f;
+  after.clear();
+  ASSERT_TRUE(run_training(*tiny().model, spec, {}, cancel).ok());
+  const std::vector<float> full = after.at(0);
+  double worst = 0, biggest = 0;
+  for (size_t i = 0; i < init.size(); ++i) {
+    const double want_delta = (static_cast<double>(full[i]) - init[i]) / 2, got = static_cast<double>(warm[i]) - init[i];
+    worst = std::max(worst, std::fabs(got - want_delta));
+    biggest = std::max(biggest, std::fabs(want_delta));
+  }
+  EXPECT_GT(biggest, 1e-3);
+  EXPECT_LE(worst, 1e-4 * biggest);
+}
+
+// Four micro-batches of one sequence step as one batch of four: the same sequences per step, each
+// micro-batch's coefficients those of the whole step (its means over all 1 + 2 + 3 + 4 or 5
+// targets), losses and adapters equal up to the order of the sums.
+TEST(RunTraining, AccumulatedMicroBatchesStepAsOneBatch) {
+  std::atomic<bool> cancel{false};
+  Calls one_calls, acc_calls;
+  TrainSpec one = uneven_spec(&one_calls), acc = uneven_spec(&acc_calls);
+  one.epochs = acc.epochs = 2;
+  one.batch_sequences = 4;
+  acc.batch_sequences = 1;
+  acc.accumulation_steps = 4;
+  int acc_runs = 0;
+  auto a = run_training(*tiny().model, one, {}, cancel);
+  auto b = run_training(*tiny().model, acc, {}, cancel, [&](const std::function<Status()>& work) {
+    ++acc_runs;
+    return work();
+  });
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string() << b.status().to_string();
+  EXPECT_EQ(acc_runs, 1 + 2 * 5);  // the setup, then every micro-batch its own device work
+  ASSERT_EQ(a->losses.size(), 4u);  // per epoch: a step of 4, a step of 1
+  ASSERT_EQ(b->losses.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(b->losses[i], a->losses[i], 1e-12 * std::fabs(a->losses[i])) << "step " << i + 1;
+    EXPECT_NEAR(b->grad_norms[i], a->grad_norms[i], 1e-6 * a->grad_norms[i]) << "step " << i + 1;
+  }
+  // The micro-batches' coefficients, one after another, are the batch's.
+  ASSERT_EQ(one_calls.coefs.size(), 4u);
+  ASSERT_EQ(acc_calls.coefs.size(), 10u);
+  size_t m = 0;
+  for (const auto& step : one_calls.coefs)
+    for (const auto& row : step) EXPECT_EQ(acc_calls.coefs.at(m++).at(0), row);
+  const std::vector<float> fa = flatten(a->adapter), fb = flatten(b->adapter);
+  ASSERT_EQ(fa.size(), fb.size());
+  for (size_t i = 0; i < fa.size(); ++i) ASSERT_NEAR(fb[i], fa[i], 1e-6) << i;
+}
+
+// A held-out 40% (2 of 5 sequences) is never trained on; its loss is taken after steps 4 and 8
+// (eval_every 4) and the last, 9, from forwards that keep nothing, and equals the fake's mean
+// -logp over the held-out targets at the adapter as it stood after that step.
+TEST(RunTraining, HeldOutSequencesAreEvaluatedAtTheirStepsAndNeverTrained) {
+  Calls calls;
+  std::atomic<bool> cancel{false};
+  TrainSpec spec = uneven_spec(&calls);
+  spec.epochs = 3;
+  spec.eval_fraction = 0.4;
+  spec.eval_every = 4;
+  spec.checkpoint_interval = 1;
+  std::vector<std::vector<float>> after;
+  spec.checkpoint = [&](int64_t, const HostLoraAdapter& ad) -> Status {
+    after.push_back(flatten(ad));
+    return {};
+  };
+  std::vector<int64_t> eval_steps;
+  auto r = run_training(*tiny().model, spec, [&](const TrainProgress& p) { if (p.eval_loss) eval_steps.push_back(p.step); },
+                        cancel);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->losses.size(), 9u);  // 3 sequences left, batch 1, 3 epochs
+  EXPECT_EQ(eval_steps, (std::vector<int64_t>{4, 8, 9}));
+  ASSERT_EQ(r->eval_losses.size(), 3u);
+  std::set<int32_t> held;
+  for (const auto& b : calls.eval_batches) held.insert(b.begin(), b.end());
+  ASSERT_EQ(held.size(), 2u);
+  EXPECT_EQ(calls.eval_batches.size(), 3u * 2);  // each eval point: two batches of one sequence (batch_sequences 1)
+  for (const auto& b : calls.batches)
+    for (int32_t f : b) EXPECT_EQ(held.count(f), 0u) << "held-out sequence " << f << " was trained on";
+  for (const EvalPoint& e : r->eval_losses) {
+    const std::vector<float>& theta = after.at(static_cast<size_t>(e.step - 1));
+    double sum = 0;
+    int64_t n = 0;
+    for (const TrainSequence& q : spec.sft) {
+      if (!held.count(q.tokens[0])) continue;
+      for (size_t t = 1; t < q.tokens.size(); ++t)
+        if (q.roles[t] == TokenRole::kTarget) sum += fake_nll(theta, q.tokens[t]), ++n;
+    }
+    EXPECT_NEAR(e.loss, sum / n, 1e-6 * (sum / n)) << "after step " << e.step;
+  }
+}
+
+// GRPO: two micro-batches of one group step as one batch of both (each group's coefficients are
+// the batch's: the mean over the step's groups, 2), and a held-out group (eval_fraction 1/3 of 3
+// groups) is evaluated and never stepped on.
+TEST(RunTraining, GrpoAccumulatesWholeGroupsAndHoldsOutGroups) {
+  auto grpo_spec = [](Calls* calls) {
+    TrainSpec spec = fake_spec(calls);
+    spec.kind = TrainSpec::Kind::kGrpo;
+    spec.sft.clear();
+    for (int32_t g = 0; g < 2; ++g) {
+      GrpoGroup group;
+      for (int32_t c = 0; c < 2; ++c)
+        group.completions.push_back({sequence({10 * g + c, 7}, std::vector<int32_t>(1 + g + c, 300)), double(c), {}});
+      spec.grpo.push_back(group);
+    }
+    return spec;
+  };
+  std::atomic<bool> cancel{false};
+  Calls one_calls, acc_calls;
+  TrainSpec one = grpo_spec(&one_calls), acc = grpo_spec(&acc_calls);
+  one.batch_sequences = 4;
+  acc.batch_sequences = 2;
+  acc.accumulation_steps = 2;
+  auto a = run_training(*tiny().model, one, {}, cancel), b = run_training(*tiny().model, acc, {}, cancel);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string() << b.status().to_string();
+  ASSERT_EQ(a->losses.size(), 1u);
+  ASSERT_EQ(b->losses.size(), 1u);
+  EXPECT_NEAR(b->losses[0], a->losses[0], 1e-12);
+  ASSERT_EQ(one_calls.coefs.size(), 1u);
+  ASSERT_EQ(acc_calls.coefs.size(), 2u);
+  EXPECT_EQ(acc_calls.coefs[0][0], one_calls.coefs[0][0]);
+  EXPECT_EQ(acc_calls.coefs[0][1], one_calls.coefs[0][1]);
+  EXPECT_EQ(acc_calls.coefs[1][0], one_calls.coefs[0][2]);
+  EXPECT_EQ(acc_calls.coefs[1][1], one_calls.coefs[0][3]);
+
+  Calls held_calls;
+  TrainSpec held = grpo_spec(&held_calls);
+  held.grpo.push_back(held.grpo[0]);
+  for (GrpoCompletion& c : held.grpo[2].completions) c.sequence.tokens[0] += 100;  // first tokens 100, 101
+  held.batch_sequences = 2;
+  held.epochs = 2;
+  held.eval_fraction = 1.0 / 3;
+  auto h = run_training(*tiny().model, held, {}, cancel);
+  ASSERT_TRUE(h.ok()) << h.status().to_string();
+  ASSERT_EQ(h->losses.size(), 4u);  // 2 groups a step of one, 2 epochs
+  ASSERT_EQ(h->eval_losses.size(), 1u);
+  ASSERT_EQ(held_calls.eval_batches.size(), 1u);
+  const std::vector<int32_t> evaluated = held_calls.eval_batches[0];
+  ASSERT_EQ(evaluated.size(), 2u);  // one whole group
+  // The behaviour pass's forwards (kTrain, before the first step) cover all three groups; the
+  // steps' forwards never the held-out one.
+  for (size_t i = held_calls.batches.size() - 4; i < held_calls.batches.size(); ++i)
+    for (int32_t f : held_calls.batches[i]) EXPECT_TRUE(f != evaluated[0] && f != evaluated[1]) << "step " << i;
+}
+
+TEST(RunTraining, PackingHandsTheTrainerPackedSequencesOfAtMostTheLimit) {
+  Calls calls;
+  std::atomic<bool> cancel{false};
+  TrainSpec spec = fake_spec(&calls);  // five sequences of 4 tokens
+  spec.pack_tokens = 9;
+  auto r = run_training(*tiny().model, spec, {}, cancel);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(calls.packed.size(), 3u);  // two, two and one a sequence; one sequence a step
+  for (size_t step = 0; step < 3; ++step) {
+    ASSERT_EQ(calls.packed[step].size(), 1u);
+    EXPECT_EQ(calls.packed[step][0], step < 2 ? (std::vector<int64_t>{4, 4}) : (std::vector<int64_t>{4}));
+  }
+  EXPECT_EQ(r->tokens, 5 * 4);
+}
+
+TEST(RunTraining, RefusesBadControlsNamingThem) {
+  Calls calls;
+  std::atomic<bool> cancel{false};
+  auto refused = [&](const std::function<void(TrainSpec&)>& edit, const std::string& what) {
+    TrainSpec spec = fake_spec(&calls);
+    edit(spec);
+    auto r = run_training(*tiny().model, spec, {}, cancel);
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().to_string();
+  };
+  refused([](TrainSpec& s) { s.accumulation_steps = 0; }, "accumulation_steps must be >= 1");
+  refused([](TrainSpec& s) { s.max_grad_norm = -1; }, "max_grad_norm must be finite and >= 0");
+  refused([](TrainSpec& s) { s.max_grad_norm = NAN; }, "max_grad_norm must be finite and >= 0");
+  refused([](TrainSpec& s) { s.lr_schedule.warmup_steps = -1; }, "warmup_steps must be >= 0");
+  refused([](TrainSpec& s) { s.eval_fraction = 1; }, "eval_fraction must be in [0, 1)");
+  refused([](TrainSpec& s) { s.eval_every = -2; }, "eval_every must be >= 0");
+  refused([](TrainSpec& s) { s.eval_fraction = 0.9; }, "holds out 5 of the 5 sequences");
+  refused([](TrainSpec& s) {
+    s.kind = TrainSpec::Kind::kGrpo;
+    s.pack_tokens = 8;
+  }, "packing applies to SFT runs");
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // The optimizer steps of docs/training.md ("Optimizers") on f32 host parameters, in place on param,
 // m and v: Muon (Newton-Schulz-5 in the Gram space of the smaller side, so a LoRA factor's
-// iteration is rank x rank), AdamW (bias-corrected, decoupled weight decay) and SGD. Reductions
-// (the norm, the Gram matrix, the Newton-Schulz products) accumulate in double; the iterates are
-// f32.
+// iteration is rank x rank), AdamW (bias-corrected, decoupled weight decay) and SGD, each reading
+// the gradient times hyper.grad_scale; and the sum of squares behind the global gradient norm.
+// Reductions (the norms, the Gram matrix, the Newton-Schulz products) accumulate in double; the
+// iterates are f32.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -84,8 +85,15 @@ Status Optimizer::step(const OptimizerStepArgs& a) {
   KILN_RETURN_IF_ERROR(validate_optimizer_step(a, DeviceKind::kHost, req));
   const int64_t n = a.param.numel();
   float* p = a.param.data<float>();
-  const float* g = a.grad.data<float>();
   const OptimizerHyper& h = a.hyper;
+  // The gradient as the step reads it; a scale of 1 is exact, so no copy is made then.
+  std::vector<float> scaled;
+  const float* g = a.grad.data<float>();
+  if (h.grad_scale != 1.f) {
+    scaled.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) scaled[i] = g[i] * h.grad_scale;
+    g = scaled.data();
+  }
   const float decay = 1.f - h.lr * h.weight_decay;  // decoupled: shrinks p, not the gradient
   switch (a.kind) {
     case OptimizerKind::kSgd:
@@ -121,6 +129,16 @@ Status Optimizer::step(const OptimizerStepArgs& a) {
     }
   }
   return internal_error(req + ": unhandled optimizer kind");
+}
+
+Result<double> Optimizer::sum_squares(std::span<const Tensor> tensors) {
+  KILN_RETURN_IF_ERROR(validate_sum_squares(tensors, DeviceKind::kHost));
+  double sum = 0;
+  for (const Tensor& t : tensors) {
+    const float* x = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) sum += static_cast<double>(x[i]) * x[i];
+  }
+  return sum;
 }
 
 }  // namespace kiln::cpu

@@ -1,13 +1,15 @@
 // The optimizer steps on device parameters (kernels/optimizer.cu), as cpu/optimizer.cc defines
 // them: the same predicate shape, the same validation (backend/optimizer_checks.h), and the
 // host-side scalars (decay, AdamW's bias corrections, Muon's gain) computed by the same
-// expressions, so the device sees the very values the CPU uses.
+// expressions, so the device sees the very values the CPU uses; and the gradients' sum of squares
+// (kernels/sum_squares.cu), of which only the one double comes back.
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/kernels/optimizer.h"
+#include "backend/cuda/kernels/sum_squares.h"
 #include "backend/cuda/training.h"
 #include "backend/optimizer_checks.h"
 
@@ -49,6 +51,7 @@ MuonParams Optimizer::muon_params(const OptimizerStepArgs& a) const {
   p.lr = h.lr;
   p.decay = 1.f - h.lr * h.weight_decay;  // decoupled: shrinks p, not the gradient
   p.momentum = h.momentum;
+  p.grad_scale = h.grad_scale;
   p.nesterov = h.nesterov;
   p.ns_steps = h.ns_steps;
   // A matrix is orthogonalised and scaled by sqrt(max side); a vector takes b as it is.
@@ -69,6 +72,7 @@ Status Optimizer::step(const OptimizerStepArgs& a) {
       p.grad = a.grad.data<float>();
       p.lr = h.lr;
       p.decay = decay;
+      p.grad_scale = h.grad_scale;
       return sgd_step(p, ctx_->stream).with_context(req);
     }
     case OptimizerKind::kAdamW: {
@@ -83,6 +87,7 @@ Status Optimizer::step(const OptimizerStepArgs& a) {
       p.beta1 = h.beta1;
       p.beta2 = h.beta2;
       p.eps = h.eps;
+      p.grad_scale = h.grad_scale;
       p.c1 = 1.0 - std::pow(static_cast<double>(h.beta1), static_cast<double>(a.step));
       p.c2 = 1.0 - std::pow(static_cast<double>(h.beta2), static_cast<double>(a.step));
       return adamw_step(p, ctx_->stream).with_context(req);
@@ -119,8 +124,8 @@ Status Optimizer::step_many(std::span<const OptimizerStepArgs> args) {
     const MuonParams p = muon_params(a);
     auto same = [&](const Group& g) {
       return g.p.rows == p.rows && g.p.cols == p.cols && g.p.lr == p.lr && g.p.decay == p.decay &&
-             g.p.momentum == p.momentum && g.p.nesterov == p.nesterov && g.p.ns_steps == p.ns_steps &&
-             g.members.size() < static_cast<size_t>(kMuonMaxGroup);
+             g.p.momentum == p.momentum && g.p.grad_scale == p.grad_scale && g.p.nesterov == p.nesterov &&
+             g.p.ns_steps == p.ns_steps && g.members.size() < static_cast<size_t>(kMuonMaxGroup);
     };
     auto it = std::find_if(groups.begin(), groups.end(), same);
     if (it == groups.end()) it = groups.insert(groups.end(), Group{p, {}});
@@ -144,6 +149,26 @@ Status Optimizer::step_many(std::span<const OptimizerStepArgs> args) {
     KILN_RETURN_IF_ERROR(muon_step_group(mg, ctx_->stream).with_context(req));
   }
   return {};
+}
+
+Result<double> Optimizer::sum_squares(std::span<const Tensor> tensors) {
+  KILN_RETURN_IF_ERROR(validate_sum_squares(tensors, DeviceKind::kCuda));
+  const std::string req = "sum_squares of " + std::to_string(tensors.size()) + " tensors";
+  ProfileScope prof(ctx_->profiler.get(), [&] { return "optimizer " + req + " (synchronises)"; });
+  std::vector<SumSquaresInput> inputs;
+  inputs.reserve(tensors.size());
+  for (const Tensor& t : tensors) inputs.push_back({t.data<float>(), t.numel()});
+  // The partial sums, then the total in the last 256 bytes (aligned as the pool's blocks are).
+  const size_t partial = (sum_squares_scratch_bytes(inputs.size()) + 255) & ~size_t{255};
+  KILN_ASSIGN_OR_RETURN(Tensor scratch, ctx_->empty({static_cast<int64_t>(partial + 256)}, DType::kU8));
+  auto* out = reinterpret_cast<double*>(static_cast<char*>(scratch.raw()) + partial);
+  KILN_RETURN_IF_ERROR(kiln::cuda::sum_squares(inputs, scratch.raw(), out, ctx_->stream).with_context(req));
+  double total = 0;
+  KILN_RETURN_IF_ERROR(
+      cuda_status(cudaMemcpyAsync(&total, out, sizeof total, cudaMemcpyDeviceToHost, ctx_->stream), req + ": copy"));
+  KILN_RETURN_IF_ERROR(ctx_->synchronize(req + ": synchronize"));
+  ctx_->bytes_to_host.fetch_add(sizeof total, std::memory_order_relaxed);
+  return total;
 }
 
 }  // namespace kiln::cuda

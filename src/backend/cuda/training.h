@@ -9,7 +9,8 @@
 //                          form in kernels/flash_backward.cu)
 //   training_gdn.cc        gated delta rule backward (kernels/gdn_backward.cu)
 //   training_logprobs.cc   fused linear log-probs and their backward (kernels/token_logprobs.cu + cuBLAS)
-//   optimizer.cc           Muon, AdamW, SGD (kernels/optimizer.cu)
+//   optimizer.cc           Muon, AdamW, SGD (kernels/optimizer.cu); the gradients' sum of squares
+//                          (kernels/sum_squares.cu)
 #pragma once
 
 #include <cublas_v2.h>

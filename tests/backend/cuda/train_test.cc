@@ -104,7 +104,7 @@ std::unique_ptr<LoraTrainer> gradients(Qwen35Model& m, LoraAdapter& ad, const st
   EXPECT_TRUE(trainer.ok()) << trainer.status().to_string();
   if (!trainer.ok()) return nullptr;
   const auto coef = sft_coef(seqs);
-  auto lp = (*trainer)->forward(seqs, true);
+  auto lp = (*trainer)->forward(seqs, ForwardPass::kTrain);
   EXPECT_TRUE(lp.ok()) << lp.status().to_string();
   if (!lp.ok()) return nullptr;
   *loss = 0;
@@ -261,6 +261,10 @@ TEST(CudaTraining, OneStepMatchesTheCpuReference) {
   ASSERT_TRUE(g1.ok()) << g1.status().to_string();
   ASSERT_TRUE(c1.ok()) << c1.status().to_string();
   EXPECT_NEAR(g1->losses[0], c1->losses[0], 1e-5 * std::fabs(c1->losses[0]));
+  // The global gradient norm, reduced on the device, is the CPU's (and above the default
+  // max_grad_norm of 1, so the step compared below is a clipped one).
+  EXPECT_NEAR(g1->grad_norms[0], c1->grad_norms[0], 1e-4 * c1->grad_norms[0]);
+  EXPECT_GT(c1->grad_norms[0], 1.0);
   const AdapterError e = adapter_error(*be, g1->adapter, *cpu, c1->adapter);
   EXPECT_EQ(e.factors, 50);
   EXPECT_LE(e.l2, 1e-3) << "adapter after one SGD step";
@@ -297,6 +301,42 @@ TEST(CudaTraining, StepKeepsHostFallbackAtZero) {
   EXPECT_LT(r->losses.back() * 5, r->losses.front()) << "first " << r->losses.front() << " last " << r->losses.back();
   EXPECT_EQ(FallbackCounters::global().total("cuda"), 0u);
   EXPECT_EQ(FallbackCounters::global().total("cpu"), 0u);
+}
+
+// The controls on the device: packed sequences (the examples rows of their own) train as the
+// same examples unpacked, and one step of two micro-batches as one batch of both, within the f32
+// rounding of a different batch composition (1e-5 of the loss, 1e-4 of the gradient norm), on the
+// f32 tiny checkpoint.
+TEST(CudaTraining, PackedAndAccumulatedStepsMatchTheirPlainSteps) {
+  KILN_CUDA_OR_SKIP(be);
+  const std::string dir = testing::tiny_checkpoint("cuda-train", 5, DType::kF32);
+  auto gm = load_model(dir, *be);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(gm);
+  const auto seqs = sequences(gm->config().vocab_size, {20, 20, 20, 20}, 6);
+  std::atomic<bool> cancel{false};
+  TrainSpec plain = sgd_spec(seqs, 1);
+  plain.batch_sequences = 2;
+  TrainSpec packed = plain;
+  packed.batch_sequences = 1;
+  packed.pack_tokens = 40;
+  TrainSpec accumulated = plain;
+  accumulated.batch_sequences = 1;
+  accumulated.accumulation_steps = 2;
+  auto p = run_training(*gm, plain, {}, cancel), k = run_training(*gm, packed, {}, cancel),
+       a = run_training(*gm, accumulated, {}, cancel);
+  ASSERT_TRUE(p.ok() && k.ok() && a.ok()) << p.status().to_string() << k.status().to_string() << a.status().to_string();
+  ASSERT_EQ(p->losses.size(), 2u);
+  ASSERT_EQ(k->losses.size(), 2u);
+  ASSERT_EQ(a->losses.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_NEAR(k->losses[i], p->losses[i], 1e-5 * p->losses[i]) << "packed, step " << i + 1;
+    EXPECT_NEAR(a->losses[i], p->losses[i], 1e-5 * p->losses[i]) << "accumulated, step " << i + 1;
+    EXPECT_NEAR(k->grad_norms[i], p->grad_norms[i], 1e-4 * p->grad_norms[i]) << "packed, step " << i + 1;
+    EXPECT_NEAR(a->grad_norms[i], p->grad_norms[i], 1e-4 * p->grad_norms[i]) << "accumulated, step " << i + 1;
+  }
+  std::printf("controls on cuda: loss %.6f / packed %.6f / accumulated %.6f; norm %.5f / %.5f / %.5f\n",
+              p->losses[1], k->losses[1], a->losses[1], p->grad_norms[1], k->grad_norms[1], a->grad_norms[1]);
 }
 
 }  // namespace

@@ -12,7 +12,8 @@
 //         leaves room for the heavier tails of the largest outputs;
 //   1e-5  the optimizers over 3 steps, state included (m, v), and for Muon the update itself
 //         (param - initial param): both Newton-Schulz-5 implementations accumulate in double and
-//         round the iterate to f32 after each step.
+//         round the iterate to f32 after each step; the same with a gradient scale (clipping);
+//   1e-12 the gradients' sum of squares: double sums of f32 squares in another order.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -399,6 +400,75 @@ TEST(CudaTrainingOps, OptimizerRejectsBadHyperparametersAsTheCpuDoes) {
   EXPECT_EQ(ds.code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(ds.message(), hs.message());
   EXPECT_NE(ds.message().find("beta2"), std::string::npos) << ds.message();
+}
+
+// Clipping's scale: each optimizer over 2 steps with grad_scale 0.37, one by one and (Muon
+// matrices of one shape) through step_many, against the CPU's steps with the same scale.
+TEST(CudaTrainingOps, ScaledGradientStepsMatchCpu) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = cpu();
+  struct Case {
+    const char* name;
+    OptimizerKind kind;
+    Shape shape;
+    bool many;
+  };
+  const Case cases[] = {{"muon [16, 2560]", OptimizerKind::kMuon, {16, 2560}, false},
+                        {"muon [16, 2560] step_many", OptimizerKind::kMuon, {16, 2560}, true},
+                        {"muon vector [2560]", OptimizerKind::kMuon, {2560}, false},
+                        {"adam_w [9216, 16]", OptimizerKind::kAdamW, {9216, 16}, false},
+                        {"sgd [16, 2560]", OptimizerKind::kSgd, {16, 2560}, false}};
+  uint32_t seed = 1300;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    OptimizerHyper h;
+    h.lr = c.kind == OptimizerKind::kAdamW ? 1e-3f : 0.02f;
+    h.weight_decay = 0.1f;
+    h.grad_scale = 0.37f;
+    Pair p(*be, random_tensor(c.shape, seed++, 0.01f));
+    Pair m(*be, Tensor::empty(c.shape, DType::kF32)), v(*be, Tensor::empty(c.shape, DType::kF32));
+    for (int64_t step = 1; step <= 2; ++step) {
+      Pair g(*be, random_tensor(c.shape, seed++, 0.1f));
+      OptimizerStepArgs ha{c.kind, p.host, g.host, m.host, v.host, h, step};
+      OptimizerStepArgs da{c.kind, p.dev, g.dev, m.dev, v.dev, h, step};
+      expect_ok(ref->optimizer().step(ha));
+      expect_ok(c.many ? be->optimizer().step_many({&da, 1}) : be->optimizer().step(da));
+    }
+    EXPECT_LE(p.error(*be), kOptTol) << "param";
+    if (c.kind != OptimizerKind::kSgd) { EXPECT_LE(m.error(*be), kOptTol) << "m"; }
+    if (c.kind == OptimizerKind::kAdamW) { EXPECT_LE(v.error(*be), kOptTol) << "v"; }
+  }
+}
+
+// The global gradient norm's sum of squares on the device: 300 tensors (three launches of the
+// kernel's groups of 128) from 1 to 9216 x 16 elements, against the CPU's double sum; the same
+// bits on a second call (the partials are summed in a fixed order); a tensor the CPU refuses is
+// refused with the CPU's message.
+TEST(CudaTrainingOps, SumSquaresMatchesTheCpuAcrossLaunchGroups) {
+  KILN_CUDA_OR_SKIP(be);
+  auto ref = cpu();
+  const Shape shapes[] = {{1}, {16, 2560}, {9216, 16}, {7, 3}, {2560}};
+  std::vector<Tensor> host, dev;
+  for (int i = 0; i < 300; ++i) {
+    host.push_back(random_tensor(shapes[i % 5], 2000 + i, 0.5f));
+    dev.push_back(to_device(*be, host.back()));
+  }
+  const double want = ref->optimizer().sum_squares(host).value();
+  auto got = be->optimizer().sum_squares(dev);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_NEAR(*got, want, 1e-12 * want);
+  EXPECT_EQ(be->optimizer().sum_squares(dev).value(), *got);
+  std::printf("sum of squares of 300 tensors: cuda %.17g, cpu %.17g\n", *got, want);
+  EXPECT_EQ(be->optimizer().sum_squares({}).value(), 0.0);
+  const Tensor strided = dev[1].slice(1, 0, 8);
+  const std::vector<Tensor> bad_dev = {dev[0], strided}, bad_host = {host[0], host[1].slice(1, 0, 8)};
+  const auto d = be->optimizer().sum_squares(bad_dev);
+  const auto h = ref->optimizer().sum_squares(bad_host);
+  ASSERT_FALSE(d.ok());
+  for (const auto* r : {&d, &h}) {
+    EXPECT_NE(r->status().message().find("sum_squares: tensor 1"), std::string::npos) << r->status().to_string();
+    EXPECT_NE(r->status().message().find("must be contiguous"), std::string::npos) << r->status().to_string();
+  }
 }
 
 // ---------------------------------------------------------------- declines and bad arguments

@@ -31,14 +31,14 @@ __device__ __forceinline__ double block_sum_double(double v, double* scratch) {
 __global__ void sgd_kernel(SgdParams p) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    p.param[i] = __fsub_rn(__fmul_rn(p.param[i], p.decay), __fmul_rn(p.lr, p.grad[i]));
+    p.param[i] = __fsub_rn(__fmul_rn(p.param[i], p.decay), __fmul_rn(p.lr, __fmul_rn(p.grad[i], p.grad_scale)));
 }
 
 __global__ void adamw_kernel(AdamWParams p) {
   const float one_b1 = 1.f - p.beta1, one_b2 = 1.f - p.beta2;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float g = p.grad[i];
+    const float g = __fmul_rn(p.grad[i], p.grad_scale);
     const float m = __fadd_rn(__fmul_rn(p.beta1, p.m[i]), __fmul_rn(one_b1, g));
     const float v = __fadd_rn(__fmul_rn(p.beta2, p.v[i]), __fmul_rn(__fmul_rn(one_b2, g), g));
     p.m[i] = m;
@@ -56,7 +56,7 @@ __global__ void muon_vector_kernel(MuonParams p) {
   const float lr_gain = __fmul_rn(p.lr, p.gain);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float g = p.grad[i], m = __fadd_rn(__fmul_rn(p.momentum, p.m[i]), g);
+    const float g = __fmul_rn(p.grad[i], p.grad_scale), m = __fadd_rn(__fmul_rn(p.momentum, p.m[i]), g);
     p.m[i] = m;
     const float b = p.nesterov ? __fadd_rn(g, __fmul_rn(p.momentum, m)) : m;
     p.param[i] = __fsub_rn(__fmul_rn(p.param[i], p.decay), __fmul_rn(lr_gain, b));
@@ -84,7 +84,7 @@ __global__ void muon_momentum_kernel(MuonGroup g, size_t stride, size_t b_off, s
   double ss = 0.0;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float gr = grad[i], m = __fadd_rn(__fmul_rn(p.momentum, mom[i]), gr);
+    const float gr = __fmul_rn(grad[i], p.grad_scale), m = __fadd_rn(__fmul_rn(p.momentum, mom[i]), gr);
     mom[i] = m;
     const float v = p.nesterov ? __fadd_rn(gr, __fmul_rn(p.momentum, m)) : m;
     b[i] = v;

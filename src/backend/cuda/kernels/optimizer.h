@@ -3,7 +3,8 @@
 // corrections come in from the host, in double) and Muon, whose Newton-Schulz-5 runs in the Gram
 // space of the smaller side s (<= kMuonMaxRank) with the Gram products, the polynomial and the
 // update accumulated in double and the iterate rounded to f32 after each step, as the CPU does. The
-// norm is reduced on the device: no host round trip.
+// norm is reduced on the device: no host round trip. Each reads the gradient times `grad_scale`
+// (rounded once, as the CPU rounds it; 1 is exact).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,7 +23,7 @@ struct SgdParams {
   int64_t n = 0;
   float* param = nullptr;
   const float* grad = nullptr;
-  float lr = 0.f, decay = 1.f;
+  float lr = 0.f, decay = 1.f, grad_scale = 1.f;
 };
 Status sgd_step(const SgdParams& p, cudaStream_t stream);
 
@@ -33,7 +34,7 @@ struct AdamWParams {
   const float* grad = nullptr;
   float* m = nullptr;
   float* v = nullptr;
-  float lr = 0.f, decay = 1.f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  float lr = 0.f, decay = 1.f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, grad_scale = 1.f;
   double c1 = 1.0, c2 = 1.0;  // 1 - beta^step
 };
 Status adamw_step(const AdamWParams& p, cudaStream_t stream);
@@ -45,7 +46,7 @@ struct MuonParams {
   float* param = nullptr;
   const float* grad = nullptr;
   float* m = nullptr;
-  float lr = 0.f, decay = 1.f, momentum = 0.95f, gain = 1.f;
+  float lr = 0.f, decay = 1.f, momentum = 0.95f, gain = 1.f, grad_scale = 1.f;
   bool nesterov = true;
   int ns_steps = 5;
   void* scratch = nullptr;  // muon_scratch_bytes(rows, cols), 256-byte aligned
