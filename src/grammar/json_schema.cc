@@ -56,15 +56,19 @@ std::optional<std::string> format_pattern(std::string_view format) {
   static const std::string kDate = "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])";
   static const std::string kTime =
       "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
-  static const std::string kLabel = "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+  // Labels of at most 32 characters, at most seven of them: within the 253 a host name may have.
+  static const std::string kLabel = "[A-Za-z0-9]([A-Za-z0-9-]{0,30}[A-Za-z0-9])?";
   static const std::string kOctet = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
   if (format == "date") return kDate;
   if (format == "time") return kTime;
   if (format == "date-time") return kDate + "T" + kTime;
   if (format == "uuid") return "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
   if (format == "ipv4") return "(" + kOctet + "\\.){3}" + kOctet;
-  if (format == "hostname") return kLabel + "(\\." + kLabel + "){0,7}";
-  if (format == "email") return "[A-Za-z0-9_+-]+(\\.[A-Za-z0-9_+-]+){0,3}@" + kLabel + "(\\." + kLabel + "){0,3}\\.[A-Za-z]{2,6}";
+  if (format == "hostname") return kLabel + "(\\." + kLabel + "){0,6}";
+  if (format == "email") {
+    // A local part within the 64 characters allowed, then a host name.
+    return "[A-Za-z0-9_+-]{1,16}(\\.[A-Za-z0-9_+-]{1,15}){0,2}@" + kLabel + "(\\." + kLabel + "){0,3}\\.[A-Za-z]{2,6}";
+  }
   if (format == "uri") return "[A-Za-z][A-Za-z0-9+.-]{0,15}:([A-Za-z0-9._~:/?#@!$&'()*+,;=-]|%[0-9A-Fa-f]{2})+";
   return std::nullopt;
 }
