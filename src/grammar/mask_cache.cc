@@ -9,12 +9,6 @@
 
 namespace kiln::grammar {
 
-namespace {
-
-enum Fate : uint8_t { kRejected = 0, kAccepted = 1, kUncertain = 2 };
-
-}  // namespace
-
 void StateTokens::add_to(std::span<uint32_t> words, const TokenVocabulary& vocab, std::vector<uint32_t>& scratch) const {
   switch (form) {
     case Form::kAcceptedIds:
@@ -77,50 +71,70 @@ StateTokens MaskCache::compute(int32_t state) const {
   std::vector<uint8_t> left(depth, 0), doubt(depth, 0);
   levels[0].stacks.push_back(make_stack(FrameArena::kContext, state));
   const ByteSet& follow = a.follow(a.rule_of(state));
-  std::vector<uint8_t> fate(v.token_count(), kRejected);
+  // Runs of token positions, in increasing order (the trie's preorder is the sorted order).
+  std::vector<std::pair<int32_t, int32_t>> accepted, uncertain;
+  size_t accepted_count = 0;
 
   for (size_t i = 0; i < trie.size();) {
     const TokenVocabulary::TrieNode& node = trie[i];
     const int d = node.depth;
+    const StackSet& from = levels[d - 1];
     StackSet& here = levels[d];
-    stepper.step(levels[d - 1], node.byte, here);
+    // One stack stepping into a plain state (no call, no return) is most of every walk.
+    int32_t next = -1;
+    if (from.stacks.size() == 1 && (next = a.next(stack_state(from.stacks[0]), node.byte)) >= 0 && a.plain(next)) {
+      here.stacks.resize(1);
+      here.stacks[0] = make_stack(stack_below(from.stacks[0]), next);
+      here.ended = here.left = false;
+    } else {
+      stepper.step(from, node.byte, here);
+    }
     // Some stack left the rule before this byte, and the rule's callers may read this byte.
-    const bool uncertain = doubt[d - 1] || (left[d - 1] && follow.has(node.byte));
+    const bool unsure = doubt[d - 1] || (left[d - 1] && follow.has(node.byte));
     if (here.stacks.empty() && !here.left) {
-      if (uncertain) std::fill(fate.begin() + node.first, fate.begin() + node.end, kUncertain);
+      if (unsure) uncertain.emplace_back(node.first, node.end);
       i = static_cast<size_t>(node.next);
       continue;
     }
-    std::fill(fate.begin() + node.first, fate.begin() + node.first + node.ends, kAccepted);
+    if (node.ends > 0) {
+      accepted.emplace_back(node.first, node.first + node.ends);
+      accepted_count += static_cast<size_t>(node.ends);
+    }
     left[d] = here.left;
-    doubt[d] = uncertain;
+    doubt[d] = unsure;
     ++i;
   }
 
   StateTokens out;
-  std::vector<int32_t> accepted_ids, other_ids;
-  for (int32_t pos = 0; pos < static_cast<int32_t>(fate.size()); ++pos) {
-    if (fate[pos] == kAccepted) {
-      accepted_ids.push_back(v.sorted_id(pos));
-    } else {
-      other_ids.push_back(v.sorted_id(pos));
-      if (fate[pos] == kUncertain) out.uncertain.push_back(pos);
-    }
+  out.accepted = static_cast<int32_t>(accepted_count);
+  for (const auto& [b, e] : uncertain) {
+    for (int32_t pos = b; pos < e; ++pos) out.uncertain.push_back(pos);
   }
-  out.accepted = static_cast<int32_t>(accepted_ids.size());
   const size_t words = v.mask_words();
-  if (accepted_ids.size() <= other_ids.size() && accepted_ids.size() <= words) {
+  const size_t others = v.token_count() - accepted_count;
+  if (accepted_count <= others && accepted_count <= words) {
     out.form = StateTokens::Form::kAcceptedIds;
-    out.ids = std::move(accepted_ids);
-  } else if (other_ids.size() <= words) {
+    out.ids.reserve(accepted_count);
+    for (const auto& [b, e] : accepted) {
+      for (int32_t pos = b; pos < e; ++pos) out.ids.push_back(v.sorted_id(pos));
+    }
+    std::sort(out.ids.begin(), out.ids.end());  // so that add_to writes the mask in order
+  } else if (others <= words) {
     out.form = StateTokens::Form::kOtherIds;
-    out.ids = std::move(other_ids);
+    out.ids.reserve(others);
+    int32_t pos = 0;
+    for (const auto& [b, e] : accepted) {
+      for (; pos < b; ++pos) out.ids.push_back(v.sorted_id(pos));
+      pos = e;
+    }
+    for (; pos < static_cast<int32_t>(v.token_count()); ++pos) out.ids.push_back(v.sorted_id(pos));
   } else {
     out.form = StateTokens::Form::kBits;
     out.bits.assign(words, 0);
-    for (int32_t id : accepted_ids) set_bit(out.bits, id);
+    for (const auto& [b, e] : accepted) {
+      for (int32_t pos = b; pos < e; ++pos) set_bit(out.bits, v.sorted_id(pos));
+    }
   }
-  std::sort(out.ids.begin(), out.ids.end());
   return out;
 }
 
