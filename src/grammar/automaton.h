@@ -40,6 +40,7 @@ class Automaton {
   bool reads_bytes(int32_t s) const { return flags_[s] & kReadsBytes; }
   // Neither accepting nor calling: stepping into it needs no expansion.
   bool plain(int32_t s) const { return flags_[s] == kReadsBytes; }
+  bool calls_rules(int32_t s) const { return flags_[s] & kCalls; }
   std::span<const Call> calls(int32_t s) const {
     return {calls_.data() + call_begin_[s], calls_.data() + call_begin_[s + 1]};
   }

@@ -9,6 +9,22 @@
 
 namespace kiln::grammar {
 
+void StateTokens::write_to(std::span<uint32_t> words, const TokenVocabulary& vocab) const {
+  switch (form) {
+    case Form::kAcceptedIds:
+      std::fill(words.begin(), words.end(), 0u);
+      for (int32_t id : ids) words[id >> 5] |= 1u << (id & 31);
+      return;
+    case Form::kBits:
+      std::copy(bits.begin(), bits.end(), words.begin());
+      return;
+    case Form::kOtherIds:
+      std::copy(vocab.writing_ids().begin(), vocab.writing_ids().end(), words.begin());
+      for (int32_t id : ids) words[id >> 5] &= ~(1u << (id & 31));
+      return;
+  }
+}
+
 void StateTokens::add_to(std::span<uint32_t> words, const TokenVocabulary& vocab, std::vector<uint32_t>& scratch) const {
   switch (form) {
     case Form::kAcceptedIds:
@@ -66,32 +82,67 @@ StateTokens MaskCache::compute(int32_t state) const {
   const auto& trie = v.trie();
   FrameArena arena;
   Stepper stepper(a, arena);
+  // The stacks after each depth of the current trie path: most of a walk has exactly one stack
+  // (kept in `one`), the rest a set (in `sets`).
+  enum Kind : uint8_t { kDead, kOne, kSet };
+  struct Level {
+    Stack one = 0;
+    Kind kind = kDead;
+    bool left = false;   // a stack left the state's rule on this byte
+    bool doubt = false;  // a stack left it earlier, before a byte its callers may read
+  };
   const size_t depth = v.max_token_bytes() + 1;
-  std::vector<StackSet> levels(depth);
-  std::vector<uint8_t> left(depth, 0), doubt(depth, 0);
-  levels[0].stacks.push_back(make_stack(FrameArena::kContext, state));
+  std::vector<Level> levels(depth);
+  std::vector<StackSet> sets(depth);
+  levels[0].one = make_stack(FrameArena::kContext, state);
+  levels[0].kind = kOne;
   const ByteSet& follow = a.follow(a.rule_of(state));
   // Runs of token positions, in increasing order (the trie's preorder is the sorted order).
   std::vector<std::pair<int32_t, int32_t>> accepted, uncertain;
   size_t accepted_count = 0;
 
+  StackSet one_set;
   for (size_t i = 0; i < trie.size();) {
     const TokenVocabulary::TrieNode& node = trie[i];
     const int d = node.depth;
-    const StackSet& from = levels[d - 1];
-    StackSet& here = levels[d];
-    // One stack stepping into a plain state (no call, no return) is most of every walk.
-    int32_t next = -1;
-    if (from.stacks.size() == 1 && (next = a.next(stack_state(from.stacks[0]), node.byte)) >= 0 && a.plain(next)) {
-      here.stacks.resize(1);
-      here.stacks[0] = make_stack(stack_below(from.stacks[0]), next);
-      here.ended = here.left = false;
-    } else {
-      stepper.step(from, node.byte, here);
+    const Level& from = levels[d - 1];
+    Level& here = levels[d];
+    here.kind = kDead;
+    here.left = false;
+    bool stepped_set = false;
+    if (from.kind == kOne) {
+      const Stack s = from.one;
+      const int32_t below = stack_below(s);
+      const int32_t next = a.next(stack_state(s), node.byte);
+      if (next >= 0) {
+        if (!a.calls_rules(next) && (below == FrameArena::kContext || !a.accepting(next))) {
+          // No call, and no return except out of the state's rule: the stack just moves.
+          here.one = make_stack(below, next);
+          here.kind = a.reads_bytes(next) ? kOne : kDead;
+          here.left = a.accepting(next);
+        } else {
+          one_set.stacks.assign(1, s);
+          stepper.step(one_set, node.byte, sets[d]);
+          stepped_set = true;
+        }
+      }
+    } else if (from.kind == kSet) {
+      stepper.step(sets[d - 1], node.byte, sets[d]);
+      stepped_set = true;
+    }
+    if (stepped_set) {
+      const StackSet& set = sets[d];
+      here.left = set.left;
+      if (set.stacks.size() == 1) {
+        here.one = set.stacks[0];
+        here.kind = kOne;
+      } else if (set.stacks.size() > 1) {
+        here.kind = kSet;
+      }
     }
     // Some stack left the rule before this byte, and the rule's callers may read this byte.
-    const bool unsure = doubt[d - 1] || (left[d - 1] && follow.has(node.byte));
-    if (here.stacks.empty() && !here.left) {
+    const bool unsure = from.doubt || (from.left && follow.has(node.byte));
+    if (here.kind == kDead && !here.left) {
       if (unsure) uncertain.emplace_back(node.first, node.end);
       i = static_cast<size_t>(node.next);
       continue;
@@ -100,8 +151,7 @@ StateTokens MaskCache::compute(int32_t state) const {
       accepted.emplace_back(node.first, node.first + node.ends);
       accepted_count += static_cast<size_t>(node.ends);
     }
-    left[d] = here.left;
-    doubt[d] = unsure;
+    here.doubt = unsure;
     ++i;
   }
 

@@ -28,6 +28,8 @@ struct StateTokens {
   std::vector<int32_t> uncertain;  // token positions (sorted) to check against the whole stack
   int32_t accepted = 0;
 
+  // Writes the accepted ids as `words` (every other bit cleared).
+  void write_to(std::span<uint32_t> words, const TokenVocabulary& vocab) const;
   // ORs the accepted ids into `words`; `scratch` is room for a kOtherIds entry's mask.
   void add_to(std::span<uint32_t> words, const TokenVocabulary& vocab, std::vector<uint32_t>& scratch) const;
 };
@@ -41,6 +43,7 @@ class MaskCache {
 
   // The entry of a state that reads bytes; computed by the first caller that needs it.
   const StateTokens& at(int32_t state) const;
+  bool has(int32_t state) const { return entries_[state].load(std::memory_order_acquire) != nullptr; }
   // Computes every state's entry now, over `pool`.
   void fill_all(ThreadPool& pool) const;
   size_t filled() const { return filled_.load(std::memory_order_relaxed); }

@@ -88,19 +88,24 @@ Status Matcher::fill_mask(std::span<uint32_t> words) {
     return invalid_argument("a token mask of " + std::to_string(words.size()) + " words was given; the vocabulary needs " +
                             std::to_string(vocab.mask_words()));
   }
-  std::fill(words.begin(), words.end(), 0u);
-  if (stopped_) return {};
-
   tops_.clear();
-  for (Stack s : state_.stacks) tops_.push_back(stack_state(s));
+  if (!stopped_) {
+    for (Stack s : state_.stacks) tops_.push_back(stack_state(s));
+  }
   std::sort(tops_.begin(), tops_.end());
   tops_.erase(std::unique(tops_.begin(), tops_.end()), tops_.end());
+  if (tops_.empty()) std::fill(words.begin(), words.end(), 0u);
   uncertain_.clear();
-  for (int32_t top : tops_) {
-    const StateTokens& entry = masks_->at(top);
-    entry.add_to(words, vocab, scratch_);
+  for (size_t i = 0; i < tops_.size(); ++i) {
+    const StateTokens& entry = masks_->at(tops_[i]);
+    if (i == 0) {
+      entry.write_to(words, vocab);
+    } else {
+      entry.add_to(words, vocab, scratch_);
+    }
     uncertain_.insert(uncertain_.end(), entry.uncertain.begin(), entry.uncertain.end());
   }
+  if (stopped_) return {};
   if (tops_.size() > 1) {
     std::sort(uncertain_.begin(), uncertain_.end());
     uncertain_.erase(std::unique(uncertain_.begin(), uncertain_.end()), uncertain_.end());
@@ -136,6 +141,14 @@ Status Matcher::fill_mask(std::span<uint32_t> words) {
   return {};
 }
 
+bool Matcher::mask_is_cached() const {
+  if (!masks_ || stopped_) return true;
+  for (Stack s : state_.stacks) {
+    if (!masks_->has(stack_state(s))) return false;
+  }
+  return true;
+}
+
 Status fill_masks(std::span<Matcher* const> rows, std::span<uint32_t> masks, ThreadPool& pool) {
   if (rows.empty()) return {};
   const TokenVocabulary* vocab = rows[0]->vocabulary();
@@ -146,9 +159,20 @@ Status fill_masks(std::span<Matcher* const> rows, std::span<uint32_t> masks, Thr
                             std::to_string(rows.size()) + " rows of " + std::to_string(words) + " words");
   }
   std::vector<Status> status(rows.size());
-  pool.parallel_for(static_cast<int64_t>(rows.size()), 1, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin; i < end; ++i) status[i] = rows[i]->fill_mask(masks.subspan(i * words, words));
+  std::vector<size_t> cold;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!rows[i]->mask_is_cached()) cold.push_back(i);
+  }
+  pool.parallel_for(static_cast<int64_t>(cold.size()), 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t k = begin; k < end; ++k) status[cold[k]] = rows[cold[k]]->fill_mask(masks.subspan(cold[k] * words, words));
   });
+  for (size_t i = 0, k = 0; i < rows.size(); ++i) {
+    if (k < cold.size() && cold[k] == i) {
+      ++k;
+      continue;
+    }
+    status[i] = rows[i]->fill_mask(masks.subspan(i * words, words));
+  }
   for (size_t i = 0; i < rows.size(); ++i) {
     if (!status[i].ok()) return status[i].with_context("row " + std::to_string(i));
   }

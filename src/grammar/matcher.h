@@ -40,6 +40,8 @@ class Matcher {
   // Sets exactly the bits of the ids that may come next (stop ids when the text is complete),
   // over vocabulary().mask_words() words; no bit is set once stopped.
   Status fill_mask(std::span<uint32_t> words);
+  // Whether fill_mask needs no cache entry computed first (it takes microseconds, not milliseconds).
+  bool mask_is_cached() const;
   const TokenVocabulary* vocabulary() const { return masks_ ? &masks_->vocabulary() : nullptr; }
 
   void reset();
@@ -59,8 +61,9 @@ class Matcher {
   std::vector<uint32_t> scratch_;
 };
 
-// fill_mask of every row over `pool`, row i into masks[i * words, (i + 1) * words) where words is
-// the rows' vocabulary's mask_words(). The first error (naming its row) is returned.
+// fill_mask of every row, row i into masks[i * words, (i + 1) * words) where words is the rows'
+// vocabulary's mask_words(): rows whose entries are cached on the calling thread (waking workers
+// would cost more), the others spread over `pool`. The first error (naming its row) is returned.
 Status fill_masks(std::span<Matcher* const> rows, std::span<uint32_t> masks, ThreadPool& pool);
 
 }  // namespace kiln::grammar

@@ -180,7 +180,13 @@ TEST(TokenMask, RowsFilledInParallelEqualEachRowAlone) {
   const size_t words = vocab->mask_words();
   std::vector<uint32_t> together(words * rows.size());
   ThreadPool pool(4);
-  ASSERT_TRUE(fill_masks(ptrs, together, pool).ok());
+  ASSERT_TRUE(fill_masks(ptrs, together, pool).ok());  // every row's entries computed now, in parallel
+  // Again with the rows' entries cached, but row 0 moved on to where row 1 stands.
+  std::vector<uint32_t> again(together.size());
+  ASSERT_TRUE(rows[0]->advance("{"));
+  ASSERT_TRUE(fill_masks(ptrs, again, pool).ok());
+  EXPECT_TRUE(std::equal(again.begin(), again.begin() + words, together.begin() + words));
+  EXPECT_TRUE(std::equal(again.begin() + words, again.end(), together.begin() + words));
   for (size_t r = 0; r < rows.size(); ++r) {
     // Each row alone, on a fresh matcher with a fresh cache.
     Matcher alone(std::make_shared<const MaskCache>(gbnf(kJsonishGbnf), vocab));
