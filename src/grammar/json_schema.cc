@@ -50,8 +50,8 @@ const std::set<std::string_view> kArrayKeywords = {"items", "prefixItems", "minI
 const std::set<std::string_view> kStringKeywords = {"minLength", "maxLength", "pattern", "format"};
 const std::set<std::string_view> kNumberKeywords = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
 
-// Regular forms of the string formats this compiler knows (RFC 3339 dates and times, UUIDs,
-// IPv4, host names, e-mail addresses and URIs in a conservative subset).
+// Regular forms of the string formats this compiler knows (RFC 3339 dates, times and durations,
+// UUIDs, IPv4 and IPv6, host names, e-mail addresses and URIs in a conservative subset).
 std::optional<std::string> format_pattern(std::string_view format) {
   static const std::string kDate = "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])";
   static const std::string kTime =
@@ -62,6 +62,20 @@ std::optional<std::string> format_pattern(std::string_view format) {
   if (format == "date") return kDate;
   if (format == "time") return kTime;
   if (format == "date-time") return kDate + "T" + kTime;
+  if (format == "duration") {  // RFC 3339's ISO 8601 durations, at most nine digits a figure
+    const std::string n = "[0-9]{1,9}";
+    const std::string time = "T(" + n + "H(" + n + "M(" + n + "S)?)?|" + n + "M(" + n + "S)?|" + n + "S)";
+    const std::string date = "(" + n + "D|" + n + "M(" + n + "D)?|" + n + "Y(" + n + "M(" + n + "D)?)?)";
+    return "P(" + date + "(" + time + ")?|" + time + "|" + n + "W)";
+  }
+  if (format == "ipv6") {  // the eight-group form and every "::" abbreviation (no embedded IPv4)
+    const std::string h = "[0-9a-fA-F]{1,4}";
+    std::string alternatives = "(" + h + ":){7}" + h + "|(" + h + ":){1,7}:|:(:" + h + "){1,7}|::";
+    for (int left = 1; left <= 6; ++left) {
+      alternatives += "|(" + h + ":){" + std::to_string(left) + "}(:" + h + "){1," + std::to_string(7 - left) + "}";
+    }
+    return "(" + alternatives + ")";
+  }
   if (format == "uuid") return "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
   if (format == "ipv4") return "(" + kOctet + "\\.){3}" + kOctet;
   if (format == "hostname") return kLabel + "(\\." + kLabel + "){0,6}";

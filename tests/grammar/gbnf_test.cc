@@ -1,6 +1,9 @@
 // GBNF: the language of each construct, enumerated for tiny grammars against the set written by
-// hand; errors name the line and column at fault.
+// hand; random strings of larger grammars checked by independent means (a JSON parser, a
+// bracket counter); errors name the line and column at fault.
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include "grammar/gbnf.h"
 #include "grammar_test_util.h"
@@ -101,6 +104,56 @@ TEST(Gbnf, LongRightRecursiveListsMatch) {
 
 TEST(Gbnf, AmbiguousAlternativesAreOneLanguage) {
   EXPECT_EQ(language("root ::= a | b\na ::= \"x\" \"y\"?\nb ::= \"x\" \"y\""), (Set{"x", "xy"}));
+}
+
+TEST(Gbnf, RandomStringsOfAJsonGrammarAreJson) {
+  // Exponents of two digits at most: the parser refuses numbers beyond a double's range.
+  auto a = gbnf(R"(
+root    ::= element
+element ::= ws value ws
+value   ::= object | array | string | number | "true" | "false" | "null"
+object  ::= "{" ( ws | member ( "," member )* ) "}"
+member  ::= ws string ws ":" element
+array   ::= "[" ( ws | element ( "," element )* ) "]"
+string  ::= "\"" ( [^"\\\x00-\x1f] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""
+number  ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]{1,2} )?
+ws      ::= [ \t\n\r]?
+)");
+  ASSERT_TRUE(a);
+  std::mt19937_64 rng(5);
+  int parsed = 0;
+  for (int i = 0; i < 300; ++i) {
+    auto s = testing::random_bytes(a, rng, 400, 0.5);
+    if (!s) continue;  // ran past the length bound: recursion has no limit here
+    EXPECT_TRUE(nlohmann::json::accept(*s)) << *s;
+    ++parsed;
+  }
+  EXPECT_GT(parsed, 100);
+}
+
+TEST(Gbnf, RandomStringsOfABracketGrammarBalance) {
+  auto a = gbnf(R"g(root ::= group+
+group ::= "(" group* ")" | "[" group* "]" | "x")g");
+  ASSERT_TRUE(a);
+  std::mt19937_64 rng(9);
+  int checked = 0;
+  for (int i = 0; i < 300; ++i) {
+    auto s = testing::random_bytes(a, rng, 200, 0.5);
+    if (!s) continue;
+    std::string open;
+    bool balanced = !s->empty();
+    for (char c : *s) {
+      if (c == '(' || c == '[') {
+        open.push_back(c);
+      } else if (c == ')' || c == ']') {
+        balanced = balanced && !open.empty() && open.back() == (c == ')' ? '(' : '[');
+        if (!open.empty()) open.pop_back();
+      }
+    }
+    EXPECT_TRUE(balanced && open.empty()) << *s;
+    ++checked;
+  }
+  EXPECT_GT(checked, 100);
 }
 
 TEST(Gbnf, ErrorsNameLineAndColumn) {

@@ -4,8 +4,11 @@
 // validates, else what failed and where.
 #pragma once
 
+#include <arpa/inet.h>
+
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -50,7 +53,40 @@ inline bool valid_time(const std::string& s) {
          std::sscanf(zone.c_str() + 1, "%2d:%2d", &zh, &zm) == 2 && zh <= 23 && zm <= 59;
 }
 
+// RFC 3339's duration: P, then weeks alone, or date figures (Y M D, each optional but in order)
+// and/or T with time figures (H M S likewise); at least one figure after P and after T.
+inline bool valid_duration(const std::string& s) {
+  if (s.size() < 3 || s[0] != 'P') return false;
+  size_t i = 1;
+  auto figures = [&](const char* units, bool* any) {
+    const char* next = units;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
+      const size_t start = i;
+      while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+      if (i == s.size() || i == start) return false;
+      const char* unit = std::strchr(next, s[i]);
+      if (unit == nullptr || *unit == '\0') return false;
+      next = unit + 1;
+      *any = true;
+      ++i;
+    }
+    return true;
+  };
+  bool any_date = false, any_time = false;
+  if (s.back() == 'W') return s.size() > 2 && all_of_class(s.substr(1, s.size() - 2), "0123456789");
+  if (!figures("YMD", &any_date)) return false;
+  if (i < s.size()) {
+    if (s[i++] != 'T' || !figures("HMS", &any_time) || !any_time) return false;
+  }
+  return i == s.size() && (any_date || any_time);
+}
+
 inline bool valid_format(const std::string& format, const std::string& s) {
+  if (format == "duration") return valid_duration(s);
+  if (format == "ipv6") {
+    unsigned char out[16];
+    return s.find('.') == std::string::npos && inet_pton(AF_INET6, s.c_str(), out) == 1;
+  }
   if (format == "date") return valid_date(s);
   if (format == "time") return valid_time(s);
   if (format == "date-time") return s.size() > 11 && s[10] == 'T' && valid_date(s.substr(0, 10)) && valid_time(s.substr(11));

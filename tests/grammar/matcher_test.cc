@@ -86,27 +86,26 @@ TEST(TokenMask, EqualsTokenByTokenAcceptanceOnASmallVocabulary) {
   check_masks_along_walks(gbnf(kJsonishGbnf), small_vocabulary(), 40, 30);
 }
 
-TEST(TokenMask, EqualsTokenByTokenAcceptanceOnTheQwen3VocabularyForGbnf) {
+TEST(TokenMask, EqualsTokenByTokenAcceptanceOnTheQwen3Vocabulary) {
   auto vocab = qwen3_vocabulary();
   ASSERT_TRUE(vocab);
-  check_masks_along_walks(gbnf(kJsonishGbnf), vocab, 3, 12);
-}
-
-TEST(TokenMask, EqualsTokenByTokenAcceptanceOnTheQwen3VocabularyForAJsonSchema) {
-  auto vocab = qwen3_vocabulary();
-  ASSERT_TRUE(vocab);
-  const char* schema = R"({"type": "object", "properties": {
-      "name": {"type": "string", "maxLength": 6},
-      "tags": {"type": "array", "items": {"enum": ["x", "y z"]}, "maxItems": 3},
-      "age": {"type": "integer", "minimum": 0, "maximum": 150}},
-    "required": ["name"]})";
-  check_masks_along_walks(testing::compile_or_die(json_schema_grammar(std::string_view(schema))), vocab, 3, 15);
-}
-
-TEST(TokenMask, EqualsTokenByTokenAcceptanceOnTheQwen3VocabularyForARegex) {
-  auto vocab = qwen3_vocabulary();
-  ASSERT_TRUE(vocab);
-  check_masks_along_walks(testing::compile_or_die(regex_grammar("(ab|c[0-9]{2,4})+ ?[xyz]")), vocab, 3, 10);
+  {
+    SCOPED_TRACE("GBNF");
+    check_masks_along_walks(gbnf(kJsonishGbnf), vocab, 3, 12);
+  }
+  {
+    SCOPED_TRACE("JSON Schema");
+    const char* schema = R"({"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 6},
+        "tags": {"type": "array", "items": {"enum": ["x", "y z"]}, "maxItems": 3},
+        "age": {"type": "integer", "minimum": 0, "maximum": 150}},
+      "required": ["name"]})";
+    check_masks_along_walks(testing::compile_or_die(json_schema_grammar(std::string_view(schema))), vocab, 3, 15);
+  }
+  {
+    SCOPED_TRACE("regular expression");
+    check_masks_along_walks(testing::compile_or_die(regex_grammar("(ab|c[0-9]{2,4})+ ?[xyz]")), vocab, 3, 10);
+  }
 }
 
 TEST(TokenMask, IdsWithoutBytesAreNeverAllowed) {
