@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
