@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/build_stamp.h"
 #include "model/safetensors.h"
 #include "test_util.h"
 
@@ -111,6 +112,20 @@ TEST(Cli, BenchDecodeSweepWithAdaptersCountsTheirBytes) {
   bad = kiln(base + "--adapters 2 --adapter-rank 0");
   EXPECT_NE(bad.code, 0);
   expect_mentions(bad, {"--adapter-rank"});
+}
+
+// The commit compiled into kiln (the same generated source this test binary links) is what
+// --version says and what a bench document records.
+TEST(Cli, VersionAndBenchDocumentsCarryTheBuildStamp) {
+  CommandResult v = kiln("--version");
+  EXPECT_EQ(v.code, 0);
+  EXPECT_EQ(v.out, "kiln 0.1.0 (" + build_stamp_label() + ")\n");
+  CommandResult b = kiln("bench --model " + std::string(KILN_FIXTURES_DIR) +
+                         "/reference/gqa_untied --decode-tokens 2 --repeats 1 --prompt-tokens 8");
+  ASSERT_EQ(b.code, 0) << b.out;
+  auto j = nlohmann::json::parse(b.out.substr(std::min(b.out.find('{'), b.out.size())), nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << b.out;
+  EXPECT_EQ(j["build"], build_stamp_json());
 }
 
 // The first generated token is the argmax of transformers' logits for the prompt's last position.
