@@ -1,7 +1,7 @@
 // The main() of every test binary. With KILN_EVIDENCE_DIR set, it also records each test's
-// result, the commit compiled into this binary, the time and which devices were really present,
-// as $KILN_EVIDENCE_DIR/<binary>.json (report/evidence_record.h): the evidence the capability
-// report's gates are derived from.
+// result, the commit compiled into this binary, the time, which devices were really present and
+// the native switches set, as $KILN_EVIDENCE_DIR/<binary>.json (report/evidence_record.h): the
+// evidence the capability report's gates are derived from.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "backend/native_switches.h"
 #include "core/build_stamp.h"
 #include "report/evidence_record.h"
 
@@ -35,6 +36,7 @@ class EvidenceRecorder : public ::testing::EmptyTestEventListener {
     std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
     record_.timestamp = when;
     record_.devices = kiln::present_devices();
+    record_.switches = kiln::native_switches_in_effect();
     std::filesystem::create_directories(dir_);
     std::ofstream(dir_ + "/" + record_.binary + ".json") << kiln::evidence_record_json(record_).dump(1) << "\n";
   }

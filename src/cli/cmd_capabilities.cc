@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "backend/native_switches.h"
 #include "cli/commands.h"
 #include "model/init.h"
 #include "qualify/git_source_history.h"
@@ -39,6 +40,14 @@ Status run(const CapOpts& o) {
   }
   ro.evidence_dir = o.evidence;
   ro.only_backend = o.backend;
+  if (!o.write_dir.empty() || !o.check_dir.empty()) {
+    // The checked-in report is rendered with every native switch at its default.
+    std::string set;
+    for (const auto& [var, value] : native_switches_in_effect()) set += (set.empty() ? "" : ", ") + var + "=" + value;
+    if (!set.empty())
+      return failed_precondition("native switches are set (" + set + "); the checked-in report is rendered with "
+                                 "every switch at its default: unset them for --write and --check");
+  }
   std::string as_of = o.as_of;
   if (!o.check_dir.empty() && as_of.empty()) {
     const std::string path = o.check_dir + "/backend-capability-report.json";

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "backend/fallback.h"
+#include "backend/native_switches.h"
 #include "backend/registry.h"
 #include "report/gates.h"
 #include "report/support_audit.h"
@@ -141,6 +142,10 @@ Result<json> build_capability_report(const ReportOptions& opts) {
                       "passed with the backend present, in binaries built from a commit after which nothing changed "
                       "the code the gate covers, up to 'evidence_as_of'; stale or unknown where that does not hold "
                       "or cannot be told; each gate gives the command that re-verifies it."}},
+      json{{"question", "Which environment variables change what runs?"},
+           {"answer", "'native_switches': every variable that changes a backend's native dispatch or what it reports, "
+                      "with the value in effect (null: the default); a switch picks among native paths and never "
+                      "turns a native op into a host fallback (the switch audit sets each in turn)."}},
       json{{"question", "How fast is a backend?"},
            {"answer", "Not here: this report contains no throughput figures. See docs/bench/ (kiln bench JSON) "
                       "and qualification receipts."}},
@@ -216,6 +221,16 @@ Result<json> build_capability_report(const ReportOptions& opts) {
   report["open_coverage_work"] = open_work;
   report["backends"] = backends;
   report["fallback_policy"] = policies;
+  json switches = json::array();
+  const std::map<std::string, std::string> in_effect = native_switches_in_effect();
+  for (const NativeSwitch& sw : native_switches()) {
+    if (!opts.only_backend.empty() && sw.backend != opts.only_backend) continue;
+    const std::string name(switch_variable(sw));
+    switches.push_back({{"backend", std::string(sw.backend)}, {"variable", name}, {"setting", std::string(sw.setting)},
+                        {"effect", std::string(sw.effect)},
+                        {"in_effect", in_effect.contains(name) ? json(in_effect.at(name)) : json()}});
+  }
+  report["native_switches"] = switches;
   report["gates"] = gates;
   json files = json::array();
   for (const auto& e : evidence) {
@@ -224,7 +239,7 @@ Result<json> build_capability_report(const ReportOptions& opts) {
       devices.push_back({{"backend", d.backend}, {"device", d.device}, {"driver", d.driver}, {"target", d.target}});
     files.push_back({{"path", e.path}, {"binary", e.record.binary}, {"commit", e.record.commit},
                      {"dirty", e.record.dirty}, {"stamped", e.record.stamped}, {"timestamp_utc", e.record.timestamp},
-                     {"devices", devices}});
+                     {"devices", devices}, {"native_switches", e.record.switches}});
   }
   report["evidence_files"] = files;
   return report;
@@ -258,6 +273,13 @@ std::string render_markdown(const json& r) {
   for (const auto& p : r["fallback_policy"])
     o << "| " << cell(p["backend"]) << " | " << cell(p["generic_op"]) << " | " << cell(p["decode_hot_path"]) << " | "
       << cell(p["training_optimizer"]) << " |\n";
+  o << "\n## Native switches\n\nEnvironment variables that change a backend's native dispatch or what it reports, "
+       "with the value in effect for this report; none turns a native op into a host fallback.\n\n"
+       "| variable | backend | in effect | effect |\n|---|---|---|---|\n";
+  for (const auto& sw : r["native_switches"])
+    o << "| `" << cell(sw["setting"]) << "` | " << cell(sw["backend"]) << " | "
+      << (sw["in_effect"].is_null() ? std::string("default") : "`" + cell(sw["in_effect"]) + "`") << " | "
+      << cell(sw["effect"]) << " |\n";
   for (const auto& b : r["backends"]) {
     if (!b.contains("capabilities")) continue;
     const auto& c = b["capabilities"];
@@ -281,7 +303,7 @@ std::string render_markdown(const json& r) {
         << " |\n";
   o << "\n## Evidence files\n\nBuild: the commit compiled into the test binary (\"modified\": built from uncommitted "
        "changes; \"unstamped\": recorded before binaries carried their commit, shown with the commit it names, and "
-       "stale).\n\n| file | binary | build | recorded | devices |\n|---|---|---|---|---|\n";
+       "stale).\n\n| file | binary | build | recorded | devices | switches set |\n|---|---|---|---|---|---|\n";
   for (const auto& e : r["evidence_files"]) {
     const std::string commit = e["commit"];
     std::string build = !e["stamped"].get<bool>() ? "unstamped: " + commit
@@ -295,8 +317,11 @@ std::string render_markdown(const json& r) {
       devices += (devices.empty() ? "" : "; ") + d["backend"].get<std::string>() + ": " + d["device"].get<std::string>() +
                  (detail.empty() ? "" : " [" + detail + "]");
     }
+    std::string set;
+    for (auto it = e["native_switches"].begin(); it != e["native_switches"].end(); ++it)
+      set += (set.empty() ? "" : ", ") + it.key() + "=" + it->get<std::string>();
     o << "| " << cell(e["path"]) << " | " << cell(e["binary"]) << " | " << cell(build) << " | "
-      << cell(e["timestamp_utc"]) << " | " << cell(devices) << " |\n";
+      << cell(e["timestamp_utc"]) << " | " << cell(devices) << " | " << cell(set) << " |\n";
   }
   return o.str();
 }

@@ -21,6 +21,7 @@ json evidence_record_json(const EvidenceRecord& r) {
           {"build", {{"commit", r.commit}, {"dirty", r.dirty}}},
           {"timestamp_utc", r.timestamp},
           {"devices", devices},
+          {"native_switches", r.switches},
           {"tests", r.tests}};
 }
 
@@ -60,6 +61,12 @@ Result<EvidenceRecord> parse_evidence_record(const json& j, const std::string& w
     for (const json& d : devices) {
       if (string_at(d, "backend").empty()) return format_error(where + ": a device without a 'backend'");
       r.devices.push_back({string_at(d, "backend"), string_at(d, "device"), string_at(d, "driver"), string_at(d, "target")});
+    }
+    const json switches = j.value("native_switches", json::object());
+    if (!switches.is_object()) return format_error(where + ": 'native_switches' must be an object");
+    for (auto it = switches.begin(); it != switches.end(); ++it) {
+      if (!it->is_string()) return format_error(where + ": native switch '" + it.key() + "' is not a string");
+      r.switches[it.key()] = it->get<std::string>();
     }
   } else {
     r.commit = string_at(j, "commit");

@@ -35,7 +35,8 @@ struct EvidenceRecord {
   bool stamped = false;   // false: an unstamped record (kUnstampedEvidenceSchema)
   std::string timestamp;  // UTC, RFC 3339
   std::vector<EvidenceDevice> devices;
-  std::map<std::string, std::string> tests;  // gtest full name -> passed | failed | skipped
+  std::map<std::string, std::string> switches;  // the native switches set in the run (backend/native_switches.h)
+  std::map<std::string, std::string> tests;     // gtest full name -> passed | failed | skipped
 
   const EvidenceDevice* device(std::string_view backend) const;  // nullptr when it was not present
 };

@@ -26,6 +26,7 @@ TEST(EvidenceRecord, WhatIsWrittenReadsBack) {
   r.devices = {{"cpu", "AMD EPYC", "", ""},
                {"cuda", "NVIDIA H100 (sm_90, emulating sm86)", "CUDA 13.0", "sm_86 (emulated on sm_90)"},
                {"vulkan", "llvmpipe (CPU, Mesa 22.3.6)", "Mesa 22.3.6", ""}};
+  r.switches = {{"KILN_CUDA_TARGET", "sm86"}};
   r.tests = {{"A.one", "passed"}, {"A.two", "skipped"}};
   const nlohmann::json j = evidence_record_json(r);
   EXPECT_EQ(j["schema"], "kiln.test-evidence/2");
@@ -36,6 +37,7 @@ TEST(EvidenceRecord, WhatIsWrittenReadsBack) {
   EXPECT_TRUE(back->dirty);
   EXPECT_TRUE(back->stamped);
   EXPECT_EQ(back->tests, r.tests);
+  EXPECT_EQ(back->switches, r.switches);
   ASSERT_EQ(back->devices.size(), 3u);
   ASSERT_NE(back->device("cuda"), nullptr);
   EXPECT_EQ(back->device("cuda")->driver, "CUDA 13.0");
@@ -72,14 +74,15 @@ TEST(EvidenceRecord, MalformedRecordsNameTheFileAndField) {
   EXPECT_NE(bad_result.status().message().find("'A.one'"), std::string::npos) << bad_result.status().message();
 }
 
-// This very binary, run again with KILN_EVIDENCE_DIR, records the commit compiled into it.
+// This very binary, run again with KILN_EVIDENCE_DIR, records the commit compiled into it and
+// the native switches set.
 TEST(EvidenceRecord, TestBinariesRecordTheirOwnBuildStamp) {
   const std::string dir = testing::temp_dir("evidence-main");
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   ASSERT_GT(n, 0);
   self[n] = '\0';
-  const std::string cmd = "KILN_EVIDENCE_DIR='" + dir + "' '" + self +
+  const std::string cmd = "KILN_CUDA_PDL=0 KILN_EVIDENCE_DIR='" + dir + "' '" + self +
                           "' --gtest_filter=EvidenceRecord.WhatIsWrittenReadsBack > /dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   std::ifstream in(dir + "/" + std::filesystem::path(self).filename().string() + ".json");
@@ -93,6 +96,7 @@ TEST(EvidenceRecord, TestBinariesRecordTheirOwnBuildStamp) {
   EXPECT_EQ(r->dirty, build_stamp().dirty);
   EXPECT_EQ(r->tests, (std::map<std::string, std::string>{{"EvidenceRecord.WhatIsWrittenReadsBack", "passed"}}));
   ASSERT_NE(r->device("cpu"), nullptr) << "the CPU backend is present everywhere";
+  EXPECT_EQ(r->switches.at("KILN_CUDA_PDL"), "0") << "the native switches set in the run are recorded";
 }
 
 }  // namespace
