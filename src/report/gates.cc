@@ -235,18 +235,23 @@ GateStatus evaluate_gate(const Gate& gate, const GateBackend& b, const std::vect
     if (state == Freshness::kStale && !stale) stale = proof;
     if (state == Freshness::kUnknown && !unknown) unknown = proof;
   }
-  // The CUDA targets (Vulkan drivers) whose own runs passed every test: each one's evidence stands apart.
+  // The CUDA targets (Vulkan drivers) whose own runs passed every test: each one's evidence stands
+  // apart, and says when its freshest runs are stale or of unknown freshness.
   if (b.backend == "cuda" || b.backend == "vulkan") {
     std::vector<std::string> targets;
     for (const auto& f : evidence)
       if (present(f) && !target_of(f).empty() && std::find(targets.begin(), targets.end(), target_of(f)) == targets.end())
         targets.push_back(target_of(f));
     for (const auto& target : targets) {
-      const bool all = std::all_of(b.tests.begin(), b.tests.end(), [&](const std::string& test) {
-        return std::any_of(evidence.begin(), evidence.end(),
-                           [&](const EvidenceFile& f) { return target_of(f) == target && passed_in(f, test); });
-      });
-      if (all) s.targets.push_back(target);
+      int worst = 2;  // the rank of the least fresh test's freshest run on this target; -1: a test never passed
+      for (const std::string& test : b.tests) {
+        int best = -1;
+        for (size_t i = 0; i < evidence.size(); ++i)
+          if (target_of(evidence[i]) == target && passed_in(evidence[i], test))
+            best = std::max(best, rank(freshness_of(i).state));
+        worst = std::min(worst, best);
+      }
+      if (worst >= 0) s.targets.push_back(target + (worst == 2 ? "" : worst == 1 ? " (unknown)" : " (stale)"));
     }
   }
   if (passed == static_cast<int>(b.tests.size())) {

@@ -57,7 +57,8 @@ struct GateStatus {
   std::string command;                  // what re-verifies it
   std::vector<std::string> evidence;    // files whose results were used
   // CUDA targets (EvidenceDevice::target), or Vulkan devices with their drivers
-  // (EvidenceDevice::device), on which every test passed
+  // (EvidenceDevice::device), on which every test passed; " (stale)" or " (unknown)" follows one
+  // whose freshest runs are not fresh
   std::vector<std::string> targets;
 };
 

@@ -143,6 +143,18 @@ TEST(Gates, TheFreshestPassingRunIsEachTestsProof) {
   EXPECT_EQ(s.evidence, (std::vector<std::string>{"evidence/a-new.json", "evidence/z-old.json"}));
 }
 
+TEST(Gates, EachTargetSaysWhetherItsRunsAreFresh) {
+  FakeHistory h = fresh_history();
+  const std::string old(40, 'e');
+  h.since[old] = {std::string(40, 'd')};
+  EvidenceFile sm90 = file("NVIDIA H100", {{"B.gpu", "passed"}});
+  EvidenceFile sm86 = file("NVIDIA H100", {{"B.gpu", "passed"}}, old);
+  sm86.record.devices[0].target = "sm_86 (emulated on sm_90)";
+  auto s = evaluate_gate(kGate, kGate.backends[1], {sm90, sm86}, &h);
+  EXPECT_EQ(s.state, GateState::kCovered) << "the sm_90a run is fresh";
+  EXPECT_EQ(s.targets, (std::vector<std::string>{"sm_90a", "sm_86 (emulated on sm_90) (stale)"}));
+}
+
 TEST(Gates, SourcePathsAreTheBackendsOwnTheGatesAndTheirTests) {
   Gate g{"m", "r", {{"cpu", {"A.one"}, ""}}, {"src/model/**"}};
   EXPECT_EQ(gate_source_paths(g, "cuda"),
