@@ -19,6 +19,7 @@
 #include "cli/bench_roofline.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/out_file.h"
 #include "core/thread_pool.h"
 #include "model/qwen35.h"
 #ifdef KILN_HAVE_CUDA
@@ -455,8 +456,7 @@ Status run(const BenchOpts& o) {
                                  {"note", "H200 SXM spec sheet: the rooflines the CUDA targets are quoted against"}};
   if (!peer.is_null()) j["peer"] = std::move(peer);
   if (nlohmann::json stats = device_stats(*be, run_peak); !stats.is_null()) j["cuda"] = std::move(stats);
-  std::printf("%s\n", j.dump(2).c_str());
-  return {};
+  return emit_document(std::move(j), "");
 }
 
 }  // namespace

@@ -1,11 +1,16 @@
 // `kiln capabilities`: the backend capability report (Markdown or JSON), and the checked-in
-// copy's writer and freshness check.
+// copy's writer and freshness check. Evidence freshness is judged at a commit: HEAD of the
+// repository holding the evidence, or --as-of; --check judges at the commit the checked-in report
+// names, so that it stays reproducible at later commits.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "backend/native_switches.h"
 #include "cli/commands.h"
 #include "model/init.h"
+#include "qualify/git_source_history.h"
 #include "report/capability_report.h"
 
 namespace kiln::cli {
@@ -14,7 +19,7 @@ namespace {
 
 struct CapOpts {
   bool json = false, canonical = false;
-  std::string backend, model, evidence = "evidence", write_dir, check_dir;
+  std::string backend, model, evidence = "evidence", write_dir, check_dir, as_of;
 };
 
 std::string slurp(const std::string& path) {
@@ -35,6 +40,31 @@ Status run(const CapOpts& o) {
   }
   ro.evidence_dir = o.evidence;
   ro.only_backend = o.backend;
+  if (!o.write_dir.empty() || !o.check_dir.empty()) {
+    // The checked-in report is rendered with every native switch at its default.
+    std::string set;
+    for (const auto& [var, value] : native_switches_in_effect()) set += (set.empty() ? "" : ", ") + var + "=" + value;
+    if (!set.empty())
+      return failed_precondition("native switches are set (" + set + "); the checked-in report is rendered with "
+                                 "every switch at its default: unset them for --write and --check");
+  }
+  std::string as_of = o.as_of;
+  if (!o.check_dir.empty() && as_of.empty()) {
+    const std::string path = o.check_dir + "/backend-capability-report.json";
+    auto checked_in = nlohmann::json::parse(slurp(path), nullptr, false);
+    if (checked_in.is_discarded() || !checked_in.is_object())
+      return failed_precondition(path + " is not a capability report: regenerate it with scripts/capability-report");
+    if (checked_in.value("evidence_as_of", nlohmann::json()).is_string()) as_of = checked_in["evidence_as_of"];
+  }
+  // Without a repository (a copied tree) nothing is fresh: gates read stale or unknown, never covered.
+  std::unique_ptr<SourceHistory> history;
+  if (auto h = qualify::git_source_history(std::filesystem::absolute(o.evidence).parent_path().string(), as_of); h.ok())
+    history = std::move(h.value());
+  else if (!o.as_of.empty())
+    return h.status().with_context("--as-of");
+  else if (!as_of.empty())  // the checked-in report's commit, missing here (a shallow clone)
+    return h.status().with_context(o.check_dir + "/backend-capability-report.json names evidence_as_of " + as_of);
+  ro.history = history.get();
   ro.canonical = o.canonical || !o.write_dir.empty() || !o.check_dir.empty();
   KILN_ASSIGN_OR_RETURN(nlohmann::json report, build_capability_report(ro));
   const std::string json_text = report.dump(2) + "\n", md_text = render_markdown(report);
@@ -72,6 +102,9 @@ void add_capabilities_command(CLI::App& app) {
   cmd->add_flag("--canonical", o->canonical, "Leave out what differs between machines (device names, live counters)");
   cmd->add_option("--write", o->write_dir, "Write backend-capability-report.{md,json} (canonical) into this folder");
   cmd->add_option("--check", o->check_dir, "Exit 1 unless the report files in this folder equal a fresh canonical report");
+  cmd->add_option("--as-of", o->as_of,
+                  "Judge evidence freshness at this commit; default HEAD, or with --check the commit the checked-in "
+                  "report names");
   cmd->callback([o] { report(run(*o)); });
 }
 

@@ -1,6 +1,8 @@
 // `kiln qualify validate|run|receipt|compare`: local hardware qualification (docs/qualification.md).
 // Exit codes: 0 only for success (a valid workload, a passed verdict, a valid receipt, a comparison
 // that holds); 1 for a failed verdict, invalid document or failed comparison; 2 for a refusal.
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -53,6 +55,8 @@ struct RunOptions {
   std::vector<std::string> vars;
   uint64_t capture_limit_bytes = 8u << 20;
   double grace_seconds = 5;
+  uint64_t max_processes = 4096;
+  double max_memory_gib = -1;  // negative: this host's physical memory
 };
 
 void run_command(const RunOptions& o, const std::vector<std::string>& argv) {
@@ -76,6 +80,10 @@ void run_command(const RunOptions& o, const std::vector<std::string>& argv) {
   req.limits.capture_limit_bytes = o.capture_limit_bytes;
   req.limits.interrupt_grace_seconds = o.grace_seconds;
   req.limits.terminate_grace_seconds = o.grace_seconds;
+  req.sandbox.max_processes = o.max_processes;
+  req.sandbox.max_memory_bytes =
+      o.max_memory_gib < 0 ? static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE))
+                           : static_cast<uint64_t>(o.max_memory_gib * 1073741824.0);
   Result<q::RunOutcome> out = q::run_workload(req);
   if (!out.ok()) {
     std::fprintf(stderr, "refused: %s\n", out.status().to_string().c_str());
@@ -158,6 +166,10 @@ void add_qualify_command(CLI::App& app) {
   run_cmd->add_option("--output", run->output, "Receipt path under .qualification/receipts or qualification/receipts");
   run_cmd->add_option("--capture-limit-bytes", run->capture_limit_bytes, "Per-stream capture limit per repetition");
   run_cmd->add_option("--grace-seconds", run->grace_seconds, "Grace after SIGINT and after SIGTERM at a deadline");
+  run_cmd->add_option("--max-processes", run->max_processes, "Processes a case may run at once (0: unbounded)")
+      ->capture_default_str();
+  run_cmd->add_option("--max-memory-gib", run->max_memory_gib,
+                      "Memory a case may use, GiB (0: unbounded; default: this host's physical memory)");
   run_cmd->callback([run] {
     std::vector<std::string> argv = {"kiln", "qualify", "run", run->workload, "--variant", run->variant, "--host-id",
                                      run->host_id};
@@ -167,6 +179,8 @@ void add_qualify_command(CLI::App& app) {
     }
     if (!run->model_dir.empty()) argv.insert(argv.end(), {"--model", run->model_dir});
     if (!run->output.empty()) argv.insert(argv.end(), {"--output", run->output});
+    if (run->max_processes != 4096) argv.insert(argv.end(), {"--max-processes", std::to_string(run->max_processes)});
+    if (run->max_memory_gib >= 0) argv.insert(argv.end(), {"--max-memory-gib", std::to_string(run->max_memory_gib)});
     run_command(*run, argv);
   });
 
@@ -179,6 +193,8 @@ void add_qualify_command(CLI::App& app) {
                         "Every local artifact must exist with its recorded sha256 and size");
   receipt_cmd->add_flag("--require-known-commit", receipt->req.known_commit,
                         "The receipt's git commit must exist in this repository");
+  receipt_cmd->add_flag("--require-enforced", receipt->req.enforced,
+                        "The cases must have run without network, in a namespace of their own");
   receipt_cmd->callback([receipt] { receipt_command(*receipt); });
 
   auto compare = std::make_shared<CompareOptions>();

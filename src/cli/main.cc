@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "core/build_stamp.h"
 #include "core/status.h"
 
 namespace kiln::cli {
@@ -24,7 +25,7 @@ int main(int argc, char** argv) {
       "adapter routes. `kiln` alone runs `kiln serve`.\n"
       "Run `kiln <command> --help` for each command's options."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "kiln 0.1.0");
+  app.set_version_flag("--version", "kiln 0.1.0 (" + kiln::build_stamp_label() + ")");
   kiln::cli::add_serve_command(app);
   kiln::cli::add_generate_command(app);
   kiln::cli::add_model_command(app);

@@ -3,9 +3,14 @@
 #include <cstdio>
 #include <fstream>
 
+#include "backend/native_switches.h"
+#include "core/build_stamp.h"
+
 namespace kiln::cli {
 
-Status emit_document(const nlohmann::json& doc, const std::string& out_path) {
+Status emit_document(nlohmann::json doc, const std::string& out_path) {
+  doc["build"] = build_stamp_json();
+  doc["native_switches"] = native_switches_in_effect();
   const std::string text = doc.dump(2) + "\n";
   std::fputs(text.c_str(), stdout);
   std::fflush(stdout);

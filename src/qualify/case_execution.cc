@@ -57,6 +57,7 @@ Repetition run_repetition(const CaseContext& ctx, const WorkloadCase& c, int ind
   spec.interrupt_grace_seconds = ctx.limits.interrupt_grace_seconds;
   spec.terminate_grace_seconds = ctx.limits.terminate_grace_seconds;
   spec.capture_limit_bytes = ctx.limits.capture_limit_bytes;
+  spec.sandbox = ctx.sandbox;
 
   Result<ProcessOutcome> run = run_process(spec);
   ProcessOutcome o;

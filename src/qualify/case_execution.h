@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "qualify/sandbox.h"
 #include "qualify/strict_json.h"
 #include "qualify/workload.h"
 
@@ -26,6 +27,7 @@ struct CaseContext {
   std::string run_dir;    // absolute: .qualification/runs/<id>
   std::map<std::string, std::string> placeholders;  // variables, seed, model_path
   RunnerLimits limits;
+  const SandboxPlan* sandbox = nullptr;  // how every repetition's processes are confined
 };
 
 struct EvidenceFile {

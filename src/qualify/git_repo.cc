@@ -108,6 +108,32 @@ Result<bool> GitRepo::has_commit(const std::string& commit) const {
   return !failed;
 }
 
+Result<std::string> GitRepo::resolve_commit(const std::string& rev) const {
+  bool failed = false;
+  KILN_ASSIGN_OR_RETURN(std::string hash, git({"rev-parse", "--verify", "--quiet", rev + "^{commit}"}, &failed));
+  while (!hash.empty() && hash.back() == '\n') hash.pop_back();
+  if (failed || hash.empty()) return not_found(rev + " is not a commit of " + root_);
+  return hash;
+}
+
+Result<std::vector<std::string>> GitRepo::commits_touching(const std::string& since, const std::string& until,
+                                                           const std::vector<std::string>& globs) const {
+  KILN_ASSIGN_OR_RETURN(std::string from, resolve_commit(since));
+  KILN_ASSIGN_OR_RETURN(std::string to, resolve_commit(until));
+  std::vector<std::string> args = {"rev-list", from + ".." + to, "--"};
+  for (const std::string& g : globs) args.push_back(":(glob)" + g);
+  KILN_ASSIGN_OR_RETURN(std::string list, git(args));
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < list.size()) {
+    size_t end = list.find('\n', start);
+    if (end == std::string::npos) end = list.size();
+    if (end > start) out.push_back(list.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
 Result<std::string> source_tree_hash(const GitRepo& repo) {
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> files, repo.tracked_files());
   std::string manifest;

@@ -25,6 +25,13 @@ class GitRepo {
   Result<std::vector<std::string>> tracked_files() const;
   // Whether `commit` names a commit object in this repository.
   Result<bool> has_commit(const std::string& commit) const;
+  // The full hash of the commit `rev` names; not_found when it names none.
+  Result<std::string> resolve_commit(const std::string& rev) const;
+  // Commits after `since` up to `until` that touch a file matching one of `globs` (git glob
+  // pathspecs: `*` stays within a folder, `**` crosses folders), newest first; not_found when
+  // either is not a commit of this repository.
+  Result<std::vector<std::string>> commits_touching(const std::string& since, const std::string& until,
+                                                    const std::vector<std::string>& globs) const;
 
  private:
   // Runs `git -C root args...`; the error names the command and git's stderr.

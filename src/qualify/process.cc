@@ -152,6 +152,19 @@ Result<ProcessOutcome> run_process(const ProcessSpec& spec) {
   for (const std::string& e : spec.environment) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
 
+  // The case's cgroup and the user namespace's id maps are made before the fork.
+  CaseCgroup cgroup;
+  SandboxChildArgs sandbox_args;
+  if (spec.sandbox != nullptr) {
+    KILN_ASSIGN_OR_RETURN(cgroup, CaseCgroup::create(*spec.sandbox));
+    sandbox_args = sandbox_child_args(cgroup);
+  }
+  // What the child reports when it cannot start: the failing step ("" for chdir/exec) and errno.
+  struct StartFailure {
+    int err = 0;
+    char step[64] = {};
+  };
+
   Clock::time_point t0 = Clock::now();
   pid_t pid = fork();
   if (pid < 0) return io_error(std::string("fork: ") + std::strerror(errno));
@@ -168,14 +181,18 @@ Result<ProcessOutcome> run_process(const ProcessSpec& spec) {
     if (devnull >= 0) dup2(devnull, 0);
     dup2(out_pipe[1], 1);
     dup2(err_pipe[1], 2);
-    int err = 0;
-    if (chdir(spec.working_directory.c_str()) != 0) {
-      err = errno;
+    StartFailure failure;
+    const char* step = nullptr;
+    if (spec.sandbox != nullptr) failure.err = apply_sandbox_in_child(*spec.sandbox, sandbox_args, &step);
+    if (failure.err != 0) {
+      for (size_t i = 0; step != nullptr && step[i] != '\0' && i + 1 < sizeof failure.step; ++i) failure.step[i] = step[i];
+    } else if (chdir(spec.working_directory.c_str()) != 0) {
+      failure.err = errno;
     } else {
       execve(program.c_str(), argv.data(), envp.data());
-      err = errno;
+      failure.err = errno;
     }
-    ssize_t ignored = write(exec_pipe[1], &err, sizeof err);
+    ssize_t ignored = write(exec_pipe[1], &failure, sizeof failure);
     (void)ignored;
     _exit(127);
   }
@@ -183,10 +200,13 @@ Result<ProcessOutcome> run_process(const ProcessSpec& spec) {
   out_w.reset();
   err_w.reset();
   exec_w.reset();
-  int exec_errno = 0;
-  if (read(exec_r.fd, &exec_errno, sizeof exec_errno) == static_cast<ssize_t>(sizeof exec_errno)) {
+  StartFailure failure;
+  if (read(exec_r.fd, &failure, sizeof failure) == static_cast<ssize_t>(sizeof failure)) {
     waitpid(pid, nullptr, 0);
-    out.start_error = "cannot start " + program + " in " + spec.working_directory + ": " + std::strerror(exec_errno);
+    out.start_error = failure.step[0] != '\0'
+                          ? "the sandbox could not be applied to " + program + ": " + failure.step + ": " +
+                                std::strerror(failure.err)
+                          : "cannot start " + program + " in " + spec.working_directory + ": " + std::strerror(failure.err);
     return out;
   }
   out.started = true;

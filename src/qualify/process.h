@@ -1,6 +1,7 @@
 // Runs one program without a shell: its own process group, an explicit environment, bounded
 // capture of stdout/stderr, a deadline enforced by interrupt -> grace -> terminate -> kill,
-// and detection (then removal) of descendants it leaves behind.
+// detection (then removal) of descendants it leaves behind, and, given a sandbox plan, no network
+// and bounded processes and memory (sandbox.h).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "qualify/sandbox.h"
 
 namespace kiln::qualify {
 
@@ -19,6 +21,7 @@ struct ProcessSpec {
   double interrupt_grace_seconds = 5;     // after SIGINT, before SIGTERM
   double terminate_grace_seconds = 5;     // after SIGTERM, before SIGKILL
   uint64_t capture_limit_bytes = 8u << 20;  // per stream; more is counted, not kept
+  const SandboxPlan* sandbox = nullptr;     // null: no confinement
 };
 
 struct LeftoverProcess {
@@ -28,7 +31,7 @@ struct LeftoverProcess {
 
 struct ProcessOutcome {
   bool started = false;
-  std::string start_error;   // why exec failed (program not found, ...)
+  std::string start_error;   // why exec failed (program not found, the sandbox refused, ...)
   bool exited = false;       // ended by exit(); otherwise by a signal
   int exit_code = -1;
   int term_signal = 0;

@@ -55,6 +55,9 @@ struct Receipt {
   std::vector<ReceiptResult> results;
   std::vector<ReceiptArtifact> artifacts;
   size_t unsupported_count = 0;
+  // How the cases were confined (schema_version 2; null in version 1 receipts, written before
+  // sandboxing): network, processes, memory, each {limit, enforcement, reason}.
+  JsonValue sandbox;
   JsonValue document;
 
   const ReceiptResult* find_result(const std::string& id) const;
@@ -72,6 +75,7 @@ struct ReceiptRequirements {
   bool current_source = false;   // the checkout is clean and its source-tree hash is the receipt's
   bool local_artifacts = false;  // every local artifact exists with the recorded sha256 and size
   bool known_commit = false;     // git_commit is a commit of this repository
+  bool enforced = false;         // the cases ran without network, in a namespace of their own
 };
 
 // Checks against the repository containing `repo_path`; issues name the receipt's JSON paths.

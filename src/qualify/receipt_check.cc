@@ -70,6 +70,33 @@ void parse_environment(const JsonValue& env, Receipt& r, Issues& issues) {
   sub("compiler", r.compiler, {"id", "version"});
 }
 
+void parse_sandbox(const JsonValue& sb, Receipt& r, Issues& issues) {
+  const std::string p = "$.sandbox";
+  if (!check_object(sb, p, {"network", "processes", "memory"}, issues)) return;
+  r.sandbox = sb;
+  struct Part {
+    const char* key;
+    const char* limit;
+    bool network;
+  };
+  for (const Part& part_of : {Part{"network", "policy", true}, Part{"processes", "limit", false},
+                              Part{"memory", "limit_bytes", false}}) {
+    const char* key = part_of.key;
+    const char* limit = part_of.limit;
+    const std::string pp = json_path_key(p, key);
+    const JsonValue& part = *sb.find(key);
+    if (!check_object(part, pp, {limit, "enforcement", "reason"}, issues)) continue;
+    const std::string how = read_string(part, pp, "enforcement", issues).value_or("");
+    if (part_of.network)
+      check_enum(how, {"network_namespace", "user_namespace", "not_requested", "unenforced"}, json_path_key(pp, "enforcement"),
+                 issues);
+    else
+      check_enum(how, {"cgroup_v2", "rlimit", "not_requested", "unenforced"}, json_path_key(pp, "enforcement"), issues);
+    const std::optional<std::string> why = read_nullable_string(part, pp, "reason", issues);
+    if (how == "unenforced" && !why) issues.add(json_path_key(pp, "reason"), "unenforced-reason", "an unenforced part says why");
+  }
+}
+
 void parse_model(const JsonValue& m, Issues& issues) {
   const std::string p = "$.model";
   if (m.is_null()) return;
@@ -195,15 +222,25 @@ ReceiptCheck check_receipt_text(std::string_view text) {
   }
   r.document = *doc;
   const JsonValue& d = *doc;
-  if (!check_object(d, "$",
-                    {"schema_version", "receipt_id", "created_at_utc", "source", "qualification", "environment", "model",
-                     "workload", "effective_config", "results", "artifacts", "unsupported", "notes"},
-                    issues)) {
+  // Version 2 adds `sandbox`; version 1 receipts, written before sandboxing, stay valid.
+  const JsonValue* version = d.is_object() ? d.find("schema_version") : nullptr;
+  const bool v2 = version != nullptr && version->is_number() && version->is_integer && version->number == 2;
+  if (!(v2 ? check_object(d, "$",
+                          {"schema_version", "receipt_id", "created_at_utc", "source", "qualification", "environment",
+                           "model", "workload", "effective_config", "results", "artifacts", "unsupported", "notes",
+                           "sandbox"},
+                          issues)
+           : check_object(d, "$",
+                          {"schema_version", "receipt_id", "created_at_utc", "source", "qualification", "environment",
+                           "model", "workload", "effective_config", "results", "artifacts", "unsupported", "notes"},
+                          issues))) {
     return out;
   }
-  if (read_integer(d, "$", "schema_version", issues).value_or(1) != 1) {
-    issues.add("$.schema_version", "schema-version", "only receipt schema_version 1 is understood");
+  const int64_t schema = read_integer(d, "$", "schema_version", issues).value_or(1);
+  if (schema != 1 && schema != 2) {
+    issues.add("$.schema_version", "schema-version", "only receipt schema_version 1 and 2 are understood");
   }
+  if (const JsonValue* sb = d.find("sandbox")) parse_sandbox(*sb, r, issues);
   r.receipt_id = read_string(d, "$", "receipt_id", issues).value_or("");
   check_format(r.receipt_id, "[a-z0-9][a-z0-9._-]{2,200}", "$.receipt_id", "receipt-id", issues);
   r.created_at_utc = read_string(d, "$", "created_at_utc", issues).value_or("");
@@ -303,6 +340,18 @@ ReceiptCheck check_receipt_text(std::string_view text) {
 
 void check_receipt_requirements(const Receipt& r, const ReceiptRequirements& req, const std::string& repo_path,
                                 Issues& issues) {
+  if (req.enforced) {
+    const JsonValue* network = r.sandbox.is_object() ? r.sandbox.find("network") : nullptr;
+    const JsonValue* how = network != nullptr && network->is_object() ? network->find("enforcement") : nullptr;
+    const JsonValue* why = network != nullptr && network->is_object() ? network->find("reason") : nullptr;
+    if (how == nullptr || !how->is_string()) {
+      issues.add("$.sandbox", "enforced", "the receipt records no sandbox (schema_version 1): its cases ran with the network");
+    } else if (how->string != "network_namespace" && how->string != "user_namespace") {
+      issues.add("$.sandbox.network.enforcement", "enforced",
+                 "the cases ran " + how->string +
+                     (why != nullptr && why->is_string() ? ": " + why->string : std::string()));
+    }
+  }
   if (!req.current_source && !req.local_artifacts && !req.known_commit) return;
   Result<GitRepo> repo = GitRepo::discover(repo_path);
   if (!repo.ok()) {

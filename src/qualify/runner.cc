@@ -204,7 +204,8 @@ struct Findings {
 };
 
 // Every case of the variant, in order; none where it needs a device this host lacks.
-void run_cases(const RunRequest& req, const Preflight& p, const PlatformFacts& facts, Findings& f) {
+void run_cases(const RunRequest& req, const Preflight& p, const PlatformFacts& facts, const SandboxPlan& sandbox,
+               Findings& f) {
   const Variant& variant = *p.variant;
   if (variant.device_requirement == "required" && !facts.device.available) {
     if (variant.skip_policy == "skip") {
@@ -223,6 +224,7 @@ void run_cases(const RunRequest& req, const Preflight& p, const PlatformFacts& f
   ctx.run_dir = p.run_dir.string();
   ctx.placeholders = p.variables.placeholder_values;
   ctx.limits = req.limits;
+  ctx.sandbox = &sandbox;
   for (const WorkloadCase& c : variant.cases) {
     CaseRun run = execute_case(ctx, c);
     if (!run.passed) {
@@ -287,11 +289,27 @@ struct RunTimes {
   double seconds = 0;
 };
 
+// How the cases were confined: each part's limit, how it held, and why not where it did not.
+JsonValue sandbox_json(const SandboxPlan& plan, const std::string& network_policy) {
+  auto part = [](const char* limit_key, JsonValue limit, const Enforcement& e) {
+    JsonValue o = JsonValue::make_object();
+    o.set(limit_key, std::move(limit)).set("enforcement", str(e.how));
+    o.set("reason", e.why.empty() ? JsonValue::make_null() : str(e.why));
+    return o;
+  };
+  auto bound = [](uint64_t v) { return v == 0 ? JsonValue::make_null() : JsonValue::make_integer(static_cast<int64_t>(v)); };
+  JsonValue s = JsonValue::make_object();
+  s.set("network", part("policy", str(network_policy), plan.network));
+  s.set("processes", part("limit", bound(plan.policy.max_processes), plan.processes));
+  s.set("memory", part("limit_bytes", bound(plan.policy.max_memory_bytes), plan.memory));
+  return s;
+}
+
 JsonValue receipt_of(const RunRequest& req, const Preflight& p, const PlatformFacts& facts, const std::string& verdict,
-                     const RunTimes& t, Findings& f, JsonValue artifacts) {
+                     const RunTimes& t, const SandboxPlan& sandbox, Findings& f, JsonValue artifacts) {
   const Variant& variant = *p.variant;
   JsonValue receipt = JsonValue::make_object();
-  receipt.set("schema_version", JsonValue::make_integer(1));
+  receipt.set("schema_version", JsonValue::make_integer(2));
   receipt.set("receipt_id", str(p.receipt_id));
   WallTime created = std::max(std::chrono::system_clock::now(), t.finished);
   receipt.set("created_at_utc", str(format_utc(created)));
@@ -329,6 +347,7 @@ JsonValue receipt_of(const RunRequest& req, const Preflight& p, const PlatformFa
   JsonValue n = JsonValue::make_array();
   for (const std::string& s : f.notes) n.array.push_back(str(s));
   receipt.set("notes", std::move(n));
+  receipt.set("sandbox", sandbox_json(sandbox, p.workload.determinism.network_access));
   return receipt;
 }
 
@@ -340,8 +359,11 @@ Result<RunOutcome> run_workload(const RunRequest& req) {
   t.started = std::chrono::system_clock::now();
   const auto started = std::chrono::steady_clock::now();
   const PlatformFacts facts = probe_platform(p.variant->backend);
+  SandboxPolicy policy = req.sandbox;
+  policy.isolate_network = p.workload.determinism.network_access == "forbidden";
+  const SandboxPlan sandbox = plan_sandbox(policy);
   Findings f;
-  run_cases(req, p, facts, f);
+  run_cases(req, p, facts, sandbox, f);
   check_integrity(req, p, f);
   t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   t.finished = t.started + std::chrono::duration_cast<WallTime::duration>(std::chrono::duration<double>(t.seconds));
@@ -349,7 +371,7 @@ Result<RunOutcome> run_workload(const RunRequest& req) {
                               : (f.all_required_passed && !f.results.array.empty() ? "passed" : "failed");
   std::string summary_path;
   JsonValue artifacts = artifacts_of(req, p, verdict, f, summary_path);
-  const std::string text = to_json_text(receipt_of(req, p, facts, verdict, t, f, std::move(artifacts)), 2) + "\n";
+  const std::string text = to_json_text(receipt_of(req, p, facts, verdict, t, sandbox, f, std::move(artifacts)), 2) + "\n";
   ReceiptCheck self_check = check_receipt_text(text);
   if (!self_check.issues.empty()) {
     return internal_error("the runner produced an invalid receipt (kept at " + summary_path + "):\n" +

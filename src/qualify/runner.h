@@ -11,6 +11,7 @@
 
 #include "core/status.h"
 #include "qualify/case_execution.h"
+#include "qualify/sandbox.h"
 
 namespace kiln::qualify {
 
@@ -24,6 +25,8 @@ struct RunRequest {
   std::optional<std::string> output_path;  // default .qualification/receipts/<receipt id>.json
   std::vector<std::string> command;      // the invoking argv, recorded in the receipt
   RunnerLimits limits;
+  // Processes and memory each case may use; the network is cut where the workload forbids it.
+  SandboxPolicy sandbox;
 };
 
 struct RunOutcome {

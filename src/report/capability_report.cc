@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "backend/fallback.h"
+#include "backend/native_switches.h"
 #include "backend/registry.h"
 #include "report/gates.h"
 #include "report/support_audit.h"
@@ -137,8 +138,14 @@ Result<json> build_capability_report(const ReportOptions& opts) {
            {"answer", "'fallback_policy': generic ops may round-trip through the host (counted per backend and "
                       "arity); decode and optimizer paths on accelerators require native execution."}},
       json{{"question", "Has the implementation been verified?"},
-           {"answer", "'gates': covered only where a recorded test result (evidence/) shows the named tests "
-                      "passed with the backend present; each gate gives the command that re-verifies it."}},
+           {"answer", "'gates': covered only where recorded test results (evidence/) show the named tests "
+                      "passed with the backend present, in binaries built from a commit after which nothing changed "
+                      "the code the gate covers, up to 'evidence_as_of'; stale or unknown where that does not hold "
+                      "or cannot be told; each gate gives the command that re-verifies it."}},
+      json{{"question", "Which environment variables change what runs?"},
+           {"answer", "'native_switches': every variable that changes a backend's native dispatch or what it reports, "
+                      "with the value in effect (null: the default); a switch picks among native paths and never "
+                      "turns a native op into a host fallback (the switch audit sets each in turn)."}},
       json{{"question", "How fast is a backend?"},
            {"answer", "Not here: this report contains no throughput figures. See docs/bench/ (kiln bench JSON) "
                       "and qualification receipts."}},
@@ -188,32 +195,52 @@ Result<json> build_capability_report(const ReportOptions& opts) {
     backends.push_back(b);
   }
 
+  const std::string as_of = opts.history ? opts.history->as_of() : std::string();
+  report["evidence_as_of"] = as_of.empty() ? json() : json(as_of);
   json gates = json::array();
-  int covered = 0, total = 0;
+  int covered = 0, stale = 0, unknown = 0, total = 0;
   for (const Gate& g : conformance_gates()) {
     json per = json::array();
     for (const auto& gb : g.backends) {
       if (!opts.only_backend.empty() && gb.backend != opts.only_backend) continue;
-      GateStatus s = evaluate_gate(g, gb, evidence);
+      GateStatus s = evaluate_gate(g, gb, evidence, opts.history);
       per.push_back({{"backend", gb.backend}, {"status", std::string(gate_state_name(s.state))}, {"reason", s.reason},
                      {"command", s.command}, {"evidence", s.evidence}, {"targets", s.targets}});
       if (s.state != GateState::kNotApplicable) ++total;
       if (s.state == GateState::kCovered) ++covered;
-      if (s.state == GateState::kPending || s.state == GateState::kPartial)
+      if (s.state == GateState::kStale) ++stale;
+      if (s.state == GateState::kUnknown) ++unknown;
+      if (s.state != GateState::kCovered && s.state != GateState::kNotApplicable)
         open_work.push_back({{"kind", "conformance gate"}, {"item", g.name + " (" + gb.backend + ")"},
                              {"what_remains", std::string(gate_state_name(s.state)) + ": " + s.reason}});
     }
     gates.push_back({{"name", g.name}, {"requirement", g.requirement}, {"backends", per}});
   }
-  report["summary"] = {{"gates_covered", covered}, {"gates_applicable", total}, {"open_items", open_work.size()}};
+  report["summary"] = {{"gates_covered", covered}, {"gates_stale", stale}, {"gates_unknown", unknown},
+                       {"gates_applicable", total}, {"open_items", open_work.size()}};
   report["open_coverage_work"] = open_work;
   report["backends"] = backends;
   report["fallback_policy"] = policies;
+  json switches = json::array();
+  const std::map<std::string, std::string> in_effect = native_switches_in_effect();
+  for (const NativeSwitch& sw : native_switches()) {
+    if (!opts.only_backend.empty() && sw.backend != opts.only_backend) continue;
+    const std::string name(switch_variable(sw));
+    switches.push_back({{"backend", std::string(sw.backend)}, {"variable", name}, {"setting", std::string(sw.setting)},
+                        {"effect", std::string(sw.effect)},
+                        {"in_effect", in_effect.contains(name) ? json(in_effect.at(name)) : json()}});
+  }
+  report["native_switches"] = switches;
   report["gates"] = gates;
   json files = json::array();
-  for (const auto& e : evidence)
-    files.push_back({{"path", e.path}, {"binary", e.binary}, {"commit", e.commit}, {"timestamp_utc", e.timestamp},
-                     {"cuda_device", e.cuda_device}, {"cuda_target", e.cuda_target}, {"vulkan_device", e.vulkan_device}});
+  for (const auto& e : evidence) {
+    json devices = json::array();
+    for (const EvidenceDevice& d : e.record.devices)
+      devices.push_back({{"backend", d.backend}, {"device", d.device}, {"driver", d.driver}, {"target", d.target}});
+    files.push_back({{"path", e.path}, {"binary", e.record.binary}, {"commit", e.record.commit},
+                     {"dirty", e.record.dirty}, {"stamped", e.record.stamped}, {"timestamp_utc", e.record.timestamp},
+                     {"devices", devices}, {"native_switches", e.record.switches}});
+  }
   report["evidence_files"] = files;
   return report;
 }
@@ -233,7 +260,9 @@ std::string render_markdown(const json& r) {
     << "## Read this first\n\n| question | where the answer is |\n|---|---|\n";
   for (const auto& q : r["read_this_first"]) o << "| " << cell(q["question"]) << " | " << cell(q["answer"]) << " |\n";
   o << "\n**Summary:** " << r["summary"]["gates_covered"] << " of " << r["summary"]["gates_applicable"]
-    << " applicable gate results covered; " << r["summary"]["open_items"]
+    << " applicable gate results covered, " << r["summary"]["gates_stale"] << " stale, " << r["summary"]["gates_unknown"]
+    << " unknown, as of commit " << (r["evidence_as_of"].is_string() ? cell(r["evidence_as_of"]) : "unknown") << "; "
+    << r["summary"]["open_items"]
     << (r["summary"]["open_items"] == 1 ? " open item.\n\n" : " open items.\n\n");
   o << "## Open coverage work\n\n| kind | item | what remains |\n|---|---|---|\n";
   for (const auto& w : r["open_coverage_work"])
@@ -244,6 +273,13 @@ std::string render_markdown(const json& r) {
   for (const auto& p : r["fallback_policy"])
     o << "| " << cell(p["backend"]) << " | " << cell(p["generic_op"]) << " | " << cell(p["decode_hot_path"]) << " | "
       << cell(p["training_optimizer"]) << " |\n";
+  o << "\n## Native switches\n\nEnvironment variables that change a backend's native dispatch or what it reports, "
+       "with the value in effect for this report; none turns a native op into a host fallback.\n\n"
+       "| variable | backend | in effect | effect |\n|---|---|---|---|\n";
+  for (const auto& sw : r["native_switches"])
+    o << "| `" << cell(sw["setting"]) << "` | " << cell(sw["backend"]) << " | "
+      << (sw["in_effect"].is_null() ? std::string("default") : "`" + cell(sw["in_effect"]) + "`") << " | "
+      << cell(sw["effect"]) << " |\n";
   for (const auto& b : r["backends"]) {
     if (!b.contains("capabilities")) continue;
     const auto& c = b["capabilities"];
@@ -265,12 +301,28 @@ std::string render_markdown(const json& r) {
       o << "| " << cell(g["name"]) << " | " << cell(b["backend"]) << " | " << cell(b["status"]) << " | "
         << cell(b["reason"]) << " | " << (b["command"].get<std::string>().empty() ? "" : "`" + cell(b["command"]) + "`")
         << " |\n";
-  o << "\n## Evidence files\n\n| file | binary | commit | recorded | CUDA device | CUDA target | Vulkan device |\n"
-       "|---|---|---|---|---|---|---|\n";
-  for (const auto& e : r["evidence_files"])
-    o << "| " << cell(e["path"]) << " | " << cell(e["binary"]) << " | " << cell(e["commit"]) << " | "
-      << cell(e["timestamp_utc"]) << " | " << cell(e["cuda_device"]) << " | " << cell(e["cuda_target"]) << " | "
-      << cell(e["vulkan_device"]) << " |\n";
+  o << "\n## Evidence files\n\nBuild: the commit compiled into the test binary (\"modified\": built from uncommitted "
+       "changes; \"unstamped\": recorded before binaries carried their commit, shown with the commit it names, and "
+       "stale).\n\n| file | binary | build | recorded | devices | switches set |\n|---|---|---|---|---|---|\n";
+  for (const auto& e : r["evidence_files"]) {
+    const std::string commit = e["commit"];
+    std::string build = !e["stamped"].get<bool>() ? "unstamped: " + commit
+                        : commit == "unknown"      ? commit
+                                                   : commit.substr(0, 12) + (e["dirty"].get<bool>() ? ", modified" : "");
+    std::string devices;
+    for (const auto& d : e["devices"]) {
+      std::string detail;
+      for (const char* k : {"target", "driver"})
+        if (!d[k].get<std::string>().empty()) detail += (detail.empty() ? "" : ", ") + d[k].get<std::string>();
+      devices += (devices.empty() ? "" : "; ") + d["backend"].get<std::string>() + ": " + d["device"].get<std::string>() +
+                 (detail.empty() ? "" : " [" + detail + "]");
+    }
+    std::string set;
+    for (auto it = e["native_switches"].begin(); it != e["native_switches"].end(); ++it)
+      set += (set.empty() ? "" : ", ") + it.key() + "=" + it->get<std::string>();
+    o << "| " << cell(e["path"]) << " | " << cell(e["binary"]) << " | " << cell(build) << " | "
+      << cell(e["timestamp_utc"]) << " | " << cell(devices) << " | " << cell(set) << " |\n";
+  }
   return o.str();
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "model/config.h"
+#include "report/freshness.h"
 
 namespace kiln {
 
@@ -18,6 +19,9 @@ struct ReportOptions {
   std::string evidence_dir;      // committed test results (evidence/)
   std::string only_backend;      // empty: all
   bool canonical = false;        // leave out what differs between machines of the same build
+  // The repository's history: which commit the report speaks for and what changed since each run's
+  // commit. Null: no gate is covered, only stale or unknown.
+  const SourceHistory* history = nullptr;
 };
 
 Result<nlohmann::json> build_capability_report(const ReportOptions& opts);

@@ -1,6 +1,7 @@
 // Conformance gates as data: what each gate requires, the exact command that proves it, the
-// tests behind it per backend, and a status derived only from recorded test results
-// (evidence files written by the test binaries), never from the existence of files.
+// tests behind it per backend, the source paths those tests cover, and a status derived only from
+// recorded test results (evidence files written by the test binaries) and how fresh they are at
+// the report's commit, never from the existence of files.
 #pragma once
 
 #include <map>
@@ -10,10 +11,15 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "report/evidence_record.h"
+#include "report/freshness.h"
 
 namespace kiln {
 
-enum class GateState : uint8_t { kCovered, kPartial, kPending, kNotApplicable };
+// kStale: every test passed, but in runs that do not speak for the report's commit (code they cover
+// changed since, or the binary was unstamped or modified); kUnknown: every test passed, and whether
+// the runs are fresh cannot be told (no git history, a commit this repository lacks).
+enum class GateState : uint8_t { kCovered, kStale, kUnknown, kPartial, kPending, kNotApplicable };
 std::string_view gate_state_name(GateState s);
 
 struct GateBackend {
@@ -26,21 +32,20 @@ struct Gate {
   std::string name;
   std::string requirement;
   std::vector<GateBackend> backends;
+  // Source the tests rest on beyond each backend's own folder, the shared backend files and core
+  // (gate_source_paths), as git glob pathspecs under src/; the mirrored tests/ paths are added.
+  std::vector<std::string> covers;
 };
 
 const std::vector<Gate>& conformance_gates();
 
-// One test binary's recorded run (tests/evidence_main.cc writes them).
+// The git glob pathspecs whose changes make a run's evidence for this gate and backend stale.
+std::vector<std::string> gate_source_paths(const Gate& gate, const std::string& backend);
+
+// One test binary's recorded run, and where it was read from.
 struct EvidenceFile {
   std::string path;  // as given to the loader (relative to the repository when committed)
-  std::string binary, commit, timestamp;
-  std::string cuda_device;  // empty when no CUDA device was present
-  // What the CUDA kernels were chosen for in that run ("sm_90a", "sm_86 (emulated on sm_90)",
-  // "+ PTX JIT" when the driver compiled every kernel from the embedded PTX); empty in files
-  // written before the field existed, and where no CUDA device was present.
-  std::string cuda_target;
-  std::string vulkan_device;  // "<name> (<type>, <driver>)"; empty when no Vulkan device was present
-  std::map<std::string, std::string> tests;  // name -> passed | failed | skipped
+  EvidenceRecord record;
 };
 
 // Reads every *.json under `dir` (missing dir: no evidence). Malformed files are errors.
@@ -51,12 +56,16 @@ struct GateStatus {
   std::string reason;
   std::string command;                  // what re-verifies it
   std::vector<std::string> evidence;    // files whose results were used
-  // CUDA targets (EvidenceFile::cuda_target), or Vulkan devices and drivers
-  // (EvidenceFile::vulkan_device), on which every test passed
+  // CUDA targets (EvidenceDevice::target), or Vulkan devices with their drivers
+  // (EvidenceDevice::device), on which every test passed; " (stale)" or " (unknown)" follows one
+  // whose freshest runs are not fresh
   std::vector<std::string> targets;
 };
 
-GateStatus evaluate_gate(const Gate& gate, const GateBackend& backend, const std::vector<EvidenceFile>& evidence);
+// Each test's proof is its freshest passing run with the backend present; `history` (may be null:
+// nothing is then fresh) decides freshness for gate_source_paths.
+GateStatus evaluate_gate(const Gate& gate, const GateBackend& backend, const std::vector<EvidenceFile>& evidence,
+                         const SourceHistory* history);
 
 // The command that runs exactly these tests for this backend.
 std::string gate_command(const GateBackend& backend);

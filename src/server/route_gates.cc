@@ -28,7 +28,10 @@ std::vector<std::string> RouteGates::open_gates(RouteFamily f) const {
   std::vector<std::string> open;
   for (const std::string& name : gates_of(f)) {
     const std::string status = statuses_.contains(name) ? statuses_[name].get<std::string>() : "missing";
-    if (status != "covered" && status != "not_applicable") open.push_back(name + " (" + status + ")");
+    // Stale and unknown gates have passing evidence too, for older code or code whose freshness
+    // cannot be told: the report says which; a rerun of the evidence, not a restart, makes them covered.
+    if (status != "covered" && status != "stale" && status != "unknown" && status != "not_applicable")
+      open.push_back(name + " (" + status + ")");
   }
   return open;
 }

@@ -1,7 +1,8 @@
 // Which routes the serving backend's recorded evidence qualifies. The capability report
 // (docs/backend-capability-report.json, built into the binary) says, per conformance gate and
 // backend, whether passing tests cover it; a route family is qualified on a backend when every
-// gate it rests on is covered there (or does not apply). The `stable` profile admits qualified
+// gate it rests on has passing evidence there (covered, or stale or unknown: passed on older code,
+// or code whose freshness cannot be told) or does not apply. The `stable` profile admits qualified
 // routes only; `experimental` also admits those still under qualification (docs/api.md, "Profiles").
 #pragma once
 
@@ -22,8 +23,8 @@ class RouteGates {
   static RouteGates from_report(const nlohmann::json& report, const std::string& backend);
   // The gates a family rests on, by name (the report's `gates[].name`).
   static const std::vector<std::string>& gates_of(RouteFamily f);
-  // Those of the family's gates that are neither covered nor not applicable on the backend,
-  // each with its status ("missing" when the report has no row for it): empty when qualified.
+  // Those of the family's gates without passing evidence (partial, pending) on the backend, each
+  // with its status ("missing" when the report has no row for it): empty when qualified.
   std::vector<std::string> open_gates(RouteFamily f) const;
   const std::string& backend() const { return backend_; }
 

@@ -2,6 +2,7 @@
 // with a message naming it, and generation agrees with the reference model's greedy choice.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/build_stamp.h"
 #include "model/safetensors.h"
 #include "test_util.h"
 
@@ -111,6 +113,23 @@ TEST(Cli, BenchDecodeSweepWithAdaptersCountsTheirBytes) {
   bad = kiln(base + "--adapters 2 --adapter-rank 0");
   EXPECT_NE(bad.code, 0);
   expect_mentions(bad, {"--adapter-rank"});
+}
+
+// The commit compiled into kiln (the same generated source this test binary links) is what
+// --version says and what a bench document records, with the native switches set.
+TEST(Cli, VersionAndBenchDocumentsCarryTheBuildStampAndSwitches) {
+  CommandResult v = kiln("--version");
+  EXPECT_EQ(v.code, 0);
+  EXPECT_EQ(v.out, "kiln 0.1.0 (" + build_stamp_label() + ")\n");
+  ::setenv("KILN_CUDA_PDL", "0", 1);  // a native switch: recorded beside the stamp
+  CommandResult b = kiln("bench --model " + std::string(KILN_FIXTURES_DIR) +
+                         "/reference/gqa_untied --decode-tokens 2 --repeats 1 --prompt-tokens 8");
+  ::unsetenv("KILN_CUDA_PDL");
+  ASSERT_EQ(b.code, 0) << b.out;
+  auto j = nlohmann::json::parse(b.out.substr(std::min(b.out.find('{'), b.out.size())), nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << b.out;
+  EXPECT_EQ(j["build"], build_stamp_json());
+  EXPECT_EQ(j["native_switches"]["KILN_CUDA_PDL"], "0");
 }
 
 // The first generated token is the argmax of transformers' logits for the prompt's last position.

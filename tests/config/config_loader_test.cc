@@ -238,7 +238,7 @@ TEST_F(ConfigLoader, UnknownVariablesOfAKnownSectionAreErrors) {
 }
 
 TEST_F(ConfigLoader, KilnVariablesOutsideTheSectionsAreIgnored) {
-  for (const char* name : {"KILN_HOME", "KILN_CONFIG", "KILN_EVIDENCE_DIR", "KILN_COMMIT", "KILN_CUDA_SYNC",
+  for (const char* name : {"KILN_HOME", "KILN_CONFIG", "KILN_EVIDENCE_DIR", "KILN_CUDA_TARGET", "KILN_CUDA_SYNC",
                            "KILN_TOKENIZER_DIR", "KILN_THREADS", "KILN_SERVERX", "KILN_SERVER", "KILN_"}) {
     EXPECT_FALSE(is_config_env_var(name)) << name;
     if (std::string(name) != "KILN_CONFIG") in_.env[name] = "not a config value";

@@ -1,9 +1,14 @@
 // A stand-in for case commands in runner tests: each mode misbehaves (or behaves) in one
 // specific way the runner must detect. Usage: qualify_case_helper MODE [ARGS...]
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -87,6 +92,27 @@ int main(int argc, char** argv) {
       fwrite(chunk.data(), 1, static_cast<size_t>(k), stdout);
       n -= k;
     }
+    return 0;
+  }
+  if (mode == "connect") {  // connect PORT: a TCP connection to 127.0.0.1:PORT; prints what happened
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(std::atoi(argv[2])));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      std::printf("connected\n");
+      return 0;
+    }
+    std::printf("not connected: %s\n", std::strerror(errno));
+    return 1;
+  }
+  if (mode == "limits") {  // limits: the process and data-segment rlimits the case runs under
+    rlimit n{}, d{};
+    getrlimit(RLIMIT_NPROC, &n);
+    getrlimit(RLIMIT_DATA, &d);
+    std::printf("nproc %llu data %llu\n", static_cast<unsigned long long>(n.rlim_cur),
+                static_cast<unsigned long long>(d.rlim_cur));
     return 0;
   }
   if (mode == "env") {  // env: print the environment

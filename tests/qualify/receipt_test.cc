@@ -25,12 +25,33 @@ struct BadReceipt {
 void PrintTo(const BadReceipt& b, std::ostream* os) { *os << b.name; }
 
 Json& q(Json& r) { return r["qualification"]; }
+
+// A version 2 receipt's sandbox with the network cut `how` (and `why`); limits by rlimit.
+Json sandbox(const char* how, const char* why) {
+  return {{"network", {{"policy", "forbidden"}, {"enforcement", how}, {"reason", why ? Json(why) : Json()}}},
+          {"processes", {{"limit", 4096}, {"enforcement", "rlimit"}, {"reason", nullptr}}},
+          {"memory", {{"limit_bytes", 1 << 30}, {"enforcement", "rlimit"}, {"reason", nullptr}}}};
+}
 Json& parity(Json& r) { return r["results"][0]; }
 
 const BadReceipt kBad[] = {
     {"unknown_key", [](Json& r) { r["signature"] = "x"; }, "$.signature", "unknown-key"},
     {"missing_notes", [](Json& r) { r.erase("notes"); }, "$.notes", "missing-key"},
-    {"schema_version", [](Json& r) { r["schema_version"] = 2; }, "$.schema_version", "schema-version"},
+    {"schema_version", [](Json& r) { r["schema_version"] = 3; }, "$.schema_version", "schema-version"},
+    {"v2_without_sandbox", [](Json& r) { r["schema_version"] = 2; }, "$.sandbox", "missing-key"},
+    {"sandbox_in_v1", [](Json& r) { r["sandbox"] = sandbox("network_namespace", nullptr); }, "$.sandbox", "unknown-key"},
+    {"sandbox_enforcement_unknown",
+     [](Json& r) {
+       r["schema_version"] = 2;
+       r["sandbox"] = sandbox("firewall", nullptr);
+     },
+     "$.sandbox.network.enforcement", "enum"},
+    {"sandbox_unenforced_without_reason",
+     [](Json& r) {
+       r["schema_version"] = 2;
+       r["sandbox"] = sandbox("unenforced", nullptr);
+     },
+     "$.sandbox.network.reason", "unenforced-reason"},
     {"receipt_id_upper", [](Json& r) { r["receipt_id"] = "Receipt-1"; }, "$.receipt_id", "receipt-id"},
     {"created_before_finished", [](Json& r) { r["created_at_utc"] = "2026-07-28T14:00:05Z"; }, "$.created_at_utc", "timestamp-order"},
     {"finished_before_started",
@@ -120,6 +141,29 @@ TEST(Receipt, NonFiniteNumbersAreRejectedByTheParser) {
   EXPECT_TRUE(c.issues.has("$.results[0].metrics[2].value", "json")) << c.issues.to_string();
 }
 
+TEST(Receipt, RequireEnforcedHoldsOnlyWhereTheCasesRanWithoutNetwork) {
+  auto enforced_issues = [](const Json& r) {
+    ReceiptCheck c = check_receipt_text(r.dump());
+    EXPECT_TRUE(c.issues.empty()) << c.issues.to_string();
+    ReceiptRequirements req;
+    req.enforced = true;
+    check_receipt_requirements(c.receipt, req, "/nonexistent", c.issues);
+    return c.issues;
+  };
+  Json v1 = testing::cpu_receipt();
+  EXPECT_TRUE(enforced_issues(v1).has("$.sandbox", "enforced")) << "a receipt from before sandboxing enforced nothing";
+  Json r = v1;
+  r["schema_version"] = 2;
+  r["sandbox"] = sandbox("unenforced", "unshare(CLONE_NEWNET): Operation not permitted");
+  const Issues open = enforced_issues(r);
+  ASSERT_TRUE(open.has("$.sandbox.network.enforcement", "enforced")) << open.to_string();
+  EXPECT_NE(open.to_string().find("Operation not permitted"), std::string::npos) << open.to_string();
+  for (const char* how : {"network_namespace", "user_namespace"}) {
+    r["sandbox"] = sandbox(how, nullptr);
+    EXPECT_TRUE(enforced_issues(r).empty()) << how;
+  }
+}
+
 TEST(CommittedReceipts, ValidateWithRequireKnownCommit) {
   namespace fs = std::filesystem;
   // A copy of the tree without its history (the accelerator machine gets one) cannot know commits.
@@ -132,7 +176,7 @@ TEST(CommittedReceipts, ValidateWithRequireKnownCommit) {
     ++seen;
     ReceiptCheck c = check_receipt_text(testing::read_text(e.path().string()));
     EXPECT_TRUE(c.issues.empty()) << e.path() << ":\n" << c.issues.to_string();
-    check_receipt_requirements(c.receipt, {false, false, true}, KILN_SOURCE_DIR, c.issues);
+    check_receipt_requirements(c.receipt, {false, false, true, false}, KILN_SOURCE_DIR, c.issues);
     EXPECT_TRUE(c.issues.empty()) << e.path() << ":\n" << c.issues.to_string();
     // The workload the receipt names is still committed with the same bytes.
     std::string workload = std::string(KILN_SOURCE_DIR) + "/qualification/workloads/" + c.receipt.workload_id + ".json";
@@ -169,32 +213,46 @@ class ReceiptRequirementsTest : public ::testing::Test {
 };
 
 TEST_F(ReceiptRequirementsTest, FreshRunMeetsAllRequirements) {
-  Issues i = check({true, true, true});
+  Issues i = check({true, true, true, false});
   EXPECT_TRUE(i.empty()) << i.to_string();
+}
+
+// The runner records how the sandbox held, as this platform allows it.
+TEST_F(ReceiptRequirementsTest, AFreshReceiptRecordsTheSandbox) {
+  ASSERT_TRUE(receipt_.sandbox.is_object());
+  const SandboxPlan plan = plan_sandbox({});
+  EXPECT_EQ(receipt_.sandbox.find("network")->find("policy")->string, "forbidden");
+  EXPECT_EQ(receipt_.sandbox.find("network")->find("enforcement")->string, plan.network.how);
+  EXPECT_EQ(receipt_.sandbox.find("processes")->find("limit")->number, 4096);
+  EXPECT_EQ(receipt_.sandbox.find("processes")->find("enforcement")->string, plan.processes.how);
+  EXPECT_TRUE(receipt_.sandbox.find("memory")->find("limit_bytes")->is_null()) << "the runner's default asks no memory bound";
+  ReceiptRequirements req;
+  req.enforced = true;
+  EXPECT_EQ(check(req).empty(), plan.network.enforced());
 }
 
 TEST_F(ReceiptRequirementsTest, UnknownCommitFails) {
   receipt_.git_commit = std::string(40, 'f');
-  EXPECT_TRUE(check({false, false, true}).has("$.source.git_commit", "known-commit"));
+  EXPECT_TRUE(check({false, false, true, false}).has("$.source.git_commit", "known-commit"));
 }
 
 TEST_F(ReceiptRequirementsTest, ChangedSourceFailsCurrentSourceButCommittingAReceiptDoesNot) {
   repo_.write("qualification/receipts/r.json", "{}");
   repo_.commit_all("a receipt is evidence, not source");
-  EXPECT_TRUE(check({true, false, false}).empty());
+  EXPECT_TRUE(check({true, false, false, false}).empty());
   repo_.write("src/a.txt", "changed\n");
-  EXPECT_TRUE(check({true, false, false}).has("$.source", "current-source"));
+  EXPECT_TRUE(check({true, false, false, false}).has("$.source", "current-source"));
   repo_.commit_all("new source");
-  EXPECT_TRUE(check({true, false, false}).has("$.source.tree_hash", "current-source"));
+  EXPECT_TRUE(check({true, false, false, false}).has("$.source.tree_hash", "current-source"));
 }
 
 TEST_F(ReceiptRequirementsTest, AlteredOrMissingArtifactFails) {
   ASSERT_FALSE(receipt_.artifacts.empty());
   std::string first = repo_.path(receipt_.artifacts[0].path);
   std::ofstream(first, std::ios::app) << "tampered";
-  EXPECT_TRUE(check({false, true, false}).has("$.artifacts[0].sha256", "local-artifact"));
+  EXPECT_TRUE(check({false, true, false, false}).has("$.artifacts[0].sha256", "local-artifact"));
   std::filesystem::remove(first);
-  EXPECT_TRUE(check({false, true, false}).has("$.artifacts[0].path", "local-artifact"));
+  EXPECT_TRUE(check({false, true, false, false}).has("$.artifacts[0].path", "local-artifact"));
 }
 
 }  // namespace

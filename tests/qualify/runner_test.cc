@@ -133,7 +133,7 @@ TEST_F(RunnerTest, PassingRunWritesAValidReceiptWithEvidence) {
   // Every artifact is local evidence under the run directory, and the strict check holds.
   EXPECT_GE(r.artifacts.size(), 4u);
   Issues issues;
-  check_receipt_requirements(r, {true, true, true}, repo_.root(), issues);
+  check_receipt_requirements(r, {true, true, true, false}, repo_.root(), issues);
   EXPECT_TRUE(issues.empty()) << issues.to_string();
 }
 

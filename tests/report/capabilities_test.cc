@@ -4,17 +4,20 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "backend/native_switches.h"
 #include "backend/registry.h"
 
 namespace kiln {
 namespace {
 
-std::pair<int, std::string> kiln_cmd(const std::string& args) {
-  std::string cmd = std::string(KILN_BINARY_PATH) + " " + args + " 2>&1";
+// Runs kiln with `args`, after `prefix` (an `env ...` changing its environment) when given.
+std::pair<int, std::string> kiln_cmd(const std::string& args, const std::string& prefix = "") {
+  std::string cmd = (prefix.empty() ? "" : prefix + " ") + std::string(KILN_BINARY_PATH) + " " + args + " 2>&1";
   std::string out;
   FILE* p = popen(cmd.c_str(), "r");
   char buf[4096];
@@ -82,8 +85,27 @@ TEST(Capabilities, CheckedInReportIsFresh) {
         GTEST_SKIP() << "SKIPPED: the checked-in report is the rendering of a build with Vulkan on lavapipe";
     }
   const std::string src = KILN_SOURCE_DIR;
-  auto [code, out] = kiln_cmd("capabilities --evidence " + src + "/evidence --check " + src + "/docs");
+  // The checked-in report is rendered with every native switch at its default, whatever this
+  // process's environment sets.
+  std::string unset;
+  for (const NativeSwitch& s : native_switches()) unset += " -u " + std::string(switch_variable(s));
+  auto [code, out] = kiln_cmd("capabilities --evidence " + src + "/evidence --check " + src + "/docs", "env" + unset);
   EXPECT_EQ(code, 0) << out;
+}
+
+TEST(Capabilities, TheReportListsEveryNativeSwitchWithTheValueInEffect) {
+  auto [code, out] = kiln_cmd("capabilities --json --evidence /nonexistent", "env -u KILN_VULKAN_PROFILE KILN_CUDA_GEMV=0");
+  ASSERT_EQ(code, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["native_switches"].size(), native_switches().size());
+  std::map<std::string, nlohmann::json> in_effect;
+  for (const auto& s : j["native_switches"]) in_effect[s["variable"]] = s["in_effect"];
+  EXPECT_EQ(in_effect.at("KILN_CUDA_GEMV"), "0");
+  EXPECT_TRUE(in_effect.at("KILN_VULKAN_PROFILE").is_null());
+  // Never into the checked-in report.
+  auto [refused, why] = kiln_cmd("capabilities --evidence /nonexistent --write /nonexistent", "env KILN_CUDA_PDL=0");
+  EXPECT_NE(refused, 0);
+  EXPECT_NE(why.find("native switches are set (KILN_CUDA_PDL=0)"), std::string::npos) << why;
 }
 
 }  // namespace

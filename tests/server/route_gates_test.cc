@@ -36,6 +36,13 @@ TEST(RouteGates, CoveredOrNotApplicableGatesQualifyAndOthersAreNamedWithTheirSta
   EXPECT_EQ(g.open_gates(RouteFamily::kTraining), std::vector<std::string>{"optimizer_parity (failed)"});
 }
 
+TEST(RouteGates, StaleOrUnknownGatesHavePassingEvidenceAndQualify) {
+  EXPECT_TRUE(RouteGates::from_report(report("cuda", "stale"), "cuda").open_gates(RouteFamily::kInference).empty());
+  EXPECT_TRUE(RouteGates::from_report(report("cuda", "unknown"), "cuda").open_gates(RouteFamily::kTraining).empty());
+  const RouteGates g = RouteGates::from_report(report("cuda", "stale", "device_op_parity", "partial"), "cuda");
+  EXPECT_EQ(g.open_gates(RouteFamily::kInference), std::vector<std::string>{"device_op_parity (partial)"});
+}
+
 TEST(RouteGates, ABackendOrGateTheReportLacksIsMissing) {
   const RouteGates g = RouteGates::from_report(report("cpu", "covered"), "vulkan");
   EXPECT_EQ(g.backend(), "vulkan");

@@ -97,6 +97,9 @@ class CudaBackend final : public Backend {
                       (t.emulated.empty() ? std::string() : ", emulating " + t.emulated) +
                       (ctx->budget ? std::string(", limited to ") + format_gib(ctx->budget->limit().limit_bytes) : "") +
                       ")";
+    // The driver's CUDA version ("CUDA 13.0"): what evidence and receipts record of the driver.
+    if (int v = 0; cudaDriverGetVersion(&v) == cudaSuccess && v > 0)
+      id_.driver = "CUDA " + std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
     id_.device = Device{DeviceKind::kCuda, ctx->device};
     id_.threads = 1;
   }

@@ -2,7 +2,7 @@
 // mechanism (a suspected one ruled out without a rebuild) and the knobs a user may need. Variants
 // that lost on every target measured are deleted, not switched; a variant that wins on some
 // target or shape is that target's dispatch choice (docs/decisions.md).
-// Every switch, its values and what it does: tuning_switches.cc (rendered into docs/cuda.md).
+// Every switch, its values and what it does: backend/native_switches.cc (rendered into docs/cuda.md).
 #pragma once
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 namespace kiln::cuda {
 
 struct Tuning {
-  // Kill switches and knobs, read from the environment (tuning_switches.cc lists them).
+  // Kill switches and knobs, read from the environment (backend/native_switches.cc lists them).
   bool gemv = true;
   bool skinny = true;
   bool gemm_autotune = true;  // cuBLASLt candidates and kernel choices timed (kernel_timing.h)

@@ -1,9 +1,10 @@
 // cuda_latency_bench: the hardware latency cases of latency_cases.h on the CUDA device. Prints a
 // table (median, p90, roofline bound per case) and, with
-//   --json PATH    writes the result artifact {"device", "driver", "commit", "time", "roofline", "cases": [...]};
+//   --json PATH    writes the result artifact {"device", "driver", "commit", "build", "time", "roofline", "cases": [...]};
 //   --lock PATH    writes a thresholds file locking each case at its median x 1.25, with the run's provenance;
 //   --check PATH   compares the run with a thresholds file and exits 1 naming every case over its threshold.
-// Without a CUDA device it prints SKIPPED and exits 0. The commit is $KILN_COMMIT, else git's HEAD.
+// Without a CUDA device it prints SKIPPED and exits 0. The commit is the one compiled into the binary
+// (core/build_stamp.h; `build` adds whether it was built from uncommitted changes).
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "backend/cuda/latency_cases.h"
+#include "core/build_stamp.h"
 #include "backend/registry.h"
 
 namespace {
@@ -73,8 +75,7 @@ int main(int argc, char** argv) {
   Backend& be = *created.value();
   const std::string device = be.identity().device_name;
   const std::string driver = command_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1");
-  std::string commit = std::getenv("KILN_COMMIT") ? std::getenv("KILN_COMMIT") : "";
-  if (commit.empty()) commit = command_output("git -C '" KILN_SOURCE_DIR "' rev-parse HEAD 2>/dev/null");
+  const std::string commit(build_stamp().commit);
   char stamp[32];
   std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
@@ -119,13 +120,14 @@ int main(int argc, char** argv) {
                              {"how", "device-to-device copy of 1 GiB (read + write bytes); linear-facet matmul 4096x4096x4096, bf16 weights, f32 x"}};
   if (!json_path.empty() &&
       !write_json(json_path, {{"schema", "kiln.cuda-latency/1"}, {"device", device}, {"driver", driver}, {"commit", commit},
-                              {"time", stamp}, {"command", command}, {"roofline", roofline}, {"cases", cases}}))
+                              {"build", build_stamp_json()}, {"time", stamp}, {"command", command}, {"roofline", roofline}, {"cases", cases}}))
     return 2;
   if (!lock_path.empty() &&
       !write_json(lock_path, {{"schema", "kiln.latency-thresholds/1"},
                               {"headroom", latency::kHeadroom},
                               {"rule", "threshold_us = measured_median_us x 1.25: 25% headroom over the median of the locked run"},
-                              {"provenance", {{"device", device}, {"driver", driver}, {"commit", commit}, {"date", stamp}, {"command", command}}},
+                              {"provenance", {{"device", device}, {"driver", driver}, {"commit", commit}, {"build", build_stamp_json()},
+                                              {"date", stamp}, {"command", command}}},
                               {"cases", locked}}))
     return 2;
   if (failed) return 2;
