@@ -9,6 +9,7 @@
 
 #include "backend/device_test_util.h"
 #include "backend/registry.h"
+#include "forwarding_backend.h"
 
 namespace kiln::testing {
 
@@ -70,7 +71,7 @@ class RoundedKvCache final : public AttentionFacet {
 };
 
 // The CPU backend with a device's GEMM input rounding and K/V cache dtype.
-class CpuWithDeviceNumerics final : public Backend {
+class CpuWithDeviceNumerics final : public ForwardingBackend {
  public:
   struct Options {
     bool round_gemm_inputs = true;
@@ -79,23 +80,14 @@ class CpuWithDeviceNumerics final : public Backend {
     DType kv = DType::kF32;
   };
   explicit CpuWithDeviceNumerics(const Options& o)
-      : cpu_(std::move(create_backend("cpu").value())), linear_(cpu_->linear(), o.gemm_dtype, o.gemm_min_rows),
-        attention_(cpu_->attention(), o.kv), round_gemm_inputs_(o.round_gemm_inputs) {}
-  const BackendIdentity& identity() const override { return cpu_->identity(); }
-  const BackendCapabilities& capabilities() const override { return cpu_->capabilities(); }
-  StorageFacet& storage() override { return cpu_->storage(); }
-  LinearFacet& linear() override { return round_gemm_inputs_ ? linear_ : cpu_->linear(); }
-  NormFacet& norm() override { return cpu_->norm(); }
+      : ForwardingBackend(std::move(create_backend("cpu").value())),
+        linear_(inner().linear(), o.gemm_dtype, o.gemm_min_rows),
+        attention_(inner().attention(), o.kv),
+        round_gemm_inputs_(o.round_gemm_inputs) {}
+  LinearFacet& linear() override { return round_gemm_inputs_ ? linear_ : inner().linear(); }
   AttentionFacet& attention() override { return attention_; }
-  ConvFacet& conv() override { return cpu_->conv(); }
-  GdnFacet& gdn() override { return cpu_->gdn(); }
-  ElementwiseFacet& elementwise() override { return cpu_->elementwise(); }
-  SamplingFacet& sampling() override { return cpu_->sampling(); }
-  TrainingFacet& training() override { return cpu_->training(); }
-  OptimizerFacet& optimizer() override { return cpu_->optimizer(); }
 
  private:
-  std::unique_ptr<Backend> cpu_;
   RoundedGemmInputs linear_;
   RoundedKvCache attention_;
   bool round_gemm_inputs_;

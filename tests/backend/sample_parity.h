@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/device_test_util.h"
 #include "backend/sampling_math.h"
 
 namespace kiln::testing {
@@ -174,6 +175,28 @@ inline std::vector<SampleRow> sample_tie_rows(Tensor& logits, int64_t per_case, 
     x.u = next_u(g);
   }
   return rows;
+}
+
+// Logits on the host, a row count that does not match and a negative temperature are refused
+// by a device backend's `sample`, each naming what is wrong; valid rows then sample.
+inline void expect_sample_refusals_name_the_problem(Backend& be) {
+  Tensor logits = random_tensor({2, 100}, 3);
+  std::vector<SampleRow> rows(2);
+  Tensor ids = Tensor::empty({2}, DType::kI32), lp = Tensor::empty({2}, DType::kF32);
+  Status s = be.sampling().sample({logits, rows, ids, lp});
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'logits'"), std::string::npos) << s.to_string();
+  Tensor dl = to_device(be, logits);
+  s = be.sampling().sample({dl, std::span<const SampleRow>(rows).first(1), ids, lp});
+  EXPECT_NE(s.message().find("1 sample rows for 2 logits rows"), std::string::npos) << s.to_string();
+  rows[1].temperature = -0.5f;
+  s = be.sampling().sample({dl, rows, ids, lp});
+  EXPECT_NE(s.message().find("row 1: temperature"), std::string::npos) << s.to_string();
+  rows[1].temperature = 1.f;
+  Tensor dev_ids = be.storage().allocate({2}, DType::kI32).value();
+  s = be.sampling().sample({dl, rows, dev_ids, lp});
+  EXPECT_NE(s.message().find("'ids'"), std::string::npos) << s.to_string();
+  EXPECT_TRUE(be.sampling().sample({dl, rows, ids, lp}).ok());
 }
 
 }  // namespace kiln::testing

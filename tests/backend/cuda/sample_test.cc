@@ -121,23 +121,7 @@ TEST(CudaSample, TiesAndInfinities) {
 // wrong; an oversized vocabulary is declined with its reason.
 TEST(CudaSample, BadInputNamesTheProblem) {
   KILN_CUDA_OR_SKIP(be);
-  Tensor logits = random_tensor({2, 100}, 3);
-  std::vector<SampleRow> rows(2);
-  Tensor ids = Tensor::empty({2}, DType::kI32), lp = Tensor::empty({2}, DType::kF32);
-  Status s = be->sampling().sample({logits, rows, ids, lp});
-  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("'logits'"), std::string::npos) << s.to_string();
-  Tensor dl = to_device(*be, logits);
-  s = be->sampling().sample({dl, std::span<const SampleRow>(rows).first(1), ids, lp});
-  EXPECT_NE(s.message().find("1 sample rows for 2 logits rows"), std::string::npos) << s.to_string();
-  rows[1].temperature = -0.5f;
-  s = be->sampling().sample({dl, rows, ids, lp});
-  EXPECT_NE(s.message().find("row 1: temperature"), std::string::npos) << s.to_string();
-  rows[1].temperature = 1.f;
-  Tensor dev_ids = be->storage().allocate({2}, DType::kI32).value();
-  s = be->sampling().sample({dl, rows, dev_ids, lp});
-  EXPECT_NE(s.message().find("'ids'"), std::string::npos) << s.to_string();
-  EXPECT_TRUE(be->sampling().sample({dl, rows, ids, lp}).ok());
+  testing::expect_sample_refusals_name_the_problem(*be);
   // A vocabulary whose penalty bitmap outgrows shared memory is declined, saying so.
   const Support big = be->sampling().supports(SampleRequest{1, int64_t{100} << 20, false});
   EXPECT_FALSE(big.runs_natively());
