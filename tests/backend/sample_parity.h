@@ -128,6 +128,21 @@ inline std::vector<SampleRow> mixed_sample_rows(int64_t n, int64_t V, std::vecto
   return rows;
 }
 
+// n rows of V random logits, every third with a peak (so that top-p and min-p keep a handful of
+// tokens), and their mixed_sample_rows (`seen` holds the rows' token lists).
+struct MixedSampleCase {
+  Tensor logits;
+  std::vector<std::vector<int32_t>> seen;
+  std::vector<SampleRow> rows;
+};
+inline MixedSampleCase mixed_sample_case(int64_t n, int64_t V, std::mt19937_64& g) {
+  MixedSampleCase c;
+  c.logits = random_tensor({n, V}, 77 + static_cast<uint32_t>(V), 2.f);
+  for (int64_t r = 0; r < n; r += 3) c.logits.data<float>()[r * V + (r * 7919) % V] += 12.f;
+  c.rows = mixed_sample_rows(n, V, c.seen, g);
+  return c;
+}
+
 // Rows of ties and infinities: all logits equal, four distinct values, half -inf, one finite
 // logit, each under top-k, top-p and min-p settings, `per_case` rows a case.
 struct SampleTieCase {

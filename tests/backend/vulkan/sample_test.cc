@@ -52,17 +52,13 @@ TEST(VulkanSample, MatchesCpuOnMixedRows) {
   std::mt19937_64 g(1234);
   for (int64_t V : {int64_t{248320}, int64_t{1000}, int64_t{37}}) {
     const int64_t n = V > 100000 ? 24 : 192;  // every combination (96) twice where the rows are short
-    Tensor logits = random_tensor({n, V}, 77 + static_cast<uint32_t>(V), 2.f);
-    // A few confident rows: a peak, so that top-p and min-p keep a handful of tokens.
-    for (int64_t r = 0; r < n; r += 3) logits.data<float>()[r * V + (r * 7919) % V] += 12.f;
-    std::vector<std::vector<int32_t>> seen;
-    const std::vector<SampleRow> rows = testing::mixed_sample_rows(n, V, seen, g);
-    const SampleOutcome want = run_sample(*ref, logits, rows);
-    Tensor dl = to_device(*be, logits);
-    const SampleOutcome got = run_sample(*be, dl, rows);
-    expect_match(got, want, logits, rows, "V=" + std::to_string(V));
+    const testing::MixedSampleCase c = testing::mixed_sample_case(n, V, g);
+    const SampleOutcome want = run_sample(*ref, c.logits, c.rows);
+    Tensor dl = to_device(*be, c.logits);
+    const SampleOutcome got = run_sample(*be, dl, c.rows);
+    expect_match(got, want, c.logits, c.rows, "V=" + std::to_string(V));
     // The same call again gives the same tokens (no order-dependent sums).
-    const SampleOutcome again = run_sample(*be, dl, rows);
+    const SampleOutcome again = run_sample(*be, dl, c.rows);
     EXPECT_EQ(again.ids, got.ids) << "V=" << V;
     EXPECT_EQ(again.logprobs, got.logprobs) << "V=" << V;
   }

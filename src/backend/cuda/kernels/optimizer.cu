@@ -2,6 +2,7 @@
 
 #include "backend/cuda/kernels/launch.h"
 #include "backend/cuda/kernels/optimizer.h"
+#include "backend/cuda/kernels/reduce.cuh"
 
 namespace kiln::cuda {
 
@@ -16,17 +17,6 @@ constexpr int kNormBlocks = 256;          // partial sums of |b|^2, reduced by t
 constexpr int kTile = 16;                 // Gram and polynomial tiles: 16 x 16 threads
 constexpr int kApplyK = 32, kApplyI = 8;  // the update's tile: 8 rows of the iterate x 32 columns
 constexpr double kA = 3.4445, kB = -4.7750, kC = 2.0315;  // cpu/optimizer.cc's Newton-Schulz-5
-
-__device__ __forceinline__ double block_sum_double(double v, double* scratch) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  double t = lane < warps ? scratch[lane] : 0.0;
-  for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-  return t;
-}
 
 __global__ void sgd_kernel(SgdParams p) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.n;
@@ -90,7 +80,7 @@ __global__ void muon_momentum_kernel(MuonGroup g, size_t stride, size_t b_off, s
     b[i] = v;
     ss += static_cast<double>(v) * v;
   }
-  ss = block_sum_double(ss, scratch);
+  ss = block_sum(ss, scratch);
   if (threadIdx.x == 0) at<double>(g.scratch, stride, mat, partial_off)[blockIdx.x] = ss;
 }
 

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "backend/cuda/kernels/launch.h"
+#include "backend/cuda/kernels/reduce.cuh"
 #include "backend/cuda/kernels/sum_squares.h"
 
 namespace kiln::cuda {
@@ -16,18 +17,6 @@ struct Group {
   const float* data[kGroup] = {};
   int64_t n[kGroup] = {};
 };
-
-// Sum over the block in a fixed tree (any multiple of 32 threads); every thread gets the result.
-__device__ __forceinline__ double block_sum(double v, double* scratch) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  double t = lane < warps ? scratch[lane] : 0.0;
-  for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-  return t;
-}
 
 // Grid (kSumSquaresBlocks, group count): block b of tensor i sums the squares of the elements
 // b, b + stride, ... into partial[(first + i) * kSumSquaresBlocks + b].
