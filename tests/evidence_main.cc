@@ -5,45 +5,35 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
-#include "backend/native_switches.h"
-#include "core/build_stamp.h"
 #include "report/evidence_record.h"
 
 namespace {
 
 class EvidenceRecorder : public ::testing::EmptyTestEventListener {
  public:
-  EvidenceRecorder(std::string dir, std::string binary) : dir_(std::move(dir)) { record_.binary = std::move(binary); }
+  EvidenceRecorder(std::string dir, std::string binary) : dir_(std::move(dir)), binary_(std::move(binary)) {}
 
   void OnTestEnd(const ::testing::TestInfo& t) override {
     const auto* r = t.result();
     std::string state = r->Skipped() ? "skipped" : r->Passed() ? "passed" : "failed";
-    record_.tests[std::string(t.test_suite_name()) + "." + t.name()] = state;
+    tests_[std::string(t.test_suite_name()) + "." + t.name()] = state;
   }
 
   void OnTestProgramEnd(const ::testing::UnitTest&) override {
-    const kiln::BuildStamp stamp = kiln::build_stamp();
-    record_.commit = std::string(stamp.commit);
-    record_.dirty = stamp.dirty;
-    record_.stamped = true;
-    char when[32];
-    std::time_t now = std::time(nullptr);
-    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    record_.timestamp = when;
-    record_.devices = kiln::present_devices();
-    record_.switches = kiln::native_switches_in_effect();
+    kiln::EvidenceRecord run = kiln::this_run(binary_);
+    run.tests = std::move(tests_);
     std::filesystem::create_directories(dir_);
-    std::ofstream(dir_ + "/" + record_.binary + ".json") << kiln::evidence_record_json(record_).dump(1) << "\n";
+    std::ofstream(dir_ + "/" + binary_ + ".json") << kiln::evidence_record_json(run).dump(1) << "\n";
   }
 
  private:
-  std::string dir_;
-  kiln::EvidenceRecord record_;
+  std::string dir_, binary_;
+  std::map<std::string, std::string> tests_;
 };
 
 }  // namespace

@@ -19,7 +19,7 @@ namespace {
 
 struct CapOpts {
   bool json = false, canonical = false;
-  std::string backend, model, evidence = "evidence", write_dir, check_dir, as_of;
+  std::string backend, model, evidence = "evidence", write_dir, check_dir, as_of, record;
 };
 
 std::string slurp(const std::string& path) {
@@ -40,6 +40,16 @@ Status run(const CapOpts& o) {
   }
   ro.evidence_dir = o.evidence;
   ro.only_backend = o.backend;
+  if (!o.record.empty()) {
+    if (o.backend.empty()) return invalid_argument("--record needs --backend: the backend whose section to record");
+    KILN_ASSIGN_OR_RETURN(BackendRecord rec, record_backend(o.backend, ro));
+    std::ofstream out(o.record);
+    out << backend_record_json(rec).dump(1) << "\n";
+    if (!out) return io_error(o.record + ": write failed");
+    std::fprintf(stderr, "recorded the %s section (%s) in %s\n", o.backend.c_str(),
+                 rec.run.device(o.backend) ? rec.run.device(o.backend)->device.c_str() : "?", o.record.c_str());
+    return {};
+  }
   if (!o.write_dir.empty() || !o.check_dir.empty()) {
     // The checked-in report is rendered with every native switch at its default.
     std::string set;
@@ -102,6 +112,10 @@ void add_capabilities_command(CLI::App& app) {
   cmd->add_flag("--canonical", o->canonical, "Leave out what differs between machines (device names, live counters)");
   cmd->add_option("--write", o->write_dir, "Write backend-capability-report.{md,json} (canonical) into this folder");
   cmd->add_option("--check", o->check_dir, "Exit 1 unless the report files in this folder equal a fresh canonical report");
+  cmd->add_option("--record", o->record,
+                  "Write the --backend's section (capabilities, facet support, support audit, fallback policy) as "
+                  "this machine's device answers it, with this build's commit, to this file: evidence for reports "
+                  "generated where the device is absent");
   cmd->add_option("--as-of", o->as_of,
                   "Judge evidence freshness at this commit; default HEAD, or with --check the commit the checked-in "
                   "report names");

@@ -5,6 +5,7 @@
 #include "backend/fallback.h"
 #include "backend/native_switches.h"
 #include "backend/registry.h"
+#include "report/backend_record.h"
 #include "report/gates.h"
 #include "report/support_audit.h"
 
@@ -120,17 +121,61 @@ json capabilities_json(const BackendCapabilities& c) {
   };
 }
 
+// A live backend's entry: capabilities, facet support and the support audit's counts.
+json live_section(Backend& be, const ModelConfig& model, const std::vector<AuditRow>& audit) {
+  return {{"capabilities", capabilities_json(be.capabilities())},
+          {"facet_support", facet_support(be, model)},
+          {"support_audit", {{"cases", audit.size()}, {"mismatches", count_mismatches(audit)}}}};
+}
+
+json policy_row(const std::string& backend, const FallbackPolicy& f) {
+  return {{"backend", backend},
+          {"generic_op", std::string(fallback_mode_name(f.generic_op))},
+          {"decode_hot_path", std::string(fallback_mode_name(f.decode_hot_path))},
+          {"training_optimizer", std::string(fallback_mode_name(f.training_optimizer))}};
+}
+
+// The sources whose changes make a backend's recorded section stale: its own folder and the
+// backend layer's shared headers (facets, requests, capabilities).
+std::vector<std::string> record_source_paths(const std::string& backend) {
+  return {"src/backend/" + backend + "/**", "src/backend/*"};
+}
+
+// The newest record of `backend` made for the same model shapes (ties: the first by path).
+const BackendRecord* latest_record(const std::vector<BackendRecord>& records, const std::string& backend,
+                                   const std::string& model_shapes) {
+  const BackendRecord* best = nullptr;
+  for (const BackendRecord& r : records)
+    if (r.backend == backend && r.model_shapes == model_shapes && (!best || r.run.timestamp > best->run.timestamp))
+      best = &r;
+  return best;
+}
+
 }  // namespace
+
+Result<BackendRecord> record_backend(const std::string& name, const ReportOptions& opts) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, create_backend(name));
+  BackendRecord r;
+  r.run = this_run("kiln");
+  r.backend = name;
+  r.model_shapes = opts.model_label;
+  r.section = live_section(*be, opts.model, audit_support(*be));
+  r.fallback_policy = policy_row(name, be->capabilities().fallback);
+  return r;
+}
 
 Result<json> build_capability_report(const ReportOptions& opts) {
   KILN_ASSIGN_OR_RETURN(std::vector<EvidenceFile> evidence, load_evidence(opts.evidence_dir));
+  KILN_ASSIGN_OR_RETURN(std::vector<BackendRecord> records, load_backend_records(opts.evidence_dir));
   json report;
   report["schema"] = "kiln.capability-report/1";
   report["generated_by"] = "kiln capabilities" + std::string(opts.canonical ? " --canonical" : "");
   report["model_shapes"] = opts.model_label;
   report["read_this_first"] = json::array({
       json{{"question", "Which backends does this binary have?"},
-           {"answer", "'backends': each is built or not_built, with how it was compiled."}},
+           {"answer", "'backends': each is built or not_built, with how it was compiled; a built backend whose "
+                      "device is absent here shows the section recorded where it was present ('recorded': the "
+                      "file, the build that recorded it, the device, and whether it is fresh at 'evidence_as_of')."}},
       json{{"question", "Can this exact operation run natively?"},
            {"answer", "'facet_support' asks each built backend's own predicate on typed requests of the model's "
                       "shapes; the answer can still depend on dtype, shape, layout and batch."}},
@@ -162,35 +207,55 @@ Result<json> build_capability_report(const ReportOptions& opts) {
     }
     auto created = create_backend(entry.name);
     if (!created.ok()) {
-      // The driver's own words differ between machines without the device; the canonical
-      // report keeps only the fact.
-      b["status"] = "built, not evaluated";
-      if (!opts.canonical) b["reason"] = created.status().message();
-      open_work.push_back({{"kind", "backend"}, {"item", entry.name},
-                           {"what_remains", "evaluated only where its device is present" +
-                                                (opts.canonical ? std::string() : ": " + created.status().message())}});
+      const BackendRecord* rec = latest_record(records, entry.name, opts.model_label);
+      if (rec == nullptr) {
+        // The driver's own words differ between machines without the device; the canonical
+        // report keeps only the fact.
+        b["status"] = "built, not evaluated";
+        if (!opts.canonical) b["reason"] = created.status().message();
+        open_work.push_back({{"kind", "backend"}, {"item", entry.name},
+                             {"what_remains", "evaluated only where its device is present" +
+                                                  (opts.canonical ? std::string() : ": " + created.status().message())}});
+        backends.push_back(b);
+        continue;
+      }
+      const EvidenceDevice* d = rec->run.device(entry.name);
+      const FreshnessVerdict fresh = evidence_freshness(rec->run, record_source_paths(entry.name), opts.history);
+      const std::string freshness = fresh.state == Freshness::kFresh   ? "fresh"
+                                    : fresh.state == Freshness::kStale ? "stale"
+                                                                       : "unknown";
+      b["status"] = "recorded";
+      b["recorded"] = {{"file", rec->path},       {"commit", rec->run.commit},
+                       {"dirty", rec->run.dirty}, {"timestamp_utc", rec->run.timestamp},
+                       {"device", d ? d->device : ""}, {"driver", d ? d->driver : ""},
+                       {"target", d ? d->target : ""}, {"freshness", freshness}, {"why", fresh.why}};
+      for (const char* key : {"capabilities", "facet_support", "support_audit"})
+        if (rec->section.contains(key)) b[key] = rec->section[key];
+      if (fresh.state != Freshness::kFresh)
+        open_work.push_back({{"kind", "backend"}, {"item", entry.name},
+                             {"what_remains", "recorded in " + rec->path + ", " + freshness + ": " + fresh.why}});
+      if (b.value("support_audit", json::object()).value("mismatches", 0) > 0)
+        open_work.push_back({{"kind", "support mismatch"}, {"item", entry.name},
+                             {"what_remains", "the recorded support audit found mismatches (" + rec->path + ")"}});
+      policies.push_back(rec->fallback_policy);
       backends.push_back(b);
       continue;
     }
     Backend& be = *created.value();
     b["status"] = "evaluated";
     if (!opts.canonical) b["device"] = be.identity().device_name;
-    b["capabilities"] = capabilities_json(be.capabilities());
-    b["facet_support"] = facet_support(be, opts.model);
     auto audit = audit_support(be);
-    b["support_audit"] = {{"cases", audit.size()}, {"mismatches", count_mismatches(audit)}};
+    b.update(live_section(be, opts.model, audit));
     for (const auto& row : audit)
       if (row.mismatch)
         open_work.push_back({{"kind", "support mismatch"}, {"item", entry.name + " " + row.facet}, {"what_remains", row.problem}});
-    const auto& f = be.capabilities().fallback;
-    json counters = json::object();
-    for (int a = 1; a <= FallbackCounters::kMaxArity; ++a)
-      counters["op" + std::to_string(a)] = FallbackCounters::global().count(entry.name, a);
-    json p = {{"backend", entry.name},
-              {"generic_op", std::string(fallback_mode_name(f.generic_op))},
-              {"decode_hot_path", std::string(fallback_mode_name(f.decode_hot_path))},
-              {"training_optimizer", std::string(fallback_mode_name(f.training_optimizer))}};
-    if (!opts.canonical) p["host_fallback_counters"] = counters;
+    json p = policy_row(entry.name, be.capabilities().fallback);
+    if (!opts.canonical) {
+      json counters = json::object();
+      for (int a = 1; a <= FallbackCounters::kMaxArity; ++a)
+        counters["op" + std::to_string(a)] = FallbackCounters::global().count(entry.name, a);
+      p["host_fallback_counters"] = counters;
+    }
     policies.push_back(p);
     backends.push_back(b);
   }
@@ -268,7 +333,19 @@ std::string render_markdown(const json& r) {
   for (const auto& w : r["open_coverage_work"])
     o << "| " << cell(w["kind"]) << " | " << cell(w["item"]) << " | " << cell(w["what_remains"]) << " |\n";
   o << "\n## Compiled backends\n\n| backend | status | build |\n|---|---|---|\n";
-  for (const auto& b : r["backends"]) o << "| " << cell(b["name"]) << " | " << cell(b["status"]) << " | " << cell(b["build"]) << " |\n";
+  // A recorded backend's status names the device, build and freshness of its record.
+  auto status_of = [&](const json& b) {
+    if (!b.contains("recorded")) return cell(b["status"]);
+    const json& rec = b["recorded"];
+    std::string detail;
+    for (const char* k : {"target", "driver"})
+      if (!rec[k].get<std::string>().empty()) detail += (detail.empty() ? "" : ", ") + rec[k].get<std::string>();
+    return cell("recorded on " + rec["device"].get<std::string>() + (detail.empty() ? "" : " [" + detail + "]") +
+                " by a build of " + rec["commit"].get<std::string>().substr(0, 12) +
+                (rec["dirty"].get<bool>() ? " (modified)" : "") + " at " + rec["timestamp_utc"].get<std::string>() +
+                " (" + rec["file"].get<std::string>() + "): " + rec["freshness"].get<std::string>());
+  };
+  for (const auto& b : r["backends"]) o << "| " << cell(b["name"]) << " | " << status_of(b) << " | " << cell(b["build"]) << " |\n";
   o << "\n## Fallback policy\n\n| backend | generic op | decode hot path | training optimizer |\n|---|---|---|---|\n";
   for (const auto& p : r["fallback_policy"])
     o << "| " << cell(p["backend"]) << " | " << cell(p["generic_op"]) << " | " << cell(p["decode_hot_path"]) << " | "
@@ -283,7 +360,9 @@ std::string render_markdown(const json& r) {
   for (const auto& b : r["backends"]) {
     if (!b.contains("capabilities")) continue;
     const auto& c = b["capabilities"];
-    o << "\n## Backend `" << cell(b["name"]) << "`\n\n| section | values |\n|---|---|\n";
+    o << "\n## Backend `" << cell(b["name"]) << "`\n\n";
+    if (b.contains("recorded")) o << "Recorded: " << status_of(b) << ".\n\n";
+    o << "| section | values |\n|---|---|\n";
     for (auto it = c.begin(); it != c.end(); ++it) {
       std::string vals;
       for (auto f = it->begin(); f != it->end(); ++f) vals += (vals.empty() ? "" : "; ") + f.key() + ": " + cell(*f);

@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "model/config.h"
+#include "report/backend_record.h"
 #include "report/freshness.h"
 
 namespace kiln {
@@ -24,7 +25,11 @@ struct ReportOptions {
   const SourceHistory* history = nullptr;
 };
 
+// A report built on a machine without a backend's device shows that backend's newest record
+// (backend_record.h) made for the same model shapes, with its freshness, where one exists.
 Result<nlohmann::json> build_capability_report(const ReportOptions& opts);
+// `name`'s section of the report as this machine's device answers it, for `kiln capabilities --record`.
+Result<BackendRecord> record_backend(const std::string& name, const ReportOptions& opts);
 std::string render_markdown(const nlohmann::json& report);
 
 }  // namespace kiln

@@ -1,6 +1,14 @@
 #include "report/evidence_record.h"
 
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "backend/native_switches.h"
 #include "backend/registry.h"
+#include "core/build_stamp.h"
 
 namespace kiln {
 
@@ -92,6 +100,43 @@ std::vector<EvidenceDevice> present_devices() {
     // build, or CUDA_FORCE_PTX_JIT=1.
     if (e.name == "cuda" && !c.startup.precompiles_kernels) target += " + PTX JIT";
     out.push_back({e.name, be.value()->identity().device_name, be.value()->identity().driver, target});
+  }
+  return out;
+}
+
+EvidenceRecord this_run(std::string binary) {
+  EvidenceRecord r;
+  r.binary = std::move(binary);
+  const BuildStamp stamp = build_stamp();
+  r.commit = std::string(stamp.commit);
+  r.dirty = stamp.dirty;
+  r.stamped = true;
+  char when[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  r.timestamp = when;
+  r.devices = present_devices();
+  r.switches = native_switches_in_effect();
+  return r;
+}
+
+Result<std::vector<JsonFile>> read_json_tree(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<JsonFile> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  std::vector<fs::path> paths;
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec))
+    if (e.is_regular_file() && e.path().extension() == ".json") paths.push_back(e.path().lexically_normal());
+  std::sort(paths.begin(), paths.end());
+  for (const auto& p : paths) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string where = p.lexically_relative(fs::path(dir).lexically_normal().parent_path()).string();
+    auto j = json::parse(ss.str(), nullptr, false);
+    if (j.is_discarded()) return format_error(where + ": not JSON");
+    out.push_back({where, std::move(j)});
   }
   return out;
 }

@@ -48,4 +48,17 @@ Result<EvidenceRecord> parse_evidence_record(const nlohmann::json& j, const std:
 // Every backend of the registry that can be created here, as the record lists it.
 std::vector<EvidenceDevice> present_devices();
 
+// A record of a run of this binary, now: its build stamp, the time, the devices present and the
+// native switches set; no tests yet.
+EvidenceRecord this_run(std::string binary);
+
+// Every *.json file under `dir` (missing dir: none), sorted by path, each with its path relative
+// to the parent of `dir` (the repository, for committed evidence) so that a report reads the same
+// wherever it is generated. A file that is not JSON is an error naming it.
+struct JsonFile {
+  std::string where;
+  nlohmann::json value;
+};
+Result<std::vector<JsonFile>> read_json_tree(const std::string& dir);
+
 }  // namespace kiln

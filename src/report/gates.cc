@@ -1,10 +1,9 @@
 #include "report/gates.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
+
+#include "report/backend_record.h"
 
 namespace kiln {
 
@@ -148,25 +147,12 @@ std::vector<std::string> gate_source_paths(const Gate& gate, const std::string& 
 }
 
 Result<std::vector<EvidenceFile>> load_evidence(const std::string& dir) {
-  namespace fs = std::filesystem;
+  KILN_ASSIGN_OR_RETURN(std::vector<JsonFile> files, read_json_tree(dir));
   std::vector<EvidenceFile> out;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return out;
-  std::vector<fs::path> paths;
-  for (const auto& e : fs::recursive_directory_iterator(dir, ec))
-    if (e.is_regular_file() && e.path().extension() == ".json") paths.push_back(e.path().lexically_normal());
-  std::sort(paths.begin(), paths.end());
-  for (const auto& p : paths) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-    // Paths are recorded relative to the evidence folder's parent (the repository), so a report
-    // reads the same wherever it is generated.
-    const std::string where = p.lexically_relative(fs::path(dir).lexically_normal().parent_path()).string();
-    if (j.is_discarded()) return format_error(where + ": not JSON");
-    KILN_ASSIGN_OR_RETURN(EvidenceRecord record, parse_evidence_record(j, where));
-    out.push_back({where, std::move(record)});
+  for (JsonFile& f : files) {
+    if (is_backend_record(f.value)) continue;  // a backend's recorded report section, not test results
+    KILN_ASSIGN_OR_RETURN(EvidenceRecord record, parse_evidence_record(f.value, f.where));
+    out.push_back({f.where, std::move(record)});
   }
   return out;
 }

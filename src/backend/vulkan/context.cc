@@ -424,11 +424,21 @@ Status Context::dispatch_raw(std::string_view shader, const void* push, size_t b
   return {};
 }
 
+// The profiler's name for a transfer: its direction (through the staging ring or on the device)
+// and its size rounded up to a power of two, so that a table tells uploads from device copies.
+std::string Context::copy_label(const BufferSpan& src, const BufferSpan& dst, size_t bytes) const {
+  if (!profiler_) return "vkCmdCopyBuffer";
+  const char* kind = src.buffer == staging_.buffer ? "upload" : dst.buffer == staging_.buffer ? "download" : "device";
+  size_t bucket = 1;
+  while (bucket < bytes) bucket *= 2;
+  return std::string("vkCmdCopyBuffer ") + kind + " <=" + std::to_string(bucket) + " B";
+}
+
 Status Context::copy(const BufferSpan& src, const BufferSpan& dst, size_t bytes) {
   if (bytes == 0) return {};
   KILN_RETURN_IF_ERROR(check_thread("copy"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, begin_command("vkCmdCopyBuffer", {1, 1, 1}));
+  KILN_ASSIGN_OR_RETURN(VkCommandBuffer cb, begin_command(copy_label(src, dst, bytes), {1, 1, 1}));
   VkBufferCopy region{src.offset, dst.offset, bytes};
   vkCmdCopyBuffer(cb, src.buffer, dst.buffer, 1, &region);
   end_command(cb);

@@ -136,6 +136,7 @@ class Context : public std::enable_shared_from_this<Context> {
   // the profiler on, its begin timestamp too.
   Result<VkCommandBuffer> begin_command(std::string_view name, const std::array<uint32_t, 3>& groups);
   void end_command(VkCommandBuffer cb);
+  std::string copy_label(const BufferSpan& src, const BufferSpan& dst, size_t bytes) const;
   Status reclaim();
   struct Pipeline {
     VkPipeline pipeline = VK_NULL_HANDLE;
