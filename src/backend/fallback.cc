@@ -37,9 +37,8 @@ FallbackCounters& FallbackCounters::global() {
 }
 
 int FallbackCounters::backend_index(std::string_view b) {
-  static constexpr std::string_view kNames[kBackends] = {"cpu", "cuda", "vulkan", "rocm", "metal"};
   for (int i = 0; i < kBackends; ++i)
-    if (kNames[i] == b) return i;
+    if (kBackendNames[i] == b) return i;
   return -1;
 }
 

@@ -39,6 +39,8 @@ enum class FallbackDecision : uint8_t { kRunNative, kRunOnHost };
 class FallbackCounters {
  public:
   static constexpr int kMaxArity = 3;
+  static constexpr int kBackends = 5;
+  static constexpr std::array<std::string_view, kBackends> kBackendNames = {"cpu", "cuda", "vulkan", "rocm", "metal"};
   static FallbackCounters& global();
   void record(std::string_view backend, int arity);
   uint64_t count(std::string_view backend, int arity) const;
@@ -47,7 +49,6 @@ class FallbackCounters {
 
  private:
   static int backend_index(std::string_view backend);  // -1 when unknown
-  static constexpr int kBackends = 5;                  // cpu, cuda, vulkan, rocm, metal
   std::array<std::array<std::atomic<uint64_t>, kMaxArity>, kBackends> counts_{};
 };
 

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "backend/fallback.h"
+
 namespace kiln {
 
 namespace {
@@ -87,6 +89,14 @@ std::string Metrics::render(const EngineStats& e) const {
          "Request-log rows by outcome (dropped: the writer's queue was full).");
   sample(out, "kiln_request_log_rows_total", static_cast<double>(log_rows_queued_.load()), "outcome=\"queued\"");
   sample(out, "kiln_request_log_rows_total", static_cast<double>(log_rows_dropped_.load()), "outcome=\"dropped\"");
+  header(out, "kiln_host_fallbacks_total", "counter",
+         "Operations a backend declined that ran through the host instead (backend/fallback.h), by backend and "
+         "operand count; nonzero only where a backend's policy allows a counted host round trip.");
+  const FallbackCounters& fallbacks = FallbackCounters::global();
+  for (std::string_view b : FallbackCounters::kBackendNames)
+    for (int a = 1; a <= FallbackCounters::kMaxArity; ++a)
+      sample(out, "kiln_host_fallbacks_total", static_cast<double>(fallbacks.count(b, a)),
+             "backend=\"" + std::string(b) + "\",arity=\"" + std::to_string(a) + "\"");
   header(out, "kiln_requests_active", "gauge", "HTTP inference requests being answered.");
   sample(out, "kiln_requests_active", static_cast<double>(active_.load()));
   header(out, "kiln_queue_depth", "gauge", "Requests waiting for admission by the engine.");

@@ -11,6 +11,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "backend/fallback.h"
 #include "backend/registry.h"
 #include "model/init.h"
 #include "model/lora_adapter.h"
@@ -437,6 +438,23 @@ TEST(Http, ClientDisconnectWhileWaitingForANonStreamingAnswerCancelsIt) {
   const size_t at = metrics.find("\nkiln_generated_tokens_total ");
   ASSERT_NE(at, std::string::npos);
   EXPECT_LT(std::stod(metrics.substr(at + 29)), 900.0);
+}
+
+// Host fallbacks are exported per backend and operand count, and a recorded one moves its line.
+TEST(Http, MetricsCountHostFallbacksPerBackendAndArity) {
+  Server s;
+  ASSERT_TRUE(s.stack);
+  auto count = [&](const std::string& labels) {
+    const std::string body = s.client().Get("/metrics")->body, key = "\nkiln_host_fallbacks_total{" + labels + "} ";
+    const size_t at = body.find(key);
+    return at == std::string::npos ? -1.0 : std::stod(body.substr(at + key.size()));
+  };
+  for (const char* b : {"cpu", "cuda", "vulkan", "rocm", "metal"})
+    for (int a = 1; a <= 3; ++a)
+      EXPECT_GE(count("backend=\"" + std::string(b) + "\",arity=\"" + std::to_string(a) + "\""), 0.0) << b << a;
+  const double before = count("backend=\"vulkan\",arity=\"2\"");
+  FallbackCounters::global().record("vulkan", 2);
+  EXPECT_EQ(count("backend=\"vulkan\",arity=\"2\""), before + 1);
 }
 
 TEST(Http, FullQueueAnswers503WithRetryAfter) {
