@@ -92,16 +92,16 @@ def main():
         repos = [r for r in info.repos if r.repo_id == REPO]
         if len(repos) != 1 or not any("main" in rev.refs for rev in repos[0].revisions):
             raise SystemExit(f"B: scan_cache_dir does not see {REPO}@main: {info.repos}")
-        os.environ.update(env_b)
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        got = huggingface_hub.snapshot_download(REPO, local_files_only=True)
+        # huggingface_hub read its environment at import (part A's): name this cache explicitly.
+        got = huggingface_hub.snapshot_download(REPO, cache_dir=cache_b, local_files_only=True)
         if os.path.realpath(got) != os.path.realpath(snap_b):
             raise SystemExit(f"B: snapshot_download(local_files_only) -> {got}, kiln pulled {snap_b}")
         import torch
         import transformers
-        cfg = transformers.AutoConfig.from_pretrained(REPO, local_files_only=True)
-        tok = transformers.AutoTokenizer.from_pretrained(REPO, local_files_only=True)
-        m = transformers.AutoModelForCausalLM.from_pretrained(REPO, local_files_only=True, dtype=torch.float32).eval()
+        cfg = transformers.AutoConfig.from_pretrained(REPO, cache_dir=cache_b, local_files_only=True)
+        tok = transformers.AutoTokenizer.from_pretrained(REPO, cache_dir=cache_b, local_files_only=True)
+        m = transformers.AutoModelForCausalLM.from_pretrained(REPO, cache_dir=cache_b, local_files_only=True,
+                                                           dtype=torch.float32).eval()
         ids = [int(x) for x in IDS.split(",")]
         with torch.no_grad():
             out = m.generate(torch.tensor([ids]), max_new_tokens=4, do_sample=False, eos_token_id=None, pad_token_id=0)

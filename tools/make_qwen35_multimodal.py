@@ -99,7 +99,7 @@ def main():
                 "torch": torch.__version__, "seed": args.seed}
     json.dump(expected, open(os.path.join(args.out, "expected.json"), "w"), indent=2)
     prompt = ",".join(map(str, ids))
-    print(f"build/kiln generate --model {args.out} --backend cpu --prompt-ids {prompt} --max-tokens 8 --ignore-eos")
+    print(f"kiln generate --model {args.out} --backend cpu --prompt-ids {prompt} --max-tokens 8 --ignore-eos")
     print("expected: " + ",".join(map(str, greedy)))
 
 
