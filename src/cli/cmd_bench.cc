@@ -464,7 +464,7 @@ Status run(const BenchOpts& o) {
 void add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Measure prefill and decode throughput next to their rooflines (JSON)");
   auto o = std::make_shared<BenchOpts>();
-  cmd->add_option("--model", o->model, "Checkpoint directory; default: the random-weight 'small' checkpoint");
+  cmd->add_option("--model", o->model, "Checkpoint folder or Hub name ORG/NAME[@REVISION]; default: the random-weight 'small' checkpoint");
   cmd->add_option("--backend", o->backend, "Backend to measure")->capture_default_str();
   cmd->add_option("--prompt-tokens", o->prompt_tokens, "Prompt length of the prefill measurement")->capture_default_str();
   cmd->add_option("--decode-tokens", o->decode_tokens, "Tokens decoded after the prefill")->capture_default_str();

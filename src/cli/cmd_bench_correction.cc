@@ -160,6 +160,7 @@ Status run(const CorrectionBenchOpts& o) {
     if (config.model.path.empty()) {
       KILN_ASSIGN_OR_RETURN(config.model.path, demo_model_dir());  // what `kiln serve` runs by default
     }
+    KILN_RETURN_IF_ERROR(resolve_configured_model(config));
     model_dir = config.model.path;
     std::string tmpl = (std::filesystem::temp_directory_path() / "kiln-bench-correction-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) return io_error("bench correction: cannot create a temporary adapter directory");

@@ -20,6 +20,7 @@
 #include "loadgen/load_generator.h"
 #include "loadgen/serving_case_result.h"
 #include "model/safetensors.h"
+#include "model/weights.h"
 #include "server/serving_stack.h"
 
 namespace kiln::cli {
@@ -56,7 +57,7 @@ Result<std::vector<int64_t>> parse_levels(const std::string& text) {
 // The weight dtype of a checkpoint: the dtype holding most of its bytes (norm weights and such
 // may be stored wider than the matmul weights).
 Result<std::string> checkpoint_dtype(const std::string& dir) {
-  KILN_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(dir));
+  KILN_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(dir, [](const std::string& n) { return !is_unused_tensor(n); }));
   std::map<std::string, size_t> bytes;
   for (const auto& [name, entry] : ckpt.tensors()) bytes[std::string(dtype_name(entry.tensor.dtype()))] += entry.tensor.nbytes();
   if (bytes.empty()) return format_error("checkpoint " + dir + " holds no tensors");
@@ -115,7 +116,7 @@ Status run(const ServeBenchOpts& o) {
     if (o.model.empty()) {
       KILN_ASSIGN_OR_RETURN(model_dir, demo_model_dir());  // what `kiln serve` runs by default
     } else {
-      model_dir = o.model;
+      KILN_ASSIGN_OR_RETURN(model_dir, resolve_model_dir(o.model));
     }
     KilnConfig config;
     config.model.path = model_dir;
@@ -207,7 +208,7 @@ void add_bench_serve_command(CLI::App& bench) {
   auto o = std::make_shared<ServeBenchOpts>();
   cmd->add_option("--url", o->url, "Drive this running server (http://HOST:PORT) instead of starting one in-process");
   add_api_key_file_option(*cmd, o->api_key_file);
-  cmd->add_option("--model", o->model, "Checkpoint directory served in-process; default: the random-weight demo checkpoint of `kiln serve`");
+  cmd->add_option("--model", o->model, "Checkpoint folder or Hub name ORG/NAME[@REVISION] served in-process; default: the random-weight demo checkpoint of `kiln serve`");
   cmd->add_option("--model-id", o->model_id, "The requests' model field; default: the served model id");
   cmd->add_option("--backend", o->backend, "Backend of the in-process server (auto, cpu, cuda, vulkan)")->capture_default_str();
   cmd->add_option("--prompt-set", o->prompt_set, "JSONL prompt set")->capture_default_str();

@@ -232,7 +232,7 @@ void add_bench_train_command(CLI::App& bench) {
   auto* cmd = bench.add_subcommand("train", "LoRA SFT throughput: step time, trained tokens/s, loss and peak memory "
                                              "next to the FLOP roofline (JSON)");
   auto o = std::make_shared<TrainBenchOpts>();
-  cmd->add_option("--model", o->model, "Checkpoint directory; default: the random-weight 'small' checkpoint");
+  cmd->add_option("--model", o->model, "Checkpoint folder or Hub name ORG/NAME[@REVISION]; default: the random-weight 'small' checkpoint");
   cmd->add_option("--backend", o->backend, "Backend to train on")->capture_default_str();
   cmd->add_option("--sequences", o->sequences, "Sequences per optimizer step")->capture_default_str();
   cmd->add_option("--seq-tokens", o->seq_tokens, "Tokens per random sequence (the second half are targets)")->capture_default_str();

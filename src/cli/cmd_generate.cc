@@ -85,7 +85,7 @@ void add_generate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "Greedy generation from token ids, printed as comma-separated ids");
   auto o = std::make_shared<GenerateOpts>();
   cmd->add_option("--model", o->model,
-                  "Checkpoint directory (config.json + safetensors); default: a random-weight 'small' "
+                  "Checkpoint folder (config.json + safetensors) or Hub name ORG/NAME[@REVISION]; default: a random-weight 'small' "
                   "checkpoint created on first use under $KILN_HOME (~/.cache/kiln)");
   cmd->add_option("--prompt-ids", o->prompt_ids, "Prompt token ids, comma-separated (e.g. 1,2,3)")->required();
   cmd->add_option("--max-tokens", o->max_tokens, "Tokens to generate")->capture_default_str();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/default_model.h"
 #include "core/status.h"
 #include "qualify/compare.h"
 #include "qualify/receipt.h"
@@ -73,7 +74,15 @@ void run_command(const RunOptions& o, const std::vector<std::string>& argv) {
     }
     req.variables.push_back(*kv);
   }
-  if (!o.model_dir.empty()) req.model_dir = o.model_dir;
+  if (!o.model_dir.empty()) {
+    auto dir = resolve_model_dir(o.model_dir);
+    if (!dir.ok()) {
+      report(dir.status());
+      exit_code = 2;
+      return;
+    }
+    req.model_dir = *dir;
+  }
   req.model_id = o.model_id;
   if (!o.output.empty()) req.output_path = o.output;
   req.command = argv;
@@ -161,7 +170,7 @@ void add_qualify_command(CLI::App& app) {
   run_cmd->add_option("--variant", run->variant, "Variant id")->required();
   run_cmd->add_option("--host-id", run->host_id, "A label for this machine, recorded in the receipt")->required();
   run_cmd->add_option("--var", run->vars, "NAME=VALUE for a declared workload variable (repeatable)");
-  run_cmd->add_option("--model", run->model_dir, "Local model directory (safetensors, config, tokenizer)");
+  run_cmd->add_option("--model", run->model_dir, "Model folder (safetensors, config, tokenizer) or Hub name ORG/NAME[@REVISION]");
   run_cmd->add_option("--model-id", run->model_id, "Label for the model (default: directory name)");
   run_cmd->add_option("--output", run->output, "Receipt path under .qualification/receipts or qualification/receipts");
   run_cmd->add_option("--capture-limit-bytes", run->capture_limit_bytes, "Per-stream capture limit per repetition");

@@ -18,13 +18,14 @@ namespace {
 
 Status serve(const ConfigFlags& flags) {
   KILN_ASSIGN_OR_RETURN(ResolvedConfig resolved, resolve(flags));
+  KILN_RETURN_IF_ERROR(resolve_configured_model(resolved.config));
   if (resolved.config.model.path.empty()) {
     KILN_ASSIGN_OR_RETURN(resolved.config.model.path, demo_model_dir());
     if (resolved.config.model.served_model_id.empty()) resolved.config.model.served_model_id = "kiln-demo";
     std::fprintf(stderr,
                  "kiln: no model configured: serving the RANDOM-WEIGHT demo model in %s (its answers are noise).\n"
-                 "kiln: to serve real Qwen3.5 weights: kiln serve --model /path/to/Qwen3.5-4B (a Hugging Face "
-                 "checkpoint directory)\n",
+                 "kiln: to serve real Qwen3.5 weights: kiln serve --model Qwen/Qwen3.5-4B (a Hub name, fetched into "
+                 "the Hugging Face cache) or --model DIR (a checkpoint folder)\n",
                  resolved.config.model.path.c_str());
   }
   // SIGINT/SIGTERM are taken by sigwait below, not delivered to whichever thread runs.
@@ -50,9 +51,13 @@ void add_serve_command(CLI::App& app) {
   auto flags = std::make_shared<ConfigFlags>();
   add_config_flags(*cmd, *flags);
   cmd->footer(
-      "Without a model (--model, model.path in kiln.toml or KILN_MODEL_PATH) it serves a random-weight demo model\n"
-      "with the real Qwen3 tokenizer, created once under $KILN_HOME (~/.cache/kiln). `kiln config` shows the\n"
-      "effective configuration; `kiln config --markdown` lists every key.");
+      "--model (model.path in kiln.toml, KILN_MODEL_PATH) is a checkpoint folder or a Hugging Face Hub name\n"
+      "ORG/NAME[@REVISION]: a name is read from the Hugging Face cache ($HF_HUB_CACHE, else $HF_HOME/hub, else\n"
+      "~/.cache/huggingface/hub) and fetched from $HF_ENDPOINT (default https://huggingface.co) when missing,\n"
+      "unless HF_HUB_OFFLINE=1; HF_TOKEN for gated models. An existing folder wins over a name that reads the same.\n"
+      "Without a model it serves a random-weight demo model with the real Qwen3 tokenizer, created once under\n"
+      "$KILN_HOME (~/.cache/kiln). `kiln config` shows the effective configuration; `kiln config --markdown` lists\n"
+      "every key.");
   cmd->callback([flags] { report(serve(*flags)); });
 }
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "hub/resolve.h"
 #include "model/init.h"
 
 namespace kiln::cli {
@@ -21,8 +22,20 @@ std::string kiln_home() {
 
 }  // namespace
 
+Status resolve_configured_model(KilnConfig& config) {
+  if (config.model.path.empty()) return {};
+  auto m = hub::resolve_model_from_env(config.model.path);
+  if (!m.ok()) return m.status().with_context("model.path");
+  if (config.model.served_model_id.empty() && !m->repo_id.empty()) config.model.served_model_id = m->repo_id;
+  config.model.path = m->dir;
+  return {};
+}
+
 Result<std::string> resolve_model_dir(const std::string& flag) {
-  if (!flag.empty()) return flag;
+  if (!flag.empty()) {
+    KILN_ASSIGN_OR_RETURN(hub::ResolvedModel m, hub::resolve_model_from_env(flag));
+    return m.dir;
+  }
   const std::string dir = kiln_home() + "/models/small-seed0-bf16";
   if (std::filesystem::exists(dir + "/config.json")) return dir;
   std::fprintf(stderr, "no --model given: creating the default random-weight 'small' checkpoint in %s\n", dir.c_str());

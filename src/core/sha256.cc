@@ -41,6 +41,23 @@ std::string finish(EVP_MD_CTX* ctx) {
 
 }  // namespace
 
+struct Sha256::Ctx {
+  MdCtx md = new_sha256();
+};
+
+Sha256::Sha256() : ctx_(std::make_unique<Ctx>()) { assert(ctx_->md && "OpenSSL could not provide SHA-256"); }
+Sha256::~Sha256() = default;
+Sha256::Sha256(Sha256&&) noexcept = default;
+Sha256& Sha256::operator=(Sha256&&) noexcept = default;
+
+void Sha256::update(const void* data, size_t bytes) { EVP_DigestUpdate(ctx_->md.get(), data, bytes); }
+
+std::string Sha256::hex() {
+  std::string out = finish(ctx_->md.get());
+  EVP_DigestInit_ex(ctx_->md.get(), EVP_sha256(), nullptr);
+  return out;
+}
+
 std::string sha256_hex(std::string_view bytes) {
   MdCtx ctx = new_sha256();
   assert(ctx && "OpenSSL could not provide SHA-256");

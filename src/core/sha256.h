@@ -1,7 +1,9 @@
 // SHA-256 digests of bytes and files, as lowercase hex, through OpenSSL's EVP interface.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -10,6 +12,21 @@
 namespace kiln {
 
 std::string sha256_hex(std::string_view bytes);
+
+// A digest fed piece by piece (a download as it arrives).
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(Sha256&&) noexcept;
+  Sha256& operator=(Sha256&&) noexcept;
+  void update(const void* data, size_t bytes);
+  std::string hex();  // the digest of everything fed; the object then starts over
+
+ private:
+  struct Ctx;
+  std::unique_ptr<Ctx> ctx_;
+};
 
 struct FileDigest {
   std::string sha256;  // lowercase hex, no prefix

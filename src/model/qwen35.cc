@@ -10,9 +10,11 @@ namespace kiln {
 
 Result<std::unique_ptr<Qwen35Model>> Qwen35Model::load(const std::string& dir, Backend& backend) {
   KILN_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::load(dir));
-  KILN_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(dir));
+  KILN_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(dir, [](const std::string& n) { return !is_unused_tensor(n); }));
   KILN_ASSIGN_OR_RETURN(ModelWeights weights, load_weights(config, ckpt, backend.storage()));
-  return std::make_unique<Qwen35Model>(std::move(config), std::move(weights), backend);
+  auto model = std::make_unique<Qwen35Model>(std::move(config), std::move(weights), backend);
+  model->unused_tensors_ = ckpt.skipped();
+  return model;
 }
 
 Qwen35Model::Qwen35Model(ModelConfig config, ModelWeights weights, Backend& backend)

@@ -57,6 +57,9 @@ class Qwen35Model {
   Qwen35Model(ModelConfig config, ModelWeights weights, Backend& backend);
 
   const ModelConfig& config() const { return config_; }
+  // Tensors of the checkpoint `load` left unread: a multimodal checkpoint's vision tower and the
+  // MTP head (is_unused_tensor).
+  size_t unused_tensors() const { return unused_tensors_; }
   const ModelWeights& weights() const { return weights_; }
   Backend& backend() { return backend_; }
   ForwardOptions& options() { return options_; }
@@ -124,6 +127,7 @@ class Qwen35Model {
              ModelState& state, const Tensor& logits);
 
   ModelConfig config_;
+  size_t unused_tensors_ = 0;
   ModelWeights weights_;
   Backend& backend_;
   ForwardOptions options_;

@@ -1,6 +1,7 @@
 #include "model/safetensors.h"
 #include "core/json_text.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -42,7 +43,7 @@ const char* safetensors_name(DType t) {
 
 }  // namespace
 
-Status Checkpoint::add_file(const std::string& path) {
+Status Checkpoint::add_file(const std::string& path, const Keep& keep) {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::open(path));
   const uint64_t size = file->bytes();
   if (size < 8) return format_error(path + ": truncated file (" + std::to_string(size) + " bytes, no header)");
@@ -63,6 +64,10 @@ Status Checkpoint::add_file(const std::string& path) {
       if (it->is_object())
         for (auto m = it->begin(); m != it->end(); ++m)
           if (m->is_string()) metadata_[m.key()] = m->get<std::string>();
+      continue;
+    }
+    if (keep && !keep(name)) {
+      ++skipped_;
       continue;
     }
     const json& e = *it;
@@ -111,14 +116,14 @@ Result<Checkpoint> Checkpoint::open_file(const std::string& path) {
   return c;
 }
 
-Result<Checkpoint> Checkpoint::open(const std::string& dir) {
+Result<Checkpoint> Checkpoint::open(const std::string& dir, const Keep& keep) {
   Checkpoint c;
   const std::string index_path = dir + "/model.safetensors.index.json";
   std::ifstream index(index_path);
   if (!index) {
     std::ifstream single(dir + "/model.safetensors");
     if (!single) return not_found(dir + ": neither model.safetensors nor model.safetensors.index.json exists");
-    KILN_RETURN_IF_ERROR(c.add_file(dir + "/model.safetensors"));
+    KILN_RETURN_IF_ERROR(c.add_file(dir + "/model.safetensors", keep));
     return c;
   }
   std::stringstream ss;
@@ -129,19 +134,23 @@ Result<Checkpoint> Checkpoint::open(const std::string& dir) {
   std::set<std::string> files;
   for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
     if (!it->is_string()) return format_error(index_path + ": weight_map entry '" + it.key() + "' is not a file name");
-    files.insert(it->get<std::string>());
+    if (it->get<std::string>().find('/') != std::string::npos || it->get<std::string>() == "..")
+      return format_error(index_path + ": shard name '" + it->get<std::string>() + "' must be a plain file name");
+    if (!keep || keep(it.key())) files.insert(it->get<std::string>());
   }
-  for (const auto& f : files) {
-    if (f.find('/') != std::string::npos || f == "..")
-      return format_error(index_path + ": shard name '" + f + "' must be a plain file name");
-    KILN_RETURN_IF_ERROR(c.add_file(dir + "/" + f));
-  }
+  for (const auto& f : files) KILN_RETURN_IF_ERROR(c.add_file(dir + "/" + f, keep));
+  size_t declined = 0;
   for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+    if (keep && !keep(it.key())) {
+      ++declined;
+      continue;
+    }
     const TensorEntry* e = c.find(it.key());
     if (e == nullptr || e->file != dir + "/" + it->get<std::string>())
       return format_error(index_path + ": tensor '" + it.key() + "' is listed for " + it->get<std::string>() +
                           " but that file does not hold it");
   }
+  c.skipped_ = std::max(c.skipped_, declined);  // shards never opened count through the index
   return c;
 }
 

@@ -22,8 +22,11 @@ struct TensorEntry {
 
 class Checkpoint {
  public:
+  // Which tensors to take: the others are neither checked nor entered, and a shard the index
+  // gives none of the kept tensors is never opened (a multimodal checkpoint's vision tower).
+  using Keep = std::function<bool(const std::string& name)>;
   // `dir` holds model.safetensors or model.safetensors.index.json (+ shards).
-  static Result<Checkpoint> open(const std::string& dir);
+  static Result<Checkpoint> open(const std::string& dir, const Keep& keep = nullptr);
   // One safetensors file (used by tests and the reference fixtures too).
   static Result<Checkpoint> open_file(const std::string& path);
 
@@ -31,12 +34,14 @@ class Checkpoint {
   const TensorEntry* find(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   uint64_t total_bytes() const { return total_bytes_; }
+  size_t skipped() const { return skipped_; }  // tensors `keep` declined, in the files opened or the index
 
  private:
-  Status add_file(const std::string& path);
+  Status add_file(const std::string& path, const Keep& keep = nullptr);
   std::map<std::string, TensorEntry> tensors_;
   std::map<std::string, std::string> metadata_;
   uint64_t total_bytes_ = 0;
+  size_t skipped_ = 0;
 };
 
 // Writes a safetensors file whose header is known up front; tensor data then streams in the

@@ -46,13 +46,12 @@ namespace {
 
 bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 
-// Tensors a text model may carry but does not use: the vision tower and the MTP head.
-bool ignorable(const std::string& name) {
+}  // namespace
+
+bool is_unused_tensor(const std::string& name) {
   return starts_with(name, "model.visual.") || starts_with(name, "visual.") || starts_with(name, "mtp.") ||
          starts_with(name, "model.mtp.");
 }
-
-}  // namespace
 
 std::vector<const Tensor*> ModelWeights::tensors() const {
   std::vector<const Tensor*> v = {&embed, &final_norm};
@@ -90,7 +89,7 @@ Result<ModelWeights> load_weights(const ModelConfig& c, const Checkpoint& ckpt, 
                               std::string(dtype_name(e->tensor.dtype())) + ", expected f32, bf16 or f16");
   }
   for (const auto& [name, e] : ckpt.tensors())
-    if (!by_full_name.count(name) && !ignorable(name))
+    if (!by_full_name.count(name) && !is_unused_tensor(name))
       return invalid_argument("unexpected tensor '" + name + "' in " + e.file + " (not part of the Qwen3.5 text model)");
 
   // 2. Load: projections stay in their checkpoint dtype; small parameters become f32. Where the

@@ -77,6 +77,11 @@ struct ModelWeights {
 // weight arena's order, ModelWeights::tensors), else undefined: one GEMM instead of two.
 Tensor stacked_rows(const Tensor& first, const Tensor& second);
 
+// Tensors a checkpoint may carry that the text model does not use: a multimodal checkpoint's
+// vision tower (model.visual.*, visual.*) and the multi-token-prediction head (mtp.*, model.mtp.*;
+// Kiln decodes without speculative heads).
+bool is_unused_tensor(const std::string& name);
+
 // Validates every tensor (presence, shape, dtype; no unknown extras) before loading any, then
 // loads them into the backend's weight arena (StorageFacet::weight_arena), where it has one.
 Result<ModelWeights> load_weights(const ModelConfig& c, const Checkpoint& ckpt, StorageFacet& storage);

@@ -154,6 +154,9 @@ class Stack final : public ServingStack {
     ctx_.gates = RouteGates::from_report(capability_report_, ctx_.backend);
     ctx_.backend_impl = backend_.get();
     KILN_ASSIGN_OR_RETURN(model_, Qwen35Model::load(dir, *backend_));
+    if (model_->unused_tensors() > 0)
+      std::fprintf(stderr, "kiln: %zu tensors of the checkpoint are not read: the vision tower (Kiln serves the text model) "
+                           "and the MTP head (no speculative decoding)\n", model_->unused_tensors());
     if (cfg.memory.kv_cache_fp8) {
       Status s = model_->set_kv_dtype(DType::kF8E4M3);
       if (!s.ok()) return s.with_context("memory.kv_cache_fp8");

@@ -16,6 +16,7 @@
 
 #include "model/init.h"
 #include "test_util.h"
+#include "run_command.h"
 
 namespace kiln {
 namespace {
@@ -31,15 +32,11 @@ struct TrainRun {
 // `kiln bench train ARGS` with stdout and stderr kept apart; `env` prefixes the command.
 TrainRun bench_train(const std::string& args, const std::string& env = "env -u KILN_QUALIFICATION_CASE_RESULT") {
   const std::string err_path = testing::temp_dir("bench-train-err") + "/stderr";
-  const std::string cmd = env + " " + std::string(KILN_BINARY_PATH) + " bench train " + args + " 2>" + err_path;
+  const testing::CommandResult c =
+      testing::run_command(env + " " + std::string(KILN_BINARY_PATH) + " bench train " + args + " 2>" + err_path);
   TrainRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.code = c.code;
+  r.out = c.out;
   std::ifstream in(err_path);
   std::stringstream ss;
   ss << in.rdbuf();

@@ -14,26 +14,15 @@
 #include "core/build_stamp.h"
 #include "model/safetensors.h"
 #include "test_util.h"
+#include "run_command.h"
 
 namespace kiln {
 namespace {
 
-struct CommandResult {
-  int code;
-  std::string out;  // stdout and stderr together
-};
+using testing::CommandResult;
 
 CommandResult kiln(const std::string& args) {
-  std::string cmd = std::string(KILN_BINARY_PATH) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  CommandResult r{-1, ""};
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return testing::run_command(std::string(KILN_BINARY_PATH) + " " + args + " 2>&1");
 }
 
 void expect_mentions(const CommandResult& r, std::initializer_list<const char*> words) {
@@ -65,7 +54,7 @@ TEST(Cli, EachSubcommandHelpNamesItsOptions) {
 TEST(Cli, RefusesBadInputNamingIt) {
   CommandResult r = kiln("generate --model /nonexistent/dir --prompt-ids 1,2");
   EXPECT_EQ(r.code, 1);
-  expect_mentions(r, {"/nonexistent/dir/config.json"});
+  expect_mentions(r, {"model '/nonexistent/dir': no such folder"});
   r = kiln("generate --model " + std::string(KILN_FIXTURES_DIR) + "/reference/gqa_untied --prompt-ids 1,x,3");
   EXPECT_EQ(r.code, 1);
   expect_mentions(r, {"'x' is not a token id"});

@@ -18,6 +18,7 @@
 #include "server/serving_stack.h"
 #include "test_util.h"
 #include "tokenizer/qwen3_fixture.h"
+#include "run_command.h"
 
 namespace kiln {
 namespace {
@@ -27,24 +28,13 @@ using json = nlohmann::json;
 
 constexpr const char* kKey = "k3y-for-the-cli-test";
 
-struct CommandResult {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
+using testing::CommandResult;
 
 // `kiln ARGS` with KILN_SERVER_API_KEY set to `env_key` ("": unset).
 CommandResult kiln(const std::string& args, const std::string& env_key) {
   const std::string key = env_key.empty() ? "-u KILN_SERVER_API_KEY" : "KILN_SERVER_API_KEY='" + env_key + "'";
-  const std::string cmd = "env -u KILN_QUALIFICATION_CASE_RESULT " + key + " " + std::string(KILN_BINARY_PATH) + " " + args + " 2>&1";
-  CommandResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return testing::run_command("env -u KILN_QUALIFICATION_CASE_RESULT " + key + " " + std::string(KILN_BINARY_PATH) + " " +
+                              args + " 2>&1");
 }
 
 // JSON a command printed on stdout after its progress lines.

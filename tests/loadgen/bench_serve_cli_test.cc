@@ -14,30 +14,20 @@
 
 #include "fake_chat_server.h"
 #include "test_util.h"
+#include "run_command.h"
 
 namespace kiln::loadgen {
 namespace {
 
 using testing::FakeChatServer;
 
-struct CommandResult {
-  int code = -1;
-  std::string out;
-};
+using kiln::testing::CommandResult;
 
 // Runs `kiln ARGS` through the shell, without a case-result path inherited from a qualification
 // run; `redirect` chooses what is captured (e.g. "2>&1").
 CommandResult kiln(const std::string& args, const std::string& redirect = "2>&1") {
-  const std::string cmd = "env -u KILN_QUALIFICATION_CASE_RESULT " + std::string(KILN_BINARY_PATH) + " " + args + " " + redirect;
-  CommandResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return kiln::testing::run_command("env -u KILN_QUALIFICATION_CASE_RESULT " + std::string(KILN_BINARY_PATH) + " " + args + " " +
+                              redirect);
 }
 
 std::string read_file(const std::string& path) {
