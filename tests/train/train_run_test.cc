@@ -324,7 +324,7 @@ TEST(RunTraining, GrpoDropsUniformGroupsAndRunsTheReferencePassFirst) {
   for (int32_t g = 0; g < 3; ++g) {
     GrpoGroup group;
     for (int32_t c = 0; c < 2; ++c)
-      group.completions.push_back({sequence({10 * g + c, 7}, {300 + c}), g == 1 ? 1.0 : static_cast<double>(c), {}});
+      group.completions.push_back({sequence({10 * g + c, 7}, {300 + c}), g == 1 ? 1.0 : static_cast<double>(c), {}, {}});
     spec.grpo.push_back(group);
   }
   std::atomic<bool> cancel{false};
@@ -367,8 +367,8 @@ TEST(RunTraining, GrpoBehaviourPolicyIsTheAdapterAtTheStart) {
   spec.optimizer = OptimizerKind::kSgd;
   spec.hyper.lr = 2e4f;  // the fake's logp moves by ~1e-4 of the factors' squared change
   GrpoGroup group;
-  group.completions.push_back({sequence({1, 7}, {300, 301}), 1.0, {}});
-  group.completions.push_back({sequence({2, 7}, {400, 401}), 0.0, {}});
+  group.completions.push_back({sequence({1, 7}, {300, 301}), 1.0, {}, {}});
+  group.completions.push_back({sequence({2, 7}, {400, 401}), 0.0, {}, {}});
   spec.grpo.push_back(group);
   std::atomic<bool> cancel{false};
   auto r = run_training(*tiny().model, spec, {}, cancel);
@@ -424,7 +424,7 @@ TEST(RunTraining, OnlineStepsTrainOnTheRolloutOfTheAdapterAsItStands) {
     RolloutSource::Batch b;
     GrpoGroup g;
     for (int32_t c = 0; c < 2; ++c) {
-      GrpoCompletion comp{sequence({static_cast<int32_t>(10 * step + c), 7}, {300 + c, 301}), 0.0, {}};
+      GrpoCompletion comp{sequence({static_cast<int32_t>(10 * step + c), 7}, {300 + c, 301}), 0.0, {}, {}};
       comp.teacher_logp = {0.f, 0.f, -0.25f, -0.75f};  // the fake's logp is about -0.5
       g.completions.push_back(std::move(comp));
     }
@@ -709,7 +709,7 @@ TEST(RunTraining, GrpoAccumulatesWholeGroupsAndHoldsOutGroups) {
     for (int32_t g = 0; g < 2; ++g) {
       GrpoGroup group;
       for (int32_t c = 0; c < 2; ++c)
-        group.completions.push_back({sequence({10 * g + c, 7}, std::vector<int32_t>(1 + g + c, 300)), double(c), {}});
+        group.completions.push_back({sequence({10 * g + c, 7}, std::vector<int32_t>(1 + g + c, 300)), double(c), {}, {}});
       spec.grpo.push_back(group);
     }
     return spec;
