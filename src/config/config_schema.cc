@@ -111,6 +111,14 @@ std::vector<ConfigField> build_schema() {
       KILN_CONFIG_FIELD(prefix_cache, max_blocks, "Most K/V blocks the prefix cache holds", at_least(0)),
       KILN_CONFIG_FIELD(prefix_cache, max_bytes, "Most bytes the prefix cache holds (blocks and GDN snapshots)", at_least(0)),
       KILN_CONFIG_FIELD(training, webhook_url, "URL that receives a POST when a training job ends; empty: none"),
+      KILN_CONFIG_FIELD(training, reward_url,
+                        "http:// URL of the reward server that online GRPO and OPD jobs may ask for (reward.server in "
+                        "the request): it gets a POST of each prompt, its reference and completions, and answers their "
+                        "scores; empty: none"),
+      KILN_CONFIG_FIELD(training, reward_timeout_seconds, "Timeout of one call to the reward server, in seconds",
+                        between(1, 3600)),
+      KILN_CONFIG_FIELD(training, reward_retries, "Further attempts after a failed call to the reward server",
+                        between(0, 10)),
       KILN_CONFIG_FIELD(training, max_queued_jobs, "Training jobs that may wait in the queue", at_least(1)),
       KILN_CONFIG_FIELD(training, checkpoint_interval, "Optimizer steps between checkpoints; 0: none", at_least(0)),
       KILN_CONFIG_FIELD(training, checkpoint_keep,

@@ -56,6 +56,11 @@ struct PrefixCacheSection {
 
 struct TrainingSection {
   std::string webhook_url;
+  // Online GRPO/OPD jobs' reward server (src/server/rollout_service.h): named here only, never by a
+  // request; each call bounded by the timeout, retried `reward_retries` times.
+  std::string reward_url;
+  int64_t reward_timeout_seconds = 30;
+  int64_t reward_retries = 2;
   int64_t max_queued_jobs = 16;
   int64_t checkpoint_interval = 0;  // optimizer steps between checkpoints; 0: none
   int64_t checkpoint_keep = 3;      // a job's last N checkpoints stay on disk; 0: all

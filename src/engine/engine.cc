@@ -62,12 +62,20 @@ Result<Submission> Engine::submit(RequestSpec spec) {
   // A request naming no adapter gets the default one, resolved here like a named one, so it keeps
   // the revision it started with when a newer one becomes the default.
   std::optional<LoadedAdapter> by_default;
-  if (uses.empty() && !spec.base_model && config_.adapters)
+  if (uses.empty() && !spec.base_model && !spec.private_adapter && config_.adapters)
     if ((by_default = config_.adapters->resolve_default())) uses.push_back({by_default->name, 1.f});
   std::vector<std::shared_ptr<const LoraAdapter>> held;
   std::vector<LoraTerm> lora;
   std::string stack_key;
   std::vector<ResolvedAdapter> resolved;
+  if (spec.private_adapter) {
+    if (!uses.empty() || spec.private_key.empty())
+      return invalid_argument("a private adapter is applied alone and needs a key");
+    stack_key = spec.private_key + "*1;";
+    lora.push_back({spec.private_adapter.get(), 1.f});
+    resolved.push_back({spec.private_key, 0, 1.f});
+    held.push_back(spec.private_adapter);
+  }
   for (size_t i = 0; i < uses.size(); ++i) {
     const auto& u = uses[i];
     if (!std::isfinite(u.weight))

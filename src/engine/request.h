@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/sampler.h"
+#include "model/lora_adapter.h"
 
 namespace kiln {
 
@@ -51,6 +53,11 @@ struct RequestSpec {
   std::vector<AdapterUse> adapters;
   uint64_t adapter_revision = 0;        // > 0: `adapter` must be loaded at this revision
   bool base_model = false;              // with no adapter named: ignore the default adapter
+  // An adapter outside the registry, applied alone at weight 1 (a training job's rollouts sample
+  // the adapter it is training: train/train_run.h, "Online runs"). `private_key` names exactly
+  // these weights in the prefix cache, so it must change whenever they do. Not with `adapter(s)`.
+  std::shared_ptr<const LoraAdapter> private_adapter;
+  std::string private_key;
   // Stop strings are matched on detokenised text by the server (it owns the tokenizer); it
   // cancels the request when one matches.
 };

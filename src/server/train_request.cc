@@ -11,6 +11,7 @@
 
 #include "eval/suite.h"
 #include "core/sha256.h"
+#include "server/rollout_request.h"
 #include "server/route_support.h"
 #include "train/train_data.h"
 #include "train/token_loss.h"
@@ -132,6 +133,10 @@ Json hyperparameters(const TrainSpec& s, const ConfigRest& rest, bool auto_load,
             {"eval_fraction", s.eval_fraction},
             {"eval_every", s.eval_every}};
   if (s.kind == TrainSpec::Kind::kSft) j["packing"] = rest.packing;
+  if (s.kind == TrainSpec::Kind::kOpd) {
+    j["advantage_mode"] = s.advantage == AdvantageMode::kDrGrpo ? "dr_grpo" : "vanilla";
+    j["reward_coeff"] = s.opd_reward_coeff;
+  }
   if (s.kind == TrainSpec::Kind::kGrpo) {
     j["advantage_mode"] = s.advantage == AdvantageMode::kDrGrpo ? "dr_grpo" : "vanilla";
     j["clip_epsilon"] = s.clip_epsilon;
@@ -250,12 +255,18 @@ void read_controls(const ServerContext& ctx, FieldReader& c, bool sft, TrainSpec
 
 // The envelope: every config field, checked before any tokenizing.
 std::optional<ApiError> read_config(const ServerContext& ctx, const Json& cfg, bool sft, int64_t min_rank,
-                                    int64_t max_rank, TrainJobRequest& req, ConfigRest& rest) {
+                                    int64_t max_rank, TrainJobRequest& req, ConfigRest& rest, RolloutSettings* online) {
   TrainSpec& spec = req.spec;
+  const bool opd = spec.kind == TrainSpec::Kind::kOpd;
   std::set<std::string> keys = kLoraKeys;
   if (sft) keys.insert(kSftKeys.begin(), kSftKeys.end());
+  else if (opd) keys.insert("advantage_mode");
   else keys.insert(kGrpoKeys.begin(), kGrpoKeys.end());
+  if (online) keys.insert(rollout_config_keys().begin(), rollout_config_keys().end());
   FieldReader c(cfg, "config", keys);
+  if (online)  // an online step trains on its own rollout: no epochs, held-out split or packing
+    for (const std::string& k : offline_only_config_keys())
+      if (c.get(k)) c.fail(k, "config." + k + " does not apply to a job given prompts (each step trains on its own rollout)");
   if (auto v = c.integer("lora_rank", min_rank, max_rank)) spec.lora.rank = *v;
   if (auto v = c.number("lora_alpha", 0.0, 1e6, /*lo_open=*/true)) spec.lora.alpha = *v;
   if (auto v = c.number("learning_rate", 0.0, 10.0, /*lo_open=*/true)) spec.hyper.lr = static_cast<float>(*v);
@@ -283,6 +294,10 @@ std::optional<ApiError> read_config(const ServerContext& ctx, const Json& cfg, b
   }
   rest.replace = c.boolean("replace").value_or(false);
   if (!sft) read_grpo_options(c, spec);
+  if (online) {
+    online->seed = spec.seed;
+    read_rollout_config(c, opd, *online, spec.rollout.steps, spec.opd_reward_coeff);
+  }
   read_controls(ctx, c, sft, spec, rest);
   if (!c.ok()) return c.error();
   return std::nullopt;
@@ -406,17 +421,34 @@ std::optional<ApiError> read_data(const ServerContext& ctx, FieldReader& r, cons
 // The job's size against training.max_job_tokens, and its largest step against the room the K/V
 // pool left (server/memory_plan.h): refused now rather than out of memory mid-run; its traces
 // take a share of what it leaves.
-std::optional<ApiError> admit(const ServerContext& ctx, TrainSpec& spec) {
+std::optional<ApiError> admit(const ServerContext& ctx, TrainSpec& spec, const RolloutSettings* online) {
   int64_t tokens = 0;
   for (const TrainSequence& q : spec.sft) tokens += static_cast<int64_t>(q.tokens.size());
   for (const GrpoGroup& g : spec.grpo)
     for (const GrpoCompletion& c : g.completions) tokens += static_cast<int64_t>(c.sequence.tokens.size());
+  // An online job, at its most: every completion as long as max_tokens allows, every step.
+  TrainSpec shape_spec;
+  if (online) {
+    shape_spec.kind = spec.kind;
+    shape_spec.batch_sequences = spec.batch_sequences;
+    GrpoGroup& g = shape_spec.grpo.emplace_back();
+    for (const RolloutPrompt& p : online->prompts) {
+      const int64_t n = static_cast<int64_t>(p.tokens.size()) + online->max_tokens;
+      tokens += n * online->group_size * spec.rollout.steps;
+      if (g.completions.empty() || static_cast<int64_t>(g.completions[0].sequence.tokens.size()) < n)
+        g.completions.assign(static_cast<size_t>(online->group_size), GrpoCompletion{});
+      else continue;
+      for (GrpoCompletion& c : g.completions) c.sequence.tokens.assign(static_cast<size_t>(n), 0);
+    }
+  }
   if (const int64_t most = ctx.config.training.max_job_tokens; tokens * spec.epochs > most)
-    return ApiError::invalid("config.epochs", std::to_string(spec.epochs) + " epochs of " + std::to_string(tokens) +
-                                                  " tokens pass training.max_job_tokens (" + std::to_string(most) + ")");
+    return ApiError::invalid(online ? "config.steps" : "config.epochs",
+                             (online ? std::to_string(spec.rollout.steps) + " steps of up to " + std::to_string(tokens / spec.rollout.steps)
+                                     : std::to_string(spec.epochs) + " epochs of " + std::to_string(tokens)) +
+                                 " tokens pass training.max_job_tokens (" + std::to_string(most) + ")");
   if (ctx.train_env.model == nullptr) return std::nullopt;
   TrainJobShape shape;
-  shape.sequence_tokens = largest_step_tokens(spec);
+  shape.sequence_tokens = largest_step_tokens(online ? shape_spec : spec);
   shape.lora = spec.lora;
   shape.optimizer = spec.optimizer;
   shape.kv_dtype = ctx.train_env.model->kv_dtype();
@@ -438,28 +470,60 @@ std::optional<ApiError> admit(const ServerContext& ctx, TrainSpec& spec) {
 
 std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec::Kind kind, const Json& body,
                                             std::shared_ptr<TrainJobRequest>& out) {
-  const bool sft = kind == TrainSpec::Kind::kSft;
+  const bool sft = kind == TrainSpec::Kind::kSft, opd = kind == TrainSpec::Kind::kOpd;
   int64_t min_rank = 1, max_rank = int64_t{1} << 20;
   if (auto e = training_support(ctx, min_rank, max_rank)) return e;
   const std::string data_field = sft ? "examples" : "groups";
-  FieldReader r(body, "", {data_field, "dataset_path", "config"});
+  // The online form: prompts the job samples from (GRPO: instead of groups; OPD: always).
+  const bool online = opd || (!sft && body.is_object() && body.contains("prompts"));
+  std::set<std::string> top = {data_field, "dataset_path", "config"};
+  if (opd) top = {"prompts", "reward", "teacher", "config"};
+  else if (!sft) top.insert({"prompts", "reward"});
+  FieldReader r(body, "", top);
   if (!r.ok()) return r.error();
+  if (online && !opd && (r.get(data_field) || r.get("dataset_path")))
+    return ApiError::invalid("prompts", "give prompts or " + data_field + " (or dataset_path), not both");
+  if (!online && r.get("reward"))
+    return ApiError::invalid("reward", "reward applies to a job given prompts (finished groups carry their rewards)");
   auto req = std::make_shared<TrainJobRequest>();
-  req->type = sft ? "sft" : "grpo";
+  req->type = sft ? "sft" : opd ? "opd" : "grpo";
   req->spec.kind = kind;
   req->spec.lora.targets.clear();
   for (int t = 0; t < kLoraTargetCount; ++t) req->spec.lora.targets.push_back(static_cast<LoraTarget>(t));
   static const Json kEmpty = Json::object();
   const Json* cfg = r.get("config");
   ConfigRest rest;
-  if (auto e = read_config(ctx, cfg ? *cfg : kEmpty, sft, min_rank, max_rank, *req, rest)) return e;
+  auto settings = online ? std::make_shared<RolloutSettings>() : nullptr;
+  if (auto e = read_config(ctx, cfg ? *cfg : kEmpty, sft, min_rank, max_rank, *req, rest, settings.get())) return e;
   if (auto e = name_output(ctx, rest.replace, *req)) return e;
   if (Status st = req->spec.lora.validate("config"); !st.ok()) return ApiError::invalid("config", st.message());
   if (auto e = resolve_base_adapter(ctx, rest.base_adapter, *req)) return e;
-  if (auto e = read_data(ctx, r, data_field, sft, rest, *req)) return e;
-  if (auto e = admit(ctx, req->spec)) return e;
+  if (online) {
+    settings->opd = opd;
+    if (auto e = read_rollout_data(ctx, r, opd, *settings)) return e;
+    req->data_sha256 = canonical_sha256(body);
+    req->prompts = static_cast<int64_t>(settings->prompts.size());
+    char nonce[24];
+    std::snprintf(nonce, sizeof nonce, "%08x", static_cast<unsigned>(std::random_device{}()));
+    settings->key = "rollout." + req->output_name + "." + nonce;
+  } else if (auto e = read_data(ctx, r, data_field, sft, rest, *req)) {
+    return e;
+  }
+  if (auto e = admit(ctx, req->spec, settings.get())) return e;
+  // The sampler reaches the engine through the context the routes share (it outlives the jobs).
+  if (online) req->spec.rollout = make_rollout_source(ctx, settings, req->spec.rollout.steps);
   req->spec.max_seconds = static_cast<double>(ctx.config.training.max_job_seconds);
   req->hyperparameters = hyperparameters(req->spec, rest, req->auto_load, req->output_name);
+  if (online) {
+    Json reward = nullptr;
+    if (settings->scorer) reward = Json{{"scorer", settings->scorer->to_json()}};
+    else if (settings->reward_server) reward = Json{{"server", settings->reward_server->url}};
+    req->hyperparameters["rollout"] = {{"steps", req->spec.rollout.steps},     {"group_size", settings->group_size},
+                                       {"temperature", settings->temperature}, {"top_p", settings->top_p},
+                                       {"top_k", settings->top_k},             {"max_tokens", settings->max_tokens},
+                                       {"enable_thinking", settings->enable_thinking}, {"reward", reward}};
+    if (opd) req->hyperparameters["rollout"]["teacher_adapter"] = settings->teacher_adapter.empty() ? Json(nullptr) : Json(settings->teacher_adapter);
+  }
   out = std::move(req);
   return std::nullopt;
 }

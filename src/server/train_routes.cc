@@ -1,4 +1,4 @@
-// The training routes (docs/training-api.md, "Routes"): POST /v1/train/sft and /v1/train/grpo
+// The training routes (docs/training-api.md, "Routes"): POST /v1/train/sft, /v1/train/grpo and /v1/train/opd
 // validate the whole request (server/train_request.h) and queue a job, answering {job_id, state,
 // queue_position} at once (503 + Retry-After when training.max_queued_jobs jobs already wait); GET
 // /v1/train/status/{job_id}, GET /v1/train/queue, DELETE /v1/train/queue/{job_id} (cancel).
@@ -47,6 +47,9 @@ void add_train_routes(httplib::Server& server, ServerContext& ctx) {
   });
   server.Post("/v1/train/grpo", [&ctx](const httplib::Request& req, httplib::Response& res) {
     submit_job(ctx, TrainSpec::Kind::kGrpo, req, res);
+  });
+  server.Post("/v1/train/opd", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    submit_job(ctx, TrainSpec::Kind::kOpd, req, res);
   });
   server.Get(R"(/v1/train/status/([^/]+))", [&ctx](const httplib::Request& req, httplib::Response& res) {
     const std::string id = req.matches[1];

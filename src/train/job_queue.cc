@@ -59,6 +59,10 @@ nlohmann::json JobInfo::to_json() const {
                       {"lr_curve", lrs},
                       {"eval_loss", eval_losses.empty() ? nlohmann::json(nullptr) : nlohmann::json(eval_losses.back().loss)},
                       {"eval_loss_curve", eval_curve_json(eval_losses)},
+                      {"mean_reward", last_or_null(rewards)},
+                      {"reward_curve", rewards},
+                      {"reverse_kl", last_or_null(reverse_kls)},
+                      {"reverse_kl_curve", reverse_kls},
                       {"tokens_per_second", tokens_per_second},
                       {"created_at", positive_or_null(created_at)},
                       {"started_at", positive_or_null(started_at)},
@@ -205,6 +209,8 @@ void JobQueue::loop() {
         job->info.grad_norms.push_back(p.grad_norm);
         job->info.lrs.push_back(p.lr);
         if (p.eval_loss) job->info.eval_losses.push_back({p.step, *p.eval_loss});
+        if (p.mean_reward) job->info.rewards.push_back(*p.mean_reward);
+        if (p.reverse_kl) job->info.reverse_kls.push_back(*p.reverse_kl);
       }
       job->info.checkpoints = p.checkpoints;
     };

@@ -51,6 +51,9 @@ struct JobInfo {
   std::vector<double> grad_norms;   // one per finished step: the global gradient norm before clipping
   std::vector<double> lrs;          // one per finished step: its learning rate
   std::vector<EvalPoint> eval_losses;  // one per eval point (config.eval_fraction)
+  // Online jobs (prompts): one per step, the mean reward of its rollout (with a reward) and the
+  // mean per-token reverse KL of its rollout to the teacher (OPD).
+  std::vector<double> rewards, reverse_kls;
   std::vector<TrainCheckpoint> checkpoints;  // config.checkpoint_interval: the ones written so far
   double tokens_per_second = 0;
   double created_at = 0, started_at = 0, finished_at = 0;  // unix seconds; 0: not yet

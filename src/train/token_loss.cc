@@ -39,6 +39,14 @@ int64_t count_role(const TrainSequence& q, TokenRole role) {
   return n;
 }
 
+// A target token's weight in a loss over groups: 1 / (its group's completion tokens x the groups
+// the loss is the mean over).
+double group_token_weight(const GrpoGroup& g, int64_t groups) {
+  int64_t n = 0;
+  for (const auto& c : g.completions) n += count_role(c.sequence, TokenRole::kTarget);
+  return 1.0 / (static_cast<double>(std::max<int64_t>(n, 1)) * static_cast<double>(std::max<int64_t>(groups, 1)));
+}
+
 }  // namespace
 
 LossScale sft_loss_scale(std::span<const TrainSequence> seqs) {
@@ -160,11 +168,8 @@ Result<TokenLoss> grpo_loss(std::span<const GrpoGroup> groups, const TokenLogpro
       s += g.completions.size();
       continue;
     }
-    int64_t n = 0;
-    for (const auto& c : g.completions) n += count_role(c.sequence, TokenRole::kTarget);
     // Token-level aggregation inside the group, then the mean over the kept groups.
-    const double w =
-        1.0 / (static_cast<double>(std::max<int64_t>(n, 1)) * static_cast<double>(std::max<int64_t>(mean_over, 1)));
+    const double w = group_token_weight(g, mean_over);
     for (size_t ci = 0; ci < g.completions.size(); ++ci, ++s) {
       const GrpoCompletion& c = g.completions[ci];
       echo_seqs[s] = ptrs[s];
@@ -208,6 +213,59 @@ Result<TokenLoss> grpo_loss(std::span<const GrpoGroup> groups, const TokenLogpro
   out.loss = total;
   out.kl = total_kl;
   add_echo_loss(echo_seqs, logp, o.echo_lambda, out, scale ? std::optional(scale->observation_tokens) : std::nullopt);
+  return out;
+}
+
+LossScale opd_loss_scale(std::span<const GrpoGroup> groups) {
+  LossScale s;
+  for (const GrpoGroup& g : groups) {
+    ++s.groups;
+    for (const GrpoCompletion& c : g.completions) s.target_tokens += count_role(c.sequence, TokenRole::kTarget);
+  }
+  return s;
+}
+
+Result<TokenLoss> opd_loss(std::span<const GrpoGroup> groups, const TokenLogprobs& logp, const OpdLossOptions& o,
+                           const std::optional<LossScale>& scale) {
+  std::vector<const TrainSequence*> ptrs;
+  for (const auto& g : groups)
+    for (const auto& c : g.completions) ptrs.push_back(&c.sequence);
+  KILN_RETURN_IF_ERROR(check_shapes(ptrs, logp, "logp"));
+  TokenLoss out;
+  out.coef = zeros_like(logp);
+  out.groups_kept = static_cast<int64_t>(groups.size());
+  const int64_t mean_over = scale ? scale->groups : out.groups_kept;
+  double total = 0, kl_sum = 0;
+  size_t s = 0;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const GrpoGroup& g = groups[gi];
+    std::vector<double> rewards;
+    for (const auto& c : g.completions) rewards.push_back(c.reward);
+    const auto adv = o.reward_coeff != 0.f ? grpo_advantages(rewards, o.advantage) : std::nullopt;
+    const double w = group_token_weight(g, mean_over);
+    for (size_t ci = 0; ci < g.completions.size(); ++ci, ++s) {
+      const GrpoCompletion& c = g.completions[ci];
+      const size_t len = c.sequence.tokens.size();
+      if (c.behavior_logp.size() != len || c.teacher_logp.size() != len)
+        return invalid_argument("group " + std::to_string(gi) + " completion " + std::to_string(ci) + ": " +
+                                std::to_string(c.behavior_logp.size()) + " behaviour and " +
+                                std::to_string(c.teacher_logp.size()) + " teacher log-probabilities for " +
+                                std::to_string(len) + " tokens");
+      const double reward_adv = adv ? static_cast<double>(o.reward_coeff) * (*adv)[ci] : 0.0;
+      for (size_t t = 1; t < len; ++t) {
+        if (c.sequence.roles[t] != TokenRole::kTarget) continue;
+        const double behaviour = c.behavior_logp[t], teacher = c.teacher_logp[t];
+        const double a = teacher - behaviour + reward_adv;
+        const double rho = std::exp(static_cast<double>(logp[s][t]) - behaviour);
+        total += -rho * a * w;
+        out.coef[s][t] = static_cast<float>(-rho * a * w);
+        kl_sum += behaviour - teacher;
+        ++out.tokens;
+      }
+    }
+  }
+  out.loss = total;
+  out.kl = out.tokens > 0 ? kl_sum / static_cast<double>(out.tokens) : 0.0;
   return out;
 }
 

@@ -71,6 +71,22 @@ struct GrpoLossOptions {
 Result<TokenLoss> grpo_loss(std::span<const GrpoGroup> groups, const TokenLogprobs& logp, const TokenLogprobs& ref_logp,
                             const GrpoLossOptions& opts, const std::optional<LossScale>& scale = std::nullopt);
 
+// OPD (on-policy distillation) over whole groups, every group counted (LossScale::groups: all of
+// them). Each completion needs its behaviour (student, as sampled) and teacher log-probabilities.
+// Per kTarget token, the advantage a = teacher_logp - behavior_logp (the negative reverse KL of the
+// token) + reward_coeff * the completion's GRPO advantage (0 for a group of equal rewards), and
+// with rho = exp(logp - behavior_logp) the importance-weighted policy gradient
+//   l = -rho a,  dl/dlogp = -rho a;
+// a group's loss is the sum over its completion tokens divided by their number, the batch's the
+// mean over its groups. `kl` of the result: the mean of behavior_logp - teacher_logp over the tokens.
+struct OpdLossOptions {
+  float reward_coeff = 0.f;
+  AdvantageMode advantage = AdvantageMode::kDrGrpo;
+};
+LossScale opd_loss_scale(std::span<const GrpoGroup> groups);
+Result<TokenLoss> opd_loss(std::span<const GrpoGroup> groups, const TokenLogprobs& logp, const OpdLossOptions& opts,
+                           const std::optional<LossScale>& scale = std::nullopt);
+
 // ECHO alone: lambda * mean cross-entropy over the kObservation tokens of the sequences (a null
 // entry is skipped: a dropped group's), added into `out` (loss, echo, coef, which must be shaped
 // as logp); exactly nothing without such tokens. The mean divides by `observation_tokens` where

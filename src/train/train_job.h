@@ -35,7 +35,8 @@ struct TrainJobEnv {
 };
 
 struct TrainJobRequest {
-  std::string type;  // "sft" | "grpo"
+  std::string type;  // "sft" | "grpo" | "opd"
+  int64_t prompts = 0;  // online jobs: the prompts each step samples from (0: offline data)
   TrainSpec spec;    // spec.base_adapter points into `base_adapter`
   std::shared_ptr<const LoraAdapter> base_adapter;  // held for the job's life
   std::string output_name;

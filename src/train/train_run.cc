@@ -52,7 +52,11 @@ Status check_spec(const TrainSpec& s) {
       for (size_t t = 1; t < s.sft[i].roles.size(); ++t) target = target || s.sft[i].roles[t] == TokenRole::kTarget;
       if (!target) return invalid_argument("sequence " + std::to_string(i) + " has no target token: nothing to learn");
     }
+  } else if (s.rollout.sample) {
+    if (s.rollout.steps < 1) return invalid_argument("an online run needs rollout steps >= 1, got " + std::to_string(s.rollout.steps));
+    if (s.eval_fraction > 0) return invalid_argument("an online run has no held-out split (eval_fraction)");
   } else {
+    if (s.kind == TrainSpec::Kind::kOpd) return invalid_argument("an OPD run samples its groups: it needs a rollout source");
     if (s.grpo.empty()) return invalid_argument("a GRPO run needs at least one group");
     for (size_t g = 0; g < s.grpo.size(); ++g) {
       if (s.grpo[g].completions.size() < 2)
@@ -191,7 +195,52 @@ Batch make_batch(const TrainPlan::MicroBatch& mb, const TrainSpec& spec, const s
 }
 
 LossScale loss_scale(const Batch& b, const TrainSpec& spec) {
-  return spec.kind == TrainSpec::Kind::kSft ? sft_loss_scale(b.seqs) : grpo_loss_scale(b.groups, spec.advantage);
+  switch (spec.kind) {
+    case TrainSpec::Kind::kSft: return sft_loss_scale(b.seqs);
+    case TrainSpec::Kind::kOpd: return opd_loss_scale(b.groups);
+    case TrainSpec::Kind::kGrpo: break;
+  }
+  return grpo_loss_scale(b.groups, spec.advantage);
+}
+
+// An online step's micro-batches: the rollout's groups (GRPO: those with unequal rewards) in order,
+// whole groups, as many as fit in batch_sequences completions (at least one).
+std::vector<Batch> rollout_batches(const std::vector<GrpoGroup>& groups, const std::vector<size_t>& items,
+                                   int64_t batch_sequences) {
+  std::vector<Batch> out;
+  int64_t in_last = 0;
+  for (size_t idx : items) {
+    const GrpoGroup& g = groups[idx];
+    const int64_t n = static_cast<int64_t>(g.completions.size());
+    if (out.empty() || in_last + n > batch_sequences) {
+      out.emplace_back();
+      in_last = 0;
+    }
+    Batch& b = out.back();
+    b.groups.push_back(g);
+    for (const GrpoCompletion& c : g.completions) {
+      b.seqs.push_back(c.sequence);
+      b.tokens += static_cast<int64_t>(c.sequence.tokens.size());
+    }
+    in_last += n;
+  }
+  return out;
+}
+
+// The mean per-token reverse KL of a rollout (behaviour - teacher log-probabilities over the
+// completions' target tokens): a one-sample estimate of KL(student || teacher) per token.
+std::optional<double> mean_reverse_kl(const std::vector<GrpoGroup>& groups) {
+  double sum = 0;
+  int64_t n = 0;
+  for (const GrpoGroup& g : groups)
+    for (const GrpoCompletion& c : g.completions) {
+      if (c.teacher_logp.size() != c.sequence.tokens.size() || c.behavior_logp.size() != c.sequence.tokens.size())
+        continue;
+      for (size_t t = 1; t < c.sequence.roles.size(); ++t)
+        if (c.sequence.roles[t] == TokenRole::kTarget) sum += c.behavior_logp[t] - c.teacher_logp[t], ++n;
+    }
+  if (n == 0) return std::nullopt;
+  return sum / static_cast<double>(n);
 }
 
 // The loss of one batch (its part of a loss whose means `scale` counts), after the reference pass
@@ -203,8 +252,9 @@ Result<TokenLoss> batch_loss(LoraTrainer& trainer, const Batch& b, const TrainSp
     KILN_ASSIGN_OR_RETURN(ref, trainer.forward(b.seqs, ForwardPass::kReference));
   }
   KILN_ASSIGN_OR_RETURN(TokenLogprobs logp, trainer.forward(b.seqs, pass));
-  Result<TokenLoss> l = spec.kind == TrainSpec::Kind::kSft
-                            ? sft_loss(b.seqs, logp, spec.echo_lambda, scale)
+  Result<TokenLoss> l = spec.kind == TrainSpec::Kind::kSft ? sft_loss(b.seqs, logp, spec.echo_lambda, scale)
+                        : spec.kind == TrainSpec::Kind::kOpd
+                            ? opd_loss(b.groups, logp, {spec.opd_reward_coeff, spec.advantage}, scale)
                             : grpo_loss(b.groups, logp, ref,
                                         {spec.advantage, spec.clip_epsilon, spec.kl, spec.kl_coeff, spec.echo_lambda},
                                         scale);
@@ -220,6 +270,7 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
   KILN_RETURN_IF_ERROR(check_spec(spec));
   const auto t_start = Clock::now();
   const bool sft = spec.kind == TrainSpec::Kind::kSft;
+  const bool online = !sft && static_cast<bool>(spec.rollout.sample);
 
   // GRPO groups whose rewards are all equal teach nothing: left out of the plan, not stepped on.
   std::vector<size_t> items;
@@ -227,7 +278,7 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
   if (sft) {
     for (size_t i = 0; i < spec.sft.size(); ++i)
       items.push_back(i), plan_items.push_back({1, static_cast<int64_t>(spec.sft[i].tokens.size())});
-  } else {
+  } else if (!online) {
     for (size_t g = 0; g < spec.grpo.size(); ++g) {
       std::vector<double> r;
       for (const auto& c : spec.grpo[g].completions) r.push_back(c.reward);
@@ -236,8 +287,11 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
     }
     if (items.empty()) return invalid_argument("every group's rewards are all equal: GRPO has nothing to learn");
   }
-  KILN_ASSIGN_OR_RETURN(const TrainPlan plan, plan_training(plan_items, spec));
-  std::vector<GrpoGroup> grpo = sft ? std::vector<GrpoGroup>{} : spec.grpo;  // behaviour log-probs filled in below
+  TrainPlan plan;
+  if (!online) {
+    KILN_ASSIGN_OR_RETURN(plan, plan_training(plan_items, spec));
+  }
+  std::vector<GrpoGroup> grpo = sft || online ? std::vector<GrpoGroup>{} : spec.grpo;  // behaviour log-probs filled in below
 
   StorageFacet& storage = model.backend().storage();
   OptimizerFacet& optimizer = model.backend().optimizer();
@@ -267,7 +321,8 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
     };
     if (Status st = run_on_device(runner, setup); !st.ok()) return st.with_context("the run's setup");
     // The held-out groups too: their loss takes rho against the same behaviour policy.
-    if (!sft) KILN_RETURN_IF_ERROR(record_behaviour_logp(*trainer, grpo, items, spec.batch_sequences, cancel, runner));
+    if (!sft && !online)
+      KILN_RETURN_IF_ERROR(record_behaviour_logp(*trainer, grpo, items, spec.batch_sequences, cancel, runner));
 
     // The held-out loss: forward only, batch by batch, the means over the whole held-out set.
     std::vector<Batch> eval_batches;
@@ -292,41 +347,32 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
       return total;
     };
 
-    const auto t_run = Clock::now();
-    const int64_t total = static_cast<int64_t>(plan.steps.size());
-    for (int64_t step = 1; step <= total; ++step) {
-      if (cancel.load()) return failed_precondition("cancelled");
-      if (spec.max_seconds > 0 && seconds_since(t_start) > spec.max_seconds)
-        return resource_exhausted("the job ran longer than its limit of " + std::to_string(static_cast<int64_t>(spec.max_seconds)) +
-                                  " s (training.max_job_seconds) and stopped before step " + std::to_string(step) + " of " +
-                                  std::to_string(total));
-      const auto& micro = plan.steps[static_cast<size_t>(step - 1)];
-      std::vector<Batch> batches;
-      LossScale scale;  // the step's: every micro-batch's loss is its part of the step's means
-      int64_t tokens = 0;
-      for (const TrainPlan::MicroBatch& mb : micro) {
-        batches.push_back(make_batch(mb, spec, items, grpo));
-        scale += loss_scale(batches.back(), spec);
-        tokens += batches.back().tokens;
-      }
-      OptimizerHyper hyper = spec.hyper;
-      hyper.lr = static_cast<float>(scheduled_lr(spec.hyper.lr, spec.lr_schedule, step, total));
-
+    // One optimizer step over `batches` (its micro-batches, each its own device work): the loss,
+    // the gradient norm before clipping, and the step's rate come back in `out`.
+    struct StepOut {
       double loss = 0;
       GradClip clip;
+      float lr = 0;
+    };
+    auto run_step = [&](int64_t step, int64_t total, const std::vector<Batch>& batches) -> Result<StepOut> {
+      StepOut out;
+      LossScale scale;  // the step's: every micro-batch's loss is its part of the step's means
+      for (const Batch& b : batches) scale += loss_scale(b, spec);
+      OptimizerHyper hyper = spec.hyper;
+      hyper.lr = static_cast<float>(scheduled_lr(spec.hyper.lr, spec.lr_schedule, step, total));
+      out.lr = hyper.lr;
       const bool checkpoint = spec.checkpoint && spec.checkpoint_interval > 0 && step % spec.checkpoint_interval == 0;
       HostLoraAdapter snapshot;  // the adapter after this step, for the checkpoint
-      const auto t_step = Clock::now();
       for (size_t m = 0; m < batches.size(); ++m) {
         if (m > 0 && cancel.load()) return failed_precondition("cancelled");
         const bool last = m + 1 == batches.size();
         auto device_work = [&]() -> Status {
           KILN_ASSIGN_OR_RETURN(const TokenLoss l, batch_loss(*trainer, batches[m], spec, scale, ForwardPass::kTrain));
-          loss += l.loss;
+          out.loss += l.loss;
           KILN_RETURN_IF_ERROR(trainer->backward(l.coef));
           if (!last) return storage.synchronize();
-          KILN_ASSIGN_OR_RETURN(clip, clip_by_global_norm(optimizer, grads, spec.max_grad_norm));
-          hyper.grad_scale = clip.scale;
+          KILN_ASSIGN_OR_RETURN(out.clip, clip_by_global_norm(optimizer, grads, spec.max_grad_norm));
+          hyper.grad_scale = out.clip.scale;
           std::vector<OptimizerStepArgs> steps;
           steps.reserve(slots.size());
           for (const ParamSlot& s : slots) {
@@ -354,12 +400,60 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
           return st.with_context(where);
         }
       }
+      return out;
+    };
+
+    const auto t_run = Clock::now();
+    const int64_t total = online ? spec.rollout.steps : static_cast<int64_t>(plan.steps.size());
+    for (int64_t step = 1; step <= total; ++step) {
+      if (cancel.load()) return failed_precondition("cancelled");
+      if (spec.max_seconds > 0 && seconds_since(t_start) > spec.max_seconds)
+        return resource_exhausted("the job ran longer than its limit of " + std::to_string(static_cast<int64_t>(spec.max_seconds)) +
+                                  " s (training.max_job_seconds) and stopped before step " + std::to_string(step) + " of " +
+                                  std::to_string(total));
+      const auto t_step = Clock::now();
+      std::vector<Batch> batches;
+      std::optional<double> mean_reward, reverse_kl;
+      if (online) {
+        // The step's groups, sampled from the adapter as it stands, then its log-probabilities of
+        // them (the behaviour policy: rho = 1 in value at this step) through the trainer.
+        Result<RolloutSource::Batch> drawn = spec.rollout.sample(step, adapter, cancel);
+        if (!drawn.ok()) {
+          if (cancel.load()) return failed_precondition("cancelled");
+          return drawn.status().with_context("the rollout of step " + std::to_string(step) + " of " + std::to_string(total));
+        }
+        grpo = std::move(drawn->groups);
+        mean_reward = drawn->mean_reward;
+        items.clear();
+        for (size_t g = 0; g < grpo.size(); ++g) {
+          std::vector<double> r;
+          for (const auto& c : grpo[g].completions) r.push_back(c.reward);
+          if (spec.kind == TrainSpec::Kind::kOpd || grpo_advantages(r, spec.advantage)) items.push_back(g);
+        }
+        KILN_RETURN_IF_ERROR(record_behaviour_logp(*trainer, grpo, items, spec.batch_sequences, cancel, runner));
+        if (spec.kind == TrainSpec::Kind::kOpd) reverse_kl = mean_reverse_kl(grpo);
+        batches = rollout_batches(grpo, items, spec.batch_sequences);
+      } else {
+        for (const TrainPlan::MicroBatch& mb : plan.steps[static_cast<size_t>(step - 1)])
+          batches.push_back(make_batch(mb, spec, items, grpo));
+      }
+      int64_t tokens = 0;
+      for (const Batch& b : batches) tokens += b.tokens;
+      StepOut out;
+      // An online GRPO step whose groups all have equal rewards teaches nothing: no update.
+      if (!batches.empty()) {
+        KILN_ASSIGN_OR_RETURN(out, run_step(step, total, batches));
+      } else {
+        out.lr = static_cast<float>(scheduled_lr(spec.hyper.lr, spec.lr_schedule, step, total));
+      }
       const double secs = seconds_since(t_step);
-      result.losses.push_back(loss);
-      result.grad_norms.push_back(clip.norm);
-      result.lrs.push_back(hyper.lr);
+      result.losses.push_back(out.loss);
+      result.grad_norms.push_back(out.clip.norm);
+      result.lrs.push_back(out.lr);
       result.step_seconds.push_back(secs);
       result.tokens += tokens;
+      if (mean_reward) result.rewards.push_back(*mean_reward);
+      if (reverse_kl) result.reverse_kls.push_back(*reverse_kl);
       std::optional<double> eval_loss;
       if (!eval_batches.empty() && (step == total || (spec.eval_every > 0 && step % spec.eval_every == 0))) {
         KILN_ASSIGN_OR_RETURN(eval_loss, held_out_loss(step));
@@ -369,10 +463,12 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
         TrainProgress p;
         p.step = step;
         p.total_steps = total;
-        p.loss = loss;
-        p.grad_norm = clip.norm;
-        p.lr = hyper.lr;
+        p.loss = out.loss;
+        p.grad_norm = out.clip.norm;
+        p.lr = out.lr;
         p.eval_loss = eval_loss;
+        p.mean_reward = mean_reward;
+        p.reverse_kl = reverse_kl;
         p.tokens_per_second = secs > 0 ? static_cast<double>(tokens) / secs : 0;
         progress(p);
       }

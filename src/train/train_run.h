@@ -31,13 +31,31 @@ struct GrpoCompletion {
   TrainSequence sequence;
   double reward = 0;
   std::vector<float> behavior_logp;  // empty: rho = 1 in value
+  // OPD: the teacher's log-probabilities of the sequence's tokens, indexed as `behavior_logp`
+  // (entries at kTarget tokens are read); empty elsewhere.
+  std::vector<float> teacher_logp;
 };
 struct GrpoGroup {
   std::vector<GrpoCompletion> completions;
 };
 
+// An online run's source of groups: before each step, `sample` draws the step's groups from the
+// adapter as it stands (on-policy), scores them (rewards; OPD: the teacher's log-probabilities), and
+// returns them with the step's mean reward (nullopt: no reward). It runs on the run's thread, not
+// through the DeviceRunner: a server submits generation requests to its engine, which reads
+// `adapter` in its cycles while the run waits (no step changes it meanwhile).
+struct RolloutSource {
+  struct Batch {
+    std::vector<GrpoGroup> groups;
+    std::optional<double> mean_reward;
+  };
+  std::function<Result<Batch>(int64_t step, const LoraAdapter& adapter, const std::atomic<bool>& cancel)> sample;
+  int64_t steps = 0;  // optimizer steps, each over its own rollout
+};
+
 struct TrainSpec {
-  enum class Kind : uint8_t { kSft, kGrpo } kind = Kind::kSft;
+  // kOpd: on-policy distillation over groups whose completions carry the teacher's log-probabilities.
+  enum class Kind : uint8_t { kSft, kGrpo, kOpd } kind = Kind::kSft;
   LoraConfig lora;                       // rank 16, alpha 32, every target by default
   OptimizerKind optimizer = OptimizerKind::kMuon;
   OptimizerHyper hyper;                  // hyper.lr: the schedule's peak rate
@@ -67,6 +85,12 @@ struct TrainSpec {
   float kl_coeff = 0.1f;
   KlEstimator kl = KlEstimator::kNone;
   float echo_lambda = 0.05f;
+  // OPD: the coefficient of the GRPO group advantage (from the completions' rewards) added to each
+  // token's teacher - student advantage; 0: distillation alone.
+  float opd_reward_coeff = 0.f;
+  // Online runs: groups sampled before each step instead of `grpo` (kGrpo, kOpd); `epochs` and the
+  // held-out split do not apply.
+  RolloutSource rollout;
   // Continue from these factors (a copy, in f32; its LoraConfig then wins over `lora`), else a fresh init.
   const LoraAdapter* base_adapter = nullptr;
   TrainerOptions trainer;                // GDN chunk and activation-checkpoint segments of the LoraTrainer
@@ -96,6 +120,8 @@ struct TrainProgress {
   double grad_norm = 0;             // the global gradient norm, before clipping
   double lr = 0;                    // the step's learning rate
   std::optional<double> eval_loss;  // the held-out loss, where the step was an eval point
+  std::optional<double> mean_reward;  // online runs with a reward: the step's rollout's mean reward
+  std::optional<double> reverse_kl;   // OPD: the step's rollout's mean per-token reverse KL (student || teacher)
 };
 
 struct EvalPoint {
@@ -108,6 +134,7 @@ struct TrainResult {
   std::vector<double> losses;   // one per optimizer step
   std::vector<double> grad_norms, lrs;  // one per optimizer step: the norm before clipping, the rate
   std::vector<EvalPoint> eval_losses;   // one per eval point
+  std::vector<double> rewards, reverse_kls;  // online runs: one per step where measured (TrainProgress)
   std::vector<double> step_seconds;  // wall time of each step (forward, loss, backward, optimizer)
   double seconds = 0;
   int64_t tokens = 0;

@@ -1,7 +1,8 @@
 // LoRA adapters served per request: the registry (names, revisions, atomic replacement), and
 // the engine resolving a request's adapters at submit: greedy output == a direct forward loop
 // with the same LoraTerms on the row, mixed batches == each alone, no prefix-cache sharing
-// across adapter stacks or revisions, and an unload that leaves requests in flight intact.
+// across adapter stacks, revisions or private-adapter keys, and an unload that leaves requests
+// in flight intact.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -282,6 +283,40 @@ TEST(EngineAdapters, PrefixCacheIsNotSharedAcrossStacksOrRevisions) {
   EXPECT_EQ(e->stats().prefix_hits, 1);
   EXPECT_EQ(run_one(greedy(p, 4)), base);
   EXPECT_EQ(e->stats().prefix_hits, 2);
+}
+
+TEST(EngineAdapters, APrivateAdapterIsAppliedAloneAndKeyedByItsOwnKey) {
+  Fixture f;
+  auto big = f.registry.load("big", f.write_random("big", 5)).value();
+  ASSERT_TRUE(f.registry.set_default("big").ok());
+  // An adapter outside the registry: the default adapter is not applied with it.
+  auto mine = std::make_shared<const LoraAdapter>(
+      LoraAdapter::load(f.write_random("mine", 9), f.m.model->config(), f.m.backend->storage()).value());
+  auto e = Engine::create(*f.m.model, config(&f.registry)).value();
+  const auto p = prompt_of(150, 5);  // two full blocks get cached
+  auto run_one = [&](RequestSpec spec) {
+    auto s = e->submit(std::move(spec)).value();
+    return run_all(*e, {s})[s.id];
+  };
+  auto private_spec = [&](const std::string& key) {
+    RequestSpec r = greedy(p, 4);
+    r.private_adapter = mine;
+    r.private_key = key;
+    return r;
+  };
+  const auto out = run_one(private_spec("job@1"));
+  EXPECT_EQ(out, alone(*f.m.model, p, 4, {{mine.get(), 1.f}}));
+  EXPECT_NE(out, alone(*f.m.model, p, 4, {{big.adapter.get(), 1.f}}));
+  EXPECT_EQ(e->stats().prefix_hits, 0);
+  EXPECT_EQ(run_one(private_spec("job@1")), out);
+  EXPECT_EQ(e->stats().prefix_hits, 1);  // the same key: the same weights
+  EXPECT_EQ(run_one(private_spec("job@2")), out);
+  EXPECT_EQ(e->stats().prefix_hits, 1);  // a new key shares nothing
+  // Not with named adapters, and not without a key.
+  RequestSpec both = private_spec("job@3");
+  both.adapter = "big";
+  EXPECT_EQ(e->submit(both).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(e->submit(private_spec("")).status().code(), ErrorCode::kInvalidArgument);
 }
 
 TEST(EngineAdapters, UnloadWhileRunningLetsTheRequestFinish) {

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -27,7 +28,8 @@ class ProofServer {
  public:
   // Writes the checkpoint under a fresh temporary directory named after `name` and starts the stack;
   // `ok()` says whether it runs (the failure is already reported).
-  explicit ProofServer(const std::string& name) {
+  // `tweak`, when given, changes the configuration before the stack starts.
+  explicit ProofServer(const std::string& name, const std::function<void(KilnConfig&)>& tweak = {}) {
     namespace fs = std::filesystem;
     dir_ = (fs::temp_directory_path() / ("kiln-" + name + "-" + std::to_string(::getpid()))).string();
     fs::remove_all(dir_);
@@ -36,6 +38,7 @@ class ProofServer {
     KilnConfig c = tiny_chat_server_config(dir_, mc);
     if (::testing::Test::HasFailure()) return;
     c.memory.kv_blocks = 64;
+    if (tweak) tweak(c);
     auto started = ServingStack::start(c);
     if (!started.ok()) {
       ADD_FAILURE() << started.status().to_string();
@@ -50,6 +53,8 @@ class ProofServer {
   bool ok() const { return stack_ != nullptr; }
 
   // POST `body`; the parsed answer, or null (with a failure) unless it is a 200.
+  int port() const { return stack_->port(); }
+
   nlohmann::json post(const std::string& path, const nlohmann::json& body) const {
     httplib::Client cli("127.0.0.1", stack_->port());
     cli.set_read_timeout(120, 0);

@@ -97,8 +97,8 @@ TEST(TrainMemory, TheLargestStepIsTheLongestSequencesABatchCanHold) {
   grpo.kind = TrainSpec::Kind::kGrpo;
   grpo.batch_sequences = 1;
   grpo.grpo.resize(2);
-  for (int64_t n : {40, 90, 60}) grpo.grpo[0].completions.push_back({seq(n), 0.0, {}});
-  grpo.grpo[1].completions.push_back({seq(300), 0.0, {}});
+  for (int64_t n : {40, 90, 60}) grpo.grpo[0].completions.push_back({seq(n), 0.0, {}, {}});
+  grpo.grpo[1].completions.push_back({seq(300), 0.0, {}, {}});
   EXPECT_EQ(largest_step_tokens(grpo), (std::vector<int64_t>{300, 90, 60}));
 }
 

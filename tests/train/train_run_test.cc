@@ -324,7 +324,7 @@ TEST(RunTraining, GrpoDropsUniformGroupsAndRunsTheReferencePassFirst) {
   for (int32_t g = 0; g < 3; ++g) {
     GrpoGroup group;
     for (int32_t c = 0; c < 2; ++c)
-      group.completions.push_back({sequence({10 * g + c, 7}, {300 + c}), g == 1 ? 1.0 : static_cast<double>(c), {}});
+      group.completions.push_back({sequence({10 * g + c, 7}, {300 + c}), g == 1 ? 1.0 : static_cast<double>(c), {}, {}});
     spec.grpo.push_back(group);
   }
   std::atomic<bool> cancel{false};
@@ -367,8 +367,8 @@ TEST(RunTraining, GrpoBehaviourPolicyIsTheAdapterAtTheStart) {
   spec.optimizer = OptimizerKind::kSgd;
   spec.hyper.lr = 2e4f;  // the fake's logp moves by ~1e-4 of the factors' squared change
   GrpoGroup group;
-  group.completions.push_back({sequence({1, 7}, {300, 301}), 1.0, {}});
-  group.completions.push_back({sequence({2, 7}, {400, 401}), 0.0, {}});
+  group.completions.push_back({sequence({1, 7}, {300, 301}), 1.0, {}, {}});
+  group.completions.push_back({sequence({2, 7}, {400, 401}), 0.0, {}, {}});
   spec.grpo.push_back(group);
   std::atomic<bool> cancel{false};
   auto r = run_training(*tiny().model, spec, {}, cancel);
@@ -400,6 +400,79 @@ TEST(RunTraining, GrpoBehaviourPolicyIsTheAdapterAtTheStart) {
   // Only the completion without its own went through the behaviour pass.
   ASSERT_GE(given_calls.batches.size(), 1u);
   EXPECT_EQ(given_calls.batches[0], (std::vector<int32_t>{2}));
+}
+
+// An online run: before each step the rollout source gets the step number and the adapter as it
+// stands (moved by the steps before), and the step trains on exactly the groups it returned, after
+// their behaviour pass (rho = 1 at the step, so each OPD coefficient is -(teacher - behaviour) / n);
+// the step's mean reward and reverse KL reach the progress and the result.
+TEST(RunTraining, OnlineStepsTrainOnTheRolloutOfTheAdapterAsItStands) {
+  Calls calls;
+  TrainSpec spec = fake_spec(&calls);
+  spec.sft.clear();
+  spec.kind = TrainSpec::Kind::kOpd;
+  spec.batch_sequences = 8;
+  spec.optimizer = OptimizerKind::kSgd;
+  spec.hyper.lr = 2e4f;
+  std::vector<int64_t> steps_seen;
+  std::vector<std::vector<float>> adapters_seen;
+  spec.rollout.steps = 3;
+  spec.rollout.sample = [&](int64_t step, const LoraAdapter& adapter,
+                            const std::atomic<bool>&) -> Result<RolloutSource::Batch> {
+    steps_seen.push_back(step);
+    adapters_seen.push_back(flatten(adapter));
+    RolloutSource::Batch b;
+    GrpoGroup g;
+    for (int32_t c = 0; c < 2; ++c) {
+      GrpoCompletion comp{sequence({static_cast<int32_t>(10 * step + c), 7}, {300 + c, 301}), 0.0, {}, {}};
+      comp.teacher_logp = {0.f, 0.f, -0.25f, -0.75f};  // the fake's logp is about -0.5
+      g.completions.push_back(std::move(comp));
+    }
+    b.groups.push_back(std::move(g));
+    b.mean_reward = 0.25 * static_cast<double>(step);
+    return b;
+  };
+  std::vector<TrainProgress> progress;
+  std::atomic<bool> cancel{false};
+  auto r = run_training(*tiny().model, spec, [&](const TrainProgress& p) { progress.push_back(p); }, cancel);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(steps_seen, (std::vector<int64_t>{1, 2, 3}));
+  ASSERT_EQ(adapters_seen.size(), 3u);
+  EXPECT_NE(adapters_seen[1], adapters_seen[0]);  // step 1 moved the adapter step 2 sampled from
+  EXPECT_NE(adapters_seen[2], adapters_seen[1]);
+  // Per step: the behaviour pass, then the step's forward, over the rollout's two completions.
+  ASSERT_EQ(calls.batches.size(), 6u);
+  for (int64_t step = 1; step <= 3; ++step) {
+    const int32_t first = static_cast<int32_t>(10 * step);
+    EXPECT_EQ(calls.batches[2 * (step - 1)], (std::vector<int32_t>{first, first + 1}));
+    EXPECT_EQ(calls.batches[2 * (step - 1) + 1], (std::vector<int32_t>{first, first + 1}));
+  }
+  ASSERT_EQ(calls.coefs.size(), 3u);
+  for (size_t step = 0; step < 3; ++step) {
+    const auto& behaviour = calls.logps.at(2 * step);  // the behaviour pass's log-probabilities
+    for (size_t c = 0; c < 2; ++c)
+      for (size_t t = 2; t < 4; ++t) {
+        const float teacher = t == 2 ? -0.25f : -0.75f;
+        EXPECT_NEAR(calls.coefs[step][c][t], -(teacher - behaviour[c][t]) / 4.0, 1e-6) << step << " " << c << " " << t;
+      }
+  }
+  ASSERT_EQ(r->rewards, (std::vector<double>{0.25, 0.5, 0.75}));
+  ASSERT_EQ(r->reverse_kls.size(), 3u);
+  double kl = 0;
+  for (size_t c = 0; c < 2; ++c) kl += calls.logps[0][c][2] + 0.25 + calls.logps[0][c][3] + 0.75;
+  EXPECT_NEAR(r->reverse_kls[0], kl / 4, 1e-6);
+  ASSERT_EQ(progress.size(), 3u);
+  EXPECT_EQ(progress[2].mean_reward, 0.75);
+  EXPECT_EQ(progress[2].reverse_kl, r->reverse_kls[2]);
+
+  // A rollout's error ends the run, naming the step.
+  spec.rollout.sample = [](int64_t step, const LoraAdapter&, const std::atomic<bool>&) -> Result<RolloutSource::Batch> {
+    return io_error("reward server down at " + std::to_string(step));
+  };
+  auto failed = run_training(*tiny().model, spec, {}, cancel);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("rollout of step 1 of 3"), std::string::npos) << failed.status().message();
+  EXPECT_NE(failed.status().message().find("reward server down at 1"), std::string::npos) << failed.status().message();
 }
 
 TEST(RunTraining, RefusesBadSpecsNamingTheProblem) {
@@ -636,7 +709,7 @@ TEST(RunTraining, GrpoAccumulatesWholeGroupsAndHoldsOutGroups) {
     for (int32_t g = 0; g < 2; ++g) {
       GrpoGroup group;
       for (int32_t c = 0; c < 2; ++c)
-        group.completions.push_back({sequence({10 * g + c, 7}, std::vector<int32_t>(1 + g + c, 300)), double(c), {}});
+        group.completions.push_back({sequence({10 * g + c, 7}, std::vector<int32_t>(1 + g + c, 300)), double(c), {}, {}});
       spec.grpo.push_back(group);
     }
     return spec;
