@@ -19,9 +19,10 @@ namespace kiln {
 
 class Tokenizer;
 
-// What one request's compile may cost: about a quarter of a second on the development machine at
-// the limit (docs/grammar.md, "Measured"); a grammar past it is refused with a 400.
-inline constexpr grammar::CompileLimits kRequestCompileLimits{500'000, 60'000};
+// What one request's compile may build (NFA states, DFA states): maxLength 1,000 (25,003 states)
+// fits; a grammar past it is refused with a 400 well within a second (docs/grammar.md, "From a
+// request to sampling").
+inline constexpr grammar::CompileLimits kRequestCompileLimits{300'000, 40'000};
 
 class StructuredOutputs {
  public:
