@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include "engine/adapter_registry.h"
 #include "engine/engine.h"
+#include "grammar/matcher.h"
 
 namespace kiln::cli {
 
@@ -100,6 +102,45 @@ Result<std::unique_ptr<AdapterRegistry>> bench_adapters(Qwen35Model& model, int6
   return registry;
 }
 
+// Mask time over every constrained row of a run.
+struct MaskClock {
+  std::atomic<int64_t> ns{0}, masks{0};
+};
+
+// A grammar's documents back to back: where the text is complete, the stop ids are left out of
+// the mask and the next document may begin (so every row decodes its max_tokens, as unconstrained
+// bench rows do with ignore_eos). Each fill_mask is timed into `clock`.
+class RepeatingGrammar final : public TokenConstraint {
+ public:
+  RepeatingGrammar(std::shared_ptr<const grammar::MaskCache> g, MaskClock& clock) : matcher_(std::move(g)), clock_(clock) {}
+  Status fill_mask(std::span<uint32_t> words) override {
+    const auto t = Clock::now();
+    if (matcher_.is_complete() && !matcher_.can_continue()) matcher_.reset();
+    KILN_RETURN_IF_ERROR(fill_without_stops(words));
+    bool any = false;
+    for (uint32_t w : words) any = any || w != 0;
+    if (!any) {
+      matcher_.reset();
+      KILN_RETURN_IF_ERROR(fill_without_stops(words));
+    }
+    clock_.ns += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t).count();
+    ++clock_.masks;
+    return {};
+  }
+  Status accept(int32_t token) override { return matcher_.accept_token(token); }
+  bool mask_is_cheap() const override { return matcher_.mask_is_cached(); }
+
+ private:
+  Status fill_without_stops(std::span<uint32_t> words) {
+    KILN_RETURN_IF_ERROR(matcher_.fill_mask(words));
+    for (int32_t id : matcher_.vocabulary()->stop_ids()) words[static_cast<size_t>(id) >> 5] &= ~(1u << (id & 31));
+    return {};
+  }
+
+  grammar::Matcher matcher_;
+  MaskClock& clock_;
+};
+
 // Every event of a finished request: an error event fails the bench.
 Status drain(TokenChannel& ch, int64_t* tokens) {
   while (auto e = ch.try_pop()) {
@@ -129,23 +170,31 @@ Result<nlohmann::json> bench_engine_decode(Qwen35Model& model, int64_t batch, co
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                         bench_engine(model, batch, o.context + max_tokens, o.prefill_chunk, o, adapters.get()));
   std::vector<Submission> subs;
+  MaskClock masks;
   for (int64_t r = 0; r < batch; ++r) {
     RequestSpec spec = bench_request(distinct_prompt(o.context, batch * 1000 + r, V), max_tokens, o.temperature,
                                      o.top_p, static_cast<uint64_t>(r));
     if (adapters) spec.adapter = "bench-" + std::to_string(r % o.adapters);
+    if (o.grammar) {
+      spec.constraint = std::make_shared<RepeatingGrammar>(o.grammar, masks);
+      spec.ignore_eos = false;  // the mask never allows a stop id
+    }
     KILN_ASSIGN_OR_RETURN(Submission s, engine->submit(std::move(spec)));
     subs.push_back(std::move(s));
   }
   std::vector<double> steps;
-  int64_t full_steps = 0;
+  int64_t full_steps = 0, timed_mask_ns = 0;
   auto t_all = Clock::now();
   while (engine->has_work()) {
     auto t = Clock::now();
+    const int64_t mask_ns = masks.ns.load();
     KILN_ASSIGN_OR_RETURN(CycleReport rep, engine->step());
     const double dt = seconds_since(t);
     if (rep.decode_rows == batch && rep.prefill_rows == 0 && full_steps++ >= o.warmup_steps &&
-        static_cast<int64_t>(steps.size()) < o.decode_steps)
+        static_cast<int64_t>(steps.size()) < o.decode_steps) {
       steps.push_back(dt);
+      timed_mask_ns += masks.ns.load() - mask_ns;
+    }
   }
   const double total = seconds_since(t_all);
   int64_t produced = 0;
@@ -167,6 +216,10 @@ Result<nlohmann::json> bench_engine_decode(Qwen35Model& model, int64_t batch, co
                         {"tokens_per_s", static_cast<double>(batch) * static_cast<double>(steps.size()) / sum},
                         {"replayed_steps", engine->stats().decode_replays},
                         {"wall_seconds_with_prefill", total}};
+  if (o.grammar) {
+    out["mask_us_per_token"] = masks.masks > 0 ? 1e-3 * static_cast<double>(masks.ns) / static_cast<double>(masks.masks) : 0.0;
+    out["mask_ms_per_step"] = 1e-6 * static_cast<double>(timed_mask_ns) / static_cast<double>(steps.size());
+  }
   if (adapters) {
     out["adapters"] = o.adapters;
     out["adapter_rank"] = o.adapter_rank;

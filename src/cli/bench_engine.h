@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/mask_cache.h"
 #include "model/qwen35.h"
 
 namespace kiln::cli {
@@ -22,6 +24,9 @@ struct EngineBenchOpts {
   float top_p = 1.f;
   int64_t adapters = 0;         // decode sweep: row i uses random adapter i mod `adapters` (0: none)
   int64_t adapter_rank = 16;    // ... of this rank, on every target projection
+  // Decode sweep: every row constrained by this grammar (a JSON schema's), documents back to back:
+  // a complete document is followed by the next one instead of the end-of-text token.
+  std::shared_ptr<const grammar::MaskCache> grammar;
 };
 
 // `batch` sequences of `context` distinct tokens each, prefilled, then decoded together; the
@@ -32,7 +37,9 @@ struct EngineBenchOpts {
 // tokens_per_s, replayed_steps (decode steps replayed as a recording, warm-up included; 0 where
 // the backend runs eagerly); with o.adapters:
 // adapters, adapter_rank and adapter_bytes_per_step (the factors of the distinct adapters a step
-// reads, for the roofline).
+// reads, for the roofline); with o.grammar: mask_us_per_token (the host's time filling one row's
+// mask, mean over the whole run) and mask_ms_per_step (the timed steps' mask time per step, summed
+// over rows).
 Result<nlohmann::json> bench_engine_decode(Qwen35Model& model, int64_t batch, const EngineBenchOpts& o);
 
 // Submit-to-first-token time of a `tokens`-token prompt on an idle engine (greedy, one token),

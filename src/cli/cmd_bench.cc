@@ -20,8 +20,11 @@
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "cli/out_file.h"
+#include "core/mapped_file.h"
 #include "core/thread_pool.h"
+#include "grammar/grammar_cache.h"
 #include "model/qwen35.h"
+#include "tokenizer/tokenizer.h"
 #ifdef KILN_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -113,6 +116,7 @@ struct BenchOpts {
   int64_t adapters = 0, adapter_rank = 16;
   bool kv_fp8 = false;  // memory.kv_cache_fp8: K/V in e4m3, and its effect on the logits measured
   std::string peer_json;
+  std::string json_schema, tokenizer;  // decode sweep under a JSON-schema constraint
 };
 
 // The device pool's peak over the whole run, kept across the per-prefill restarts of the peak
@@ -323,10 +327,31 @@ EngineBenchOpts engine_opts(const BenchOpts& o) {
   return eo;
 }
 
+// The --json-schema grammar over the model's vocabulary (the tokenizer of --tokenizer, else of the
+// model directory), or null without the option.
+Result<std::shared_ptr<const grammar::MaskCache>> bench_grammar(const BenchOpts& o, const std::string& model_dir,
+                                                               const ModelConfig& c) {
+  if (o.json_schema.empty()) return std::shared_ptr<const grammar::MaskCache>();
+  auto file = MappedFile::open(o.json_schema);
+  if (!file.ok()) return file.status().with_context("--json-schema");
+  const std::string schema((*file)->bytes_ptr(), (*file)->bytes());
+  auto tok = Tokenizer::load(o.tokenizer.empty() ? model_dir : o.tokenizer);
+  if (!tok.ok()) return tok.status().with_context("--tokenizer (the --json-schema constraint needs the model's tokenizer)");
+  std::vector<int32_t> stops(c.eos_token_ids.begin(), c.eos_token_ids.end());
+  KILN_ASSIGN_OR_RETURN(grammar::TokenVocabulary vocab,
+                        grammar::TokenVocabulary::from_tokenizer(*tok, static_cast<size_t>(c.vocab_size), stops));
+  grammar::GrammarCache cache(std::make_shared<const grammar::TokenVocabulary>(std::move(vocab)), 1);
+  auto g = cache.get({grammar::GrammarKind::kJsonSchema, schema, {}});
+  if (!g.ok()) return g.status().with_context("--json-schema " + o.json_schema);
+  return *g;
+}
+
 // Engine decode at each of --batches rows at --context, each point next to its bytes-per-step
 // roofline.
-nlohmann::json bench_decode_batches(Qwen35Model& model, const BenchOpts& o, double bandwidth, bool device) {
-  const EngineBenchOpts eo = engine_opts(o);
+nlohmann::json bench_decode_batches(Qwen35Model& model, const BenchOpts& o, double bandwidth, bool device,
+                                    std::shared_ptr<const grammar::MaskCache> constraint) {
+  EngineBenchOpts eo = engine_opts(o);
+  eo.grammar = std::move(constraint);
   nlohmann::json sweep = nlohmann::json::array();
   for (int64_t b : o.batches) {
     std::fprintf(stderr, "bench: engine decode, batch %lld at context %lld\n", static_cast<long long>(b),
@@ -358,6 +383,10 @@ nlohmann::json bench_decode_batches(Qwen35Model& model, const BenchOpts& o, doub
   const bool replayed = !o.eager && model.backend().replay().available();
   return {{"sampling", picked + (o.host_sampling ? ", on the host (every row's logits copied)" : ", on the device (ids only)")},
           {"execution", replayed ? "graph_replay" : "eager"},
+          {"constraint", o.json_schema.empty() ? nlohmann::json(nullptr)
+                                               : nlohmann::json("json_schema " + o.json_schema +
+                                                                ": every row, documents back to back; constrained rows "
+                                                                "are sampled on the host from their logits")},
           {"adapters", o.adapters == 0 ? std::string("none")
                                        : std::to_string(o.adapters) + " random adapters of rank " +
                                              std::to_string(o.adapter_rank) + " on every target, row i the (i mod N)-th"},
@@ -390,6 +419,8 @@ Status run(const BenchOpts& o) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, create_backend(o.backend));
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Qwen35Model> model, Qwen35Model::load(dir, *be));
   const ModelConfig& c = model->config();
+  if (!o.json_schema.empty() && o.batches.empty()) return invalid_argument("--json-schema constrains the --batches sweep; give --batches");
+  KILN_ASSIGN_OR_RETURN(const std::shared_ptr<const grammar::MaskCache> constraint, bench_grammar(o, dir, c));
   model->options().prefill_tile = o.prefill_tile;
   const DType default_kv = model->kv_dtype();
   if (o.kv_fp8) KILN_RETURN_IF_ERROR(model->set_kv_dtype(DType::kF8E4M3).with_context("--kv-fp8"));
@@ -443,7 +474,7 @@ Status run(const BenchOpts& o) {
     }
     j["prefill_sweep"] = sweep;
   }
-  if (!o.batches.empty()) j["decode_batches"] = bench_decode_batches(*model, o, roof.bandwidth, device);
+  if (!o.batches.empty()) j["decode_batches"] = bench_decode_batches(*model, o, roof.bandwidth, device, constraint);
   if (o.ttft_tokens > 0) {
     std::fprintf(stderr, "bench: TTFT of a %lld-token prompt\n", static_cast<long long>(o.ttft_tokens));
     KILN_ASSIGN_OR_RETURN(j["ttft"], bench_engine_ttft(*model, o.ttft_tokens, o.repeats, engine_opts(o)));
@@ -499,6 +530,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--kv-fp8", o->kv_fp8,
                 "Keep K/V in fp8 e4m3 (memory.kv_cache_fp8; CUDA only) and report its effect on the logits against "
                 "the default K/V dtype (kv_effect)");
+  cmd->add_option("--json-schema", o->json_schema,
+                  "Engine decode sweep: constrain every row by this JSON Schema file (documents back to back; "
+                  "adds mask_us_per_token and mask_ms_per_step to each point)");
+  cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer directory of --json-schema (default: the model's)");
   cmd->add_option("--peer-json", o->peer_json, "JSON of a peer run (tools/bench_hf_peer.py), included as `peer`");
   add_bench_serve_command(*cmd);
   add_bench_train_command(*cmd);

@@ -53,6 +53,16 @@ Result<Submission> Engine::submit(RequestSpec spec) {
     return invalid_argument("thinking_budget_tokens: the model has no token that closes the reasoning span");
   if (spec.prompt_logprobs > 20) return invalid_argument("prompt_logprobs must be in [0, 20]");
   if (spec.max_tokens < 1) return invalid_argument("max_tokens must be >= 1, got " + std::to_string(spec.max_tokens));
+  if (spec.constraint && spec.ignore_eos)
+    return invalid_argument("ignore_eos: a structured output ends with an end-of-text token; it cannot be ignored");
+  if (spec.logit_bias.size() > kMaxLogitBias)
+    return invalid_argument("logit_bias: at most " + std::to_string(kMaxLogitBias) + " entries");
+  for (const auto& [id, bias] : spec.logit_bias) {
+    if (id < 0 || id >= V)
+      return invalid_argument("logit_bias." + std::to_string(id) + ": outside the vocabulary (" + std::to_string(V) + ")");
+    if (!(bias >= -100.f && bias <= 100.f))
+      return invalid_argument("logit_bias." + std::to_string(id) + ": the bias must be in [-100, 100]");
+  }
   KILN_RETURN_IF_ERROR(validate(spec.sampling));
   // The stack as the forward applies it, and the prefix-cache identity of exactly that stack:
   // "name@revision*weight" per adapter, so that no cached prefix crosses stacks or revisions.
@@ -111,6 +121,11 @@ Result<Submission> Engine::submit(RequestSpec spec) {
 }
 
 void Engine::emit(Sequence& seq, const SampledToken& t) {
+  if (seq.constrained) {
+    if (Status st = seq.spec.constraint->accept(t.token); !st.ok()) return fail(seq, st);
+  } else if (seq.spec.constraint && t.token == seq.spec.constraint_after) {
+    seq.constrained = true;
+  }
   seq.tokens.push_back(t.token);
   seq.note_reasoning(t.token);
   const auto& eos = model_.config().eos_token_ids;

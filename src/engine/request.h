@@ -9,9 +9,12 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "engine/token_constraint.h"
 #include "model/lora_adapter.h"
 
 namespace kiln {
+
+inline constexpr size_t kMaxLogitBias = 300;
 
 enum class FinishReason : uint8_t {
   kNone,       // still running
@@ -58,6 +61,15 @@ struct RequestSpec {
   // these weights in the prefix cache, so it must change whenever they do. Not with `adapter(s)`.
   std::shared_ptr<const LoraAdapter> private_adapter;
   std::string private_key;
+  // Structured output: the tokens this request may generate (null: any). Applied from the first
+  // generated token, or, when `constraint_after` >= 0, from the token after the first
+  // `constraint_after` (the reasoning span's closing token: the reasoning stays free). One
+  // constraint per request (the engine advances it); a request with one cannot ignore_eos.
+  std::shared_ptr<TokenConstraint> constraint;
+  int32_t constraint_after = -1;
+  // Added to the logits of these ids before every sampling transform (OpenAI's logit_bias), at
+  // most kMaxLogitBias entries, each id in the vocabulary and each value in [-100, 100].
+  std::vector<std::pair<int32_t, float>> logit_bias;
   // Stop strings are matched on detokenised text by the server (it owns the tokenizer); it
   // cancels the request when one matches.
 };

@@ -1,14 +1,52 @@
 #include "engine/row_sampling.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "backend/fallback.h"
+#include "core/thread_pool.h"
 
 namespace kiln {
 
 bool needs_only_argmax(const SamplingParams& p) {
   return p.temperature == 0.f && !p.logprobs && p.top_logprobs == 0 && p.repetition_penalty == 1.f &&
          p.presence_penalty == 0.f && p.frequency_penalty == 0.f;
+}
+
+void constrain_logits(std::span<float> logits, std::span<const std::pair<int32_t, float>> bias, const uint32_t* allowed) {
+  for (const auto& [id, b] : bias) logits[static_cast<size_t>(id)] += b;
+  if (allowed == nullptr) return;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (size_t id = 0; id < logits.size(); ++id)
+    if (!((allowed[id >> 5] >> (id & 31)) & 1u)) logits[id] = kNegInf;
+}
+
+Status fill_constraint_masks(std::span<const RowToSample> rows, int64_t vocab, std::vector<uint32_t>& masks,
+                             std::vector<int64_t>& mask_of) {
+  const size_t words = static_cast<size_t>((vocab + 31) / 32);
+  mask_of.assign(rows.size(), -1);
+  std::vector<size_t> cheap, costly;
+  int64_t n = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Sequence& s = *rows[i].seq;
+    if (!s.constrained || s.must_close_reasoning()) continue;
+    mask_of[i] = n++;
+    (s.spec.constraint->mask_is_cheap() ? cheap : costly).push_back(i);
+  }
+  masks.assign(static_cast<size_t>(n) * words, 0u);
+  auto fill = [&](size_t i) {
+    const auto at = static_cast<size_t>(mask_of[i]) * words;
+    return rows[i].seq->spec.constraint->fill_mask(std::span<uint32_t>(masks.data() + at, words));
+  };
+  // Cheap masks take microseconds: waking the pool's workers would cost more.
+  for (size_t i : cheap) KILN_RETURN_IF_ERROR(fill(i));
+  if (costly.empty()) return {};
+  std::vector<Status> errors(costly.size());
+  default_thread_pool().parallel_for(static_cast<int64_t>(costly.size()), 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t k = b; k < e; ++k) errors[static_cast<size_t>(k)] = fill(costly[static_cast<size_t>(k)]);
+  });
+  for (const Status& st : errors) KILN_RETURN_IF_ERROR(st);
+  return {};
 }
 
 namespace {
@@ -69,20 +107,34 @@ Result<std::vector<SampledToken>> sample_rows(Backend& backend, const Tensor& lo
                                               std::span<const RowToSample> rows, bool device_sampling) {
   const int64_t V = logits.dim(1);
   std::vector<SampledToken> out(rows.size());
-  auto on_host = [&](Sequence& s, const float* row) {
-    return s.sampler.sample(std::span<const float>(row, static_cast<size_t>(V)), s.tokens, s.generated());
+  // Constrained rows' masks, filled on the host (while the device may still run the forward).
+  std::vector<uint32_t> masks;
+  std::vector<int64_t> mask_of;
+  KILN_RETURN_IF_ERROR(fill_constraint_masks(rows, V, masks, mask_of));
+  const size_t words = static_cast<size_t>((V + 31) / 32);
+  std::vector<float> adjusted;
+  auto on_host = [&](size_t i, const float* row) {
+    Sequence& s = *rows[i].seq;
+    std::span<const float> in(row, static_cast<size_t>(V));
+    if (!s.samples_raw_logits()) {
+      adjusted.assign(in.begin(), in.end());
+      constrain_logits(adjusted, s.spec.logit_bias,
+                       mask_of[i] >= 0 ? masks.data() + static_cast<size_t>(mask_of[i]) * words : nullptr);
+      in = adjusted;
+    }
+    return s.sampler.sample(in, s.tokens, s.generated());
   };
   if (logits.device().kind == DeviceKind::kHost) {
     for (size_t i = 0; i < rows.size(); ++i) {
       Sequence& s = *rows[i].seq;
       out[i] = s.must_close_reasoning() ? SampledToken{s.spec.thinking.close_id, 0.f, {}}
-                                        : on_host(s, logits.data<float>() + rows[i].row * V);
+                                        : on_host(i, logits.data<float>() + rows[i].row * V);
     }
     return out;
   }
   StorageFacet& st = backend.storage();
   bool any_argmax = false;
-  for (const RowToSample& r : rows) any_argmax |= needs_only_argmax(r.seq->spec.sampling);
+  for (const RowToSample& r : rows) any_argmax |= r.seq->samples_raw_logits() && needs_only_argmax(r.seq->spec.sampling);
   // One kernel over every logits row (cheaper than gathering the rows that need it); the ids
   // copy waits for the forward's queued work.
   Tensor ids;
@@ -94,14 +146,18 @@ Result<std::vector<SampledToken>> sample_rows(Backend& backend, const Tensor& lo
     ids = Tensor::empty({logits.dim(0)}, DType::kI32);
     KILN_RETURN_IF_ERROR(st.copy_to_host(dev_ids, ids));
   }
-  auto from_device = [&](const Sequence& s) { return use_device && needs_only_argmax(s.spec.sampling); };
+  auto from_device = [&](const Sequence& s) {
+    return use_device && s.samples_raw_logits() && needs_only_argmax(s.spec.sampling);
+  };
   // Every other row (drawn at temperature > 0, or greedy with penalties or logprobs): the
-  // backend's `sample`, one call.
+  // backend's `sample`, one call. Constrained and biased rows are sampled on the host below.
   std::vector<size_t> sampled;
   std::vector<char> done(rows.size(), 0);
   if (device_sampling) {
     for (size_t i = 0; i < rows.size(); ++i)
-      if (!rows[i].seq->must_close_reasoning() && !needs_only_argmax(rows[i].seq->spec.sampling)) sampled.push_back(i);
+      if (!rows[i].seq->must_close_reasoning() && rows[i].seq->samples_raw_logits() &&
+          !needs_only_argmax(rows[i].seq->spec.sampling))
+        sampled.push_back(i);
     if (!sampled.empty()) {
       // Where the backend declines, its fallback policy decides: the rows' logits go to the host
       // (counted as a round trip), or the step fails naming the request and the policy.
@@ -134,10 +190,10 @@ Result<std::vector<SampledToken>> sample_rows(Backend& backend, const Tensor& lo
     } else if (from_device(s)) {
       out[i].token = ids.data<int32_t>()[rows[i].row];
     } else if (all.defined()) {
-      out[i] = on_host(s, all.data<float>() + rows[i].row * V);
+      out[i] = on_host(i, all.data<float>() + rows[i].row * V);
     } else {
       KILN_RETURN_IF_ERROR(st.copy_to_host(logits.slice(0, rows[i].row, rows[i].row + 1), host_row));
-      out[i] = on_host(s, host_row.data<float>());
+      out[i] = on_host(i, host_row.data<float>());
     }
   }
   return out;

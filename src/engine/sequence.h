@@ -22,7 +22,7 @@ struct Sequence {
   Sequence(uint64_t id_, RequestSpec spec_, PrefixKey key_, uint64_t seed, std::shared_ptr<TokenChannel> ch)
       : id(id_), spec(std::move(spec_)), key(std::move(key_)), sampler(spec.sampling, seed), channel(std::move(ch)),
         tokens(spec.prompt), prompt_len(static_cast<int64_t>(spec.prompt.size())),
-        in_reasoning(spec.thinking.starts_open) {}
+        in_reasoning(spec.thinking.starts_open), constrained(spec.constraint && spec.constraint_after < 0) {}
 
   uint64_t id;
   RequestSpec spec;
@@ -42,6 +42,11 @@ struct Sequence {
   std::vector<SampledToken> prompt_scores;  // prompt_logprobs, until the first event carries them
   bool in_reasoning;             // inside the reasoning span (for the thinking budget)
   int64_t reasoning_tokens = 0;  // generated inside it
+  bool constrained;              // spec.constraint applies to the next token
+
+  // Whether the next token is sampled from the row's logits as they are: no constraint in force,
+  // no bias (such rows need their logits on the host).
+  bool samples_raw_logits() const { return !constrained && spec.logit_bias.empty(); }
 
   // The thinking budget is spent: the next token must close the reasoning span.
   bool must_close_reasoning() const {

@@ -1,4 +1,6 @@
 #include "eval/scorer.h"
+
+#include "eval/json_schema_check.h"
 #include "core/json_text.h"
 #include "core/regex.h"
 
@@ -86,7 +88,7 @@ std::optional<ScorerType> type_from_name(const std::string& n) {
   static const std::pair<const char*, ScorerType> names[] = {
       {"exact", ScorerType::kExact}, {"contains", ScorerType::kContains}, {"regex", ScorerType::kRegex},
       {"numeric_tolerance", ScorerType::kNumericTolerance}, {"multiple_choice", ScorerType::kMultipleChoice},
-      {"json_validity", ScorerType::kJsonValidity}, {"all", ScorerType::kAll}, {"any", ScorerType::kAny}};
+      {"json_validity", ScorerType::kJsonValidity}, {"json_schema", ScorerType::kJsonSchema}, {"all", ScorerType::kAll}, {"any", ScorerType::kAny}};
   for (const auto& [name, t] : names)
     if (n == name) return t;
   return std::nullopt;
@@ -102,6 +104,7 @@ const char* scorer_type_name(ScorerType t) {
     case ScorerType::kNumericTolerance: return "numeric_tolerance";
     case ScorerType::kMultipleChoice: return "multiple_choice";
     case ScorerType::kJsonValidity: return "json_validity";
+    case ScorerType::kJsonSchema: return "json_schema";
     case ScorerType::kAll: return "all";
     case ScorerType::kAny: return "any";
   }
@@ -122,6 +125,9 @@ json ScorerSpec::to_json() const {
     case ScorerType::kMultipleChoice: j["choices"] = choices; break;
     case ScorerType::kJsonValidity:
       if (require_match) j["require_match"] = *require_match;
+      break;
+    case ScorerType::kJsonSchema:
+      if (!schema.is_null()) j["schema"] = schema;
       break;
     case ScorerType::kAll:
     case ScorerType::kAny: {
@@ -181,6 +187,9 @@ std::optional<FieldError> parse_scorer(const json& j, const std::string& path, S
     } else if (k == "require_match" && out.type == ScorerType::kJsonValidity) {
       if (!v.is_boolean()) return FieldError{p, "must be a boolean"};
       out.require_match = v.get<bool>();
+    } else if (k == "schema" && out.type == ScorerType::kJsonSchema) {
+      if (!v.is_object() && !v.is_boolean()) return FieldError{p, "must be a JSON Schema (an object or a boolean)"};
+      out.schema = v;
     } else if (k == "of" && (out.type == ScorerType::kAll || out.type == ScorerType::kAny)) {
       if (!v.is_array() || v.empty()) return FieldError{p, "must be a non-empty array of scorers"};
       for (size_t i = 0; i < v.size(); ++i) {
@@ -374,6 +383,15 @@ ScoreResult score(const ScorerSpec& spec, const json& expected, const std::strin
       }
       if (parsed == *want) return {true, "valid JSON, equal to expected"};
       return {false, "valid JSON, differs from expected " + want->dump().substr(0, 200)};
+    }
+    case ScorerType::kJsonSchema: {
+      const json& schema = spec.schema.is_null() ? expected : spec.schema;
+      if (!schema.is_object() && !schema.is_boolean())
+        return {false, "no schema: give the scorer a `schema`, or the example a schema as its expected answer"};
+      auto read = parse_json(unfence(output), "the output");
+      if (!read.ok()) return {false, read.status().message()};
+      if (auto why = json_schema_violation(schema, *read)) return {false, *why};
+      return {true, "valid against the schema"};
     }
     case ScorerType::kAll:
     case ScorerType::kAny: {

@@ -15,7 +15,7 @@
 
 namespace kiln {
 
-enum class ScorerType { kExact, kContains, kRegex, kNumericTolerance, kMultipleChoice, kJsonValidity, kAll, kAny };
+enum class ScorerType { kExact, kContains, kRegex, kNumericTolerance, kMultipleChoice, kJsonValidity, kJsonSchema, kAll, kAny };
 const char* scorer_type_name(ScorerType t);
 
 struct ScorerSpec {
@@ -26,6 +26,7 @@ struct ScorerSpec {
   double relative = 0;                 // numeric_tolerance: times |expected|
   std::string choices = "ABCDE";       // multiple_choice
   std::optional<bool> require_match;   // json_validity: unset: when expected is non-empty
+  nlohmann::json schema;               // json_schema: the JSON Schema (null: the expected answer is the schema)
   std::vector<ScorerSpec> of;          // all / any
   std::vector<std::optional<nlohmann::json>> of_expected;  // per member: its own expected, if given
 
@@ -50,7 +51,8 @@ struct ScoreResult {
   std::string detail;
 };
 
-// Scores `output` against `expected` (a string, or any JSON value for json_validity).
+// Scores `output` against `expected` (a string, or any JSON value for json_validity; the schema for
+// json_schema when its spec carries none).
 ScoreResult score(const ScorerSpec& spec, const nlohmann::json& expected, const std::string& output);
 
 // The pieces, exposed for tests and reuse. Those that run a regular expression return the error

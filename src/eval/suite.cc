@@ -126,6 +126,11 @@ std::optional<FieldError> resolve_scorers(EvalSuite& suite) {
       if (!letter.ok()) return FieldError{p + ".expected", letter.status().message()};
       if (!*letter) return FieldError{p + ".expected", "multiple_choice needs one of the letters " + s.choices};
     }
+    if (s.type == ScorerType::kJsonSchema) {
+      if (s.schema.is_null() && !ex.expected.is_object() && !ex.expected.is_boolean())
+        return FieldError{p + ".expected", "json_schema needs a schema: the scorer's `schema`, or a schema object here"};
+      continue;
+    }
     if (s.type != ScorerType::kJsonValidity && !ex.expected.is_string() && !ex.expected.is_number())
       return FieldError{p + ".expected", "must be a string (or a number)"};
   }

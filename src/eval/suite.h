@@ -19,7 +19,7 @@ namespace kiln {
 
 struct EvalExample {
   nlohmann::json messages;  // [{role, content}, ...], the prompt
-  nlohmann::json expected;  // a string, or any JSON value (json_validity)
+  nlohmann::json expected;  // a string, or any JSON value (json_validity), or a schema (json_schema)
   nlohmann::json scorer;    // as registered (null: the suite's default, else auto-detected)
   ScorerSpec resolved;
 };

@@ -6,6 +6,7 @@
 #include "grammar/automaton.h"
 #include "grammar/gbnf.h"
 #include "grammar/regex_grammar.h"
+#include "grammar/tool_call_grammar.h"
 
 namespace kiln::grammar {
 
@@ -13,7 +14,7 @@ namespace {
 
 std::string key_of(const GrammarSpec& spec) {
   std::string key = std::to_string(static_cast<int>(spec.kind));
-  if (spec.kind == GrammarKind::kJsonSchema || spec.kind == GrammarKind::kAnyJson) {
+  if (spec.kind == GrammarKind::kJsonSchema || spec.kind == GrammarKind::kAnyJson || spec.kind == GrammarKind::kToolCalls) {
     key.append("/").append(std::to_string(spec.json.max_whitespace)).append("/").append(std::to_string(spec.json.max_digits));
   }
   key += "\n";
@@ -29,12 +30,13 @@ Result<Grammar> grammar_of(const GrammarSpec& spec) {
     case GrammarKind::kAnyJson: return any_json_grammar(spec.json);
     case GrammarKind::kRegex: return regex_grammar(spec.text);
     case GrammarKind::kGbnf: return parse_gbnf(spec.text);
+    case GrammarKind::kToolCalls: return tool_call_grammar_of_spec(spec.text, spec.json);
   }
   return invalid_argument("unknown grammar kind " + std::to_string(static_cast<int>(spec.kind)));
 }
 
-GrammarCache::GrammarCache(std::shared_ptr<const TokenVocabulary> vocab, size_t capacity)
-    : vocab_(std::move(vocab)), capacity_(std::max<size_t>(capacity, 1)) {}
+GrammarCache::GrammarCache(std::shared_ptr<const TokenVocabulary> vocab, size_t capacity, CompileLimits limits)
+    : vocab_(std::move(vocab)), capacity_(std::max<size_t>(capacity, 1)), limits_(limits) {}
 
 Result<std::shared_ptr<const MaskCache>> GrammarCache::get(const GrammarSpec& spec) {
   const std::string key = key_of(spec);
@@ -49,7 +51,7 @@ Result<std::shared_ptr<const MaskCache>> GrammarCache::get(const GrammarSpec& sp
     ++misses_;
   }
   KILN_ASSIGN_OR_RETURN(Grammar g, grammar_of(spec));
-  KILN_ASSIGN_OR_RETURN(Automaton a, compile_grammar(g));
+  KILN_ASSIGN_OR_RETURN(Automaton a, compile_grammar(g, limits_));
   auto compiled = std::make_shared<const MaskCache>(std::make_shared<const Automaton>(std::move(a)), vocab_);
 
   std::lock_guard<std::mutex> lock(mu_);

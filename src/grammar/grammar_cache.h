@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "grammar/automaton.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/mask_cache.h"
@@ -22,12 +23,13 @@ enum class GrammarKind {
   kAnyJson,     // text unused: any JSON value
   kRegex,       // text: a regular expression the whole output must match
   kGbnf,        // text: a GBNF grammar
+  kToolCalls,   // text: tool_call_spec_text (tool_call_grammar.h)
 };
 
 struct GrammarSpec {
   GrammarKind kind = GrammarKind::kJsonSchema;
   std::string text;
-  JsonSchemaOptions json;  // for kJsonSchema and kAnyJson
+  JsonSchemaOptions json;  // for kJsonSchema, kAnyJson and kToolCalls
 };
 
 // The grammar a spec denotes, through its front end (errors as the front end gives them).
@@ -35,7 +37,9 @@ Result<Grammar> grammar_of(const GrammarSpec& spec);
 
 class GrammarCache {
  public:
-  GrammarCache(std::shared_ptr<const TokenVocabulary> vocab, size_t capacity);
+  // `limits` bound every compilation (a server's requests use smaller ones than the default, so a
+  // hostile grammar is refused in a fraction of a second).
+  GrammarCache(std::shared_ptr<const TokenVocabulary> vocab, size_t capacity, CompileLimits limits = {});
 
   // The compiled grammar of `spec` and its token masks: compiled on first request (outside the
   // cache's lock), then shared. Errors are the compilers'; they are not cached.
@@ -50,6 +54,7 @@ class GrammarCache {
 
   std::shared_ptr<const TokenVocabulary> vocab_;
   size_t capacity_;
+  CompileLimits limits_;
   mutable std::mutex mu_;
   std::list<Entry> lru_;  // most recent first
   std::map<std::string, std::list<Entry>::iterator> by_key_;

@@ -87,19 +87,6 @@ std::optional<std::string> format_pattern(std::string_view format) {
   return std::nullopt;
 }
 
-std::string pointer_escape(std::string_view token) {
-  std::string out;
-  for (char c : token) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
 
 // A value's compact JSON text (invalid UTF-8 in a string, possible only in a document built in
 // code, becomes U+FFFD rather than an exception).
@@ -110,24 +97,31 @@ std::string shown(const std::string& path) { return path.empty() ? "/" : path; }
 
 class SchemaCompiler {
  public:
-  SchemaCompiler(const json& root, const JsonSchemaOptions& options) : root_(root), o_(options) {}
+  SchemaCompiler(Grammar& g, const json& root, const JsonSchemaOptions& options) : root_(root), o_(options), g_(g) {}
 
-  Result<Grammar> compile() {
+  Status check_options() const {
     if (o_.max_whitespace < 0) return invalid_argument("max_whitespace must be at least 0");
     if (o_.max_digits < 1 || o_.max_digits > 18) return invalid_argument("max_digits must be within 1..18");
+    return {};
+  }
+
+  Status compile() {
+    KILN_RETURN_IF_ERROR(check_options());
     const RuleId root = g_.add_rule("root");
     g_.set_root(root);
     KILN_ASSIGN_OR_RETURN(const ExprId body, value(root_, ""));
     g_.set_body(root, body);
-    return std::move(g_);
+    return {};
   }
 
-  Grammar any_value_grammar() {
+  void any_value_grammar() {
     const RuleId root = g_.add_rule("root");
     g_.set_root(root);
     g_.set_body(root, g_.ref(any_value_rule()));
-    return std::move(g_);
   }
+
+  // The expression of a part of the root schema (JsonSchemaExprs).
+  Result<ExprId> value_at(const json& s, const std::string& path) { return value(s, path); }
 
  private:
   // --- shared pieces -------------------------------------------------------------------------
@@ -622,7 +616,7 @@ class SchemaCompiler {
 
   const json& root_;
   JsonSchemaOptions o_;
-  Grammar g_;
+  Grammar& g_;
   RuleId string_rule_ = -1, number_rule_ = -1, value_rule_ = -1;
   std::map<std::string, RuleId> refs_;
   int ref_depth_ = 0;
@@ -630,8 +624,38 @@ class SchemaCompiler {
 
 }  // namespace
 
+std::string pointer_escape(std::string_view token) {
+  std::string out;
+  for (char c : token) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 Result<Grammar> json_schema_grammar(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options) {
-  return SchemaCompiler(schema, options).compile();
+  Grammar g;
+  KILN_RETURN_IF_ERROR(SchemaCompiler(g, schema, options).compile());
+  return g;
+}
+
+struct JsonSchemaExprs::Impl {
+  Impl(Grammar& g, const nlohmann::ordered_json& root, const JsonSchemaOptions& options) : compiler(g, root, options) {}
+  SchemaCompiler compiler;
+};
+
+JsonSchemaExprs::JsonSchemaExprs(Grammar& g, const nlohmann::ordered_json& root, const JsonSchemaOptions& options)
+    : impl_(std::make_unique<Impl>(g, root, options)) {}
+JsonSchemaExprs::~JsonSchemaExprs() = default;
+
+Result<ExprId> JsonSchemaExprs::of(const nlohmann::ordered_json& schema, const std::string& path) {
+  KILN_RETURN_IF_ERROR(impl_->compiler.check_options());
+  return impl_->compiler.value_at(schema, path);
 }
 
 Result<Grammar> json_schema_grammar(std::string_view schema_text, const JsonSchemaOptions& options) {
@@ -639,6 +663,11 @@ Result<Grammar> json_schema_grammar(std::string_view schema_text, const JsonSche
   return json_schema_grammar(schema, options);
 }
 
-Grammar any_json_grammar(const JsonSchemaOptions& options) { return SchemaCompiler(nlohmann::ordered_json(), options).any_value_grammar(); }
+Grammar any_json_grammar(const JsonSchemaOptions& options) {
+  Grammar g;
+  const nlohmann::ordered_json none;
+  SchemaCompiler(g, none, options).any_value_grammar();
+  return g;
+}
 
 }  // namespace kiln::grammar

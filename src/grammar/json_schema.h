@@ -5,6 +5,8 @@
 // refused, naming its JSON pointer path (docs/grammar.md lists both).
 #pragma once
 
+#include <memory>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -28,6 +30,23 @@ struct JsonSchemaOptions {
 // none (strict mode's rule).
 Result<Grammar> json_schema_grammar(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options = {});
 Result<Grammar> json_schema_grammar(std::string_view schema_text, const JsonSchemaOptions& options = {});
+
+// JSON Schema values as expressions of a grammar that holds more than one document (a tool call
+// wraps its arguments in other text): `of` adds the rules of `schema`, a part of `root` whose
+// pointer is `path` ("" for root itself; $ref resolves within root), to `g`.
+class JsonSchemaExprs {
+ public:
+  JsonSchemaExprs(Grammar& g, const nlohmann::ordered_json& root, const JsonSchemaOptions& options = {});
+  ~JsonSchemaExprs();
+  Result<ExprId> of(const nlohmann::ordered_json& schema, const std::string& path);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A key as a JSON pointer token ('~' as "~0", '/' as "~1").
+std::string pointer_escape(std::string_view token);
 
 // Any JSON value (what a schema of `true` allows).
 Grammar any_json_grammar(const JsonSchemaOptions& options = {});

@@ -53,6 +53,26 @@ void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   in.output.parse_reasoning = true;
   in.output.parse_tool_calls = !t.tools.is_null();
   in.output.tools = t.tools;
+  if (cr.tool_choice_required || !cr.tool_choice_function.empty()) {
+    if (cr.gen.grammar)
+      return send_error(res, ApiError::invalid("tool_choice", "a forced tool call cannot be combined with " + cr.gen.grammar_field));
+    const auto syntax = tool_call_syntax_of(ctx.chat_template->source());
+    if (!syntax)
+      return send_error(res, ApiError::invalid("tool_choice", "the served chat template writes no tool-call syntax Kiln knows "
+                                                              "(Qwen3's <tool_call> JSON or Qwen3.5's <function=...> XML)"));
+    std::vector<grammar::ToolCallFunction> fns;
+    for (const Json& tool : cr.tools) {
+      const Json& fn = tool["function"];
+      if (!cr.tool_choice_required && fn["name"] != cr.tool_choice_function) continue;
+      fns.push_back({fn["name"].get<std::string>(), fn.contains("parameters") ? fn["parameters"] : Json()});
+    }
+    cr.gen.grammar = grammar::GrammarSpec{grammar::GrammarKind::kToolCalls,
+                                          grammar::tool_call_spec_text(*syntax, fns, cr.parallel_tool_calls), {}};
+    cr.gen.grammar_field = "tool_choice";
+  }
+  if (auto e = prepare_constraints(ctx, cr.gen, in)) return send_error(res, *e);
+  // With the reasoning span open, the constraint starts after it closes.
+  if (in.grammar && in.output.starts_in_reasoning) in.constraint_after = ctx.think_close_id;
   if (cr.thinking_budget) {
     if (ctx.think_close_id < 0)
       return send_error(res, ApiError::invalid("thinking_budget_tokens", "the tokenizer has no </think> token"));

@@ -52,6 +52,9 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
     prepared.push_back(std::move(pr));
   }
 
+  GenerationInput constrained;  // the compiled grammar every prompt's choices share
+  if (auto e = prepare_constraints(ctx, cr.gen, constrained)) return send_error(res, *e);
+
   std::vector<std::shared_ptr<Generation>> gens;
   int64_t prompt_tokens = 0;
   for (size_t i = 0; i < prepared.size(); ++i) {
@@ -62,6 +65,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
     in.first_index = static_cast<int>(i) * cr.gen.n;
     in.output.stop = cr.gen.stop;
     in.output.parse_reasoning = false;
+    in.grammar = constrained.grammar;
     // Scores of the prompt: asked for directly, or echoed with logprobs (OpenAI's scoring idiom).
     if (cr.prompt_logprobs) in.prompt_logprobs = *cr.prompt_logprobs;
     if (cr.echo && cr.gen.logprobs) in.prompt_logprobs = std::max(in.prompt_logprobs, cr.gen.sampling.top_logprobs);

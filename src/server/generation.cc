@@ -65,6 +65,9 @@ std::optional<ApiError> Generation::start_once(ServerContext& ctx, const Generat
     for (const AdapterRef& a : gen.adapters) spec.adapters.push_back({a.name, static_cast<float>(a.scale)});
     spec.thinking = in.thinking;
     spec.prompt_logprobs = in.prompt_logprobs;
+    if (in.grammar) spec.constraint = StructuredOutputs::constraint(in.grammar);
+    spec.constraint_after = in.constraint_after;
+    spec.logit_bias = gen.logit_bias;
     auto sub = ctx.actor->submit(std::move(spec));
     if (!sub.ok()) return ApiError::from_status(sub.status());  // the destructor cancels the others
     g->resolved_.push_back(sub->adapters);

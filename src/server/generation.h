@@ -18,6 +18,7 @@
 #include "server/choice_output.h"
 #include "server/openai_request.h"
 #include "server/server_context.h"
+#include "server/structured_output.h"
 #include "tokenizer/incremental_detokenizer.h"
 
 namespace kiln {
@@ -48,6 +49,10 @@ struct GenerationInput {
   ChoiceOutputOptions output;
   RequestSpec::ThinkingBudget thinking;
   int32_t prompt_logprobs = -1;  // >= 0: score the prompt (with this many alternatives)
+  // Structured output: each choice follows this grammar (null: none) from its first token, or
+  // from the token after `constraint_after` (the reasoning span's close) when that is >= 0.
+  std::shared_ptr<const grammar::MaskCache> grammar;
+  int32_t constraint_after = -1;
 };
 
 struct ChoiceDelta {

@@ -3,6 +3,7 @@
 #include <climits>
 
 #include "core/json_text.h"
+#include "engine/request.h"
 
 namespace kiln {
 
@@ -11,11 +12,69 @@ namespace {
 const std::set<std::string> kGenerationFields = {
     "model", "n", "stream", "stream_options", "temperature", "top_p", "top_k", "min_p", "presence_penalty",
     "frequency_penalty", "repetition_penalty", "max_tokens", "stop", "stop_token_ids", "seed", "logprobs",
-    "top_logprobs", "ignore_eos", "adapter", "adapters", "user", "metadata", "store", "service_tier", "logit_bias"};
+    "top_logprobs", "ignore_eos", "adapter", "adapters", "user", "metadata", "store", "service_tier", "logit_bias",
+    "grammar", "regex"};
 
 std::set<std::string> with(std::set<std::string> base, std::initializer_list<const char*> more) {
   for (const char* m : more) base.insert(m);
   return base;
+}
+
+// One grammar a request: a second one is an error naming both fields.
+void set_grammar(FieldReader& r, const std::string& field, grammar::GrammarSpec spec, GenerationRequest& g) {
+  if (!r.ok()) return;
+  if (g.grammar) return r.fail(field, field + " cannot be combined with " + g.grammar_field + " (one output constraint a request)");
+  g.grammar = std::move(spec);
+  g.grammar_field = field;
+}
+
+// {"<token id>": bias}: at most kMaxLogitBias entries, ids as decimal strings, biases in [-100, 100].
+void read_logit_bias(const Json& lb, FieldReader& r, GenerationRequest& g) {
+  if (!lb.is_object() || lb.size() > kMaxLogitBias)
+    return r.fail("logit_bias", "logit_bias must be an object of at most " + std::to_string(kMaxLogitBias) +
+                                    " \"<token id>\": bias entries");
+  for (const auto& [key, value] : lb.items()) {
+    const std::string at = "logit_bias." + key;
+    int64_t id = -1;
+    if (!key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos) id = std::stoll(key);
+    if (id < 0 || id > INT32_MAX) return r.fail("logit_bias", at + ": the key must be a token id (a non-negative integer)");
+    if (!value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0))
+      return r.fail("logit_bias", at + " must be a number in [-100, 100], got " + value.dump());
+    g.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(value.get<double>()));
+  }
+}
+
+// response_format: text (no constraint), json_object (a JSON object), or json_schema {"name",
+// "schema", "strict", "description"} (the schema is compiled by the route).
+void read_response_format(const Json& rf, FieldReader& r, GenerationRequest& g) {
+  FieldReader f(rf, "response_format", {"type", "json_schema"});
+  const auto type = f.string("type");
+  if (f.ok() && !type) f.fail("type", "response_format.type is required");
+  if (f.ok() && *type == "json_object") {
+    // An object of any members: what OpenAI's JSON mode promises.
+    set_grammar(r, "response_format", {grammar::GrammarKind::kJsonSchema, R"({"type":"object","additionalProperties":true})", {}}, g);
+  } else if (f.ok() && *type == "json_schema") {
+    const Json* js = f.get("json_schema");
+    if (!js) f.fail("json_schema", "response_format.json_schema is required with \"type\": \"json_schema\"");
+    else {
+      FieldReader j(*js, "response_format.json_schema", {"name", "schema", "strict", "description"});
+      const auto name = j.string("name");
+      if (j.ok() && (!name || name->empty())) j.fail("name", "response_format.json_schema.name is required");
+      j.boolean("strict");
+      j.string("description");
+      const Json* schema = j.get("schema");
+      if (j.ok() && schema && !schema->is_object() && !schema->is_boolean())
+        j.fail("schema", "response_format.json_schema.schema must be a JSON Schema object");
+      if (j.error()) f.fail("json_schema", j.error()->message);
+      else set_grammar(r, "response_format.json_schema.schema",
+                       {grammar::GrammarKind::kJsonSchema, schema ? schema->dump() : "{}", {}}, g);
+    }
+  } else if (f.ok() && *type != "text") {
+    f.fail("type", "response_format.type '" + *type + "' is not one of text, json_object, json_schema");
+  } else if (f.ok() && rf.contains("json_schema")) {
+    f.fail("json_schema", "response_format.json_schema is only allowed with \"type\": \"json_schema\"");
+  }
+  if (f.error()) r.fail("response_format", f.error()->message);
 }
 
 // Reads the shared fields; `logprobs_is_count`: /v1/completions' logprobs is an integer (the
@@ -105,8 +164,9 @@ void read_generation(FieldReader& r, const Json& body, bool logprobs_is_count, G
       g.adapters.push_back(ref);
     }
   }
-  if (const Json* lb = r.get("logit_bias"))
-    if (!(lb->is_object() && lb->empty())) r.fail("logit_bias", "logit_bias is not supported");
+  if (const Json* lb = r.get("logit_bias")) read_logit_bias(*lb, r, g);
+  if (auto v = r.string("grammar")) set_grammar(r, "grammar", {grammar::GrammarKind::kGbnf, *v, {}}, g);
+  if (auto v = r.string("regex")) set_grammar(r, "regex", {grammar::GrammarKind::kRegex, *v, {}}, g);
   if (const Json* st = r.get("service_tier"); st && !st->is_string()) r.fail("service_tier", "service_tier must be a string");
 }
 
@@ -282,13 +342,35 @@ std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest& out) {
   else if (r.ok()) r.fail("messages", "messages is required");
   if (const Json* t = r.get("tools")) out.tools = read_tools(*t, r);
   if (const Json* tc = r.get("tool_choice")) {
-    if (tc->is_string() && (*tc == "auto" || *tc == "none")) out.tool_choice_none = *tc == "none";
-    else r.fail("tool_choice", "tool_choice must be \"auto\" or \"none\" (forcing a tool call is not supported)");
+    if (tc->is_string() && (*tc == "auto" || *tc == "none" || *tc == "required")) {
+      out.tool_choice_none = *tc == "none";
+      out.tool_choice_required = *tc == "required";
+    } else if (tc->is_object()) {
+      FieldReader c(*tc, "tool_choice", {"type", "function"});
+      if (c.string("type") != "function" && c.ok()) c.fail("type", "tool_choice.type must be \"function\"");
+      const Json* fn = c.get("function");
+      if (c.ok() && !fn) c.fail("function", "tool_choice.function is required");
+      if (fn) {
+        FieldReader f(*fn, "tool_choice.function", {"name"});
+        const auto name = f.string("name");
+        if (f.ok() && (!name || name->empty())) f.fail("name", "tool_choice.function.name is required");
+        if (f.error()) c.fail("function", f.error()->message);
+        else out.tool_choice_function = *name;
+      }
+      if (c.error()) r.fail("tool_choice", c.error()->message);
+    } else {
+      r.fail("tool_choice", "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\"}}");
+    }
+    if (r.ok() && (out.tool_choice_required || !out.tool_choice_function.empty()) && out.tools.is_null())
+      r.fail("tool_choice", "tool_choice forces a tool call, but the request has no tools");
+    if (r.ok() && !out.tool_choice_function.empty()) {
+      bool found = false;
+      for (const Json& t : out.tools) found = found || t["function"]["name"] == out.tool_choice_function;
+      if (!found) r.fail("tool_choice", "tool_choice.function.name '" + out.tool_choice_function + "' is not one of the tools");
+    }
   }
-  r.boolean("parallel_tool_calls");
-  if (const Json* rf = r.get("response_format"))
-    if (!rf->is_object() || !rf->contains("type") || (*rf)["type"] != "text")
-      r.fail("response_format", "response_format: only {\"type\": \"text\"} is supported");
+  if (auto v = r.boolean("parallel_tool_calls")) out.parallel_tool_calls = *v;
+  if (const Json* rf = r.get("response_format")) read_response_format(*rf, r, out.gen);
   if (const Json* kw = r.get("chat_template_kwargs")) {
     if (!kw->is_object()) r.fail("chat_template_kwargs", "chat_template_kwargs must be an object");
     else out.template_variables = *kw;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "grammar/grammar_cache.h"
 #include "server/request_fields.h"
 
 namespace kiln {
@@ -41,6 +42,12 @@ struct GenerationRequest {
   std::string adapter;         // "" : the default adapter if one is set (see base_model), else the base model
   bool base_model = false;     // `adapter` given as null or "": no default adapter either
   std::vector<AdapterRef> adapters;
+  // Structured output: the grammar the output must follow (compiled by the route, which names
+  // `grammar_field` in its errors), from response_format, grammar, regex or a forced tool call.
+  std::optional<grammar::GrammarSpec> grammar;
+  std::string grammar_field;
+  // logit_bias: token id -> bias in [-100, 100] (ids are checked against the vocabulary by the route).
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 struct ChatRequest {
@@ -48,6 +55,11 @@ struct ChatRequest {
   Json messages;  // normalised for the chat template: content as a string, tool-call arguments as objects
   Json tools;     // null or an array of {"type": "function", "function": {...}}
   bool tool_choice_none = false;
+  // tool_choice "required" (any of the tools) or {"type": "function", "function": {"name"}}: the
+  // output is tool calls only, in the template's syntax (the route builds the grammar).
+  bool tool_choice_required = false;
+  std::string tool_choice_function;  // "" unless a function is named
+  bool parallel_tool_calls = true;
   Json template_variables = Json::object();  // chat_template_kwargs (+ enable_thinking)
   std::optional<int64_t> thinking_budget;
 };

@@ -66,6 +66,23 @@ std::optional<ApiError> check_qualified(const ServerContext& ctx, RouteFamily fa
   return e;
 }
 
+std::optional<ApiError> prepare_constraints(ServerContext& ctx, const GenerationRequest& gen, GenerationInput& in) {
+  for (const auto& [id, bias] : gen.logit_bias)
+    if (id >= ctx.vocab_size)
+      return ApiError::invalid("logit_bias", "logit_bias." + std::to_string(id) + ": token id outside the vocabulary (" +
+                                                 std::to_string(ctx.vocab_size) + " ids)");
+  if (!gen.grammar) return std::nullopt;
+  if (gen.ignore_eos)
+    return ApiError::invalid("ignore_eos", "ignore_eos cannot be combined with " + gen.grammar_field +
+                                               " (a structured output ends with an end-of-text token)");
+  if (!ctx.structured)
+    return ApiError::invalid(gen.grammar_field, "structured outputs are not available on this server");
+  auto compiled = ctx.structured->compile(*gen.grammar);
+  if (!compiled.ok()) return ApiError::invalid(gen.grammar_field, gen.grammar_field + ": " + compiled.status().message());
+  in.grammar = std::move(*compiled);
+  return std::nullopt;
+}
+
 std::optional<ApiError> check_target(const ServerContext& ctx, const GenerationRequest& gen) {
   if (ctx.config.server.profile == "maintenance") {
     ApiError e;

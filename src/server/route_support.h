@@ -55,6 +55,12 @@ std::optional<ApiError> check_prompt(const ServerContext& ctx, const std::vector
                                      const GenerationRequest& gen, const std::string& prompt_field,
                                      int64_t& max_tokens);
 
+// The request's output constraint: its grammar compiled through ctx.structured into in.grammar
+// (the compiler's refusal, which names the JSON pointer, GBNF line or pattern offset, is a 400
+// naming gen.grammar_field) and its logit_bias ids checked against the vocabulary (400 naming the
+// key). The compile runs on the caller's (handler's) thread, within kRequestCompileLimits.
+std::optional<ApiError> prepare_constraints(ServerContext& ctx, const GenerationRequest& gen, GenerationInput& in);
+
 // The text of one token as the client sees it in logprobs (bytes of a partial character are
 // replaced when serialised) and its raw bytes.
 std::string token_text(const ServerContext& ctx, int32_t id);

@@ -24,6 +24,7 @@
 namespace kiln {
 
 class RequestLog;
+class StructuredOutputs;
 class SuiteStore;
 class EvalJobs;
 
@@ -39,6 +40,7 @@ struct ServerContext {
   TrainJobEnv train_env;                // what every job shares: model, registry, step runner
   const Tokenizer* tokenizer = nullptr;
   const ChatTemplate* chat_template = nullptr;  // null: the model has none (chat routes answer 400)
+  StructuredOutputs* structured = nullptr;      // grammars of requests (null: constraints answer 400)
   std::string model_id;
   std::string backend;       // the backend's name, for /health and /v1/config
   RouteGates gates;          // what the capability report's evidence qualifies on this backend

@@ -1,4 +1,5 @@
 #include "server/serving_stack.h"
+#include "server/structured_output.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -179,6 +180,14 @@ class Stack final : public ServingStack {
     ctx_.chat_template = template_.get();
     if (auto id = tokenizer_->token_to_id("<think>")) ctx_.think_open_id = *id;
     if (auto id = tokenizer_->token_to_id("</think>")) ctx_.think_close_id = *id;
+    {
+      // A structured output may end only where the model's end-of-text ids would end it.
+      std::vector<int32_t> stops;
+      for (int64_t id : mc.eos_token_ids)
+        if (id >= 0 && id < mc.vocab_size) stops.push_back(static_cast<int32_t>(id));
+      structured_ = std::make_unique<StructuredOutputs>(*tokenizer_, mc.vocab_size, std::move(stops));
+      ctx_.structured = structured_.get();
+    }
 
     const int64_t context = cfg.model.max_context > 0 ? cfg.model.max_context : 32768;
     EngineConfig ec;
@@ -405,6 +414,7 @@ class Stack final : public ServingStack {
   std::unique_ptr<Qwen35Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> template_;
+  std::unique_ptr<StructuredOutputs> structured_;
   std::unique_ptr<AdapterRegistry> adapters_;  // requests in flight hold their adapters themselves
   std::unique_ptr<EngineActor> actor_;
   std::unique_ptr<JobQueue> jobs_;  // stopped before actor_

@@ -32,6 +32,7 @@ Result<ChatTemplate> ChatTemplate::from_source(std::string_view source, const nl
   KILN_ASSIGN_OR_RETURN(jinja::Template parsed, jinja::Template::parse(source));
   ChatTemplate t;
   t.template_ = std::move(parsed);
+  t.source_ = std::string(source);
   // transformers' special_tokens_map: the attributes that are set, in this order.
   for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
     if (!config.is_object() || !config.contains(key)) continue;

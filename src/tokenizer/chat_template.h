@@ -32,9 +32,11 @@ class ChatTemplate {
                                           const nlohmann::ordered_json& tokenizer_config = nlohmann::ordered_json::object());
 
   Result<std::string> render(const ChatTemplateRequest& request) const;
+  const std::string& source() const { return source_; }  // the template's text
 
  private:
   jinja::Template template_;
+  std::string source_;
   std::vector<std::pair<std::string, jinja::Value>> special_tokens_;
 };
 

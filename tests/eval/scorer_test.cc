@@ -181,3 +181,55 @@ TEST(Scorer, BadScorersNameTheField) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(Scorer, JsonSchemaValidatesTheOutputAgainstTheScorersSchema) {
+  ScorerSpec s;
+  ASSERT_FALSE(parse_scorer(nlohmann::json::parse(R"({"type": "json_schema", "schema": {
+      "type": "object", "required": ["name", "tags"], "additionalProperties": false,
+      "properties": {"name": {"type": "string", "maxLength": 5},
+                     "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2},
+                     "age": {"type": "integer", "minimum": 0}}}})"),
+                            "scorer", s)
+                   .has_value());
+  EXPECT_EQ(s.type, ScorerType::kJsonSchema);
+  // Key order, white space and a code fence do not matter; validity does.
+  EXPECT_TRUE(score(s, "", "```json\n{ \"tags\": [\"b\"],\n  \"name\": \"Ann\" }\n```").passed);
+  EXPECT_TRUE(score(s, "", R"({"name": "Ann", "tags": [], "age": 4})").passed);
+  const std::vector<std::pair<std::string, std::string>> failing = {
+      {R"({"name": "Annabel", "tags": []})", "/name"},
+      {R"({"name": "Ann", "tags": ["c"]})", "/tags/0"},
+      {R"({"name": "Ann", "tags": ["a", "b", "a"]})", "/tags"},
+      {R"({"name": "Ann"})", "required \"tags\""},
+      {R"({"name": "Ann", "tags": [], "age": -1})", "/age"},
+      {R"({"name": "Ann", "tags": [], "x": 1})", "/x"},
+      {R"({"name": "Ann", "tags": [], "age": 1.5})", "/age"},
+      {R"(not json)", "JSON"},
+  };
+  for (const auto& [out, names] : failing) {
+    const ScoreResult r = score(s, "", out);
+    EXPECT_FALSE(r.passed) << out;
+    EXPECT_NE(r.detail.find(names), std::string::npos) << out << " -> " << r.detail;
+  }
+}
+
+TEST(Scorer, JsonSchemaTakesTheExpectedAnswerAsTheSchemaWhenTheScorerHasNone) {
+  ScorerSpec s;
+  ASSERT_FALSE(parse_scorer("json_schema", "scorer", s).has_value());
+  const nlohmann::json schema = nlohmann::json::parse(
+      R"({"$defs": {"n": {"type": "number", "exclusiveMaximum": 10}}, "type": "array", "items": {"$ref": "#/$defs/n"}})");
+  EXPECT_TRUE(score(s, schema, "[1, 2.5, 9.99]").passed);
+  const ScoreResult r = score(s, schema, "[1, 10]");
+  EXPECT_FALSE(r.passed);
+  EXPECT_NE(r.detail.find("/1"), std::string::npos) << r.detail;
+  EXPECT_FALSE(score(s, "not a schema", "[1]").passed);
+  ScorerSpec bad;
+  const auto e = parse_scorer(nlohmann::json::parse(R"({"type": "json_schema", "schema": 3})"), "examples[2].scorer", bad);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->field, "examples[2].scorer.schema");
+}
+
+}  // namespace
+}  // namespace kiln

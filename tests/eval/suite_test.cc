@@ -40,6 +40,7 @@ TEST(Suite, MalformedBodiesNameTheField) {
       {{{"name", "s"}, {"examples", {{{"prompt", "q"}, {"expected", "a"}, {"extra", 1}}}}}, "examples[0].extra"},
       {{{"name", "s"}, {"examples", {ok}}, {"max_tokens", 0}}, "max_tokens"},
       {{{"name", "s"}, {"examples", {ok}}, {"scorer", {{"type", "nope"}}}}, "scorer.type"},
+      {{{"name", "s"}, {"examples", {{{"prompt", "q"}, {"expected", "a"}, {"scorer", "json_schema"}}}}}, "examples[0].expected"},
   };
   for (const Bad& b : bad) {
     EvalSuite s;
@@ -47,6 +48,19 @@ TEST(Suite, MalformedBodiesNameTheField) {
     ASSERT_TRUE(e) << b.body.dump();
     EXPECT_EQ(e->field, b.field) << b.body.dump() << ": " << e->message;
   }
+}
+
+TEST(Suite, JsonSchemaScorerTakesItsSchemaOrTheExpectedOne) {
+  EvalSuite s;
+  const json schema = {{"type", "object"}, {"required", {"a"}}};
+  auto e = parse_suite({{"name", "s"},
+                        {"scorer", {{"type", "json_schema"}, {"schema", schema}}},
+                        {"examples", {{{"prompt", "a"}, {"expected", ""}}, {{"prompt", "b"}, {"expected", schema}, {"scorer", "json_schema"}}}}},
+                       s);
+  ASSERT_FALSE(e) << e->field << ": " << e->message;
+  EXPECT_EQ(s.examples[0].resolved.schema, schema);
+  EXPECT_TRUE(score(s.examples[0].resolved, s.examples[0].expected, R"({"a": 1})").passed);
+  EXPECT_FALSE(score(s.examples[1].resolved, s.examples[1].expected, R"({"b": 1})").passed);
 }
 
 TEST(Suite, ScorersResolveOwnThenDefaultThenAuto) {

@@ -2,7 +2,8 @@
 # serve_tiny_chat KILN TOKDIR WORK [kiln serve flags...]: creates the random-weight tiny-chat
 # model with the Qwen3 tokenizer in WORK/model, starts `kiln serve` on a free port and sets
 # SERVER_PID, PORT and MODEL_ID once it listens (returns 1, with the server's stderr, if it does
-# not). stop_server: stops it (SIGTERM, then SIGKILL after 10 s). Server logs: WORK/server.err.
+# not); with KILN_CHAT_TEMPLATE set, that file is the model's chat_template.jinja. stop_server:
+# stops it (SIGTERM, then SIGKILL after 10 s). Server logs: WORK/server.err.
 SERVER_PID=
 PORT=
 MODEL_ID=
@@ -16,6 +17,8 @@ serve_tiny_chat() {
     return 1
   fi
   cp "$tokdir/tokenizer.json" "$tokdir/tokenizer_config.json" "$work/model/"
+  # KILN_CHAT_TEMPLATE: a template file served instead of tokenizer_config.json's.
+  if [ -n "${KILN_CHAT_TEMPLATE:-}" ]; then cp "$KILN_CHAT_TEMPLATE" "$work/model/chat_template.jinja"; fi
   "$kiln" serve --model "$work/model" --port 0 --set server.state_dir="$work/state" "$@" \
     >"$work/server.out" 2>"$work/server.err" &
   SERVER_PID=$!
