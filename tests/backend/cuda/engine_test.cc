@@ -185,7 +185,9 @@ TEST(CudaEngine, MixedBatchTwoSampledRows) { expect_mixed_batch_matches_host(3, 
 TEST(CudaEngine, MixedBatchSampledRowsGathered) { expect_mixed_batch_matches_host(6, 5); }
 
 // A prompt whose blocks the prefix cache holds gives the tokens, logprobs and alternatives of the
-// same request computed from scratch: the hit runs only the prompt's last, partial block.
+// same request computed from scratch: the hit runs only the prompt's last, partial block. Tokens
+// are equal; log-probabilities agree to 1e-4, not bit for bit: the hit's prefill has fewer rows,
+// so its GEMMs may take another kernel and sum in another order (an H100 run differed by ~1e-5).
 TEST(CudaEngine, PrefixCacheHitEqualsMiss) {
   KILN_CUDA_OR_SKIP(be);
   RequestSpec r = greedy(prompt(150, 5, 300), 8);
@@ -199,13 +201,15 @@ TEST(CudaEngine, PrefixCacheHitEqualsMiss) {
   EXPECT_EQ(stats.prefix_hits, 1);
   EXPECT_EQ(cached[1].tokens, cached[0].tokens);
   EXPECT_EQ(cached[1].tokens, fresh[0].tokens);
-  EXPECT_EQ(cached[1].logprobs, fresh[0].logprobs);
+  ASSERT_EQ(cached[1].logprobs.size(), fresh[0].logprobs.size());
+  for (size_t t = 0; t < fresh[0].logprobs.size(); ++t)
+    EXPECT_NEAR(cached[1].logprobs[t], fresh[0].logprobs[t], 1e-4) << "token " << t;
   ASSERT_EQ(cached[1].top.size(), fresh[0].top.size());
   for (size_t t = 0; t < fresh[0].top.size(); ++t) {
     ASSERT_EQ(cached[1].top[t].size(), fresh[0].top[t].size()) << "token " << t;
     for (size_t j = 0; j < fresh[0].top[t].size(); ++j) {
       EXPECT_EQ(cached[1].top[t][j].token, fresh[0].top[t][j].token) << "token " << t << " alternative " << j;
-      EXPECT_EQ(cached[1].top[t][j].logprob, fresh[0].top[t][j].logprob) << "token " << t << " alternative " << j;
+      EXPECT_NEAR(cached[1].top[t][j].logprob, fresh[0].top[t][j].logprob, 1e-4) << "token " << t << " alternative " << j;
     }
   }
   EXPECT_EQ(fresh[0].tokens.size(), 8u);
