@@ -10,7 +10,9 @@ transformers computes, so Kiln's text model can be checked on the real layout:
     build/kiln generate --model /tmp/qwen35-mm --backend cpu --prompt-ids <ids> --max-tokens 8
 
 and compare with expected.json's `greedy` (the script prints the exact command). Runs on a
-machine with torch and transformers 5.x; touches no network.
+machine with torch and transformers 5.x; touches no network. tests/fixtures/qwen35_multimodal is
+this script's output (transformers 5.17.0, torch 2.11.0, seed 0), checked by
+MultimodalLayout.ACheckpointTransformersWroteGivesTransformersGreedyTokens.
 """
 import argparse
 import json

@@ -18,16 +18,17 @@ namespace kiln::testing {
 
 inline std::string fixture_dir(const char* name) { return std::string(KILN_FIXTURES_DIR) + "/reference/" + name; }
 
-// `steps` greedy tokens from the prompt 1..7 (71 tokens at 64 steps: across a K/V block boundary),
-// each the argmax of the step's logits on `be`'s own device.
-inline std::vector<int32_t> greedy_tokens(Backend& be, const std::string& dir, int steps) {
+// `steps` greedy tokens from `prompt` (by default 1..7: 71 tokens at 64 steps, across a K/V block
+// boundary), each the argmax of the step's logits on `be`'s own device.
+inline std::vector<int32_t> greedy_tokens(Backend& be, const std::string& dir, int steps,
+                                          std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7}) {
   std::vector<int32_t> tokens;
   auto model = Qwen35Model::load(dir, be);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   if (!model.ok()) return tokens;
   auto state = (*model)->create_state({1, 4}).value();
   auto seq = state.new_sequence().value();
-  std::vector<int32_t> next = {1, 2, 3, 4, 5, 6, 7};
+  std::vector<int32_t> next = std::move(prompt);
   Tensor ids = Tensor::empty({1}, DType::kI32);
   Tensor dev_ids = be.storage().allocate({1}, DType::kI32).value();
   for (int step = 0; step < steps; ++step) {

@@ -4,7 +4,7 @@
 // (mtp.*) beside the text weights, all behind model.safetensors.index.json. The text model loads
 // from it with the same logits as from the plain layout, never opens the vision-only shard (it is
 // left unreadable here), and skips the vision and MTP tensors unchecked (one has a dtype Kiln does
-// not know).
+// not know). And the real thing: a checkpoint transformers itself wrote.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -16,6 +16,7 @@
 #include "backend/registry.h"
 #include "model/init.h"
 #include "model/model_files.h"
+#include "model/backend_model_checks.h"
 #include "model/qwen35.h"
 #include "test_util.h"
 
@@ -133,6 +134,33 @@ TEST(MultimodalLayout, AMissingTextShardIsStillNamed) {
   const ServableCheck c = check_servable(l.multimodal);
   EXPECT_FALSE(c.servable);
   EXPECT_EQ(c.missing, std::vector<std::string>{"model-00002-of-00003.safetensors"});
+}
+
+// tests/fixtures/qwen35_multimodal: a tiny random Qwen3_5ForConditionalGeneration (vision tower
+// included, f32) that transformers 5.17 built and saved in eight shards, MTP tensors added as the
+// releases carry them (tools/make_qwen35_multimodal.py, seed 0); expected.json holds transformers'
+// own greedy continuation of its prompt. Kiln's text model reads the text weights and lm_head,
+// skips every vision and MTP tensor, and continues the prompt with transformers' tokens.
+TEST(MultimodalLayout, ACheckpointTransformersWroteGivesTransformersGreedyTokens) {
+  const std::string dir = std::string(KILN_FIXTURES_DIR) + "/qwen35_multimodal";
+  std::ifstream ef(dir + "/expected.json"), xf(dir + "/model.safetensors.index.json");
+  const nlohmann::json expected = nlohmann::json::parse(ef), index = nlohmann::json::parse(xf);
+  size_t skipped = 0;
+  for (const auto& [name, file] : index["weight_map"].items())
+    skipped += name.rfind("model.visual.", 0) == 0 || name.rfind("mtp.", 0) == 0;
+  ASSERT_EQ(skipped, 35u);  // 33 vision tensors, 2 MTP tensors
+  auto backend = std::move(create_backend("cpu").value());
+  auto model = Qwen35Model::load(dir, *backend);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_EQ((*model)->unused_tensors(), skipped);
+  const auto want = expected["greedy"].get<std::vector<int32_t>>();
+  const std::vector<int32_t> got = testing::greedy_tokens(*backend, dir, static_cast<int>(want.size()),
+                                                          expected["prompt_ids"].get<std::vector<int32_t>>());
+  EXPECT_EQ(got, want);
+  // The fixture carries no tokenizer: the servability check names that and nothing else.
+  const ServableCheck c = check_servable(dir);
+  EXPECT_EQ(c.architecture, "Qwen3_5ForConditionalGeneration");
+  EXPECT_EQ(c.missing, std::vector<std::string>{"tokenizer.json"}) << c.problem;
 }
 
 }  // namespace
