@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -170,6 +171,33 @@ struct MockHub::Impl {
         siblings.push_back(s);
       }
       res.set_content(nlohmann::json({{"id", r->id}, {"sha", r->commit}, {"siblings", siblings}}).dump(), "application/json");
+    });
+    // The revision's files as the Hub's tree API lists them (what huggingface_hub's
+    // snapshot_download reads): recursive, one page (no Link header), folders as entries of their
+    // own, LFS files with their sha256.
+    hub->Get(R"(/api/models/([^/]+)/([^/]+)/tree/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!admit(res)) return;
+      std::lock_guard<std::mutex> lock(mu);
+      const MockRepo* r = find_repo(req.matches[1].str() + "/" + req.matches[2].str(), req, res);
+      if (!r) return;
+      const std::string rev = req.matches[3];
+      if (rev != r->commit && std::find(r->refs.begin(), r->refs.end(), rev) == r->refs.end()) {
+        res.status = 404;
+        res.set_header("X-Error-Code", "RevisionNotFound");
+        return;
+      }
+      nlohmann::json entries = nlohmann::json::array();
+      std::set<std::string> folders;
+      for (const auto& [path, data] : r->files) {
+        for (size_t at = path.find('/'); at != std::string::npos; at = path.find('/', at + 1))
+          if (folders.insert(path.substr(0, at)).second)
+            entries.push_back({{"type", "directory"}, {"oid", MockHub::git_blob_id(path.substr(0, at))}, {"size", 0},
+                               {"path", path.substr(0, at)}});
+        nlohmann::json e = {{"type", "file"}, {"oid", MockHub::git_blob_id(data)}, {"size", data.size()}, {"path", path}};
+        if (is_lfs(path)) e["lfs"] = {{"oid", sha256_hex(data)}, {"size", data.size()}, {"pointerSize", 134}};
+        entries.push_back(e);
+      }
+      res.set_content(entries.dump(), "application/json");
     });
     hub->Get(R"(/([^/]+)/([^/]+)/resolve/([^/]+)/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
       if (!admit(res)) return;
