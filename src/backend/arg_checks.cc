@@ -283,6 +283,10 @@ Status validate(const SampleArgs& a, DeviceKind d, const std::string& r) {
     if (!std::isfinite(x.presence_penalty)) return bad("presence_penalty", "finite", x.presence_penalty);
     if (!std::isfinite(x.frequency_penalty)) return bad("frequency_penalty", "finite", x.frequency_penalty);
     if (!(x.u >= 0 && x.u < 1)) return bad("u", "in [0, 1)", x.u);
+    for (const auto& [id, b] : x.bias) {
+      if (id < 0 || id >= a.logits.dim(1)) return bad("a logit bias id", "in [0, vocab)", id);
+      if (!std::isfinite(b)) return bad("a logit bias", "finite", b);
+    }
   }
   return {};
 }

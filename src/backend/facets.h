@@ -307,7 +307,9 @@ SampleRequest describe(const ArgmaxArgs& a);
 // frequency penalties over `generated` (with occurrence counts), then at temperature 0 the first
 // largest logit, its logprob under their softmax; at temperature > 0 temperature, top-k, softmax,
 // min-p, top-p, and the token whose cumulative-probability interval (in index order) holds u. Rows
-// that want only the argmax of raw logits are `argmax`'s.
+// that want only the argmax of raw logits are `argmax`'s. Before all of that a structured-output
+// row's logits take its logit bias and lose every id its mask disallows (apply_bias_and_mask); a
+// backend that cannot declines a request that is `constrained`.
 struct SampleRow {
   float temperature = 1.f, top_p = 1.f, min_p = 0.f;
   int32_t top_k = 0;
@@ -315,6 +317,9 @@ struct SampleRow {
   double u = 0;  // [0, 1); unused at temperature 0
   std::span<const int32_t> seen, generated;  // host token ids; out-of-range ids are ignored
   int32_t top_logprobs = 0;  // [0, kMaxTopLogprobs]: the most likely tokens of the final distribution
+  const uint32_t* allowed = nullptr;                 // host bitmask, (vocab + 31) / 32 words; null: all
+  std::span<const std::pair<int32_t, float>> bias;  // host (id, bias), distinct ids in range, finite
+  bool constrained() const { return allowed != nullptr || !bias.empty(); }
 };
 constexpr int32_t kMaxTopLogprobs = 20;
 struct SampleArgs {

@@ -102,7 +102,9 @@ ElementwiseRequest describe(const BinaryArgs& a) {
 SampleRequest describe(const ArgmaxArgs& a) { return {a.logits.dim(0), a.logits.dim(1), true}; }
 
 SampleRequest describe(const SampleArgs& a) {
-  return {a.logits.defined() ? a.logits.dim(0) : 0, a.logits.defined() ? a.logits.dim(1) : 0, false};
+  bool constrained = false;
+  for (const SampleRow& r : a.rows) constrained |= r.constrained();
+  return {a.logits.defined() ? a.logits.dim(0) : 0, a.logits.defined() ? a.logits.dim(1) : 0, false, constrained};
 }
 
 }  // namespace kiln

@@ -193,9 +193,10 @@ struct ElementwiseRequest {
 struct SampleRequest {
   int64_t rows = 0, vocab = 0;
   bool greedy = true;
+  bool constrained = false;  // some row has a token mask or a logit bias
   static constexpr auto kFields = std::tuple{
       field("", [](const auto& r) { return r.greedy ? "argmax" : "sample"; }), field("rows", &SampleRequest::rows),
-      field("vocab", &SampleRequest::vocab)};
+      field("vocab", &SampleRequest::vocab), field("constrained", &SampleRequest::constrained)};
   std::string describe() const { return describe_request(*this); }
 };
 

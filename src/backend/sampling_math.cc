@@ -29,6 +29,14 @@ std::vector<int32_t> top_indices(const std::vector<double>& v, size_t n) {
   return idx;
 }
 
+void apply_bias_and_mask(std::span<float> logits, std::span<const std::pair<int32_t, float>> bias,
+                         const uint32_t* allowed) {
+  for (const auto& [id, b] : bias) logits[static_cast<size_t>(id)] += b;
+  if (allowed == nullptr) return;
+  for (size_t id = 0; id < logits.size(); ++id)
+    if (!((allowed[id >> 5] >> (id & 31)) & 1u)) logits[id] = kNegInf;
+}
+
 void apply_penalties(std::span<float> logits, const SamplingParams& p, std::span<const int32_t> seen,
                      std::span<const int32_t> generated) {
   const auto V = static_cast<int32_t>(logits.size());

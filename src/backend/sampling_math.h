@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace kiln {
@@ -26,6 +27,12 @@ struct SamplingParams {
 // Whether a greedy row reports logprobs (its softmax is computed only then); rows at
 // temperature > 0 always have their distribution at hand.
 inline bool wants_logprobs(const SamplingParams& p) { return p.logprobs || p.top_logprobs > 0; }
+
+// A structured-output row, before every transform: logits[id] += bias for each (id, bias); then,
+// where `allowed` (a bitmask over logits.size() ids, bit id % 32 of word id / 32) is given, every id
+// whose bit is clear becomes -inf.
+void apply_bias_and_mask(std::span<float> logits, std::span<const std::pair<int32_t, float>> bias,
+                         const uint32_t* allowed);
 
 // Repetition penalty over `seen` (divide positive logits, multiply negative ones, once per
 // distinct token); presence (once per distinct token) and frequency (per occurrence) penalties

@@ -328,10 +328,14 @@ EngineBenchOpts engine_opts(const BenchOpts& o) {
 }
 
 // The --json-schema grammar over the model's vocabulary (the tokenizer of --tokenizer, else of the
-// model directory), or null without the option.
-Result<std::shared_ptr<const grammar::MaskCache>> bench_grammar(const BenchOpts& o, const std::string& model_dir,
-                                                               const ModelConfig& c) {
-  if (o.json_schema.empty()) return std::shared_ptr<const grammar::MaskCache>();
+// model directory; null without the option), with what its compile took and what a repeat of the
+// same schema takes (the server's GrammarCache hit).
+struct BenchGrammar {
+  std::shared_ptr<const grammar::MaskCache> cache;
+  double compile_ms = 0, cached_ms = 0;
+};
+Result<BenchGrammar> bench_grammar(const BenchOpts& o, const std::string& model_dir, const ModelConfig& c) {
+  if (o.json_schema.empty()) return BenchGrammar{};
   auto file = MappedFile::open(o.json_schema);
   if (!file.ok()) return file.status().with_context("--json-schema");
   const std::string schema((*file)->bytes_ptr(), (*file)->bytes());
@@ -341,17 +345,23 @@ Result<std::shared_ptr<const grammar::MaskCache>> bench_grammar(const BenchOpts&
   KILN_ASSIGN_OR_RETURN(grammar::TokenVocabulary vocab,
                         grammar::TokenVocabulary::from_tokenizer(*tok, static_cast<size_t>(c.vocab_size), stops));
   grammar::GrammarCache cache(std::make_shared<const grammar::TokenVocabulary>(std::move(vocab)), 1);
+  BenchGrammar out;
+  const auto t0 = Clock::now();
   auto g = cache.get({grammar::GrammarKind::kJsonSchema, schema, {}});
+  out.compile_ms = 1e3 * seconds_since(t0);
   if (!g.ok()) return g.status().with_context("--json-schema " + o.json_schema);
-  return *g;
+  const auto t1 = Clock::now();
+  KILN_ASSIGN_OR_RETURN(out.cache, cache.get({grammar::GrammarKind::kJsonSchema, schema, {}}));
+  out.cached_ms = 1e3 * seconds_since(t1);
+  return out;
 }
 
 // Engine decode at each of --batches rows at --context, each point next to its bytes-per-step
 // roofline.
 nlohmann::json bench_decode_batches(Qwen35Model& model, const BenchOpts& o, double bandwidth, bool device,
-                                    std::shared_ptr<const grammar::MaskCache> constraint) {
+                                    const BenchGrammar& constraint) {
   EngineBenchOpts eo = engine_opts(o);
-  eo.grammar = std::move(constraint);
+  eo.grammar = constraint.cache;
   nlohmann::json sweep = nlohmann::json::array();
   for (int64_t b : o.batches) {
     std::fprintf(stderr, "bench: engine decode, batch %lld at context %lld\n", static_cast<long long>(b),
@@ -381,12 +391,22 @@ nlohmann::json bench_decode_batches(Qwen35Model& model, const BenchOpts& o, doub
                                                  : std::string("greedy");
   // Rows with adapters are replayed too, a recording per adapter composition (model/decode_replay.h).
   const bool replayed = !o.eager && model.backend().replay().available();
+  nlohmann::json constrained = nullptr;
+  if (constraint.cache) {
+    const bool masks_up = !o.host_sampling && model.backend()
+                                                  .sampling()
+                                                  .supports(SampleRequest{1, model.config().vocab_size, false, true})
+                                                  .runs_natively();
+    constrained = {{"json_schema", o.json_schema},
+                   {"rows", "every row, documents back to back"},
+                   {"masks", masks_up ? "filled on the host, applied in the backend's sample (masks go up, ids come back)"
+                                      : "filled and applied on the host (each constrained row's logits come down)"},
+                   {"compile_ms", constraint.compile_ms},
+                   {"cached_compile_ms", constraint.cached_ms}};
+  }
   return {{"sampling", picked + (o.host_sampling ? ", on the host (every row's logits copied)" : ", on the device (ids only)")},
           {"execution", replayed ? "graph_replay" : "eager"},
-          {"constraint", o.json_schema.empty() ? nlohmann::json(nullptr)
-                                               : nlohmann::json("json_schema " + o.json_schema +
-                                                                ": every row, documents back to back; constrained rows "
-                                                                "are sampled on the host from their logits")},
+          {"constraint", constrained},
           {"adapters", o.adapters == 0 ? std::string("none")
                                        : std::to_string(o.adapters) + " random adapters of rank " +
                                              std::to_string(o.adapter_rank) + " on every target, row i the (i mod N)-th"},
@@ -420,7 +440,7 @@ Status run(const BenchOpts& o) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Qwen35Model> model, Qwen35Model::load(dir, *be));
   const ModelConfig& c = model->config();
   if (!o.json_schema.empty() && o.batches.empty()) return invalid_argument("--json-schema constrains the --batches sweep; give --batches");
-  KILN_ASSIGN_OR_RETURN(const std::shared_ptr<const grammar::MaskCache> constraint, bench_grammar(o, dir, c));
+  KILN_ASSIGN_OR_RETURN(const BenchGrammar constraint, bench_grammar(o, dir, c));
   model->options().prefill_tile = o.prefill_tile;
   const DType default_kv = model->kv_dtype();
   if (o.kv_fp8) KILN_RETURN_IF_ERROR(model->set_kv_dtype(DType::kF8E4M3).with_context("--kv-fp8"));

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "backend/fallback.h"
+#include "backend/sampling_math.h"
 #include "core/thread_pool.h"
 
 namespace kiln {
@@ -11,14 +12,6 @@ namespace kiln {
 bool needs_only_argmax(const SamplingParams& p) {
   return p.temperature == 0.f && !p.logprobs && p.top_logprobs == 0 && p.repetition_penalty == 1.f &&
          p.presence_penalty == 0.f && p.frequency_penalty == 0.f;
-}
-
-void constrain_logits(std::span<float> logits, std::span<const std::pair<int32_t, float>> bias, const uint32_t* allowed) {
-  for (const auto& [id, b] : bias) logits[static_cast<size_t>(id)] += b;
-  if (allowed == nullptr) return;
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  for (size_t id = 0; id < logits.size(); ++id)
-    if (!((allowed[id >> 5] >> (id & 31)) & 1u)) logits[id] = kNegInf;
 }
 
 Status fill_constraint_masks(std::span<const RowToSample> rows, int64_t vocab, std::vector<uint32_t>& masks,
@@ -53,9 +46,11 @@ namespace {
 
 // The rows at `picks` drawn by the backend's `sample` in one call: their logits rows (a slice
 // where they are consecutive, else gathered on the device) and each request's SampleRow, whose u
-// comes from the request's own generator as the host Sampler would draw it.
+// comes from the request's own generator as the host Sampler would draw it, with its mask (row i's
+// at mask_at(i), null for none) and logit bias.
+template <class MaskAt>
 Status sample_on_device(Backend& backend, const Tensor& logits, std::span<const RowToSample> rows,
-                        const std::vector<size_t>& picks, std::vector<SampledToken>& out) {
+                        const std::vector<size_t>& picks, const MaskAt& mask_at, std::vector<SampledToken>& out) {
   StorageFacet& st = backend.storage();
   const auto n = static_cast<int64_t>(picks.size());
   const int64_t first = rows[picks[0]].row;
@@ -77,6 +72,8 @@ Status sample_on_device(Backend& backend, const Tensor& logits, std::span<const 
   for (size_t i : picks) {
     Sequence& s = *rows[i].seq;
     requests.push_back(s.sampler.sample_row(s.tokens, s.generated()));
+    requests.back().allowed = mask_at(i);
+    requests.back().bias = s.spec.logit_bias;
     top = std::max<int64_t>(top, requests.back().top_logprobs);
   }
   Tensor ids = Tensor::empty({n}, DType::kI32), logprobs = Tensor::empty({n}, DType::kF32);
@@ -113,13 +110,15 @@ Result<std::vector<SampledToken>> sample_rows(Backend& backend, const Tensor& lo
   KILN_RETURN_IF_ERROR(fill_constraint_masks(rows, V, masks, mask_of));
   const size_t words = static_cast<size_t>((V + 31) / 32);
   std::vector<float> adjusted;
+  auto mask_at = [&](size_t i) -> const uint32_t* {
+    return mask_of[i] >= 0 ? masks.data() + static_cast<size_t>(mask_of[i]) * words : nullptr;
+  };
   auto on_host = [&](size_t i, const float* row) {
     Sequence& s = *rows[i].seq;
     std::span<const float> in(row, static_cast<size_t>(V));
     if (!s.samples_raw_logits()) {
       adjusted.assign(in.begin(), in.end());
-      constrain_logits(adjusted, s.spec.logit_bias,
-                       mask_of[i] >= 0 ? masks.data() + static_cast<size_t>(mask_of[i]) * words : nullptr);
+      apply_bias_and_mask(adjusted, s.spec.logit_bias, mask_at(i));
       in = adjusted;
     }
     return s.sampler.sample(in, s.tokens, s.generated());
@@ -150,23 +149,31 @@ Result<std::vector<SampledToken>> sample_rows(Backend& backend, const Tensor& lo
     return use_device && s.samples_raw_logits() && needs_only_argmax(s.spec.sampling);
   };
   // Every other row (drawn at temperature > 0, or greedy with penalties or logprobs): the
-  // backend's `sample`, one call. Constrained and biased rows are sampled on the host below.
+  // backend's `sample`, one call. Constrained and biased rows join it where the backend applies
+  // masks and biases itself (only the masks go up); elsewhere they are sampled on the host below.
   std::vector<size_t> sampled;
   std::vector<char> done(rows.size(), 0);
   if (device_sampling) {
-    for (size_t i = 0; i < rows.size(); ++i)
-      if (!rows[i].seq->must_close_reasoning() && rows[i].seq->samples_raw_logits() &&
-          !needs_only_argmax(rows[i].seq->spec.sampling))
+    bool any_constrained = false;
+    for (const RowToSample& r : rows) any_constrained |= !r.seq->samples_raw_logits();
+    const bool device_masks =
+        any_constrained && backend.sampling().supports(SampleRequest{1, V, false, true}).runs_natively();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Sequence& s = *rows[i].seq;
+      if (!s.must_close_reasoning() && (s.samples_raw_logits() ? !needs_only_argmax(s.spec.sampling) : device_masks))
         sampled.push_back(i);
+    }
     if (!sampled.empty()) {
       // Where the backend declines, its fallback policy decides: the rows' logits go to the host
       // (counted as a round trip), or the step fails naming the request and the policy.
-      const SampleRequest req{static_cast<int64_t>(sampled.size()), V, false};
+      bool constrained = false;
+      for (size_t i : sampled) constrained |= !rows[i].seq->samples_raw_logits();
+      const SampleRequest req{static_cast<int64_t>(sampled.size()), V, false, constrained};
       KILN_ASSIGN_OR_RETURN(const FallbackDecision d,
                             resolve_fallback(backend.capabilities().fallback, backend.identity().name,
                                              OpClass::kGenericOp, 1, backend.sampling().supports(req), req.describe()));
       if (d == FallbackDecision::kRunNative) {
-        KILN_RETURN_IF_ERROR(sample_on_device(backend, logits, rows, sampled, out));
+        KILN_RETURN_IF_ERROR(sample_on_device(backend, logits, rows, sampled, mask_at, out));
         for (size_t i : sampled) done[i] = 1;
       }
     }

@@ -1,11 +1,12 @@
 // Picks the next token of each sequence of a batch from the forward's logits, wherever they live.
 // Host logits: every row through its request's Sampler. Device logits (an accelerator): plain
-// greedy rows through one batched argmax, rows drawn at temperature > 0 (without top_logprobs)
-// through one call of the backend's `sample` with u from the request's own generator; only ids
-// and logprobs cross to the host. The rest (top_logprobs, greedy with penalties or logprobs, and
-// rows with a token constraint in force or a logit bias) have their logits row copied to the host
-// and sampled there. A constrained row's mask is filled on the host, then its logits are biased,
-// masked (disallowed ids to -inf) and go through the Sampler's transforms.
+// greedy rows through one batched argmax, every other row (drawn, greedy with penalties or
+// logprobs, top_logprobs) through one call of the backend's `sample` with u from the request's own
+// generator; only ids, logprobs and alternatives cross to the host. A constrained row's mask is
+// filled on the host (while the device still runs the forward); its logits are biased, masked
+// (disallowed ids to -inf) and go through the Sampler's transforms: in the backend's `sample`,
+// the mask going up, where the backend supports constrained requests, else on the host after a
+// copy of its logits row.
 #pragma once
 
 #include <cstdint>
@@ -26,10 +27,6 @@ struct RowToSample {
 // penalties, no logprobs. Such a row needs only its id from the device; every other row is the
 // backend's `sample`'s.
 bool needs_only_argmax(const SamplingParams& p);
-
-// logits[id] += bias for each (id, bias); then, where `allowed` (a bitmask over logits.size() ids)
-// is given, every id whose bit is clear becomes -inf.
-void constrain_logits(std::span<float> logits, std::span<const std::pair<int32_t, float>> bias, const uint32_t* allowed);
 
 // The allowed-token mask of each row whose constraint is in force (and that is not forced to close
 // its reasoning): row i's at masks[mask_of[i] * words], words = (vocab + 31) / 32; mask_of[i] -1

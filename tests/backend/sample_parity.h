@@ -84,6 +84,7 @@ inline double distance_to_edge(const Tensor& host_logits, int64_t r, const Sampl
   p.repetition_penalty = x.repetition_penalty;
   p.presence_penalty = x.presence_penalty;
   p.frequency_penalty = x.frequency_penalty;
+  apply_bias_and_mask(l, x.bias, x.allowed);
   apply_penalties(l, p, x.seen, x.generated);
   const std::vector<double> probs = sampled_distribution(l, p);
   double cum = 0, best = std::abs(x.u);
@@ -126,6 +127,42 @@ inline std::vector<SampleRow> mixed_sample_rows(int64_t n, int64_t V, std::vecto
     x.u = next_u(g);
   }
   return rows;
+}
+
+// Structured-output rows: of every four rows, one keeps all ids, one has a mask, one a logit bias
+// and one both. A mask allows a random ~1/8 of the ids plus id (r * 13) % V (so at least one); a
+// bias row gets +6 on three ids and -100 on its largest logit.
+struct SampleConstraints {
+  std::vector<std::vector<uint32_t>> masks;
+  std::vector<std::vector<std::pair<int32_t, float>>> bias;
+};
+inline void constrain_sample_rows(std::vector<SampleRow>& rows, const Tensor& logits, SampleConstraints& c,
+                                  std::mt19937_64& g) {
+  const int64_t V = logits.dim(1);
+  const auto n = rows.size();
+  c.masks.assign(n, {});
+  c.bias.assign(n, {});
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(V) - 1);
+  for (size_t r = 0; r < n; ++r) {
+    if (r % 4 == 1 || r % 4 == 3) {
+      std::vector<uint32_t>& m = c.masks[r];
+      m.assign(static_cast<size_t>((V + 31) / 32), 0u);
+      for (int64_t i = 0; i < V; ++i)
+        if ((g() & 7) == 0 || i == (static_cast<int64_t>(r) * 13) % V) m[i >> 5] |= 1u << (i & 31);
+      rows[r].allowed = m.data();
+    }
+    if (r % 4 >= 2) {
+      const float* l = logits.data<float>() + static_cast<int64_t>(r) * logits.stride(0);
+      const auto best = static_cast<int32_t>(std::max_element(l, l + V) - l);
+      std::vector<std::pair<int32_t, float>>& b = c.bias[r];
+      b.push_back({best, -100.f});
+      while (b.size() < std::min<size_t>(4, static_cast<size_t>(V))) {
+        const int32_t t = id(g);
+        if (std::none_of(b.begin(), b.end(), [&](const auto& e) { return e.first == t; })) b.push_back({t, 6.f});
+      }
+      rows[r].bias = b;
+    }
+  }
 }
 
 // n rows of V random logits, every third with a peak (so that top-p and min-p keep a handful of

@@ -11,6 +11,7 @@
 
 #include "engine/engine.h"
 #include "backend/registry.h"
+#include "backend/sampling_math.h"
 #include "engine/row_sampling.h"
 #include "model_fixture.h"
 
@@ -132,11 +133,11 @@ TEST(ConstrainedSampling, DrawnRowsNeverLeaveTheMaskAndFreeRowsDo) {
 TEST(ConstrainedSampling, BiasOfMinus100RemovesTheArgmax) {
   std::vector<float> row = {1.f, 5.f, 2.f, 4.f};
   const std::vector<std::pair<int32_t, float>> bias = {{1, -100.f}, {2, 0.5f}};
-  constrain_logits(row, bias, nullptr);
+  apply_bias_and_mask(row, bias, nullptr);
   EXPECT_EQ(row[1], -95.f);
   EXPECT_EQ(row[2], 2.5f);
   const uint32_t mask = (1u << 0) | (1u << 2);
-  constrain_logits(row, {}, &mask);
+  apply_bias_and_mask(row, {}, &mask);
   EXPECT_EQ(row[0], 1.f);
   EXPECT_TRUE(std::isinf(row[1]) && row[1] < 0);
   EXPECT_EQ(row[2], 2.5f);

@@ -17,6 +17,7 @@ Status Sampling::sample(const SampleArgs& a) {
     const SampleRow& r = a.rows[i];
     const float* row = a.logits.data<float>() + static_cast<int64_t>(i) * a.logits.stride(0);
     logits.assign(row, row + V);
+    apply_bias_and_mask(logits, r.bias, r.allowed);
     SamplingParams p;
     p.temperature = r.temperature;
     p.top_k = r.top_k;

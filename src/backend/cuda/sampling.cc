@@ -1,6 +1,6 @@
 // Greedy selection on the device (kernels/argmax.cu); host logits are staged through the device.
 // Sampling on the device (kernels/sample.cu): only ids, logprobs and the alternatives asked for
-// come back.
+// come back; structured-output rows send their token masks and logit biases up with the parameters.
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -90,7 +90,10 @@ Status Sampling::sample(const SampleArgs& a) {
   // Each row's parameters, its seen ids (deduplicated on the device) and its generated ids as
   // (token, count) pairs, counted here as the host reference counts them.
   std::vector<SampleRowParams> params(static_cast<size_t>(r.rows));
-  std::vector<int32_t> seen, generated;
+  std::vector<int32_t> seen, generated, bias_ids;
+  std::vector<float> bias_values;
+  std::vector<const uint32_t*> masks;  // staged after the rest, in row order
+  const auto words = static_cast<size_t>((r.vocab + 31) / 32);
   std::unordered_map<int32_t, int32_t> counts;
   for (size_t i = 0; i < a.rows.size(); ++i) {
     const SampleRow& x = a.rows[i];
@@ -121,12 +124,24 @@ Status Sampling::sample(const SampleArgs& a) {
       }
       q.gen_count = static_cast<int32_t>(counts.size());
     }
+    if (x.allowed != nullptr) {
+      q.mask_offset = static_cast<int32_t>(masks.size() * words);
+      masks.push_back(x.allowed);
+    }
+    q.bias_offset = static_cast<int32_t>(bias_ids.size());
+    q.bias_count = static_cast<int32_t>(x.bias.size());
+    for (const auto& [id, b] : x.bias) {
+      bias_ids.push_back(id);
+      bias_values.push_back(b);
+    }
   }
-  // One device buffer and one staging buffer, laid out alike: parameters, seen, generated, then
-  // the ids, logprobs and alternatives coming back.
+  // One device buffer and one staging buffer, laid out alike: parameters, seen, generated, logit
+  // biases, masks, then the ids, logprobs and alternatives coming back.
   const size_t params_bytes = params.size() * sizeof(SampleRowParams);
   const size_t seen_at = params_bytes, gen_at = seen_at + seen.size() * 4;
-  const size_t up_bytes = gen_at + generated.size() * 4;
+  const size_t bias_ids_at = gen_at + generated.size() * 4, bias_values_at = bias_ids_at + bias_ids.size() * 4;
+  const size_t masks_at = bias_values_at + bias_values.size() * 4;
+  const size_t up_bytes = masks_at + masks.size() * words * 4;
   const auto rows = static_cast<size_t>(r.rows);
   const size_t top = a.top_ids.defined() ? static_cast<size_t>(a.top_ids.dim(1)) : 0;
   const size_t ids_at = align8(up_bytes), logprobs_at = ids_at + rows * 4;
@@ -140,6 +155,11 @@ Status Sampling::sample(const SampleArgs& a) {
   std::memcpy(stage, params.data(), params_bytes);
   if (!seen.empty()) std::memcpy(stage + seen_at, seen.data(), seen.size() * 4);
   if (!generated.empty()) std::memcpy(stage + gen_at, generated.data(), generated.size() * 4);
+  if (!bias_ids.empty()) {
+    std::memcpy(stage + bias_ids_at, bias_ids.data(), bias_ids.size() * 4);
+    std::memcpy(stage + bias_values_at, bias_values.data(), bias_values.size() * 4);
+  }
+  for (size_t k = 0; k < masks.size(); ++k) std::memcpy(stage + masks_at + k * words * 4, masks[k], words * 4);
   const std::string req = r.describe();
   KILN_RETURN_IF_ERROR(
       cuda_status(cudaMemcpyAsync(dev, stage, up_bytes, cudaMemcpyHostToDevice, ctx_->stream), req + ": parameters"));
@@ -154,6 +174,9 @@ Status Sampling::sample(const SampleArgs& a) {
     p.row_params = reinterpret_cast<const SampleRowParams*>(dev) + row0;
     p.seen = reinterpret_cast<const int32_t*>(dev + seen_at);
     p.generated = reinterpret_cast<const int32_t*>(dev + gen_at);
+    p.bias_ids = reinterpret_cast<const int32_t*>(dev + bias_ids_at);
+    p.bias_values = reinterpret_cast<const float*>(dev + bias_values_at);
+    p.masks = reinterpret_cast<const uint32_t*>(dev + masks_at);
     p.work = work.data<float>();
     p.probs = static_cast<double*>(probs.raw());
     p.ids = reinterpret_cast<int32_t*>(dev + ids_at) + row0;

@@ -35,7 +35,10 @@ constexpr int64_t kSampleScratchBytes = int64_t{256} << 20;
 
 }  // namespace
 
-Support Sampling::supports(const SampleRequest&) const { return Support::native(); }
+Support Sampling::supports(const SampleRequest& r) const {
+  if (r.constrained) return Support::declined("token masks and logit biases are applied on the host");
+  return Support::native();
+}
 
 Status Sampling::argmax(const ArgmaxArgs& a) {
   const SampleRequest r = describe(a);

@@ -167,6 +167,36 @@ TEST(CpuSample, GreedyRowsAndAlternativesByHand) {
   EXPECT_EQ(l[2], -INFINITY);
 }
 
+// A structured-output row: its mask removes ids before the transforms (greedy takes the best
+// allowed id, a draw's distribution is renormalised over the allowed ids) and its logit bias is
+// added first; a bias id out of range is refused by name.
+TEST(CpuSample, MaskedAndBiasedRowsByHand) {
+  auto be = create_backend("cpu").value();
+  Tensor logits = Tensor::from_values(std::vector<float>{1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4}, {3, 4});
+  const uint32_t allow_0_1 = 0b0011u;
+  const std::vector<std::pair<int32_t, float>> bias = {{0, 5.f}, {3, -100.f}};
+  std::vector<SampleRow> rows(3);
+  rows[0].temperature = 0.f;  // ids 0 and 1 allowed: token 1
+  rows[0].allowed = &allow_0_1;
+  rows[1].temperature = 0.f;  // logits 6, 2, 3, -96: token 0
+  rows[1].bias = bias;
+  rows[2].allowed = &allow_0_1;  // temperature 1 over ids 0 and 1 only
+  rows[2].u = 0.5;
+  const std::vector<Drawn> out = run(*be, logits, rows);
+  EXPECT_EQ(out[0].token, 1);
+  EXPECT_NEAR(out[0].logprob, std::log(std::exp(2.0) / (std::exp(1.0) + std::exp(2.0))), 1e-6);
+  EXPECT_EQ(out[1].token, 0);
+  const double p0 = std::exp(1.0) / (std::exp(1.0) + std::exp(2.0));  // u = 0.5 > p0: token 1
+  EXPECT_EQ(out[2].token, 1);
+  EXPECT_NEAR(out[2].logprob, std::log(1 - p0), 1e-6);
+  const std::vector<std::pair<int32_t, float>> bad = {{4, 1.f}};
+  rows[1].bias = bad;
+  Tensor ids = Tensor::empty({3}, DType::kI32), lp = Tensor::empty({3}, DType::kF32);
+  const Status s = be->sampling().sample({logits, rows, ids, lp});
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("row 1: a logit bias id must be in [0, vocab), got 4"), std::string::npos) << s.to_string();
+}
+
 TEST(CpuSample, BadInputNamesTheProblem) {
   auto be = create_backend("cpu").value();
   Tensor logits = testing::random_tensor({2, 10}, 3);

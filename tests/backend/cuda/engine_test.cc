@@ -6,12 +6,14 @@
 // logprobs to 1e-5 (double math in another summation order), and no logits row crosses to the host.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_test_util.h"
 #include "engine/engine.h"
 #include "engine/row_sampling.h"
+#include "engine/token_constraint.h"
 #include "model/qwen35.h"
 
 namespace kiln {
@@ -183,6 +185,89 @@ TEST(CudaEngine, MixedBatchOneSampledRow) { expect_mixed_batch_matches_host(5, 1
 TEST(CudaEngine, MixedBatchTwoSampledRows) { expect_mixed_batch_matches_host(3, 2); }
 // Sampled rows 0..4 of 6 beside an argmax row; temperature rows are not consecutive logits rows.
 TEST(CudaEngine, MixedBatchSampledRowsGathered) { expect_mixed_batch_matches_host(6, 5); }
+
+// Allows at the k-th token the 24 ids (k * 37 + j * 11) % vocab, j < 24: a mask that changes every
+// token. accept() refuses any other id, so a token outside the mask fails its request.
+class RotatingConstraint final : public TokenConstraint {
+ public:
+  explicit RotatingConstraint(int64_t vocab) : vocab_(vocab) {}
+  Status fill_mask(std::span<uint32_t> words) override {
+    std::fill(words.begin(), words.end(), 0u);
+    for (int64_t j = 0; j < 24; ++j) {
+      const int64_t id = allowed(j);
+      words[static_cast<size_t>(id >> 5)] |= 1u << (id & 31);
+    }
+    return {};
+  }
+  Status accept(int32_t token) override {
+    for (int64_t j = 0; j < 24; ++j)
+      if (allowed(j) == token) {
+        ++k_;
+        return {};
+      }
+    return invalid_argument("token " + std::to_string(token) + " is outside the mask of step " + std::to_string(k_));
+  }
+  bool mask_is_cheap() const override { return true; }
+
+ private:
+  int64_t allowed(int64_t j) const { return (k_ * 37 + j * 11) % vocab_; }
+  int64_t vocab_;
+  int64_t k_ = 0;
+};
+
+// Structured-output rows (token masks, logit biases, both; greedy, drawn, penalised, with
+// alternatives) beside free rows: sampled on the device with their masks sent up, they give the
+// host path's tokens, logprobs (1e-5) and alternatives, and no logits row crosses to the host.
+TEST(CudaEngine, ConstrainedAndBiasedRowsSampleOnTheDevice) {
+  KILN_CUDA_OR_SKIP(be);
+  const int64_t max_tokens = 12, V = 300;  // the gqa_untied fixture's vocabulary
+  auto make_specs = [&] {
+    std::vector<RequestSpec> specs;
+    for (int64_t i = 0; i < 6; ++i) {
+      RequestSpec r = greedy(prompt(9 + 5 * i, i, V), max_tokens);
+      r.sampling.logprobs = i % 2 == 1;
+      if (i == 0 || i == 1 || i == 4 || i == 5) {
+        r.constraint = std::make_shared<RotatingConstraint>(V);
+        r.ignore_eos = false;
+      }
+      if (i == 1 || i == 4) {
+        r.sampling.temperature = 0.8f;
+        r.seed = 77 + static_cast<uint64_t>(i);
+      }
+      if (i == 4) r.sampling.top_logprobs = 2;
+      if (i == 5) r.sampling.repetition_penalty = 1.3f;
+      if (i == 2 || i == 5) r.logit_bias = {{7, 4.f}, {100, -100.f}, {211, 2.5f}};
+      specs.push_back(r);
+    }
+    return specs;
+  };
+  auto model = Qwen35Model::load(fixture_dir("gqa_untied"), *be);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  ASSERT_EQ((*model)->config().vocab_size, V);
+  const uint64_t before = cuda_backend_stats(*be)->bytes_to_host;
+  std::vector<Output> dev = run_engine(*be, "gqa_untied", make_specs(), true);
+  const uint64_t moved = cuda_backend_stats(*be)->bytes_to_host - before;
+  std::vector<Output> host = run_engine(*be, "gqa_untied", make_specs(), false);
+  ASSERT_EQ(dev.size(), 6u);
+  ASSERT_EQ(host.size(), 6u);
+  std::printf("6 rows, 4 constrained, 2 biased: %llu bytes to the host over %lld steps (a logits row is %lld)\n",
+              static_cast<unsigned long long>(moved), static_cast<long long>(max_tokens),
+              static_cast<long long>(V * 4));
+  EXPECT_LT(moved, static_cast<uint64_t>(max_tokens * V * 4)) << "logits rows crossed to the host";
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_FALSE(dev[i].tokens.empty()) << "request " << i;
+    EXPECT_EQ(dev[i].tokens, host[i].tokens) << "request " << i;
+    ASSERT_EQ(dev[i].logprobs.size(), host[i].logprobs.size()) << "request " << i;
+    for (size_t t = 0; t < dev[i].logprobs.size(); ++t) {
+      EXPECT_NEAR(dev[i].logprobs[t], host[i].logprobs[t], 1e-5) << "request " << i << " token " << t;
+      ASSERT_EQ(dev[i].top[t].size(), host[i].top[t].size()) << "request " << i << " token " << t;
+      for (size_t k = 0; k < host[i].top[t].size(); ++k)
+        EXPECT_EQ(dev[i].top[t][k].token, host[i].top[t][k].token) << "request " << i << " token " << t;
+    }
+    if (i == 2 || i == 5)
+      for (int32_t t : dev[i].tokens) EXPECT_NE(t, 100) << "request " << i << ": a -100 bias keeps id 100 out";
+  }
+}
 
 // A prompt whose blocks the prefix cache holds gives the tokens, logprobs and alternatives of the
 // same request computed from scratch: the hit runs only the prompt's last, partial block. Tokens

@@ -161,10 +161,21 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
   const bool greedy = rp.temperature == 0.f;
   const bool repetition = rp.repetition_penalty != 1.f;
   const bool additive = rp.presence_penalty != 0.f || rp.frequency_penalty != 0.f;
-  if (!repetition && !additive) {
+  const bool biased = rp.bias_count > 0;
+  const unsigned* allowed = rp.mask_offset >= 0 ? p.masks + rp.mask_offset : nullptr;
+  if (!repetition && !additive && !biased && allowed == nullptr) {
     for (int i = tid; i < V; i += kThreads) w[i] = greedy ? in[i] : __fdiv_rn(in[i], rp.temperature);
   } else {
-    for (int i = tid; i < V; i += kThreads) w[i] = in[i];
+    if (allowed == nullptr) {
+      for (int i = tid; i < V; i += kThreads) w[i] = in[i];
+    } else {
+      for (int i = tid; i < V; i += kThreads) w[i] = (allowed[i >> 5] >> (i & 31)) & 1u ? in[i] : -INFINITY;
+    }
+    __syncthreads();
+    for (int j = tid; j < rp.bias_count; j += kThreads) {
+      const int t = p.bias_ids[rp.bias_offset + j];
+      w[t] = __fadd_rn(w[t], p.bias_values[rp.bias_offset + j]);
+    }
     __syncthreads();
     if (repetition) {
       for (int i = tid; i < (V + 31) / 32; i += kThreads) seen_bits[i] = 0u;

@@ -2,6 +2,8 @@
 // "The engine": penalties, temperature, top-k, softmax, min-p, top-p, draw) with the host
 // reference's semantics (backend/sampling_math.h) and writes the token and the log of its final
 // probability.
+//   - structured output first: ids the row's mask disallows become -inf as the logits are read,
+//     then its logit biases are added (-inf stays -inf: the host's bias-then-mask result).
 //   - penalties: repetition over the distinct ids of `seen` (a shared-memory bitmap claims each
 //     id once), presence/frequency over (id, count) pairs the host counted; float ops rounded as
 //     the host rounds them (explicit _rn intrinsics; frequency * n + presence as one fma, as
@@ -43,6 +45,8 @@ struct SampleRowParams {
   int32_t seen_offset = 0, seen_count = 0;  // into `seen`: token ids, duplicates allowed
   int32_t gen_offset = 0, gen_count = 0;    // into `generated`: (token, count) pairs, distinct tokens
   int32_t top_n = 0;                        // alternatives to report, <= the top_stride
+  int32_t mask_offset = -1;                 // into `masks`: the row's (vocab + 31) / 32 words; -1 none
+  int32_t bias_offset = 0, bias_count = 0;  // into `bias_ids` / `bias_values`: distinct ids
 };
 
 struct SampleParams {
@@ -51,6 +55,9 @@ struct SampleParams {
   const SampleRowParams* row_params = nullptr;  // [rows]
   const int32_t* seen = nullptr;                // flat ids
   const int32_t* generated = nullptr;           // flat (token, count) pairs
+  const uint32_t* masks = nullptr;              // flat allowed-id bitmasks (bit id % 32 of word id / 32)
+  const int32_t* bias_ids = nullptr;            // flat logit-bias ids
+  const float* bias_values = nullptr;           // and their biases
   float* work = nullptr;                        // [rows, vocab] scratch
   double* probs = nullptr;                      // [rows, vocab] scratch
   int32_t* ids = nullptr;                       // [rows]
