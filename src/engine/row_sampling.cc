@@ -27,9 +27,13 @@ Status fill_constraint_masks(std::span<const RowToSample> rows, int64_t vocab, s
     (s.spec.constraint->mask_is_cheap() ? cheap : costly).push_back(i);
   }
   masks.assign(static_cast<size_t>(n) * words, 0u);
-  auto fill = [&](size_t i) {
+  auto fill = [&](size_t i) -> Status {
+    const Sequence& s = *rows[i].seq;
     const auto at = static_cast<size_t>(mask_of[i]) * words;
-    return rows[i].seq->spec.constraint->fill_mask(std::span<uint32_t>(masks.data() + at, words));
+    KILN_RETURN_IF_ERROR(s.spec.constraint->fill_mask(std::span<uint32_t>(masks.data() + at, words)));
+    if (const int32_t open = s.spec.optional_reasoning_open; s.may_open_reasoning() && open < vocab)
+      masks[at + static_cast<size_t>(open >> 5)] |= 1u << (open & 31);
+    return {};
   };
   // Cheap masks take microseconds: waking the pool's workers would cost more.
   for (size_t i : cheap) KILN_RETURN_IF_ERROR(fill(i));
@@ -150,14 +154,23 @@ Result<std::vector<SampledToken>> sample_rows(Backend& backend, const Tensor& lo
   };
   // Every other row (drawn at temperature > 0, or greedy with penalties or logprobs): the
   // backend's `sample`, one call. Constrained and biased rows join it where the backend applies
-  // masks and biases itself (only the masks go up); elsewhere they are sampled on the host below.
+  // masks and biases itself (only the masks go up). Where it declines them, that decline goes
+  // through its fallback policy like any other: the rows are sampled on the host below, each step's
+  // round trip counted, or the step fails.
   std::vector<size_t> sampled;
   std::vector<char> done(rows.size(), 0);
   if (device_sampling) {
-    bool any_constrained = false;
-    for (const RowToSample& r : rows) any_constrained |= !r.seq->samples_raw_logits();
-    const bool device_masks =
-        any_constrained && backend.sampling().supports(SampleRequest{1, V, false, true}).runs_natively();
+    int64_t constrained_rows = 0;
+    for (const RowToSample& r : rows)
+      constrained_rows += !r.seq->samples_raw_logits() && !r.seq->must_close_reasoning();
+    bool device_masks = false;
+    if (constrained_rows > 0) {
+      const SampleRequest req{constrained_rows, V, false, true};
+      KILN_ASSIGN_OR_RETURN(const FallbackDecision d,
+                            resolve_fallback(backend.capabilities().fallback, backend.identity().name,
+                                             OpClass::kGenericOp, 1, backend.sampling().supports(req), req.describe()));
+      device_masks = d == FallbackDecision::kRunNative;
+    }
     for (size_t i = 0; i < rows.size(); ++i) {
       const Sequence& s = *rows[i].seq;
       if (!s.must_close_reasoning() && (s.samples_raw_logits() ? !needs_only_argmax(s.spec.sampling) : device_masks))

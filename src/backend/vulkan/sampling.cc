@@ -36,7 +36,7 @@ constexpr int64_t kSampleScratchBytes = int64_t{256} << 20;
 }  // namespace
 
 Support Sampling::supports(const SampleRequest& r) const {
-  if (r.constrained) return Support::declined("token masks and logit biases are applied on the host");
+  if (r.constrained) return Support::host_fallback("token masks and logit biases are applied on the host");
   return Support::native();
 }
 

@@ -6,14 +6,13 @@
 // logprobs to 1e-5 (double math in another summation order), and no logits row crosses to the host.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdio>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_test_util.h"
+#include "backend/rotating_constraint.h"
 #include "engine/engine.h"
 #include "engine/row_sampling.h"
-#include "engine/token_constraint.h"
 #include "model/qwen35.h"
 
 namespace kiln {
@@ -186,35 +185,6 @@ TEST(CudaEngine, MixedBatchTwoSampledRows) { expect_mixed_batch_matches_host(3, 
 // Sampled rows 0..4 of 6 beside an argmax row; temperature rows are not consecutive logits rows.
 TEST(CudaEngine, MixedBatchSampledRowsGathered) { expect_mixed_batch_matches_host(6, 5); }
 
-// Allows at the k-th token the 24 ids (k * 37 + j * 11) % vocab, j < 24: a mask that changes every
-// token. accept() refuses any other id, so a token outside the mask fails its request.
-class RotatingConstraint final : public TokenConstraint {
- public:
-  explicit RotatingConstraint(int64_t vocab) : vocab_(vocab) {}
-  Status fill_mask(std::span<uint32_t> words) override {
-    std::fill(words.begin(), words.end(), 0u);
-    for (int64_t j = 0; j < 24; ++j) {
-      const int64_t id = allowed(j);
-      words[static_cast<size_t>(id >> 5)] |= 1u << (id & 31);
-    }
-    return {};
-  }
-  Status accept(int32_t token) override {
-    for (int64_t j = 0; j < 24; ++j)
-      if (allowed(j) == token) {
-        ++k_;
-        return {};
-      }
-    return invalid_argument("token " + std::to_string(token) + " is outside the mask of step " + std::to_string(k_));
-  }
-  bool mask_is_cheap() const override { return true; }
-
- private:
-  int64_t allowed(int64_t j) const { return (k_ * 37 + j * 11) % vocab_; }
-  int64_t vocab_;
-  int64_t k_ = 0;
-};
-
 // Structured-output rows (token masks, logit biases, both; greedy, drawn, penalised, with
 // alternatives) beside free rows: sampled on the device with their masks sent up, they give the
 // host path's tokens, logprobs (1e-5) and alternatives, and no logits row crosses to the host.
@@ -227,7 +197,7 @@ TEST(CudaEngine, ConstrainedAndBiasedRowsSampleOnTheDevice) {
       RequestSpec r = greedy(prompt(9 + 5 * i, i, V), max_tokens);
       r.sampling.logprobs = i % 2 == 1;
       if (i == 0 || i == 1 || i == 4 || i == 5) {
-        r.constraint = std::make_shared<RotatingConstraint>(V);
+        r.constraint = std::make_shared<testing::RotatingConstraint>(V);
         r.ignore_eos = false;
       }
       if (i == 1 || i == 4) {

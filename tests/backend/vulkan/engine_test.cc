@@ -1,10 +1,12 @@
 // The serving engine on Vulkan: eight concurrent greedy streams for 256 steps give the CPU
 // engine's tokens, and once every stream decodes, no step asks the driver for memory; a request
 // whose prompt the prefix cache holds gives the tokens of the same request computed from scratch;
-// rows drawn at temperature > 0 are sampled on the device as the CPU draws them.
+// rows drawn at temperature > 0 are sampled on the device as the CPU draws them; structured-output
+// rows, whose masks this backend's `sample` declines, take the fallback policy's counted host path.
 #include <gtest/gtest.h>
 
 #include "backend/fallback.h"
+#include "backend/rotating_constraint.h"
 #include "backend/vulkan/vulkan_backend.h"
 #include "backend/vulkan/vulkan_test_util.h"
 #include "engine/engine.h"
@@ -130,6 +132,37 @@ TEST(VulkanEngine, DrawnRowsSampleOnTheDeviceAsTheCpuDraws) {
     EXPECT_EQ(v.tokens[i], c.tokens[i]) << "stream " << i;
   }
   EXPECT_EQ(counters.count("vulkan", 1), before);
+}
+
+// Structured-output rows (a token mask; a logit bias) beside a free drawn row: Vulkan's `sample`
+// declines masks and biases, so each step with such rows goes through the backend's fallback
+// policy (a host round trip, counted once a step) and the rows are sampled on the host; every
+// stream still gives the CPU engine's tokens.
+TEST(VulkanEngine, ConstrainedRowsTakeTheCountedHostPathAndEqualTheCpu) {
+  KILN_VULKAN_OR_SKIP(be);
+  auto cpu = std::move(create_backend("cpu").value());
+  auto specs = [] {
+    std::vector<RequestSpec> s;
+    for (int64_t i = 0; i < 3; ++i) s.push_back(greedy(prompt(12 + 5 * i, 7 + i), 10));
+    s[0].constraint = std::make_shared<testing::RotatingConstraint>(300);
+    s[0].ignore_eos = false;
+    s[1].sampling.temperature = 0.7f;
+    s[1].seed = 11;
+    s[1].logit_bias = {{7, 4.f}, {100, -100.f}};
+    s[2].sampling.temperature = 0.9f;
+    s[2].seed = 12;
+    return s;
+  };
+  FallbackCounters& counters = FallbackCounters::global();
+  const uint64_t before = counters.count("vulkan", 1);
+  EngineRun v = run_engine(*be, {specs()}, false);
+  const uint64_t trips = counters.count("vulkan", 1) - before;
+  EngineRun c = run_engine(*cpu, {specs()}, false);
+  ASSERT_EQ(v.tokens.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(v.tokens[i], c.tokens[i]) << "stream " << i;
+  EXPECT_EQ(v.tokens[1].size(), 10u);
+  // The three prompts prefill in one step; from there every step samples the biased row.
+  EXPECT_EQ(trips, 10u);
 }
 
 }  // namespace
