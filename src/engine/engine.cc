@@ -121,7 +121,9 @@ Result<Submission> Engine::submit(RequestSpec spec) {
 }
 
 void Engine::emit(Sequence& seq, const SampledToken& t) {
-  if (seq.constrained) {
+  if (seq.may_open_reasoning() && t.token == seq.spec.optional_reasoning_open) {
+    seq.constrained = false;  // until the span closes
+  } else if (seq.constrained) {
     if (Status st = seq.spec.constraint->accept(t.token); !st.ok()) return fail(seq, st);
   } else if (seq.spec.constraint && t.token == seq.spec.constraint_after) {
     seq.constrained = true;

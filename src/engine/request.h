@@ -63,10 +63,14 @@ struct RequestSpec {
   std::string private_key;
   // Structured output: the tokens this request may generate (null: any). Applied from the first
   // generated token, or, when `constraint_after` >= 0, from the token after the first
-  // `constraint_after` (the reasoning span's closing token: the reasoning stays free). One
-  // constraint per request (the engine advances it); a request with one cannot ignore_eos.
+  // `constraint_after` (the reasoning span's closing token: the reasoning stays free). Where the
+  // model may open a reasoning span itself (a template that leaves it to the model, thinking on),
+  // `optional_reasoning_open` is that span's opening id: the constraint applies from the first
+  // token, which may also be this id; generating it frees the request until `constraint_after`.
+  // One constraint per request (the engine advances it); a request with one cannot ignore_eos.
   std::shared_ptr<TokenConstraint> constraint;
   int32_t constraint_after = -1;
+  int32_t optional_reasoning_open = -1;
   // Added to the logits of these ids before every sampling transform (OpenAI's logit_bias), at
   // most kMaxLogitBias entries, each id in the vocabulary and each value in [-100, 100].
   std::vector<std::pair<int32_t, float>> logit_bias;

@@ -30,7 +30,8 @@ bool needs_only_argmax(const SamplingParams& p);
 
 // The allowed-token mask of each row whose constraint is in force (and that is not forced to close
 // its reasoning): row i's at masks[mask_of[i] * words], words = (vocab + 31) / 32; mask_of[i] -1
-// for the others. Cheap masks are filled on the caller, the others over the default thread pool.
+// for the others (a first token that may open the reasoning span also allows that span's opening
+// id). Cheap masks are filled on the caller, the others over the default thread pool.
 Status fill_constraint_masks(std::span<const RowToSample> rows, int64_t vocab, std::vector<uint32_t>& masks,
                              std::vector<int64_t>& mask_of);
 

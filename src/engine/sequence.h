@@ -22,7 +22,8 @@ struct Sequence {
   Sequence(uint64_t id_, RequestSpec spec_, PrefixKey key_, uint64_t seed, std::shared_ptr<TokenChannel> ch)
       : id(id_), spec(std::move(spec_)), key(std::move(key_)), sampler(spec.sampling, seed), channel(std::move(ch)),
         tokens(spec.prompt), prompt_len(static_cast<int64_t>(spec.prompt.size())),
-        in_reasoning(spec.thinking.starts_open), constrained(spec.constraint && spec.constraint_after < 0) {}
+        in_reasoning(spec.thinking.starts_open),
+        constrained(spec.constraint && (spec.constraint_after < 0 || spec.optional_reasoning_open >= 0)) {}
 
   uint64_t id;
   RequestSpec spec;
@@ -44,6 +45,9 @@ struct Sequence {
   int64_t reasoning_tokens = 0;  // generated inside it
   bool constrained;              // spec.constraint applies to the next token
 
+  // The first generated token may open the reasoning span instead of following the constraint.
+  bool may_open_reasoning() const { return constrained && spec.optional_reasoning_open >= 0 && generated().empty(); }
+
   // Whether the next token is sampled from the row's logits as they are: no constraint in force,
   // no bias (such rows need their logits on the host).
   bool samples_raw_logits() const { return !constrained && spec.logit_bias.empty(); }
@@ -52,8 +56,10 @@ struct Sequence {
   bool must_close_reasoning() const {
     return spec.thinking.tokens >= 0 && in_reasoning && reasoning_tokens >= spec.thinking.tokens;
   }
+  // An opening id inside the span is one of its tokens (counted, so that a model repeating it
+  // cannot outrun the budget).
   void note_reasoning(int32_t token) {
-    if (token == spec.thinking.open_id) in_reasoning = true;
+    if (token == spec.thinking.open_id && !in_reasoning) in_reasoning = true;
     else if (token == spec.thinking.close_id) in_reasoning = false;
     else if (in_reasoning) ++reasoning_tokens;
   }

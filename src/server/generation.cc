@@ -67,6 +67,7 @@ std::optional<ApiError> Generation::start_once(ServerContext& ctx, const Generat
     spec.prompt_logprobs = in.prompt_logprobs;
     if (in.grammar) spec.constraint = StructuredOutputs::constraint(in.grammar);
     spec.constraint_after = in.constraint_after;
+    spec.optional_reasoning_open = in.optional_reasoning_open;
     spec.logit_bias = gen.logit_bias;
     auto sub = ctx.actor->submit(std::move(spec));
     if (!sub.ok()) return ApiError::from_status(sub.status());  // the destructor cancels the others

@@ -50,9 +50,12 @@ struct GenerationInput {
   RequestSpec::ThinkingBudget thinking;
   int32_t prompt_logprobs = -1;  // >= 0: score the prompt (with this many alternatives)
   // Structured output: each choice follows this grammar (null: none) from its first token, or
-  // from the token after `constraint_after` (the reasoning span's close) when that is >= 0.
+  // from the token after `constraint_after` (the reasoning span's close) when that is >= 0; with
+  // `optional_reasoning_open` (the span's opening id) the first token may open the span instead
+  // (RequestSpec::optional_reasoning_open).
   std::shared_ptr<const grammar::MaskCache> grammar;
   int32_t constraint_after = -1;
+  int32_t optional_reasoning_open = -1;
 };
 
 struct ChoiceDelta {

@@ -271,6 +271,46 @@ TEST(ConstrainedSampling, ConstraintStartsAfterTheReasoningCloses) {
   EXPECT_EQ(script->accepted, (std::vector<int32_t>{11, stop}));
 }
 
+// A template that leaves the reasoning span to the model: the first token may open it (then the
+// reasoning is free and the constraint starts after the close) or begin the constrained output
+// (then the opening id is never offered again).
+TEST(ConstrainedSampling, AFirstTokenMayOpenTheReasoningBeforeTheConstraint) {
+  testing::TinyModel m;
+  const int32_t open_id = 280, close_id = 281, stop = 299;
+  auto spec = [&](float open_bias) {
+    RequestSpec r = request(0.f);
+    r.prompt = prompt_of(12, 6);
+    r.max_tokens = 12;
+    r.stop_token_ids = {stop};
+    // A budget of no reasoning tokens: once opened, the span's close is forced next (the open id's
+    // bias would otherwise pick it again and again).
+    r.thinking = {0, open_id, close_id, /*starts_open=*/false};
+    r.constraint_after = close_id;
+    r.optional_reasoning_open = open_id;
+    r.logit_bias = {{open_id, open_bias}};
+    return r;
+  };
+  // The open id biased up: it is the first token though the constraint allows only 11, the span
+  // closes, then the constraint applies (it never saw the span's tokens).
+  RequestSpec opens = spec(100.f);
+  auto script = std::make_shared<ScriptedConstraint>(std::vector<std::set<int32_t>>{{11}, {stop}});
+  opens.constraint = script;
+  FinishReason finish = FinishReason::kNone;
+  std::vector<int32_t> got = run_one(*m.model, opens, &finish);
+  EXPECT_EQ(got, (std::vector<int32_t>{open_id, close_id, 11, stop}));
+  EXPECT_EQ(finish, FinishReason::kStop);
+  EXPECT_EQ(script->accepted, (std::vector<int32_t>{11, stop}));
+  // The constraint's first id biased further up than the open id: the output follows the constraint
+  // from the first token, and the open id (still biased up at every step) is not allowed again.
+  RequestSpec direct = spec(50.f);
+  auto first = std::make_shared<ScriptedConstraint>(std::vector<std::set<int32_t>>{{12}, {13}, {stop}});
+  direct.constraint = first;
+  direct.logit_bias.push_back({12, 100.f});
+  got = run_one(*m.model, direct, &finish);
+  EXPECT_EQ(got, (std::vector<int32_t>{12, 13, stop}));
+  EXPECT_EQ(first->accepted, (std::vector<int32_t>{12, 13, stop}));
+}
+
 TEST(ConstrainedSampling, SubmitRefusesBadBiasAndIgnoreEos) {
   testing::TinyModel m;
   auto e = Engine::create(*m.model, EngineConfig{}).value();

@@ -168,6 +168,15 @@ TEST(Engine, ThinkingBudgetForcesTheClosingToken) {
   r.thinking = {0, open_id, close_id, false};
   Submission s = e->submit(r).value();
   EXPECT_EQ(run_all(*e, {s})[s.id].tokens, free_run);
+  // A model that writes the opening token over and over inside the span spends the budget with
+  // it: the open id biased up opens the span, counts twice, then the close is forced.
+  r.thinking = {2, open_id, close_id, false};
+  r.logit_bias = {{open_id, 100.f}};
+  s = e->submit(r).value();
+  const auto got = run_all(*e, {s})[s.id].tokens;
+  ASSERT_GE(got.size(), 5u);
+  EXPECT_EQ(std::vector<int32_t>(got.begin(), got.begin() + 4), (std::vector<int32_t>{open_id, open_id, open_id, close_id}));
+  EXPECT_EQ(got[4], open_id);  // the span may open again after it closed
 }
 
 TEST(Engine, PromptLogprobsScoreEveryPromptToken) {

@@ -211,6 +211,30 @@ test('forced tool call after the reasoning span: thinking closes (budget), then 
   assert.equal(violation(WEATHER.function.parameters, JSON.parse(c.message.tool_calls[0].function.arguments)), '');
 });
 
+test('json_schema after a reasoning span the model opens itself (Qwen3 template, thinking on)', async () => {
+  // The Qwen3 template leaves <think> (id 151667) to the model: with thinking on, the first token
+  // may open the span (biased up here, so it does, and goes on writing it inside the span) instead
+  // of starting the document; the budget of 2 closes the span, then the schema applies. Without
+  // the bias the span stays shut here and the document starts at the first token.
+  for (const [bias, reasoning] of [[{ 151667: 100 }, true], [{}, false]]) {
+    const r = await plain.client.chat.completions.create({
+      model: plain.model,
+      messages: [{ role: 'user', content: 'Describe a person as JSON.' }],
+      max_tokens: 400,
+      temperature: 1,
+      seed: 9,
+      logit_bias: bias,
+      thinking_budget_tokens: 2,
+      chat_template_kwargs: { enable_thinking: true },
+      response_format: { type: 'json_schema', json_schema: { name: 'person', schema: PERSON, strict: true } },
+    });
+    const c = r.choices[0];
+    assert.equal(c.finish_reason, 'stop', JSON.stringify(c.message));
+    assert.equal(violation(PERSON, JSON.parse(c.message.content)), '', c.message.content);
+    assert.equal(c.message.reasoning_content !== undefined, reasoning, JSON.stringify(c.message));
+  }
+});
+
 test('logit_bias +100 on one token makes greedy output that token, on both routes', async () => {
   // Ids 15 and 16 are "0" and "1" in the Qwen3 vocabulary.
   const forced = await plain.client.completions.create({
