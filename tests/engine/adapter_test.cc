@@ -8,10 +8,12 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "engine/adapter_registry.h"
 #include "engine/engine.h"
 #include "model_fixture.h"
+#include "scripted_constraint.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -257,6 +259,33 @@ TEST(EngineAdapters, MixedBatchEqualsEachAlone) {
     EXPECT_EQ(outs[subs[i].id], alone(*f.m.model, cases[i].spec.prompt, 6, cases[i].terms)) << "request " << i;
   // The weighted stack is not the unweighted one.
   EXPECT_NE(outs[subs[4].id], alone(*f.m.model, cases[4].spec.prompt, 6, {{big.adapter.get(), 1.f}}));
+}
+
+// A constrained row with an adapter batches with free adapter and base rows: its mask allows, at
+// step k, the adapter's own greedy token and the base model's, so it writes the adapter's tokens
+// only if its adapter applies to its row; the free rows still equal each alone.
+TEST(EngineAdapters, ConstrainedAdapterRowsBatchWithFreeOnes) {
+  Fixture f;
+  auto peft = f.registry.load("peft", peft_dir()).value();
+  auto big = f.registry.load("big", f.write_random("big", 5)).value();
+  auto e = Engine::create(*f.m.model, config(&f.registry)).value();
+  const auto prompt = prompt_of(20, 1);
+  const auto with_big = alone(*f.m.model, prompt, 8, {{big.adapter.get(), 1.f}});
+  const auto base = alone(*f.m.model, prompt, 8);
+  ASSERT_NE(with_big, base);
+  std::vector<std::set<int32_t>> allowed;
+  for (size_t k = 0; k < with_big.size(); ++k) allowed.push_back({with_big[k], base[k]});
+  RequestSpec constrained = greedy(prompt, 8, "big");
+  auto script = std::make_shared<testing::ScriptedConstraint>(allowed);
+  constrained.constraint = script;
+  const RequestSpec free_peft = greedy(prompt_of(33, 2), 8, "peft"), free_base = greedy(prompt_of(15, 3), 8);
+  std::vector<Submission> subs = {e->submit(constrained).value(), e->submit(free_peft).value(),
+                                  e->submit(free_base).value()};
+  auto outs = run_all(*e, subs);
+  EXPECT_EQ(outs[subs[0].id], with_big);
+  EXPECT_EQ(script->accepted, with_big);
+  EXPECT_EQ(outs[subs[1].id], alone(*f.m.model, free_peft.prompt, 8, {{peft.adapter.get(), 1.f}}));
+  EXPECT_EQ(outs[subs[2].id], alone(*f.m.model, free_base.prompt, 8));
 }
 
 TEST(EngineAdapters, PrefixCacheIsNotSharedAcrossStacksOrRevisions) {

@@ -14,38 +14,13 @@
 #include "backend/sampling_math.h"
 #include "engine/row_sampling.h"
 #include "model_fixture.h"
+#include "scripted_constraint.h"
 
 namespace kiln {
 namespace {
 
 using testing::prompt_of;
-
-// Allows, at step k, the ids of allowed[min(k, last)]; records what it was told.
-class ScriptedConstraint final : public TokenConstraint {
- public:
-  ScriptedConstraint(std::vector<std::set<int32_t>> allowed, bool cheap = true)
-      : allowed_(std::move(allowed)), cheap_(cheap) {}
-  Status fill_mask(std::span<uint32_t> words) override {
-    std::fill(words.begin(), words.end(), 0u);
-    for (int32_t id : current()) words[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
-    ++fills;
-    return {};
-  }
-  Status accept(int32_t token) override {
-    if (!current().count(token)) return invalid_argument("token " + std::to_string(token) + " was not allowed");
-    accepted.push_back(token);
-    return {};
-  }
-  bool mask_is_cheap() const override { return cheap_; }
-
-  std::vector<int32_t> accepted;
-  int fills = 0;
-
- private:
-  const std::set<int32_t>& current() const { return allowed_[std::min(accepted.size(), allowed_.size() - 1)]; }
-  std::vector<std::set<int32_t>> allowed_;
-  bool cheap_;
-};
+using testing::ScriptedConstraint;
 
 std::unique_ptr<Sequence> sequence(uint64_t id, RequestSpec spec) {
   return std::make_unique<Sequence>(id, std::move(spec), PrefixKey{}, 1000 + id, std::make_shared<TokenChannel>(64));
