@@ -46,36 +46,6 @@ void read_logit_bias(const Json& lb, FieldReader& r, GenerationRequest& g) {
 
 // response_format: text (no constraint), json_object (a JSON object), or json_schema {"name",
 // "schema", "strict", "description"} (the schema is compiled by the route).
-void read_response_format(const Json& rf, FieldReader& r, GenerationRequest& g) {
-  FieldReader f(rf, "response_format", {"type", "json_schema"});
-  const auto type = f.string("type");
-  if (f.ok() && !type) f.fail("type", "response_format.type is required");
-  if (f.ok() && *type == "json_object") {
-    // An object of any members: what OpenAI's JSON mode promises.
-    set_grammar(r, "response_format", {grammar::GrammarKind::kJsonSchema, R"({"type":"object","additionalProperties":true})", {}}, g);
-  } else if (f.ok() && *type == "json_schema") {
-    const Json* js = f.get("json_schema");
-    if (!js) f.fail("json_schema", "response_format.json_schema is required with \"type\": \"json_schema\"");
-    else {
-      FieldReader j(*js, "response_format.json_schema", {"name", "schema", "strict", "description"});
-      const auto name = j.string("name");
-      if (j.ok() && (!name || name->empty())) j.fail("name", "response_format.json_schema.name is required");
-      j.boolean("strict");
-      j.string("description");
-      const Json* schema = j.get("schema");
-      if (j.ok() && schema && !schema->is_object() && !schema->is_boolean())
-        j.fail("schema", "response_format.json_schema.schema must be a JSON Schema object");
-      if (j.error()) f.fail("json_schema", j.error()->message);
-      else set_grammar(r, "response_format.json_schema.schema",
-                       {grammar::GrammarKind::kJsonSchema, schema ? schema->dump() : "{}", {}}, g);
-    }
-  } else if (f.ok() && *type != "text") {
-    f.fail("type", "response_format.type '" + *type + "' is not one of text, json_object, json_schema");
-  } else if (f.ok() && rf.contains("json_schema")) {
-    f.fail("json_schema", "response_format.json_schema is only allowed with \"type\": \"json_schema\"");
-  }
-  if (f.error()) r.fail("response_format", f.error()->message);
-}
 
 // Reads the shared fields; `logprobs_is_count`: /v1/completions' logprobs is an integer (the
 // number of alternatives), chat's a boolean with top_logprobs beside it.
@@ -332,6 +302,37 @@ std::optional<PromptInput> read_prompt(const Json& p, const std::string& path, F
 }
 
 }  // namespace
+
+void read_response_format(const Json& rf, FieldReader& r, GenerationRequest& g) {
+  FieldReader f(rf, "response_format", {"type", "json_schema"});
+  const auto type = f.string("type");
+  if (f.ok() && !type) f.fail("type", "response_format.type is required");
+  if (f.ok() && *type == "json_object") {
+    // An object of any members: what OpenAI's JSON mode promises.
+    set_grammar(r, "response_format", {grammar::GrammarKind::kJsonSchema, R"({"type":"object","additionalProperties":true})", {}}, g);
+  } else if (f.ok() && *type == "json_schema") {
+    const Json* js = f.get("json_schema");
+    if (!js) f.fail("json_schema", "response_format.json_schema is required with \"type\": \"json_schema\"");
+    else {
+      FieldReader j(*js, "response_format.json_schema", {"name", "schema", "strict", "description"});
+      const auto name = j.string("name");
+      if (j.ok() && (!name || name->empty())) j.fail("name", "response_format.json_schema.name is required");
+      j.boolean("strict");
+      j.string("description");
+      const Json* schema = j.get("schema");
+      if (j.ok() && schema && !schema->is_object() && !schema->is_boolean())
+        j.fail("schema", "response_format.json_schema.schema must be a JSON Schema object");
+      if (j.error()) f.fail("json_schema", j.error()->message);
+      else set_grammar(r, "response_format.json_schema.schema",
+                       {grammar::GrammarKind::kJsonSchema, schema ? schema->dump() : "{}", {}}, g);
+    }
+  } else if (f.ok() && *type != "text") {
+    f.fail("type", "response_format.type '" + *type + "' is not one of text, json_object, json_schema");
+  } else if (f.ok() && rf.contains("json_schema")) {
+    f.fail("json_schema", "response_format.json_schema is only allowed with \"type\": \"json_schema\"");
+  }
+  if (f.error()) r.fail("response_format", f.error()->message);
+}
 
 std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest& out) {
   FieldReader r(body, "", with(kGenerationFields, {"messages", "max_completion_tokens", "tools", "tool_choice",

@@ -77,6 +77,10 @@ struct CompletionRequest {
   std::optional<int> prompt_logprobs;  // top alternatives per prompt token (0: just the token's)
 };
 
+// `response_format` (text, json_object, json_schema) into `g`'s grammar; problems go to `r`,
+// naming response_format (online training jobs read it too).
+void read_response_format(const Json& rf, FieldReader& r, GenerationRequest& g);
+
 // Each returns the first problem as an ApiError naming the field, or nullopt.
 std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest& out);
 // `batch`: the body of /v1/completions/batch ("prompts": a list, each a text or a list of ids).

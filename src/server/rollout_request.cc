@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#include "server/openai_request.h"
+#include "server/reasoning_parser.h"
+#include "server/structured_output.h"
+
 namespace kiln {
 
 const std::set<std::string>& rollout_config_keys() {
@@ -83,9 +87,10 @@ std::optional<ApiError> read_teacher(const ServerContext& ctx, const Json* j, Ro
   return std::nullopt;
 }
 
-// The messages rendered with the generation prompt and tokenized.
+// The messages rendered with the generation prompt and tokenized; `opens_reasoning` whether the
+// rendering leaves the reasoning span open.
 std::optional<ApiError> render(const ServerContext& ctx, const Json& messages, bool thinking, const std::string& field,
-                               std::vector<int32_t>& out) {
+                               std::vector<int32_t>& out, bool* opens_reasoning = nullptr) {
   ChatTemplateRequest t;
   t.messages = messages;
   t.variables = Json{{"enable_thinking", thinking}};
@@ -93,6 +98,23 @@ std::optional<ApiError> render(const ServerContext& ctx, const Json& messages, b
   auto rendered = ctx.chat_template->render(t);
   if (!rendered.ok()) return ApiError::invalid(field, "the chat template refused " + field + ": " + rendered.status().message());
   out = ctx.tokenizer->encode(*rendered);
+  if (opens_reasoning) *opens_reasoning = prompt_opens_reasoning(*rendered);
+  return std::nullopt;
+}
+
+// `response_format` (as a chat completion takes it): compiled for every rollout of the job.
+std::optional<ApiError> read_rollout_format(const ServerContext& ctx, const Json& rf, RolloutSettings& s) {
+  FieldReader r(Json{{"response_format", rf}}, "", {"response_format"});
+  GenerationRequest g;
+  read_response_format(rf, r, g);
+  if (!r.ok()) return r.error();
+  if (!g.grammar) return std::nullopt;  // "text"
+  if (!ctx.structured)
+    return ApiError::invalid("response_format", "structured outputs are not available on this server");
+  auto compiled = ctx.structured->compile(*g.grammar);
+  if (!compiled.ok()) return ApiError::invalid(g.grammar_field, g.grammar_field + ": " + compiled.status().message());
+  s.grammar = std::move(*compiled);
+  s.response_format = nlohmann::json::parse(rf.dump());
   return std::nullopt;
 }
 
@@ -120,6 +142,8 @@ std::optional<ApiError> read_rollout_data(const ServerContext& ctx, FieldReader&
   std::string teacher_system;
   if (opd)
     if (auto e = read_teacher(ctx, body.get("teacher"), s, teacher_system)) return e;
+  if (const Json* rf = body.get("response_format"))
+    if (auto e = read_rollout_format(ctx, *rf, s)) return e;
   for (size_t i = 0; i < prompts->size(); ++i) {
     const std::string at = "prompts[" + std::to_string(i) + "]";
     const Json& p = (*prompts)[i];
@@ -139,12 +163,14 @@ std::optional<ApiError> read_rollout_data(const ServerContext& ctx, FieldReader&
     RolloutPrompt rp;
     rp.messages = nlohmann::json::parse(messages->dump());
     if (const Json* ref = r.get("reference")) rp.reference = nlohmann::json::parse(ref->dump());
-    // Scorers compare with the reference, except json_validity and a regex with its own pattern.
+    // Scorers compare with the reference, except json_validity, a regex with its own pattern and a
+    // json_schema with its own schema.
     const bool needs_reference = s.scorer && s.scorer->type != ScorerType::kJsonValidity &&
-                                 !(s.scorer->type == ScorerType::kRegex && !s.scorer->pattern.empty());
+                                 !(s.scorer->type == ScorerType::kRegex && !s.scorer->pattern.empty()) &&
+                                 !(s.scorer->type == ScorerType::kJsonSchema && !s.scorer->schema.is_null());
     if (needs_reference && !rp.reference)
       return ApiError::invalid(at + ".reference", at + ".reference is required by the reward's scorer");
-    if (auto e = render(ctx, *messages, s.enable_thinking, at + ".messages", rp.tokens)) return e;
+    if (auto e = render(ctx, *messages, s.enable_thinking, at + ".messages", rp.tokens, &rp.opens_reasoning)) return e;
     if (opd) {
       Json teacher_messages = *messages;
       if (!teacher_system.empty())

@@ -33,8 +33,9 @@ const std::set<std::string>& offline_only_config_keys();
 void read_rollout_config(FieldReader& config, bool opd, RolloutSettings& settings, int64_t& steps,
                          float& reward_coeff);
 
-// Reads `prompts`, `reward` and (OPD) `teacher` from the body into `settings`, rendering and
-// tokenizing each prompt (and its teacher prompt) against the served context.
+// Reads `prompts`, `reward`, (OPD) `teacher` and `response_format` from the body into `settings`,
+// rendering and tokenizing each prompt (and its teacher prompt) against the served context and
+// compiling the output's grammar.
 std::optional<ApiError> read_rollout_data(const ServerContext& ctx, FieldReader& body, bool opd,
                                           RolloutSettings& settings);
 

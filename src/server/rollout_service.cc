@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "server/json_post.h"
+#include "server/structured_output.h"
 
 namespace kiln {
 
@@ -153,6 +154,15 @@ RolloutSource make_rollout_source(const ServerContext& ctx, std::shared_ptr<cons
         r.stop_token_ids = stops;
         r.private_adapter = student;
         r.private_key = key;
+        if (s.grammar) {
+          r.constraint = StructuredOutputs::constraint(s.grammar);
+          if (s.prompts[p].opens_reasoning) {
+            r.constraint_after = ctx.think_close_id;
+          } else if (s.enable_thinking && ctx.think_open_id >= 0 && ctx.think_close_id >= 0) {
+            r.constraint_after = ctx.think_close_id;
+            r.optional_reasoning_open = ctx.think_open_id;
+          }
+        }
         specs.push_back(std::move(r));
       }
     std::vector<Pending> done;

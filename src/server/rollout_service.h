@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/scorer.h"
+#include "grammar/grammar_cache.h"
 #include "server/server_context.h"
 #include "train/train_run.h"
 
@@ -27,6 +28,7 @@ struct RolloutPrompt {
   std::optional<nlohmann::json> reference; // the scorer's expected answer
   std::vector<int32_t> tokens;             // the student's prompt: the messages with the generation prompt
   std::vector<int32_t> teacher_tokens;     // OPD: the teacher's (its system prompt first)
+  bool opens_reasoning = false;            // the rendered prompt leaves the reasoning span open
 };
 
 // training.reward_url and how it is called: POST {prompt, reference, completions} ->
@@ -50,6 +52,10 @@ struct RolloutSettings {
   bool opd = false;
   std::string teacher_adapter;        // OPD: "" the base model, else a loaded adapter's name
   std::string key;                    // unique to the job: the private adapter's prefix-cache key
+  // `response_format`: every rollout follows this grammar (null: free), after the reasoning span
+  // where thinking is on, as a chat completion's output would.
+  std::shared_ptr<const grammar::MaskCache> grammar;
+  nlohmann::json response_format;
 };
 
 // The job's rollout source: `settings.steps` is set by the caller. Errors name what failed (the

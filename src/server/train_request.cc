@@ -477,14 +477,16 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
   // The online form: prompts the job samples from (GRPO: instead of groups; OPD: always).
   const bool online = opd || (!sft && body.is_object() && body.contains("prompts"));
   std::set<std::string> top = {data_field, "dataset_path", "config"};
-  if (opd) top = {"prompts", "reward", "teacher", "config"};
-  else if (!sft) top.insert({"prompts", "reward"});
+  if (opd) top = {"prompts", "reward", "teacher", "config", "response_format"};
+  else if (!sft) top.insert({"prompts", "reward", "response_format"});
   FieldReader r(body, "", top);
   if (!r.ok()) return r.error();
   if (online && !opd && (r.get(data_field) || r.get("dataset_path")))
     return ApiError::invalid("prompts", "give prompts or " + data_field + " (or dataset_path), not both");
   if (!online && r.get("reward"))
     return ApiError::invalid("reward", "reward applies to a job given prompts (finished groups carry their rewards)");
+  if (!online && r.get("response_format"))
+    return ApiError::invalid("response_format", "response_format constrains the rollouts of a job given prompts");
   auto req = std::make_shared<TrainJobRequest>();
   req->type = sft ? "sft" : opd ? "opd" : "grpo";
   req->spec.kind = kind;
@@ -521,7 +523,8 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
     req->hyperparameters["rollout"] = {{"steps", req->spec.rollout.steps},     {"group_size", settings->group_size},
                                        {"temperature", settings->temperature}, {"top_p", settings->top_p},
                                        {"top_k", settings->top_k},             {"max_tokens", settings->max_tokens},
-                                       {"enable_thinking", settings->enable_thinking}, {"reward", reward}};
+                                       {"enable_thinking", settings->enable_thinking}, {"reward", reward},
+                                       {"response_format", settings->response_format}};
     if (opd) req->hyperparameters["rollout"]["teacher_adapter"] = settings->teacher_adapter.empty() ? Json(nullptr) : Json(settings->teacher_adapter);
   }
   out = std::move(req);

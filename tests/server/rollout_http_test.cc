@@ -106,6 +106,38 @@ TEST(RolloutHttp, BadOnlineRequestsAre400NamingTheField) {
   }
 }
 
+// A GRPO job whose rollouts follow a response_format: the random model writes noise, so without
+// the constraint almost no rollout validates against the schema, and with it every rollout does
+// (the reward is the json_schema scorer against the same schema: 1.0).
+TEST(RolloutHttp, AResponseFormatConstrainsEveryRollout) {
+  testing::ProofServer s("rollout-schema");
+  ASSERT_TRUE(s.ok());
+  const json schema = {{"type", "object"},
+                       {"properties", {{"ok", {{"type", "boolean"}}}, {"n", {{"enum", {1, 2, 3}}}}}},
+                       {"required", {"ok", "n"}},
+                       {"additionalProperties", false}};
+  const json prompts = {{{"messages", user("Answer as JSON.")}}, {{"messages", user("Again, as JSON.")}}};
+  auto body = [&](bool constrained, const std::string& name) {
+    json b = {{"prompts", prompts},
+              {"reward", {{"scorer", {{"type", "json_schema"}, {"schema", schema}}}}},
+              {"config", {{"steps", 1}, {"group_size", 4}, {"max_tokens", 48}, {"lora_rank", 2}, {"output_name", name}}}};
+    if (constrained)
+      b["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "answer"}, {"schema", schema}}}};
+    return b;
+  };
+  const json on = s.wait_job(s.post("/v1/train/grpo", body(true, "schema-on")));
+  ASSERT_EQ(on.value("state", ""), "completed") << on.dump();
+  ASSERT_EQ(on["reward_curve"].size(), 1u);
+  for (const json& r : on["reward_curve"]) EXPECT_EQ(r.get<double>(), 1.0) << on.dump();
+  const json off = s.wait_job(s.post("/v1/train/grpo", body(false, "schema-off")));
+  ASSERT_EQ(off.value("state", ""), "completed") << off.dump();
+  for (const json& r : off["reward_curve"]) EXPECT_LT(r.get<double>(), 0.5) << off.dump();
+  // Offline jobs (finished groups) have no rollouts to constrain.
+  const auto [status, refused] = post(s, "/v1/train/grpo", {{"groups", json::array()}, {"response_format", {{"type", "json_object"}}}});
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(refused["error"].value("param", ""), "response_format") << refused.dump();
+}
+
 TEST(RolloutHttp, TheRewardServersScoresAreTheRolloutsRewards) {
   std::mutex mu;
   std::vector<double> call_sums;  // the sum of the scores of each call, in order
