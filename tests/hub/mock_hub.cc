@@ -104,7 +104,8 @@ struct MockHub::Impl {
   std::string ca_file;
   mutable std::mutex mu;
   std::map<std::string, MockRepo> repos;
-  std::map<std::string, std::string> blobs;  // sha256 -> contents
+  std::map<std::string, std::string> blobs;         // sha256 -> contents
+  std::map<std::string, std::string> blob_commits;  // sha256 -> the commit of a repository holding it
   MockFaults faults;
   std::vector<MockRequest> log;
 
@@ -250,6 +251,9 @@ struct MockHub::Impl {
         (*data)[data->size() / 2] ^= 1;
       }
       res.set_header("ETag", "\"" + b->first + "\"");
+      // huggingface_hub 1.33 follows the resolve redirect of an LFS file's metadata request here
+      // and wants the commit on the response it ends on.
+      res.set_header("X-Repo-Commit", blob_commits[b->first]);
       res.set_content_provider(data->size(), "application/octet-stream",
                                [data, drop_at](size_t offset, size_t length, httplib::DataSink& sink) {
                                  if (offset >= drop_at) return false;  // the connection drops
@@ -304,7 +308,10 @@ void MockHub::add_repo(MockRepo repo) {
   }
   std::lock_guard<std::mutex> lock(impl_->mu);
   for (const auto& [path, data] : repo.files)
-    if (is_lfs(path)) impl_->blobs[sha256_hex(data)] = data;
+    if (is_lfs(path)) {
+      impl_->blobs[sha256_hex(data)] = data;
+      impl_->blob_commits[sha256_hex(data)] = repo.commit;
+    }
   impl_->repos[repo.id] = std::move(repo);
 }
 
