@@ -241,6 +241,9 @@ Status validate(const BinaryArgs& a, DeviceKind d, const std::string& r) {
 Status validate(const ArgmaxArgs& a, DeviceKind d, const std::string& r) {
   CHECK(check_tensor(a.logits, "logits", 2, F, d, r));
   CHECK(check_tensor(a.ids, "ids", 1, DType::kI32, d, r));
+  if (!a.allowed.empty() && static_cast<int64_t>(a.allowed.size()) != a.logits.dim(0))
+    return invalid_argument(r + ": " + std::to_string(a.allowed.size()) + " masks for " +
+                            std::to_string(a.logits.dim(0)) + " logits rows");
   return check_dim(a.ids, "ids", 0, a.logits.dim(0), r);
 }
 

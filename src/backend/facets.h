@@ -299,6 +299,10 @@ class ElementwiseFacet {
 struct ArgmaxArgs {
   Tensor logits;  // [rows, vocab] f32
   Tensor ids;     // [rows] i32
+  // Structured output (empty: none): per logits row, a host bitmask of the ids it may take
+  // ((vocab + 31) / 32 words, as SampleRow::allowed) or null for all; the row's first largest
+  // allowed logit. A backend that cannot declines a request that is `constrained`.
+  std::span<const uint32_t* const> allowed = {};
 };
 SampleRequest describe(const ArgmaxArgs& a);
 

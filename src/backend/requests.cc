@@ -2,6 +2,8 @@
 #include "backend/requests.h"
 #include "backend/support.h"
 
+#include <algorithm>
+
 namespace kiln {
 
 std::string_view support_state_name(SupportState s) {
@@ -99,7 +101,10 @@ ElementwiseRequest describe(const BinaryArgs& a) {
   return {a.op, a.a.dim(0), a.a.dim(1), a.a.dtype(), a.out.defined() ? a.out.dtype() : DType::kF32};
 }
 
-SampleRequest describe(const ArgmaxArgs& a) { return {a.logits.dim(0), a.logits.dim(1), true}; }
+SampleRequest describe(const ArgmaxArgs& a) {
+  const bool constrained = std::any_of(a.allowed.begin(), a.allowed.end(), [](const uint32_t* m) { return m != nullptr; });
+  return {a.logits.dim(0), a.logits.dim(1), true, constrained};
+}
 
 SampleRequest describe(const SampleArgs& a) {
   bool constrained = false;

@@ -136,22 +136,37 @@ Result<std::vector<SampledToken>> sample_rows(Backend& backend, const Tensor& lo
     return out;
   }
   StorageFacet& st = backend.storage();
+  // Greedy rows that report nothing but the id: one argmax kernel over every logits row (cheaper
+  // than gathering the rows that need it), a constrained row's mask going up with it where the
+  // backend takes masks there (biased rows take `sample`). The ids copy waits for the forward's
+  // queued work.
+  const bool argmax_masks =
+      device_sampling && backend.sampling().supports(SampleRequest{1, V, true, true}).runs_natively();
+  auto argmax_row = [&](const Sequence& s) {
+    return !s.must_close_reasoning() && needs_only_argmax(s.spec.sampling) && s.spec.logit_bias.empty() &&
+           (!s.constrained || argmax_masks);
+  };
   bool any_argmax = false;
-  for (const RowToSample& r : rows) any_argmax |= r.seq->samples_raw_logits() && needs_only_argmax(r.seq->spec.sampling);
-  // One kernel over every logits row (cheaper than gathering the rows that need it); the ids
-  // copy waits for the forward's queued work.
+  std::vector<const uint32_t*> allowed;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Sequence& s = *rows[i].seq;
+    if (!argmax_row(s)) continue;
+    any_argmax = true;
+    if (const uint32_t* m = mask_at(i)) {
+      allowed.resize(static_cast<size_t>(logits.dim(0)), nullptr);
+      allowed[static_cast<size_t>(rows[i].row)] = m;
+    }
+  }
   Tensor ids;
   const bool use_device = device_sampling && any_argmax &&
                           backend.sampling().supports(describe(ArgmaxArgs{logits, Tensor()})).runs_natively();
   if (use_device) {
     KILN_ASSIGN_OR_RETURN(Tensor dev_ids, st.allocate({logits.dim(0)}, DType::kI32));
-    KILN_RETURN_IF_ERROR(backend.sampling().argmax({logits, dev_ids}));
+    KILN_RETURN_IF_ERROR(backend.sampling().argmax({logits, dev_ids, allowed}));
     ids = Tensor::empty({logits.dim(0)}, DType::kI32);
     KILN_RETURN_IF_ERROR(st.copy_to_host(dev_ids, ids));
   }
-  auto from_device = [&](const Sequence& s) {
-    return use_device && s.samples_raw_logits() && needs_only_argmax(s.spec.sampling);
-  };
+  auto from_device = [&](const Sequence& s) { return use_device && argmax_row(s); };
   // Every other row (drawn at temperature > 0, or greedy with penalties or logprobs): the
   // backend's `sample`, one call. Constrained and biased rows join it where the backend applies
   // masks and biases itself (only the masks go up). Where it declines them, that decline goes
@@ -162,7 +177,7 @@ Result<std::vector<SampledToken>> sample_rows(Backend& backend, const Tensor& lo
   if (device_sampling) {
     int64_t constrained_rows = 0;
     for (const RowToSample& r : rows)
-      constrained_rows += !r.seq->samples_raw_logits() && !r.seq->must_close_reasoning();
+      constrained_rows += !r.seq->samples_raw_logits() && !r.seq->must_close_reasoning() && !from_device(*r.seq);
     bool device_masks = false;
     if (constrained_rows > 0) {
       const SampleRequest req{constrained_rows, V, false, true};
@@ -173,7 +188,8 @@ Result<std::vector<SampledToken>> sample_rows(Backend& backend, const Tensor& lo
     }
     for (size_t i = 0; i < rows.size(); ++i) {
       const Sequence& s = *rows[i].seq;
-      if (!s.must_close_reasoning() && (s.samples_raw_logits() ? !needs_only_argmax(s.spec.sampling) : device_masks))
+      if (!s.must_close_reasoning() && !from_device(s) &&
+          (s.samples_raw_logits() ? !needs_only_argmax(s.spec.sampling) : device_masks))
         sampled.push_back(i);
     }
     if (!sampled.empty()) {

@@ -1,6 +1,7 @@
 // Picks the next token of each sequence of a batch from the forward's logits, wherever they live.
 // Host logits: every row through its request's Sampler. Device logits (an accelerator): plain
-// greedy rows through one batched argmax, every other row (drawn, greedy with penalties or
+// greedy rows (constrained ones with their masks, where the backend's argmax takes them) through
+// one batched argmax, every other row (drawn, greedy with penalties or
 // logprobs, top_logprobs) through one call of the backend's `sample` with u from the request's own
 // generator; only ids, logprobs and alternatives cross to the host. A constrained row's mask is
 // filled on the host (while the device still runs the forward); its logits are biased, masked

@@ -1,4 +1,5 @@
-// Greedy selection on the device (kernels/argmax.cu); host logits are staged through the device.
+// Greedy selection on the device (kernels/argmax.cu), masked for structured-output rows; host
+// logits are staged through the device.
 // Sampling on the device (kernels/sample.cu): only ids, logprobs and the alternatives asked for
 // come back; structured-output rows send their token masks and logit biases up with the parameters.
 #include <algorithm>
@@ -48,12 +49,30 @@ Status Sampling::argmax(const ArgmaxArgs& a) {
         cudaMemcpyAsync(logits.raw(), buf, a.logits.nbytes(), cudaMemcpyHostToDevice, ctx_->stream),
         req + ": staging host logits"));
   }
-  KILN_RETURN_IF_ERROR(validate(ArgmaxArgs{logits, ids}, DeviceKind::kCuda, req));
+  KILN_RETURN_IF_ERROR(validate(ArgmaxArgs{logits, ids, a.allowed}, DeviceKind::kCuda, req));
   ArgmaxParams p;
   p.rows = r.rows;
   p.vocab = r.vocab;
   p.logits = rows_of<const float>(logits);
   p.ids = ids.data<int32_t>();
+  // Structured-output rows: their masks and each row's offset go up in one copy (from pageable
+  // memory: the call returns once the driver holds the bytes).
+  Tensor mask_buf;
+  if (r.constrained) {
+    const auto words = static_cast<size_t>((r.vocab + 31) / 32), rows = static_cast<size_t>(r.rows);
+    std::vector<uint32_t> up(rows, ~0u);  // offsets (int32, -1: none), then the masks
+    for (size_t i = 0; i < rows; ++i) {
+      if (a.allowed[i] == nullptr) continue;
+      up[i] = static_cast<uint32_t>(up.size() - rows);
+      up.insert(up.end(), a.allowed[i], a.allowed[i] + words);
+    }
+    KILN_ASSIGN_OR_RETURN(mask_buf, ctx_->empty({static_cast<int64_t>(up.size())}, DType::kI32));
+    KILN_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(mask_buf.raw(), up.data(), up.size() * 4, cudaMemcpyHostToDevice,
+                                                     ctx_->stream),
+                                     req + ": masks"));
+    p.mask_offsets = mask_buf.data<int32_t>();
+    p.masks = reinterpret_cast<const uint32_t*>(mask_buf.data<int32_t>() + rows);
+  }
   Tensor part_values, part_indices;  // back to the pool on return: stream order makes the reuse safe
   if (const int64_t chunks = argmax_chunks(r.vocab); chunks > 1) {
     KILN_ASSIGN_OR_RETURN(part_values, ctx_->empty({r.rows * chunks}, DType::kF32));

@@ -197,6 +197,23 @@ TEST(CpuSample, MaskedAndBiasedRowsByHand) {
   EXPECT_NE(s.message().find("row 1: a logit bias id must be in [0, vocab), got 4"), std::string::npos) << s.to_string();
 }
 
+// The argmax of a structured-output row: the first largest allowed logit; an all -inf row takes
+// its first allowed id; rows without a mask keep the plain argmax.
+TEST(CpuSample, MaskedArgmaxByHand) {
+  auto be = create_backend("cpu").value();
+  Tensor logits = Tensor::from_values(std::vector<float>{1, 5, 3, 3, -INFINITY, -INFINITY, -INFINITY, -INFINITY, 1, 5, 3, 3}, {3, 4});
+  const uint32_t allow_2_3 = 0b1100u, allow_1_2 = 0b0110u;
+  const std::vector<const uint32_t*> allowed = {&allow_2_3, &allow_1_2, nullptr};
+  Tensor ids = Tensor::empty({3}, DType::kI32);
+  ASSERT_TRUE(be->sampling().argmax({logits, ids, allowed}).ok());
+  EXPECT_EQ(ids.data<int32_t>()[0], 2);  // 3 and 3 allowed: the first
+  EXPECT_EQ(ids.data<int32_t>()[1], 1);  // all -inf: the first allowed
+  EXPECT_EQ(ids.data<int32_t>()[2], 1);
+  const std::vector<const uint32_t*> short_list = {&allow_2_3};
+  const Status s = be->sampling().argmax({logits, ids, short_list});
+  EXPECT_NE(s.message().find("1 masks for 3 logits rows"), std::string::npos) << s.to_string();
+}
+
 TEST(CpuSample, BadInputNamesTheProblem) {
   auto be = create_backend("cpu").value();
   Tensor logits = testing::random_tensor({2, 10}, 3);

@@ -45,10 +45,19 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(ArgmaxParams p) {
   const int64_t begin = chunk * kArgmaxChunk, end = begin + kArgmaxChunk < p.vocab ? begin + kArgmaxChunk : p.vocab;
   float v = -INFINITY;
   int idx = INT_MAX;
+  const int32_t mask_at = p.mask_offsets == nullptr ? -1 : p.mask_offsets[r];
+  if (mask_at < 0) {
 #pragma unroll 4
-  for (int64_t j = begin + threadIdx.x; j < end; j += kThreads) {
-    const float x = l[j];
-    if (!isnan(x)) better(v, idx, x, static_cast<int>(j));
+    for (int64_t j = begin + threadIdx.x; j < end; j += kThreads) {
+      const float x = l[j];
+      if (!isnan(x)) better(v, idx, x, static_cast<int>(j));
+    }
+  } else {
+    const uint32_t* m = p.masks + mask_at;
+    for (int64_t j = begin + threadIdx.x; j < end; j += kThreads) {
+      const float x = l[j];
+      if (!isnan(x) && ((m[j >> 5] >> (j & 31)) & 1u)) better(v, idx, x, static_cast<int>(j));
+    }
   }
   block_best(v, idx, vs, is);
   if (chunks == 1) {
