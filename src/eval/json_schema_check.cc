@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/regex.h"
+#include "eval/json_format.h"
 
 namespace kiln {
 
@@ -35,7 +36,7 @@ bool is_type(const json& v, const std::string& type) {
 
 class Checker {
  public:
-  explicit Checker(const json& root) : root_(root) {}
+  Checker(const json& root, const JsonSchemaCheckOptions& options) : root_(root), options_(options) {}
 
   std::optional<std::string> check(const json& s, const json& v, const std::string& path, int depth) {
     if (depth > kMaxDepth) return at(path) + ": the schema nests deeper than " + std::to_string(kMaxDepth);
@@ -109,6 +110,11 @@ class Checker {
       auto hit = re->find(v);
       if (!hit.ok()) return at(path) + ": " + hit.status().message();
       if (!*hit) return at(path) + ": does not match pattern " + s["pattern"].dump();
+    }
+    if (options_.assert_format && s.contains("format") && s["format"].is_string()) {
+      const std::string format = s["format"].get<std::string>();
+      if (!is_json_format(format)) return at(path) + ": format " + s["format"].dump() + " is not one this check knows";
+      if (!json_format_holds(format, v)) return at(path) + ": not a " + format + ": " + json(v).dump().substr(0, 80);
     }
     return std::nullopt;
   }
@@ -188,12 +194,13 @@ class Checker {
   }
 
   const json& root_;
+  const JsonSchemaCheckOptions& options_;
 };
 
 }  // namespace
 
-std::optional<std::string> json_schema_violation(const json& schema, const json& value) {
-  return Checker(schema).check(schema, value, "", 0);
+std::optional<std::string> json_schema_violation(const json& schema, const json& value, const JsonSchemaCheckOptions& options) {
+  return Checker(schema, options).check(schema, value, "", 0);
 }
 
 }  // namespace kiln

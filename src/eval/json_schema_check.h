@@ -5,8 +5,8 @@
 // items (schema or false), prefixItems, minItems, maxItems, uniqueItems, contains, minLength,
 // maxLength (characters), pattern (core's Regex, searched), minimum, maximum, exclusiveMinimum,
 // exclusiveMaximum, multipleOf, minProperties, maxProperties, anyOf, allOf, oneOf, not, and $ref
-// to a JSON pointer inside the schema ("#", "#/$defs/x"). Other keywords (format, titles, ...) are
-// annotations.
+// to a JSON pointer inside the schema ("#", "#/$defs/x"); format too when asked to assert it (the
+// formats of eval/json_format). Other keywords (titles, ...) are annotations.
 #pragma once
 
 #include <optional>
@@ -16,8 +16,15 @@
 
 namespace kiln {
 
+struct JsonSchemaCheckOptions {
+  // Whether "format" asserts (JSON Schema's format-assertion vocabulary; a format
+  // json_format_holds does not know is then a violation) rather than annotates.
+  bool assert_format = false;
+};
+
 // nullopt when `value` validates; otherwise why not, naming the value's JSON pointer ("/items/2:
 // expected an integer").
-std::optional<std::string> json_schema_violation(const nlohmann::json& schema, const nlohmann::json& value);
+std::optional<std::string> json_schema_violation(const nlohmann::json& schema, const nlohmann::json& value,
+                                                 const JsonSchemaCheckOptions& options = {});
 
 }  // namespace kiln

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "tokenizer/utf8.h"
+
 namespace kiln::grammar {
 
 namespace {
@@ -182,6 +184,26 @@ void append_encoded(uint32_t c, CharEncoding encoding, std::string& out) {
   } else {
     append_utf8(c, out);
   }
+}
+
+std::optional<uint32_t> read_hex_digits(std::string_view text, size_t pos, size_t digits) {
+  uint32_t v = 0;
+  for (size_t i = 0; i < digits; ++i) {
+    const char h = pos + i < text.size() ? text[pos + i] : '\0';
+    int d = -1;
+    if (h >= '0' && h <= '9') d = h - '0';
+    if (h >= 'a' && h <= 'f') d = h - 'a' + 10;
+    if (h >= 'A' && h <= 'F') d = h - 'A' + 10;
+    if (d < 0) return std::nullopt;
+    v = v * 16 + static_cast<uint32_t>(d);
+  }
+  return v;
+}
+
+std::optional<uint32_t> read_utf8_char(std::string_view text, size_t pos, size_t* len) {
+  const char32_t cp = utf8::decode(text, pos, len);
+  if (cp == utf8::kReplacement && text.substr(pos, *len) != "\xEF\xBF\xBD") return std::nullopt;
+  return static_cast<uint32_t>(cp);
 }
 
 }  // namespace kiln::grammar

@@ -1,9 +1,12 @@
 // Sets of Unicode code points (what character classes denote) and their lowering to byte-level
-// expressions: plain UTF-8, or the canonical form of a character inside a JSON string.
+// expressions: plain UTF-8, or the canonical form of a character inside a JSON string; and the
+// reading of code points from a grammar's source text, which the GBNF and regex parsers share.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -45,5 +48,13 @@ ExprId encode_chars(Grammar& g, const CodepointSet& set, CharEncoding encoding);
 
 // Appends code point `c` in `encoding` (the one form encode_chars accepts for it).
 void append_encoded(uint32_t c, CharEncoding encoding, std::string& out);
+
+// What the grammar parsers read from their source text: the value of the `digits` (at most 8)
+// hex digits at text[pos], nothing when fewer than that many follow.
+std::optional<uint32_t> read_hex_digits(std::string_view text, size_t pos, size_t digits);
+
+// The UTF-8 character at text[pos] (pos < text.size()), its byte length in `len`; nothing when
+// the bytes at pos are not valid UTF-8 (a U+FFFD written in the text is valid).
+std::optional<uint32_t> read_utf8_char(std::string_view text, size_t pos, size_t* len);
 
 }  // namespace kiln::grammar

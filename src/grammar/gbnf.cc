@@ -4,11 +4,11 @@
 #include "grammar/gbnf.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "grammar/codepoints.h"
-#include "tokenizer/utf8.h"
 
 namespace kiln::grammar {
 
@@ -245,26 +245,18 @@ class GbnfParser {
       }
     }
     size_t len = 0;
-    const char32_t cp = utf8::decode(text_, pos_, &len);
-    if (cp == utf8::kReplacement && text_.substr(pos_, len) != "\xEF\xBF\xBD") return error("the text is not valid UTF-8 here");
+    const std::optional<uint32_t> cp = read_utf8_char(text_, pos_, &len);
+    if (!cp) return error("the text is not valid UTF-8 here");
     pos_ += len;
-    return static_cast<uint32_t>(cp);
+    return *cp;
   }
 
-  Result<uint32_t> read_hex(size_t at, int digits) {
-    uint32_t v = 0;
-    for (int i = 0; i < digits; ++i) {
-      const char h = peek();
-      int d = -1;
-      if (h >= '0' && h <= '9') d = h - '0';
-      if (h >= 'a' && h <= 'f') d = h - 'a' + 10;
-      if (h >= 'A' && h <= 'F') d = h - 'A' + 10;
-      if (d < 0) return error_at(at, "escape needs " + std::to_string(digits) + " hex digits");
-      v = v * 16 + static_cast<uint32_t>(d);
-      ++pos_;
-    }
-    if (v > kMaxCodepoint || (v >= 0xD800 && v <= 0xDFFF)) return error_at(at, "escape names no Unicode scalar value");
-    return v;
+  Result<uint32_t> read_hex(size_t at, size_t digits) {
+    const std::optional<uint32_t> v = read_hex_digits(text_, pos_, digits);
+    if (!v) return error_at(at, "escape needs " + std::to_string(digits) + " hex digits");
+    pos_ += digits;
+    if (*v > kMaxCodepoint || (*v >= 0xD800 && *v <= 0xDFFF)) return error_at(at, "escape names no Unicode scalar value");
+    return *v;
   }
 
   Result<ExprId> parse_literal() {

@@ -3,9 +3,8 @@
 // limited to the white space ECMAScript and PCRE2 agree on, and `.` excluding line terminators.
 #include "grammar/regex_grammar.h"
 
+#include <optional>
 #include <string>
-
-#include "tokenizer/utf8.h"
 
 namespace kiln::grammar {
 
@@ -208,25 +207,17 @@ class RegexParser {
 
   Result<uint32_t> read_literal_char() {
     size_t len = 0;
-    const char32_t cp = utf8::decode(pattern_.substr(0, end_), pos_, &len);
-    if (cp == utf8::kReplacement && pattern_.substr(pos_, len) != "\xEF\xBF\xBD") return error("the pattern is not valid UTF-8");
+    const std::optional<uint32_t> cp = read_utf8_char(pattern_.substr(0, end_), pos_, &len);
+    if (!cp) return error("the pattern is not valid UTF-8");
     pos_ += len;
-    return static_cast<uint32_t>(cp);
+    return *cp;
   }
 
   Result<uint32_t> read_hex(size_t at, size_t digits) {
-    uint32_t v = 0;
-    for (size_t i = 0; i < digits; ++i) {
-      const char h = peek();
-      int d = -1;
-      if (h >= '0' && h <= '9') d = h - '0';
-      if (h >= 'a' && h <= 'f') d = h - 'a' + 10;
-      if (h >= 'A' && h <= 'F') d = h - 'A' + 10;
-      if (d < 0 || at_end()) return error_at(at, "escape needs " + std::to_string(digits) + " hex digits");
-      v = v * 16 + static_cast<uint32_t>(d);
-      ++pos_;
-    }
-    return v;
+    const std::optional<uint32_t> v = read_hex_digits(pattern_.substr(0, end_), pos_, digits);
+    if (!v) return error_at(at, "escape needs " + std::to_string(digits) + " hex digits");
+    pos_ += digits;
+    return *v;
   }
 
   // An escape at pos_ ('\\'), as the set of code points it stands for. Inside a class, \b is

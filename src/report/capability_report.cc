@@ -135,12 +135,6 @@ json policy_row(const std::string& backend, const FallbackPolicy& f) {
           {"training_optimizer", std::string(fallback_mode_name(f.training_optimizer))}};
 }
 
-// The sources whose changes make a backend's recorded section stale: its own folder and the
-// backend layer's shared headers (facets, requests, capabilities).
-std::vector<std::string> record_source_paths(const std::string& backend) {
-  return {"src/backend/" + backend + "/**", "src/backend/*"};
-}
-
 // The newest record of `backend` made for the same model shapes (ties: the first by path).
 const BackendRecord* latest_record(const std::vector<BackendRecord>& records, const std::string& backend,
                                    const std::string& model_shapes) {
@@ -220,7 +214,7 @@ Result<json> build_capability_report(const ReportOptions& opts) {
         continue;
       }
       const EvidenceDevice* d = rec->run.device(entry.name);
-      const FreshnessVerdict fresh = evidence_freshness(rec->run, record_source_paths(entry.name), opts.history);
+      const FreshnessVerdict fresh = evidence_freshness(rec->run, backend_source_paths(entry.name), opts.history);
       const std::string freshness = fresh.state == Freshness::kFresh   ? "fresh"
                                     : fresh.state == Freshness::kStale ? "stale"
                                                                        : "unknown";

@@ -132,9 +132,15 @@ const std::vector<Gate>& conformance_gates() {
   return gates;
 }
 
+std::vector<std::string> backend_source_paths(const std::string& backend) {
+  return {"src/backend/*", "src/backend/" + backend + "/**"};
+}
+
 std::vector<std::string> gate_source_paths(const Gate& gate, const std::string& backend) {
   // Every backend's row rests on core, the backend layer's shared files and its own folder.
-  std::vector<std::string> src = {"src/core/**", "src/backend/*", "src/backend/" + backend + "/**"};
+  std::vector<std::string> src = {"src/core/**"};
+  const std::vector<std::string> own = backend_source_paths(backend);
+  src.insert(src.end(), own.begin(), own.end());
   src.insert(src.end(), gate.covers.begin(), gate.covers.end());
   std::vector<std::string> out;
   for (const std::string& p : src) {

@@ -39,7 +39,12 @@ struct Gate {
 
 const std::vector<Gate>& conformance_gates();
 
-// The git glob pathspecs whose changes make a run's evidence for this gate and backend stale.
+// The git glob pathspecs of a backend's own code: the backend layer's shared files and the
+// backend's folder. A recorded backend section is stale after changes to these.
+std::vector<std::string> backend_source_paths(const std::string& backend);
+
+// The git glob pathspecs whose changes make a run's evidence for this gate and backend stale:
+// core, backend_source_paths, the gate's covers, and their tests/ mirrors.
 std::vector<std::string> gate_source_paths(const Gate& gate, const std::string& backend);
 
 // One test binary's recorded run, and where it was read from.

@@ -14,11 +14,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view probe = cut == std::string_view::npos ? std::string_view() : input.substr(cut + 4);
   auto g = grammar::parse_gbnf(text);
   if (!g.ok()) return 0;
-  auto a = grammar::compile_grammar(*g, fuzz::fuzz_limits());
-  if (!a.ok()) return 0;
+  auto matcher = fuzz::fuzz_matcher(*g);
+  if (!matcher) return 0;
+  grammar::Matcher& m = *matcher;
   auto vocab = fuzz::fuzz_vocabulary();
-  auto masks = std::make_shared<const grammar::MaskCache>(std::make_shared<const grammar::Automaton>(std::move(a).value()), vocab);
-  grammar::Matcher m(masks);
   std::vector<uint32_t> words(vocab->mask_words());
   fuzz::expect_mask_matches(m, *vocab, words);
   for (size_t i = 0; i < probe.size() && i < 64; ++i) {

@@ -1,6 +1,6 @@
 // What the grammar fuzz targets share: compile limits small enough for a fuzzer's pace, a
-// vocabulary of every single byte plus a few longer tokens, and the check that a token mask
-// holds exactly what the matcher accepts.
+// vocabulary of every single byte plus a few longer tokens, a matcher of a grammar compiled
+// under both, and the check that a token mask holds exactly what the matcher accepts.
 #pragma once
 
 #include <memory>
@@ -33,6 +33,15 @@ inline std::shared_ptr<const grammar::TokenVocabulary> fuzz_vocabulary() {
         grammar::TokenVocabulary::create(bytes, bytes.size(), {stop}).value());
   }();
   return vocab;
+}
+
+// A matcher over fuzz_vocabulary() for `g` compiled under fuzz_limits(); null when it does not
+// compile within them.
+inline std::unique_ptr<grammar::Matcher> fuzz_matcher(const grammar::Grammar& g) {
+  auto a = grammar::compile_grammar(g, fuzz_limits());
+  if (!a.ok()) return nullptr;
+  auto automaton = std::make_shared<const grammar::Automaton>(std::move(a).value());
+  return std::make_unique<grammar::Matcher>(std::make_shared<const grammar::MaskCache>(automaton, fuzz_vocabulary()));
 }
 
 // The mask at the matcher's position equals accepts() of every token (stop: is_complete()).

@@ -16,11 +16,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.max_whitespace = size % 3;
   auto g = grammar::json_schema_grammar(text, options);
   if (!g.ok()) return 0;
-  auto a = grammar::compile_grammar(*g, fuzz::fuzz_limits());
-  if (!a.ok()) return 0;
+  auto matcher = fuzz::fuzz_matcher(*g);
+  if (!matcher) return 0;
+  grammar::Matcher& m = *matcher;
   auto vocab = fuzz::fuzz_vocabulary();
-  auto masks = std::make_shared<const grammar::MaskCache>(std::make_shared<const grammar::Automaton>(std::move(a).value()), vocab);
-  grammar::Matcher m(masks);
   std::vector<uint32_t> words(vocab->mask_words());
   std::mt19937_64 rng(std::hash<std::string_view>{}(text));
   std::string out;

@@ -55,6 +55,7 @@ TEST(Gbnf, PostfixOperatorsRepeatTheirOperand) {
 TEST(Gbnf, CharacterClassesCoverRangesAndEscapes) {
   EXPECT_EQ(language(R"(root ::= [a-c\-])"), (Set{"a", "b", "c", "-"}));
   EXPECT_EQ(language(R"(root ::= [\x41\u0042] "\n")"), (Set{"A\n", "B\n"}));
+  EXPECT_EQ(language(R"(root ::= "\x4a\u00E9\U0001F600")"), (Set{"J\xC3\xA9\xF0\x9F\x98\x80"}));
 }
 
 TEST(Gbnf, NegatedClassesMatchWholeUtf8CharactersOnly) {
@@ -164,6 +165,10 @@ TEST(Gbnf, ErrorsNameLineAndColumn) {
   EXPECT_EQ(error_of("root ::= \"a\" )"), "gbnf 1:14: ')' without a matching '('");
   EXPECT_EQ(error_of("root := \"a\""), "gbnf 1:6: expected '::=' after the rule name 'root'");
   EXPECT_EQ(error_of("root ::= \"\\q\""), "gbnf 1:11: unknown escape '\\q'");
+  EXPECT_EQ(error_of("root ::= \"\\x4\""), "gbnf 1:11: escape needs 2 hex digits");
+  EXPECT_EQ(error_of("root ::= [\\x4"), "gbnf 1:11: escape needs 2 hex digits");
+  EXPECT_EQ(error_of("root ::= \"\\uD800\""), "gbnf 1:11: escape names no Unicode scalar value");
+  EXPECT_EQ(error_of("root ::= \"a\xff\""), "gbnf 1:12: the text is not valid UTF-8 here");
   EXPECT_EQ(error_of("root ::= \"a\"{3,1}"), "gbnf 1:13: repeat {3,1} has its maximum below its minimum");
   EXPECT_EQ(error_of("root ::= [z-a]"), "gbnf 1:12: character range ends below where it starts");
   EXPECT_EQ(error_of("root ::= \"a\"\nroot ::= \"b\""), "gbnf 2:1: rule 'root' is defined twice (first at 1:1)");

@@ -38,6 +38,7 @@ TEST(RegexGrammar, TinyPatternsDenoteTheirStrings) {
   EXPECT_EQ(language("(?<n>a)b{1,2}?"), (Set{"ab", "abb"}));  // named group, lazy quantifier
   EXPECT_EQ(language("\\d"), (Set{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}));
   EXPECT_EQ(language("a\\.\\*\\x41\\u0042\\u{43}"), (Set{"a.*ABC"}));
+  EXPECT_EQ(language("\\x4a\\u00E9\\u{1F600}"), (Set{"J\xC3\xA9\xF0\x9F\x98\x80"}));
   EXPECT_EQ(language("[\\-a\\]]"), (Set{"-", "a", "]"}));
   EXPECT_EQ(language("^ab$"), (Set{"ab"}));  // anchors at the ends are implied anyway
   EXPECT_EQ(language("a{2}{2}"), (Set{"aaaa"}));
@@ -115,6 +116,9 @@ TEST(RegexGrammar, MalformedPatternsAreErrorsWithTheirOffset) {
   EXPECT_EQ(error_of("[z-a]"), "regex '[z-a]': character range ends below where it starts at offset 2");
   EXPECT_EQ(error_of("a{3,2}"), "regex 'a{3,2}': repeat maximum below its minimum at offset 1");
   EXPECT_EQ(error_of("\\q"), "regex '\\q': unknown escape '\\q' at offset 0");
+  EXPECT_EQ(error_of("\\x4"), "regex '\\x4': escape needs 2 hex digits at offset 0");
+  EXPECT_EQ(error_of("a\\u{110000}"), "regex 'a\\u{110000}': escape names no Unicode scalar value at offset 1");
+  EXPECT_EQ(error_of("a\xff"), "regex 'a\xff': the pattern is not valid UTF-8 at offset 1");
 }
 
 TEST(RegexGrammar, PatternsTooLargeToDetermineAreRefused) {

@@ -1,14 +1,14 @@
 // Forced tool calls as grammars: every random text of the JSON syntax is a call of a declared
-// function whose arguments validate (the test's own validator), the XML syntax admits the
+// function whose arguments validate (eval's JSON Schema check), the XML syntax admits the
 // template's framing of typed parameters and refuses what its parser would misread, and one call
 // is exactly one unless parallel calls are allowed.
 #include <gtest/gtest.h>
 
 #include <random>
 
+#include "eval/json_schema_check.h"
 #include "grammar/tool_call_grammar.h"
 #include "grammar_test_util.h"
-#include "json_validator.h"
 
 namespace kiln::grammar {
 namespace {
@@ -43,7 +43,7 @@ TEST(ToolCallGrammar, JsonSyntaxWritesOnlyDeclaredCallsWithValidArguments) {
     names.insert(call["name"].get<std::string>());
     const Json& schema = call["name"] == "get_weather" ? kWeather : kTime;
     ASSERT_EQ(call["name"] == "get_weather" || call["name"] == "get_time", true) << *text;
-    EXPECT_EQ(testing::validate(call["arguments"], schema, schema), "") << *text;
+    EXPECT_EQ(json_schema_violation(nlohmann::json(schema), nlohmann::json(call["arguments"])).value_or(""), "") << *text;
   }
   EXPECT_EQ(names.size(), 2u);
   EXPECT_TRUE(complete(a, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}\n</tool_call>"));

@@ -49,9 +49,11 @@ class TableHistory final : public SourceHistory {
  public:
   explicit TableHistory(std::vector<std::string> later) : later_(std::move(later)) {}
   std::string as_of() const override { return std::string(40, 'f'); }
-  Result<std::vector<std::string>> commits_touching(const std::string&, const std::vector<std::string>&) const override {
+  Result<std::vector<std::string>> commits_touching(const std::string&, const std::vector<std::string>& paths) const override {
+    asked.push_back(paths);
     return later_;
   }
+  mutable std::vector<std::vector<std::string>> asked;  // the paths of each question, in turn
 
  private:
   std::vector<std::string> later_;
@@ -154,6 +156,9 @@ TEST(BackendRecord, FillsTheEntryOfABackendWhoseDeviceIsAbsent) {
   ASSERT_TRUE(fresh.ok());
   EXPECT_EQ(entry(*fresh)["recorded"]["freshness"], "fresh");
   EXPECT_EQ(backend_work(*fresh), 0);
+  // The record is the only evidence: its freshness is the one question, about its backend's
+  // folder and the backend layer's shared files.
+  EXPECT_EQ(none.asked, (std::vector<std::vector<std::string>>{{"src/backend/*", "src/backend/" + name + "/**"}}));
   o.history = &one;
   auto stale = build_capability_report(o);
   ASSERT_TRUE(stale.ok());

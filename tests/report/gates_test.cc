@@ -160,6 +160,8 @@ TEST(Gates, SourcePathsAreTheBackendsOwnTheGatesAndTheirTests) {
   EXPECT_EQ(gate_source_paths(g, "cuda"),
             (std::vector<std::string>{"src/core/**", "tests/core/**", "src/backend/*", "tests/backend/*",
                                       "src/backend/cuda/**", "tests/backend/cuda/**", "src/model/**", "tests/model/**"}));
+  // What a recorded backend section is judged by: the same backend paths, without core or tests.
+  EXPECT_EQ(backend_source_paths("cuda"), (std::vector<std::string>{"src/backend/*", "src/backend/cuda/**"}));
 }
 
 // A git glob pathspec (`*` within a folder, `**` across folders) as a regular expression.
