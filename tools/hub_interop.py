@@ -6,7 +6,7 @@ model on loopback and HF_ENDPOINT points at it.
   A. huggingface_hub.snapshot_download fills a cache; Kiln reads it offline (`kiln model list`,
      `kiln generate --model ORG/NAME` with HF_HUB_OFFLINE=1, the same ids as from the folder).
   B. `kiln model pull` fills another cache; huggingface_hub's scan_cache_dir reads it without
-     warnings and transformers loads config, tokenizer and model from it with
+     warnings, try_to_load_from_cache sees its .no_exist markers, and transformers loads config, tokenizer and model from it with
      local_files_only=True (its greedy tokens are printed beside Kiln's).
 
     python3 tools/hub_interop.py --kiln build/kiln --mock-hub build/tests/hub/kiln_mock_hub \
@@ -93,6 +93,15 @@ def main():
         if len(repos) != 1 or not any("main" in rev.refs for rev in repos[0].revisions):
             raise SystemExit(f"B: scan_cache_dir does not see {REPO}@main: {info.repos}")
         # huggingface_hub read its environment at import (part A's): name this cache explicitly.
+        # Kiln's .no_exist markers read as huggingface_hub's own: known absent, not merely uncached.
+        from huggingface_hub.file_download import _CACHED_NO_EXIST
+        for name in ("generation_config.json", "tokenizer_config.json", "special_tokens_map.json",
+                     "chat_template.jinja", "chat_template.json"):
+            if os.path.exists(os.path.join(model, name)):
+                continue
+            cached = huggingface_hub.try_to_load_from_cache(REPO, name, cache_dir=cache_b)
+            if cached is not _CACHED_NO_EXIST:
+                raise SystemExit(f"B: try_to_load_from_cache({name}) -> {cached!r}, not the no-exist marker")
         got = huggingface_hub.snapshot_download(REPO, cache_dir=cache_b, local_files_only=True)
         if os.path.realpath(got) != os.path.realpath(snap_b):
             raise SystemExit(f"B: snapshot_download(local_files_only) -> {got}, kiln pulled {snap_b}")

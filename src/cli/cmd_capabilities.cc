@@ -9,6 +9,7 @@
 
 #include "backend/native_switches.h"
 #include "cli/commands.h"
+#include "cli/default_model.h"
 #include "model/init.h"
 #include "qualify/git_source_history.h"
 #include "report/capability_report.h"
@@ -35,7 +36,8 @@ Status run(const CapOpts& o) {
     KILN_ASSIGN_OR_RETURN(ro.model, preset_config("qwen3.5-4b"));
     ro.model_label = "the qwen3.5-4b preset";
   } else {
-    KILN_ASSIGN_OR_RETURN(ro.model, ModelConfig::load(o.model));
+    KILN_ASSIGN_OR_RETURN(std::string dir, resolve_model_dir(o.model));  // a folder or a Hub name
+    KILN_ASSIGN_OR_RETURN(ro.model, ModelConfig::load(dir));
     ro.model_label = o.model;
   }
   ro.evidence_dir = o.evidence;
@@ -107,7 +109,8 @@ void add_capabilities_command(CLI::App& app) {
   auto o = std::make_shared<CapOpts>();
   cmd->add_flag("--json", o->json, "Print JSON instead of Markdown");
   cmd->add_option("--backend", o->backend, "Only this backend (cpu, cuda, vulkan, rocm, metal)");
-  cmd->add_option("--model", o->model, "Checkpoint whose shapes the representative requests use; default: the qwen3.5-4b preset");
+  cmd->add_option("--model", o->model, "Checkpoint folder or Hub name ORG/NAME[@REVISION] (as for `kiln serve`) whose shapes the "
+                  "representative requests use; default: the qwen3.5-4b preset");
   cmd->add_option("--evidence", o->evidence, "Folder of recorded test results behind the gates")->capture_default_str();
   cmd->add_flag("--canonical", o->canonical, "Leave out what differs between machines (device names, live counters)");
   cmd->add_option("--write", o->write_dir, "Write backend-capability-report.{md,json} (canonical) into this folder");

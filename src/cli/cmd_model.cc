@@ -24,7 +24,8 @@ constexpr const char* kHubFooter =
     "else ~/.cache/huggingface/hub), shared with transformers. HF_ENDPOINT names a mirror (default\n"
     "https://huggingface.co); HF_TOKEN (or the token file of `huggingface-cli login`) is sent to it for gated and\n"
     "private models, never to the CDN it redirects to; HF_HUB_OFFLINE=1 forbids the network. SSL_CERT_FILE names\n"
-    "the CA bundle a mirror's certificate is checked against.";
+    "the CA bundle a mirror's certificate is checked against. HTTPS_PROXY, HTTP_PROXY and NO_PROXY (or their\n"
+    "lower-case forms) route requests through an http:// proxy, as curl does (docs/models.md).";
 
 Status pull(const std::string& name, int jobs) {
   KILN_ASSIGN_OR_RETURN(hub::RepoRef ref, hub::parse_repo_ref(name));

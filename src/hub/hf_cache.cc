@@ -78,6 +78,26 @@ Status HfCache::write_ref(const RepoRef& ref, const std::string& commit) const {
   return write_file_atomically(p.string(), commit);
 }
 
+std::string HfCache::no_exist_path(const RepoRef& ref, const std::string& commit, const std::string& path) const {
+  return repo_dir(ref) + "/.no_exist/" + commit + "/" + path;
+}
+
+Status HfCache::mark_absent(const RepoRef& ref, const std::string& commit, const std::string& path) const {
+  const fs::path p = no_exist_path(ref, commit, path);
+  std::error_code ec;
+  if (fs::exists(p, ec)) return {};
+  fs::create_directories(p.parent_path(), ec);
+  if (ec) return io_error("cannot create " + p.parent_path().string() + ": " + ec.message());
+  std::ofstream f(p, std::ios::app);
+  if (!f) return io_error("cannot create " + p.string());
+  return {};
+}
+
+bool HfCache::known_absent(const RepoRef& ref, const std::string& commit, const std::string& path) const {
+  std::error_code ec;
+  return fs::is_regular_file(no_exist_path(ref, commit, path), ec);
+}
+
 Status HfCache::link(const RepoRef& ref, const std::string& commit, const std::string& path,
                      const std::string& etag) const {
   const fs::path dst = fs::path(snapshot_dir(ref, commit)) / path;
@@ -165,6 +185,7 @@ Result<uint64_t> HfCache::remove(const RepoRef& ref) const {
     return not_found(ref.label() + " is not in the Hugging Face cache (no snapshot for revision '" + ref.revision + "')");
   fs::remove_all(snapshot_dir(ref, *commit), ec);
   if (ec) return io_error("cannot remove " + snapshot_dir(ref, *commit) + ": " + ec.message());
+  fs::remove_all(repo / ".no_exist" / *commit, ec);
   std::vector<fs::path> ref_files;
   walk(repo / "refs", ref_files);
   for (const auto& rf : ref_files)

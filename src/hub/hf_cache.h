@@ -3,6 +3,7 @@
 //   <cache>/models--ORG--NAME/blobs/<etag>.incomplete       a download in progress (resumed from its size)
 //   <cache>/models--ORG--NAME/snapshots/<commit>/<path>     relative symlinks to ../../blobs/<etag>
 //   <cache>/models--ORG--NAME/refs/<revision>               the commit a branch or tag named when fetched
+//   <cache>/models--ORG--NAME/.no_exist/<commit>/<path>     an empty file: <path> does not exist at <commit>
 //   <cache>/.locks/models--ORG--NAME/<etag>.lock            flock(2) held while a blob is written
 #pragma once
 
@@ -32,6 +33,12 @@ class HfCache {
   // snapshots/<commit>/<path> pointing at blobs/<etag> (a relative link, replaced atomically).
   Status link(const RepoRef& ref, const std::string& commit, const std::string& path, const std::string& etag) const;
 
+  // The .no_exist marker huggingface_hub leaves for a file a commit lacks (an empty file, so that
+  // an optional file is not asked for again). Writing one is idempotent.
+  std::string no_exist_path(const RepoRef& ref, const std::string& commit, const std::string& path) const;
+  Status mark_absent(const RepoRef& ref, const std::string& commit, const std::string& path) const;
+  bool known_absent(const RepoRef& ref, const std::string& commit, const std::string& path) const;
+
   struct Revision {
     std::string commit;
     std::vector<std::string> refs;  // the refs naming it ("main", "refs/pr/1")
@@ -47,8 +54,9 @@ class HfCache {
   // Every model repository of the cache (datasets and spaces are not listed).
   Result<std::vector<Repo>> list() const;
 
-  // ref without "@REVISION": the whole repository folder. With one: that snapshot and the refs
-  // naming it, then every blob no remaining snapshot points at. Returns the bytes freed.
+  // ref without "@REVISION": the whole repository folder. With one: that snapshot, its .no_exist
+  // markers and the refs naming it, then every blob no remaining snapshot points at. Returns the
+  // bytes freed.
   Result<uint64_t> remove(const RepoRef& ref) const;
 
  private:

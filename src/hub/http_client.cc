@@ -31,8 +31,8 @@ std::string HttpHead::header(const std::string& lower_name) const {
 
 bool is_redirect(int status) { return status == 301 || status == 302 || status == 303 || status == 307 || status == 308; }
 
-HttpClient::HttpClient(std::string token_origin, std::string token, HttpLimits limits)
-    : token_origin_(std::move(token_origin)), token_(std::move(token)), limits_(limits) {}
+HttpClient::HttpClient(std::string token_origin, std::string token, HttpLimits limits, ProxyEnv proxy)
+    : token_origin_(std::move(token_origin)), token_(std::move(token)), limits_(limits), proxy_(std::move(proxy)) {}
 
 Result<HttpExchange> HttpClient::get(const std::string& url, const Headers& headers, const HeadFn& on_head,
                                      const BodyFn& on_body, const FollowFn& follow) const {
@@ -48,7 +48,9 @@ Result<HttpExchange> HttpClient::request(bool is_head, const std::string& url_te
   KILN_ASSIGN_OR_RETURN(Url url, parse_url(url_text));
   HttpExchange ex;
   for (int hop = 0;; ++hop) {
+    KILN_ASSIGN_OR_RETURN(std::optional<ProxyAddress> proxy, proxy_.route(url));
     httplib::Client cli(url.origin());
+    if (proxy) cli.set_proxy(proxy->host, proxy->port);
     cli.set_follow_location(false);
     cli.set_keep_alive(false);
     cli.set_connection_timeout(limits_.connect_timeout_s, 0);
@@ -99,6 +101,9 @@ Result<HttpExchange> HttpClient::request(bool is_head, const std::string& url_te
       const bool capped_error_body = res.error() == httplib::Error::Canceled && error_body.size() >= limits_.max_error_body;
       if (!capped_error_body)
         return io_error(url.origin() + ": " + httplib::to_string(res.error()) +
+                        (proxy ? " (through the proxy " + proxy->host + ":" + std::to_string(proxy->port) + " that " +
+                                     proxy->source + " names)"
+                               : "") +
                         (res.error() == httplib::Error::SSLServerVerification
                              ? " (the server's certificate is not trusted: SSL_CERT_FILE names the CA bundle to trust)"
                              : ""));

@@ -1,6 +1,7 @@
 // HTTP(S) for the Hub client, on cpp-httplib with OpenSSL: one request and its redirects, each
 // Location resolved and counted, the bearer token sent only to the endpoint's own origin, never
-// from https down to http, bodies streamed to the caller, every size the remote controls capped.
+// from https down to http, bodies streamed to the caller, every size the remote controls capped;
+// each hop through the proxy the environment names for its URL (hub/proxy.h).
 #pragma once
 
 #include <functional>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "hub/proxy.h"
 #include "hub/url.h"
 
 namespace kiln::hub {
@@ -40,7 +42,7 @@ struct HttpExchange {
 // any HTTP answer is an HttpExchange for the caller to judge.
 class HttpClient {
  public:
-  HttpClient(std::string token_origin, std::string token, HttpLimits limits = {});
+  HttpClient(std::string token_origin, std::string token, HttpLimits limits = {}, ProxyEnv proxy = {});
 
   using Headers = std::vector<std::pair<std::string, std::string>>;
   // `follow` decides, per redirect, whether to go on (HEAD uses it to stop at the CDN).
@@ -57,6 +59,7 @@ class HttpClient {
                                const BodyFn& on_body, const FollowFn& follow) const;
   std::string token_origin_, token_;
   HttpLimits limits_;
+  ProxyEnv proxy_;
 };
 
 bool is_redirect(int status);

@@ -59,6 +59,7 @@ Result<HubSettings> HubSettings::from_env() {
     s.endpoint = e;
   }
   s.offline = env_flag_true(std::getenv("HF_HUB_OFFLINE"));
+  s.proxy = ProxyEnv::from_env();
 
   for (const char* name : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"})
     if (std::string t = trim(env(name)); !t.empty()) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "hub/proxy.h"
 
 namespace kiln::hub {
 
@@ -20,6 +21,7 @@ struct HubSettings {
   std::string token;
   std::string token_source;  // "HF_TOKEN", the token file's path, or "" when there is none
   bool offline = false;      // HF_HUB_OFFLINE set to 1, ON, YES or TRUE: no network at all
+  ProxyEnv proxy;            // HTTPS_PROXY, HTTP_PROXY, NO_PROXY (and their lower-case forms)
 
   static Result<HubSettings> from_env();
 };

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -21,6 +22,7 @@
 #include "core/sha256.h"
 #include "hub/hf_cache.h"
 #include "hub/pull_progress.h"
+#include "hub/retry_after.h"
 #include "model/model_files.h"
 
 namespace kiln::hub {
@@ -57,11 +59,7 @@ bool retryable_status(int status) {
 }
 
 double retry_after_of(const HttpHead& h) {
-  const std::string v = h.header("retry-after");
-  if (v.empty() || v.size() > 10) return -1;
-  for (char c : v)
-    if (!std::isdigit(static_cast<unsigned char>(c))) return -1;  // HTTP dates are not honoured
-  return std::stod(v);
+  return retry_after_seconds(h.header("retry-after"), std::time(nullptr)).value_or(-1);
 }
 
 bool is_sha256(const std::string& s) {
@@ -98,7 +96,7 @@ uint64_t file_size_or_zero(const std::string& p) {
 class Puller {
  public:
   Puller(const HubSettings& s, const RepoRef& ref, const PullOptions& o)
-      : s_(s), ref_(ref), o_(o), cache_(s.cache_dir), http_(endpoint_origin(s.endpoint), s.token, o.http),
+      : s_(s), ref_(ref), o_(o), cache_(s.cache_dir), http_(endpoint_origin(s.endpoint), s.token, o.http, s.proxy),
         progress_(o.log, o.terminal, "pull " + ref.label()) {}
 
   Result<PullResult> run();
@@ -510,6 +508,14 @@ Result<PullResult> Puller::run() {
   progress_.start(static_cast<int>(meta.size() + shards.size()));
   KILN_RETURN_IF_ERROR(fetch_all(shards, o_.jobs));
   progress_.finish();
+  // Every file Kiln would fetch that this commit lacks gets huggingface_hub's .no_exist marker, so
+  // that neither Kiln nor transformers asks for it again.
+  std::vector<std::string> absent;
+  for (const std::string& name : optional_serving_files())
+    if (!info.files.count(name)) absent.push_back(name);
+  for (const char* name : {kSafetensorsIndex, kSingleSafetensors})
+    if (!info.files.count(name)) absent.push_back(name);
+  for (const std::string& name : absent) KILN_RETURN_IF_ERROR(cache_.mark_absent(ref_, commit_, name));
   KILN_RETURN_IF_ERROR(cache_.write_ref(ref_, commit_));
 
   PullResult r;
@@ -517,6 +523,7 @@ Result<PullResult> Puller::run() {
   r.snapshot_dir = cache_.snapshot_dir(ref_, commit_);
   for (const RemoteFile* f : meta) r.files.push_back(f->path);
   for (const RemoteFile* f : shards) r.files.push_back(f->path);
+  r.absent = absent;
   r.fetched = fetched_;
   r.fetched_bytes = fetched_bytes_;
   return r;

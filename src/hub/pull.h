@@ -34,6 +34,7 @@ struct PullResult {
   std::string commit;
   std::string snapshot_dir;
   std::vector<std::string> files;  // the snapshot's files this pull made sure of
+  std::vector<std::string> absent; // files Kiln reads when present that the commit lacks (.no_exist markers)
   int fetched = 0;                 // files whose bytes came over the network
   uint64_t fetched_bytes = 0;
 };

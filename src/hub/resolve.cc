@@ -46,7 +46,28 @@ Result<ResolvedModel> resolve_model(const std::string& spec, const HubSettings& 
     const std::string dir = cache.snapshot_dir(ref, *commit);
     ServableCheck check = check_servable(dir);
     if (check.missing.empty()) {
-      if (log) std::fprintf(log, "kiln: %s: commit %s from the Hugging Face cache (%s)\n", ref.label().c_str(), commit->c_str(), dir.c_str());
+      // Optional files: present, or known absent by a .no_exist marker; any other is unknown.
+      std::vector<std::string> unknown;
+      for (const std::string& f : optional_serving_files())
+        if (!fs::exists(dir + "/" + f, ec) && !cache.known_absent(ref, *commit, f)) unknown.push_back(f);
+      if (!unknown.empty() && !settings.offline && options.allow_download) {
+        // Asked of the Hub once, at the cached commit (a branch is not moved by this).
+        RepoRef at_commit = ref;
+        at_commit.revision = *commit;
+        PullOptions quick = options.pull;
+        quick.verify_cached = false;
+        if (log) std::fprintf(log, "kiln: %s: asking %s about %s (neither cached nor known to be absent)\n",
+                              ref.label().c_str(), settings.endpoint.c_str(), joined(unknown).c_str());
+        auto filled = pull_model(settings, at_commit, quick);
+        if (filled.ok()) return ResolvedModel{dir, ref.id(), *commit};
+        if (log) std::fprintf(log, "kiln: %s: %s\n", ref.label().c_str(), filled.status().message().c_str());
+      }
+      if (log) {
+        std::fprintf(log, "kiln: %s: commit %s from the Hugging Face cache (%s)\n", ref.label().c_str(), commit->c_str(), dir.c_str());
+        if (!unknown.empty())
+          std::fprintf(log, "kiln: %s: served without %s (not cached, not known to be absent)\n", ref.label().c_str(),
+                       joined(unknown).c_str());
+      }
       return ResolvedModel{dir, ref.id(), *commit};
     }
     missing = check.missing;

@@ -1,5 +1,6 @@
 #include "model/model_files.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -40,11 +41,16 @@ bool read_json_file(const fs::path& p, nlohmann::json& out, std::string& problem
 
 }  // namespace
 
+const std::vector<std::string>& optional_serving_files() {
+  static const std::vector<std::string> kNames = {"generation_config.json", "tokenizer_config.json",
+                                                  "special_tokens_map.json", "chat_template.jinja", "chat_template.json"};
+  return kNames;
+}
+
 bool is_serving_metadata_file(const std::string& name) {
-  static const std::set<std::string> kNames = {"config.json",          "generation_config.json", "tokenizer.json",
-                                               "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
-                                               "chat_template.json"};
-  return kNames.count(name) > 0;
+  const auto& optional = optional_serving_files();
+  return name == "config.json" || name == "tokenizer.json" ||
+         std::find(optional.begin(), optional.end(), name) != optional.end();
 }
 
 bool is_servable_architecture(const std::string& a) {

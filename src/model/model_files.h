@@ -12,6 +12,10 @@ namespace kiln {
 // tokenizer.json, tokenizer_config.json, special_tokens_map.json, chat_template.jinja,
 // chat_template.json.
 bool is_serving_metadata_file(const std::string& name);
+// The metadata files serving reads when present and does without otherwise (defaults, the
+// tokenizer's own template): generation_config.json, tokenizer_config.json,
+// special_tokens_map.json, chat_template.jinja, chat_template.json.
+const std::vector<std::string>& optional_serving_files();
 inline constexpr const char* kSafetensorsIndex = "model.safetensors.index.json";
 inline constexpr const char* kSingleSafetensors = "model.safetensors";
 

@@ -1,7 +1,8 @@
 // The kiln binary with a Hub name, against the mock Hub (its CDN over HTTPS): `kiln serve --model
 // ORG/NAME` fetches the tiny-chat model into a fresh Hugging Face cache and answers a chat
 // completion with it; `kiln model list` and `kiln model rm` see and remove it; HF_HUB_OFFLINE
-// refuses a name the cache lacks, naming it.
+// refuses a name the cache lacks, naming it; `kiln capabilities --model ORG/NAME` resolves it the
+// same way, through HTTP(S)_PROXY when set.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hub/hub_fixture.h"
+#include "hub/test_proxy.h"
 #include "run_command.h"
 #include "tokenizer/qwen3_dir.h"
 
@@ -40,7 +42,8 @@ class HubCli : public ::testing::Test {
       fs::copy_file(testing::qwen3_dir() + "/" + f, model + "/" + f);
     env_.hub->add_repo(testing::MockRepo::from_dir("org/tiny-chat", model));
     home_ = testing::temp_dir("home");
-    vars_ = "env -u HF_TOKEN -u HF_HOME -u HF_HUB_OFFLINE HOME=" + home_ + " XDG_CACHE_HOME=" + home_ +
+    vars_ = "env -u HF_TOKEN -u HF_HOME -u HF_HUB_OFFLINE -u https_proxy -u HTTPS_PROXY -u http_proxy -u HTTP_PROXY "
+            "-u no_proxy -u NO_PROXY HOME=" + home_ + " XDG_CACHE_HOME=" + home_ +
             "/xdg HF_HUB_CACHE=" + env_.cache + " HF_ENDPOINT=" + env_.hub->endpoint() +
             " SSL_CERT_FILE=" + env_.hub->ca_file();
   }
@@ -122,6 +125,23 @@ TEST_F(HubCli, PullListAndRemove) {
   CommandResult again = kiln(vars_, "model rm org/tiny-chat");
   EXPECT_NE(again.code, 0);
   EXPECT_NE(again.out.find("is not in the Hugging Face cache"), std::string::npos) << again.out;
+}
+
+TEST_F(HubCli, CapabilitiesTakesAHubNameAndPullsGoThroughTheProxy) {
+  auto proxy = testing::TestProxy::start();
+  ASSERT_NE(proxy, nullptr);
+  const std::string via = " HTTP_PROXY=" + proxy->url() + " https_proxy=" + proxy->url();
+  CommandResult r = kiln(vars_ + via, "capabilities --json --backend cpu --model org/tiny-chat");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"org/tiny-chat\""), std::string::npos) << r.out.substr(0, 2000);
+  EXPECT_TRUE(fs::exists(env_.cache + "/models--org--tiny-chat/refs/main"));
+  EXPECT_EQ(proxy->tunnels(), 1);  // the weights from the CDN, over TLS
+  EXPECT_GE(proxy->relayed(), 1);  // the Hub's API
+  // The same name from the cache, offline: no request at all.
+  env_.hub->clear_requests();
+  CommandResult offline = kiln(vars_ + " HF_HUB_OFFLINE=1", "capabilities --json --backend cpu --model org/tiny-chat");
+  ASSERT_EQ(offline.code, 0) << offline.out;
+  EXPECT_TRUE(env_.hub->requests().empty());
 }
 
 TEST_F(HubCli, OfflineRefusesANameTheCacheLacksAndHelpTellsTheRules) {

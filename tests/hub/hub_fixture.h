@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -30,6 +31,21 @@ inline void write_all(const std::string& path, const std::string& bytes) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   std::ofstream(path, std::ios::binary) << bytes;
 }
+
+// A FILE* whose text the test reads back.
+struct CapturedLog {
+  std::FILE* f = std::tmpfile();
+  ~CapturedLog() { std::fclose(f); }
+  std::string text() {
+    std::fflush(f);
+    std::rewind(f);
+    std::string s;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+    return s;
+  }
+};
 
 // The `tiny` checkpoint as the Hub holds a sharded model: config, tokenizer files, an index and
 // two shards; plus files serving does not need (other formats, a README, a stray safetensors

@@ -5,6 +5,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -119,7 +120,16 @@ struct MockHub::Impl {
     if (faults.throttle_requests <= 0) return true;
     --faults.throttle_requests;
     res.status = 429;
-    res.set_header("Retry-After", std::to_string(faults.retry_after_s));
+    if (faults.retry_after_date) {
+      const std::time_t when = std::time(nullptr) + faults.retry_after_s;
+      std::tm tm{};
+      gmtime_r(&when, &tm);
+      char date[64];
+      std::strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+      res.set_header("Retry-After", date);
+    } else {
+      res.set_header("Retry-After", std::to_string(faults.retry_after_s));
+    }
     res.set_content("slow down", "text/plain");
     return false;
   }

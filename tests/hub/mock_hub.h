@@ -5,7 +5,7 @@
 // (*.safetensors) as a 302 to the CDN with X-Linked-Etag = sha256 and X-Linked-Size), and a CDN on
 // a second port (HTTPS with a certificate made at start, or plain HTTP) that honours Range. Gated
 // repositories want a bearer token; faults can be injected: a dropped connection mid-file, a
-// corrupted body, 429 with Retry-After.
+// corrupted body, 429 with Retry-After (seconds or an HTTP-date).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +34,7 @@ struct MockFaults {
   int corrupt_transfers = 0;     // CDN transfers whose bytes carry one flipped bit
   int throttle_requests = 0;     // requests (any route) answered 429 with Retry-After
   int retry_after_s = 1;
+  bool retry_after_date = false; // Retry-After as an HTTP-date (IMF-fixdate), now + retry_after_s
 };
 
 struct MockRequest {

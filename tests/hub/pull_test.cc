@@ -20,6 +20,7 @@ namespace fs = std::filesystem;
 using testing::HubEnv;
 using testing::MockFaults;
 using testing::MockHub;
+using testing::CapturedLog;
 using testing::MockRepo;
 
 std::vector<std::string> snapshot_files(const std::string& dir) {
@@ -37,21 +38,6 @@ int count(const std::vector<testing::MockRequest>& log, const std::string& serve
     n += r.server == server && r.path.find(path_part) != std::string::npos && (range.empty() || r.range == range);
   return n;
 }
-
-// A FILE* whose text the test reads back.
-struct CapturedLog {
-  std::FILE* f = std::tmpfile();
-  ~CapturedLog() { std::fclose(f); }
-  std::string text() {
-    std::fflush(f);
-    std::rewind(f);
-    std::string s;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
-    return s;
-  }
-};
 
 TEST(HubPull, FetchesTheServingFilesIntoTheHuggingFaceLayout) {
   HubEnv env;
@@ -202,6 +188,46 @@ TEST(HubPull, ThrottlingIsWaitedOutAsRetryAfterSays) {
   o.max_retry_after_s = 0.2;
   ASSERT_TRUE(hub::pull_model(env.settings, hub::parse_repo_ref("org/tiny").value(), o).ok());
   EXPECT_NE(log2.text().find("trying again in 0.20 s"), std::string::npos) << log2.text();
+}
+
+TEST(HubPull, RetryAfterAsAnHttpDateIsWaitedOutWithinTheCap) {
+  HubEnv env;
+  env.hub->add_repo(testing::tiny_sharded_repo("org/tiny"));
+  // An hour ahead: the cap applies (the 0.05 s backoff would show were the date not read).
+  env.hub->set_faults({.throttle_requests = 1, .retry_after_s = 3600, .retry_after_date = true});
+  CapturedLog log;
+  hub::PullOptions o = env.options(log.f);
+  o.backoff_s = 0.05;
+  o.max_retry_after_s = 0.2;
+  ASSERT_TRUE(hub::pull_model(env.settings, hub::parse_repo_ref("org/tiny").value(), o).ok());
+  EXPECT_NE(log.text().find("trying again in 0.20 s"), std::string::npos) << log.text();
+  // A date already past: no wait at all.
+  env.hub->set_faults({.throttle_requests = 1, .retry_after_s = -3600, .retry_after_date = true});
+  CapturedLog past;
+  o.log = past.f;
+  env.hub->clear_requests();
+  ASSERT_TRUE(hub::pull_model(env.settings, hub::parse_repo_ref("org/tiny").value(), o).ok());
+  EXPECT_NE(past.text().find("trying again in 0.00 s"), std::string::npos) << past.text();
+  int throttled = 0;
+  for (const auto& q : env.hub->requests()) throttled += q.status == 429;
+  EXPECT_EQ(throttled, 1);
+}
+
+TEST(HubPull, MarksTheFilesTheCommitLacksAsHuggingFaceHubDoes) {
+  HubEnv env;
+  env.hub->add_repo(testing::tiny_sharded_repo("org/tiny"));
+  auto r = hub::pull_model(env.settings, hub::parse_repo_ref("org/tiny").value(), env.options());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  // tiny_sharded_repo has generation_config.json and tokenizer_config.json, and is sharded: the
+  // other optional files and the single-file weights are absent at this commit.
+  const std::vector<std::string> absent = {"chat_template.jinja", "chat_template.json", "model.safetensors",
+                                           "special_tokens_map.json"};
+  const std::string marks = env.cache + "/models--org--tiny/.no_exist/" + r->commit;
+  EXPECT_EQ(snapshot_files(marks), absent);
+  for (const std::string& f : absent) EXPECT_EQ(fs::file_size(marks + "/" + f), 0u) << f;
+  std::vector<std::string> reported = r->absent;
+  std::sort(reported.begin(), reported.end());
+  EXPECT_EQ(reported, absent);
 }
 
 TEST(HubPull, AGatedRepositoryWantsATokenAndTheLicence) {

@@ -124,6 +124,66 @@ TEST(HubResolve, FetchesANameTheCacheLacks) {
   EXPECT_TRUE(env.hub->requests().empty());
 }
 
+TEST(HubResolve, OfflineAMarkedOptionalFileIsKnownAbsentAndAnUnmarkedOneIsNamed) {
+  hub::HubSettings s;
+  s.cache_dir = testing::temp_dir("hf-cache");
+  s.offline = true;
+  s.endpoint = "http://127.0.0.1:9";
+  const std::string snap = write_hf_layout(s.cache_dir, "models--org--tiny", kCommit, tiny_files());
+  // huggingface_hub's marker: an empty file at .no_exist/<commit>/<file>.
+  for (const std::string& f : optional_serving_files())
+    if (f != "chat_template.jinja") testing::write_all(s.cache_dir + "/models--org--tiny/.no_exist/" + kCommit + "/" + f, "");
+  testing::CapturedLog log;
+  hub::ResolveOptions o = quiet();
+  o.pull.log = log.f;
+  auto m = hub::resolve_model("org/tiny", s, o);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->dir, snap);
+  const std::string text = log.text();
+  EXPECT_NE(text.find("served without chat_template.jinja (not cached, not known to be absent)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("generation_config.json"), std::string::npos) << text;
+
+  // Every optional file accounted for: nothing to say.
+  testing::write_all(s.cache_dir + "/models--org--tiny/.no_exist/" + kCommit + "/chat_template.jinja", "");
+  testing::CapturedLog quiet_log;
+  o.pull.log = quiet_log.f;
+  ASSERT_TRUE(hub::resolve_model("org/tiny", s, o).ok());
+  EXPECT_EQ(quiet_log.text().find("served without"), std::string::npos) << quiet_log.text();
+}
+
+TEST(HubResolve, AnUnaccountedOptionalFileIsAskedOnceAtTheCachedCommit) {
+  HubEnv env;
+  testing::MockRepo repo;
+  repo.id = "org/tiny";
+  repo.commit = kCommit;
+  repo.files = tiny_files();
+  repo.files["generation_config.json"] = R"({"eos_token_id":[7]})";
+  env.hub->add_repo(repo);
+  auto cached = tiny_files();  // as a model-only download leaves it: no generation config, no markers
+  const std::string snap = write_hf_layout(env.cache, "models--org--tiny", kCommit, cached);
+  auto m = hub::resolve_model("org/tiny", env.settings, quiet());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->dir, snap);
+  EXPECT_EQ(testing::read_all(snap + "/generation_config.json"), repo.files["generation_config.json"]);
+  for (const char* f : {"tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja", "chat_template.json",
+                        "model.safetensors.index.json"})
+    EXPECT_TRUE(fs::exists(env.cache + "/models--org--tiny/.no_exist/" + kCommit + "/" + f)) << f;
+  int at_commit = 0, cdn = 0, other = 0;
+  for (const auto& q : env.hub->requests()) {
+    if (q.server == "cdn") ++cdn;
+    else if (q.path.find(std::string("/revision/") + kCommit) != std::string::npos) ++at_commit;
+    else if (q.path.find("/revision/") != std::string::npos) ++other;
+  }
+  EXPECT_EQ(at_commit, 1);  // asked at the cached commit, never at the branch
+  EXPECT_EQ(other, 0);
+  EXPECT_EQ(cdn, 0);        // the cached weights are not fetched again
+  EXPECT_EQ(testing::read_all(env.cache + "/models--org--tiny/refs/main"), kCommit);
+
+  env.hub->clear_requests();
+  ASSERT_TRUE(hub::resolve_model("org/tiny", env.settings, quiet()).ok());
+  EXPECT_TRUE(env.hub->requests().empty());
+}
+
 TEST(HubCache, ListsAndRemovesRevisionsKeepingSharedBlobs) {
   const std::string cache = testing::temp_dir("hf-cache");
   auto files = tiny_files();
@@ -149,7 +209,11 @@ TEST(HubCache, ListsAndRemovesRevisionsKeepingSharedBlobs) {
     EXPECT_EQ(rev.refs, std::vector<std::string>{rev.commit == kCommit ? "main" : "v2"});
   }
 
+  testing::write_all(cache + "/models--org--tiny/.no_exist/" + kCommit + "/chat_template.jinja", "");
+  testing::write_all(cache + "/models--org--tiny/.no_exist/" + other + "/chat_template.jinja", "");
   const uint64_t freed = c.remove(hub::parse_repo_ref("org/tiny@v2").value()).value();
+  EXPECT_FALSE(fs::exists(cache + "/models--org--tiny/.no_exist/" + other));
+  EXPECT_TRUE(fs::exists(cache + "/models--org--tiny/.no_exist/" + std::string(kCommit) + "/chat_template.jinja"));
   EXPECT_EQ(freed, files["config.json"].size());
   EXPECT_TRUE(fs::exists(cache + "/models--org--tiny/snapshots/" + kCommit + "/model.safetensors"));
   EXPECT_TRUE(testing::read_all(cache + "/models--org--tiny/snapshots/" + std::string(kCommit) + "/model.safetensors") ==
