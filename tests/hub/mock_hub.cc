@@ -159,18 +159,26 @@ struct MockHub::Impl {
     return &it->second;
   }
 
+  // The repository of a route's first two matches at the revision of its third, or an error
+  // answer (find_repo's, or 404 RevisionNotFound).
+  const MockRepo* repo_at_revision(const httplib::Request& req, httplib::Response& res) {
+    const MockRepo* r = find_repo(req.matches[1].str() + "/" + req.matches[2].str(), req, res);
+    if (!r) return nullptr;
+    const std::string rev = req.matches[3];
+    if (rev != r->commit && std::find(r->refs.begin(), r->refs.end(), rev) == r->refs.end()) {
+      res.status = 404;
+      res.set_header("X-Error-Code", "RevisionNotFound");
+      return nullptr;
+    }
+    return r;
+  }
+
   void routes() {
     hub->Get(R"(/api/models/([^/]+)/([^/]+)/revision/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
       if (!admit(res)) return;
       std::lock_guard<std::mutex> lock(mu);
-      const MockRepo* r = find_repo(req.matches[1].str() + "/" + req.matches[2].str(), req, res);
+      const MockRepo* r = repo_at_revision(req, res);
       if (!r) return;
-      const std::string rev = req.matches[3];
-      if (rev != r->commit && std::find(r->refs.begin(), r->refs.end(), rev) == r->refs.end()) {
-        res.status = 404;
-        res.set_header("X-Error-Code", "RevisionNotFound");
-        return;
-      }
       nlohmann::json siblings = nlohmann::json::array();
       for (const auto& [path, data] : r->files) {
         nlohmann::json s = {{"rfilename", path}};
@@ -189,14 +197,8 @@ struct MockHub::Impl {
     hub->Get(R"(/api/models/([^/]+)/([^/]+)/tree/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
       if (!admit(res)) return;
       std::lock_guard<std::mutex> lock(mu);
-      const MockRepo* r = find_repo(req.matches[1].str() + "/" + req.matches[2].str(), req, res);
+      const MockRepo* r = repo_at_revision(req, res);
       if (!r) return;
-      const std::string rev = req.matches[3];
-      if (rev != r->commit && std::find(r->refs.begin(), r->refs.end(), rev) == r->refs.end()) {
-        res.status = 404;
-        res.set_header("X-Error-Code", "RevisionNotFound");
-        return;
-      }
       nlohmann::json entries = nlohmann::json::array();
       std::set<std::string> folders;
       for (const auto& [path, data] : r->files) {
@@ -213,14 +215,9 @@ struct MockHub::Impl {
     hub->Get(R"(/([^/]+)/([^/]+)/resolve/([^/]+)/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
       if (!admit(res)) return;
       std::lock_guard<std::mutex> lock(mu);
-      const MockRepo* r = find_repo(req.matches[1].str() + "/" + req.matches[2].str(), req, res);
+      const MockRepo* r = repo_at_revision(req, res);
       if (!r) return;
-      const std::string rev = req.matches[3], path = req.matches[4];
-      if (rev != r->commit && std::find(r->refs.begin(), r->refs.end(), rev) == r->refs.end()) {
-        res.status = 404;
-        res.set_header("X-Error-Code", "RevisionNotFound");
-        return;
-      }
+      const std::string path = req.matches[4];
       auto f = r->files.find(path);
       if (f == r->files.end()) {
         res.status = 404;
