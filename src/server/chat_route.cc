@@ -3,6 +3,7 @@
 #include "server/reasoning_parser.h"
 #include "server/route_support.h"
 #include "server/routes.h"
+#include "server/structured_output.h"
 
 namespace kiln {
 
@@ -71,15 +72,12 @@ void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Respo
     cr.gen.grammar_field = "tool_choice";
   }
   if (auto e = prepare_constraints(ctx, cr.gen, in)) return send_error(res, *e);
-  // The reasoning stays free: with the span open in the prompt, the constraint starts after it
-  // closes; where the template leaves opening it to the model and the request turns thinking on,
-  // the first token may open it (then the constraint starts after the close) or begin the output.
-  if (in.grammar && in.output.starts_in_reasoning) {
-    in.constraint_after = ctx.think_close_id;
-  } else if (in.grammar && ctx.think_open_id >= 0 && ctx.think_close_id >= 0 &&
-             cr.template_variables.value("enable_thinking", false)) {
-    in.constraint_after = ctx.think_close_id;
-    in.optional_reasoning_open = ctx.think_open_id;
+  if (in.grammar) {
+    const ConstraintStart start = constraint_start(in.output.starts_in_reasoning,
+                                                   cr.template_variables.value("enable_thinking", false),
+                                                   ctx.think_open_id, ctx.think_close_id);
+    in.constraint_after = start.after;
+    in.optional_reasoning_open = start.optional_open;
   }
   if (cr.thinking_budget) {
     if (ctx.think_close_id < 0)

@@ -156,12 +156,10 @@ RolloutSource make_rollout_source(const ServerContext& ctx, std::shared_ptr<cons
         r.private_key = key;
         if (s.grammar) {
           r.constraint = StructuredOutputs::constraint(s.grammar);
-          if (s.prompts[p].opens_reasoning) {
-            r.constraint_after = ctx.think_close_id;
-          } else if (s.enable_thinking && ctx.think_open_id >= 0 && ctx.think_close_id >= 0) {
-            r.constraint_after = ctx.think_close_id;
-            r.optional_reasoning_open = ctx.think_open_id;
-          }
+          const ConstraintStart start =
+              constraint_start(s.prompts[p].opens_reasoning, s.enable_thinking, ctx.think_open_id, ctx.think_close_id);
+          r.constraint_after = start.after;
+          r.optional_reasoning_open = start.optional_open;
         }
         specs.push_back(std::move(r));
       }

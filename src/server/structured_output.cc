@@ -49,4 +49,10 @@ std::optional<grammar::ToolCallSyntax> tool_call_syntax_of(std::string_view sour
   return std::nullopt;
 }
 
+ConstraintStart constraint_start(bool prompt_opens_reasoning, bool thinking, int32_t open_id, int32_t close_id) {
+  if (prompt_opens_reasoning) return {close_id, -1};
+  if (thinking && open_id >= 0 && close_id >= 0) return {close_id, open_id};
+  return {};
+}
+
 }  // namespace kiln

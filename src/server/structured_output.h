@@ -5,6 +5,7 @@
 // masks cover is built on the first request that asks for a grammar.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,6 +44,16 @@ class StructuredOutputs {
   mutable std::mutex mu_;
   std::unique_ptr<grammar::GrammarCache> cache_;
 };
+
+// Where a constrained output starts, so that the reasoning stays free (docs/grammar.md,
+// "Reasoning"): after the span's close (`open_id`/`close_id`: <think>, </think>, -1 when the
+// tokenizer lacks them) where the prompt leaves it open; where the model may open it itself and
+// thinking is on, from the first token unless that token opens the span; else from the first.
+struct ConstraintStart {
+  int32_t after = -1;          // RequestSpec::constraint_after
+  int32_t optional_open = -1;  // RequestSpec::optional_reasoning_open
+};
+ConstraintStart constraint_start(bool prompt_opens_reasoning, bool thinking, int32_t open_id, int32_t close_id);
 
 // The tool-call syntax a chat template writes (Qwen3.5's XML form where it writes "<function=",
 // else Qwen3's JSON form where it writes "<tool_call>"), or nullopt when it writes neither.
