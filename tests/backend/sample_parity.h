@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/registry.h"
 #include "backend/device_test_util.h"
 #include "backend/sampling_math.h"
 
@@ -249,6 +250,49 @@ inline void expect_sample_refusals_name_the_problem(Backend& be) {
   s = be.sampling().sample({dl, rows, dev_ids, lp});
   EXPECT_NE(s.message().find("'ids'"), std::string::npos) << s.to_string();
   EXPECT_TRUE(be.sampling().sample({dl, rows, ids, lp}).ok());
+}
+
+// Structured-output rows in the argmax: a row's mask leaves only some ids (a random eighth, plus
+// one id whose logit is -inf in a row of -inf elsewhere), unmasked rows beside them; the device
+// gives the CPU reference's ids, every masked id allowed, on device and host logits.
+inline void expect_masked_argmax_matches_cpu(Backend& dev) {
+  auto ref = create_backend("cpu").value();
+  const int64_t V = 248320, rows = 6;
+  const auto words = static_cast<size_t>((V + 31) / 32);
+  Tensor logits = random_tensor({rows, V}, 820);
+  float* l = logits.data<float>();
+  for (int64_t j = 0; j < V; ++j) l[4 * V + j] = -INFINITY;  // row 4: only -inf, one id allowed
+  std::vector<std::vector<uint32_t>> masks(rows);
+  std::vector<const uint32_t*> allowed(rows, nullptr);
+  std::mt19937_64 g(7);
+  for (int64_t r : {0, 2, 3, 4}) {
+    masks[r].assign(words, 0u);
+    for (int64_t j = 0; j < V; ++j)
+      if (r != 4 && (g() & 7) == 0) masks[r][j >> 5] |= 1u << (j & 31);
+    const int64_t must = (r * 104729) % V;
+    masks[r][must >> 5] |= 1u << (must & 31);
+    allowed[r] = masks[r].data();
+  }
+  Tensor want = Tensor::empty({rows}, DType::kI32), free_ids = Tensor::empty({rows}, DType::kI32);
+  ASSERT_TRUE(ref->sampling().argmax({logits, want, allowed}).ok());
+  ASSERT_TRUE(ref->sampling().argmax({logits, free_ids}).ok());
+  EXPECT_TRUE(dev.sampling().supports(describe(ArgmaxArgs{logits, want, allowed})).runs_natively());
+  Tensor dl = to_device(dev, logits), dids = dev.storage().allocate({rows}, DType::kI32).value();
+  ASSERT_TRUE(dev.sampling().argmax({dl, dids, allowed}).ok());
+  Tensor got = to_host(dev, dids), got_host = Tensor::empty({rows}, DType::kI32);
+  ASSERT_TRUE(dev.sampling().argmax({logits, got_host, allowed}).ok());
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t id = want.data<int32_t>()[r];
+    EXPECT_EQ(got.data<int32_t>()[r], id) << "row " << r;
+    EXPECT_EQ(got_host.data<int32_t>()[r], id) << "row " << r;
+    if (allowed[r]) {
+      EXPECT_TRUE((allowed[r][id >> 5] >> (id & 31)) & 1u) << "row " << r;
+    } else {
+      EXPECT_EQ(id, free_ids.data<int32_t>()[r]) << "row " << r;
+    }
+  }
+  EXPECT_EQ(want.data<int32_t>()[4], (4 * 104729) % V);
+  EXPECT_NE(want.data<int32_t>()[0], free_ids.data<int32_t>()[0]) << "the mask must matter in row 0";
 }
 
 }  // namespace kiln::testing

@@ -19,6 +19,7 @@
 #include "backend/cuda/kernels/gated_delta_rule.h"
 #include "backend/cuda/kernels/gdn_decode.h"
 #include "backend/cuda/tuning.h"
+#include "backend/sample_parity.h"
 
 namespace kiln {
 namespace {
@@ -980,45 +981,11 @@ TEST(CudaParity, ArgmaxOverManyRowsAndRepeatedCalls) {
   }
 }
 
-// Structured-output rows in the argmax: a row's mask leaves only some ids (a random eighth, plus
-// one id whose logit is -inf in a row of -inf elsewhere), unmasked rows beside them; the device
-// gives the CPU reference's ids, every masked id allowed, on device and host logits.
+// Structured-output rows in the argmax (sample_parity.h): the CPU reference's ids, every masked
+// id allowed, on device and host logits.
 TEST(CudaParity, MaskedArgmaxMatchesCpu) {
   KILN_CUDA_OR_SKIP(be);
-  auto ref = cpu();
-  const int64_t V = 248320, rows = 6;
-  const auto words = static_cast<size_t>((V + 31) / 32);
-  Tensor logits = random_tensor({rows, V}, 820);
-  float* l = logits.data<float>();
-  for (int64_t j = 0; j < V; ++j) l[4 * V + j] = -INFINITY;  // row 4: only -inf, one id allowed
-  std::vector<std::vector<uint32_t>> masks(rows);
-  std::vector<const uint32_t*> allowed(rows, nullptr);
-  std::mt19937_64 g(7);
-  for (int64_t r : {0, 2, 3, 4}) {
-    masks[r].assign(words, 0u);
-    for (int64_t j = 0; j < V; ++j)
-      if (r != 4 && (g() & 7) == 0) masks[r][j >> 5] |= 1u << (j & 31);
-    const int64_t must = (r * 104729) % V;
-    masks[r][must >> 5] |= 1u << (must & 31);
-    allowed[r] = masks[r].data();
-  }
-  Tensor want = Tensor::empty({rows}, DType::kI32), free_ids = Tensor::empty({rows}, DType::kI32);
-  ASSERT_TRUE(ref->sampling().argmax({logits, want, allowed}).ok());
-  ASSERT_TRUE(ref->sampling().argmax({logits, free_ids}).ok());
-  EXPECT_TRUE(be->sampling().supports(describe(ArgmaxArgs{logits, want, allowed})).runs_natively());
-  Tensor dl = to_device(*be, logits), dids = be->storage().allocate({rows}, DType::kI32).value();
-  ASSERT_TRUE(be->sampling().argmax({dl, dids, allowed}).ok());
-  Tensor got = to_host(*be, dids), got_host = Tensor::empty({rows}, DType::kI32);
-  ASSERT_TRUE(be->sampling().argmax({logits, got_host, allowed}).ok());
-  for (int64_t r = 0; r < rows; ++r) {
-    const int32_t id = want.data<int32_t>()[r];
-    EXPECT_EQ(got.data<int32_t>()[r], id) << "row " << r;
-    EXPECT_EQ(got_host.data<int32_t>()[r], id) << "row " << r;
-    if (allowed[r]) EXPECT_TRUE((allowed[r][id >> 5] >> (id & 31)) & 1u) << "row " << r;
-    else EXPECT_EQ(id, free_ids.data<int32_t>()[r]) << "row " << r;
-  }
-  EXPECT_EQ(want.data<int32_t>()[4], (4 * 104729) % V);
-  EXPECT_NE(want.data<int32_t>()[0], free_ids.data<int32_t>()[0]) << "the mask must matter in row 0";
+  testing::expect_masked_argmax_matches_cpu(*be);
 }
 
 TEST(CudaParity, StorageRoundTripAndZeroedAllocations) {

@@ -2,7 +2,8 @@
 // engine's tokens, and once every stream decodes, no step asks the driver for memory; a request
 // whose prompt the prefix cache holds gives the tokens of the same request computed from scratch;
 // rows drawn at temperature > 0 are sampled on the device as the CPU draws them; structured-output
-// rows, whose masks this backend's `sample` declines, take the fallback policy's counted host path.
+// rows are sampled on the device too, and where a backend declines them (a test backend over this
+// one), they take the fallback policy's counted host path and give the same tokens.
 #include <gtest/gtest.h>
 
 #include "backend/fallback.h"
@@ -10,6 +11,7 @@
 #include "backend/vulkan/vulkan_backend.h"
 #include "backend/vulkan/vulkan_test_util.h"
 #include "engine/engine.h"
+#include "forwarding_backend.h"
 #include "model/qwen35.h"
 
 namespace kiln {
@@ -62,8 +64,9 @@ EngineRun run_engine(Backend& be, const std::vector<std::vector<RequestSpec>>& g
       EXPECT_TRUE(r.ok()) << r.status().to_string();
       if (!r.ok()) return run;
       // After a few cycles of decode alone, the pools hold everything a step needs.
-      if (r->prefill_rows == 0 && ++decode_only == 4 && be.identity().name == "vulkan")
-        run.allocations_once_decoding = vulkan_backend_stats(be).value().memory.driver_allocations;
+      if (r->prefill_rows == 0 && ++decode_only == 4) {
+        if (auto stats = vulkan_backend_stats(be); stats.ok()) run.allocations_once_decoding = stats->memory.driver_allocations;
+      }
     }
     for (Submission& sub : subs) {
       std::vector<int32_t> toks;
@@ -74,7 +77,7 @@ EngineRun run_engine(Backend& be, const std::vector<std::vector<RequestSpec>>& g
       run.tokens.push_back(toks);
     }
   }
-  if (be.identity().name == "vulkan") run.allocations_at_end = vulkan_backend_stats(be).value().memory.driver_allocations;
+  if (auto stats = vulkan_backend_stats(be); stats.ok()) run.allocations_at_end = stats->memory.driver_allocations;
   run.stats = (*engine)->stats();
   return run;
 }
@@ -134,11 +137,39 @@ TEST(VulkanEngine, DrawnRowsSampleOnTheDeviceAsTheCpuDraws) {
   EXPECT_EQ(counters.count("vulkan", 1), before);
 }
 
-// Structured-output rows (a token mask; a logit bias) beside a free drawn row: Vulkan's `sample`
-// declines masks and biases, so each step with such rows goes through the backend's fallback
-// policy (a host round trip, counted once a step) and the rows are sampled on the host; every
-// stream still gives the CPU engine's tokens.
-TEST(VulkanEngine, ConstrainedRowsTakeTheCountedHostPathAndEqualTheCpu) {
+// A sampling facet that declines every structured-output request and forwards the rest: what a
+// backend without masks and biases in its sampler answers.
+class DecliningConstrainedSampling final : public SamplingFacet {
+ public:
+  explicit DecliningConstrainedSampling(SamplingFacet& inner) : inner_(inner) {}
+  Support supports(const SampleRequest& r) const override {
+    return r.constrained ? Support::host_fallback("this test backend applies no masks or biases")
+                         : inner_.supports(r);
+  }
+  Status argmax(const ArgmaxArgs& a) override { return inner_.argmax(a); }
+  Status sample(const SampleArgs& a) override { return inner_.sample(a); }
+
+ private:
+  SamplingFacet& inner_;
+};
+
+class DecliningVulkan final : public testing::ForwardingBackend {
+ public:
+  explicit DecliningVulkan(std::unique_ptr<Backend> vulkan)
+      : ForwardingBackend(std::move(vulkan)), sampling_(inner().sampling()) {}
+  SamplingFacet& sampling() override { return sampling_; }
+
+ private:
+  DecliningConstrainedSampling sampling_;
+};
+
+// Structured-output rows (a greedy row under a token mask; a drawn row with a logit bias) beside a
+// free drawn row. On Vulkan the masks and biases go up with the step's sampling parameters and no
+// step takes a host round trip. On a backend that declines them (the same device behind a
+// sampler that refuses constrained requests), each step with such rows goes through the fallback
+// policy: one counted host round trip a step, the rows sampled on the host. Both give the CPU
+// engine's tokens.
+TEST(VulkanEngine, ConstrainedRowsOnTheDeviceOrTheCountedHostPathEqualTheCpu) {
   KILN_VULKAN_OR_SKIP(be);
   auto cpu = std::move(create_backend("cpu").value());
   auto specs = [] {
@@ -154,15 +185,23 @@ TEST(VulkanEngine, ConstrainedRowsTakeTheCountedHostPathAndEqualTheCpu) {
     return s;
   };
   FallbackCounters& counters = FallbackCounters::global();
-  const uint64_t before = counters.count("vulkan", 1);
-  EngineRun v = run_engine(*be, {specs()}, false);
-  const uint64_t trips = counters.count("vulkan", 1) - before;
-  EngineRun c = run_engine(*cpu, {specs()}, false);
-  ASSERT_EQ(v.tokens.size(), 3u);
-  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(v.tokens[i], c.tokens[i]) << "stream " << i;
-  EXPECT_EQ(v.tokens[1].size(), 10u);
+  const EngineRun c = run_engine(*cpu, {specs()}, false);
+  uint64_t before = counters.count("vulkan", 1);
+  const EngineRun v = run_engine(*be, {specs()}, false);
+  EXPECT_EQ(counters.count("vulkan", 1), before) << "native masks and biases take no host round trip";
+  DecliningVulkan declining(std::move(be));
+  before = counters.count("vulkan", 1);
+  const EngineRun d = run_engine(declining, {specs()}, false);
   // The three prompts prefill in one step; from there every step samples the biased row.
-  EXPECT_EQ(trips, 10u);
+  EXPECT_EQ(counters.count("vulkan", 1) - before, 10u);
+  ASSERT_EQ(c.tokens.size(), 3u);
+  ASSERT_EQ(v.tokens.size(), 3u);
+  ASSERT_EQ(d.tokens.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(v.tokens[i], c.tokens[i]) << "stream " << i << " on the device";
+    EXPECT_EQ(d.tokens[i], c.tokens[i]) << "stream " << i << " through the host fallback";
+  }
+  EXPECT_EQ(c.tokens[1].size(), 10u);
 }
 
 }  // namespace

@@ -65,6 +65,35 @@ TEST(VulkanSample, MatchesCpuOnMixedRows) {
 }
 
 // Logits rows with a stride (a view of a wider tensor) are sampled like contiguous ones.
+// Structured-output rows (token masks, logit biases, both) among free ones, at the model's
+// vocabulary and a small one: the masks and biases go up with the parameters and give the CPU
+// reference's tokens; a masked row's token is always allowed.
+TEST(VulkanSample, MaskedAndBiasedRowsMatchCpu) {
+  KILN_VULKAN_OR_SKIP(be);
+  auto ref = cpu();
+  std::mt19937_64 g(4321);
+  for (int64_t V : {int64_t{248320}, int64_t{1000}}) {
+    testing::MixedSampleCase c = testing::mixed_sample_case(V > 100000 ? 24 : 192, V, g);
+    testing::SampleConstraints k;
+    testing::constrain_sample_rows(c.rows, c.logits, k, g);
+    ASSERT_TRUE(be->sampling().supports(describe(SampleArgs{c.logits, c.rows, Tensor(), Tensor()})).runs_natively());
+    const SampleOutcome want = run_sample(*ref, c.logits, c.rows);
+    const SampleOutcome got = run_sample(*be, to_device(*be, c.logits), c.rows);
+    expect_match(got, want, c.logits, c.rows, "constrained V=" + std::to_string(V));
+    for (size_t r = 0; r < c.rows.size(); ++r)
+      if (!k.masks[r].empty()) {
+        EXPECT_TRUE((k.masks[r][got.ids[r] >> 5] >> (got.ids[r] & 31)) & 1u) << "row " << r << " token " << got.ids[r];
+      }
+  }
+}
+
+// Structured-output rows in the argmax (sample_parity.h): the CPU reference's ids, every masked
+// id allowed, on device and host logits.
+TEST(VulkanSample, MaskedArgmaxMatchesCpu) {
+  KILN_VULKAN_OR_SKIP(be);
+  testing::expect_masked_argmax_matches_cpu(*be);
+}
+
 TEST(VulkanSample, StridedRowsEqualContiguousOnes) {
   KILN_VULKAN_OR_SKIP(be);
   auto ref = cpu();

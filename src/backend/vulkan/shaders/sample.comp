@@ -1,7 +1,8 @@
 #version 450
 // Each row's token drawn on the device, by the transforms of backend/sampling_math.h in their
-// order: repetition, presence and frequency penalties (the host sends each row's distinct
-// penalised tokens), temperature, top-k, softmax, min-p, top-p, then the token whose interval of
+// order: a structured-output row's logit biases and token mask (apply_bias_and_mask), repetition,
+// presence and frequency penalties (the host sends each row's distinct penalised tokens, biased
+// ids and mask words), temperature, top-k, softmax, min-p, top-p, then the token whose interval of
 // cumulative probability (in index order) holds u; a greedy row (temperature 0) takes the first
 // largest logit. Then the token's logprob under the final distribution and the row's most likely
 // alternatives (ties: lower id first; tokens the cuts removed, probability 0, come after every
@@ -24,10 +25,11 @@ const uint N = 256u;
 layout(local_size_x = 256) in;
 
 // One row's request (48 bytes, std430; vulkan/sampling.cc's SampleRowParams).
+// `mask`: the first of the row's mask words in Masks, NONE for every id allowed.
 struct Row {
   float u, temperature, top_p, min_p, repetition_penalty;
   int top_k, top_n;
-  uint pen_offset, pen_count, pad0, pad1, pad2;
+  uint pen_offset, pen_count, mask, bias_offset, bias_count;
 };
 // A penalised token of a row: repeat != 0 applies the repetition penalty; then minus `sub`
 // (presence + frequency * count, rounded once on the host as the reference rounds it).
@@ -39,10 +41,17 @@ struct Pen {
 };
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Rows { Row r[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Pens { Pen e[]; };
+// A biased id of a row and its bias (distinct ids).
+struct Bias {
+  int token;
+  float value;
+};
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer Biases { Bias e[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Masks { uint w[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Work { float v[]; };
 
 layout(push_constant) uniform P {
-  uint64_t logits, work, rows, pens, ids, logprobs, top_ids, top_logprobs;
+  uint64_t logits, work, rows, pens, biases, masks, ids, logprobs, top_ids, top_logprobs;
   uint vocab, stride, top_stride, row0;
 } p;
 
@@ -62,8 +71,8 @@ shared uint cand_n;
 
 uint lid;
 uint row;       // the row in `logits`
-uint64_t wrow;  // this row's working logits (penalised rows only)
-bool penalised;
+uint64_t wrow;  // this row's working logits (worked rows only)
+bool worked;    // penalised or constrained: the transforms before temperature are in wrow
 float inv_t;    // divide by the temperature (1 for a greedy row)
 float temperature;
 
@@ -76,7 +85,7 @@ float keyf(uint k) { return uintBitsToFloat((k & 0x80000000u) != 0u ? (k & 0x7ff
 
 // The logit after penalties and temperature.
 float w(uint j) {
-  if (penalised) return Work(wrow).v[j];
+  if (worked) return Work(wrow).v[j];
   const float l = F32(p.logits).v[row * p.stride + j];
   return temperature > 0.0 ? l / temperature : l;
 }
@@ -180,27 +189,39 @@ void main() {
   const uint lo = min(V, lid * chunk), hi = min(V, lo + chunk);
   temperature = q.temperature;
   const bool greedy = q.temperature == 0.0;
-  penalised = q.pen_count > 0u;
+  const bool masked = q.mask != NONE;
+  worked = q.pen_count > 0u || masked || q.bias_count > 0u;
   wrow = p.work + uint64_t(row) * uint64_t(V) * 4ul;
 
-  // Penalties: the working row is the logits over the temperature, with each penalised token
-  // replaced by its penalised logit over the temperature.
-  if (penalised) {
+  // The working row, in the reference's order: each biased id's logit plus its bias, every id the
+  // mask disallows at -inf, then each penalised token's penalties, then over the temperature.
+  if (worked) {
     for (uint j = lid; j < V; j += N) {
-      const float l = F32(p.logits).v[row * p.stride + j];
-      Work(wrow).v[j] = greedy ? l : l / q.temperature;
+      const bool allowed = !masked || ((Masks(p.masks).w[q.mask + (j >> 5)] >> (j & 31u)) & 1u) != 0u;
+      Work(wrow).v[j] = allowed ? F32(p.logits).v[row * p.stride + j] : NEG_INF;
+    }
+    memoryBarrierBuffer();
+    barrier();
+    for (uint i = lid; i < q.bias_count; i += N) {
+      const Bias b = Biases(p.biases).e[q.bias_offset + i];
+      const uint j = uint(b.token);
+      if (Work(wrow).v[j] > NEG_INF) Work(wrow).v[j] = F32(p.logits).v[row * p.stride + j] + b.value;
     }
     memoryBarrierBuffer();
     barrier();
     for (uint i = lid; i < q.pen_count; i += N) {
       const Pen e = Pens(p.pens).e[q.pen_offset + i];
-      float l = F32(p.logits).v[row * p.stride + uint(e.token)];
+      float l = Work(wrow).v[uint(e.token)];
       if (e.repeat != 0u) l = l > 0.0 ? l / q.repetition_penalty : l * q.repetition_penalty;
-      l -= e.sub;
-      Work(wrow).v[uint(e.token)] = greedy ? l : l / q.temperature;
+      Work(wrow).v[uint(e.token)] = l - e.sub;
     }
     memoryBarrierBuffer();
     barrier();
+    if (!greedy) {
+      for (uint j = lid; j < V; j += N) Work(wrow).v[j] = Work(wrow).v[j] / q.temperature;
+      memoryBarrierBuffer();
+      barrier();
+    }
   }
 
   // The largest logit (the first of equals: the greedy token).
