@@ -50,6 +50,8 @@ constexpr NativeSwitch kSwitches[] = {
     {"vulkan", "KILN_VULKAN_VALIDATION=1",
      "the Khronos validation layer checks every call; not audited, since the layer is a separate install", ""},
     {"vulkan", "KILN_VULKAN_PROFILE=1", "each command's device time, printed when the backend goes away", "1"},
+    {"vulkan", "KILN_VULKAN_TILED_PREFILL=0",
+     "prefill attention takes a workgroup a query token (attention.comp) instead of a tile of tokens", "0"},
 };
 
 }  // namespace

@@ -1,7 +1,9 @@
 // Partial rotary embedding, paged K/V writes and causal GQA attention with the fused output gate
-// (shaders/rope.comp, kv_write.comp, attention.comp and attention_combine.comp), all f32 over an
-// f32 K/V cache.
+// (shaders/rope.comp, kv_write.comp, attention.comp, attention_tiled.comp and
+// attention_combine.comp), all f32 over an f32 K/V cache.
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "backend/batch_layout.h"
@@ -41,7 +43,24 @@ int64_t heads_per_workgroup(int64_t group) {
   return 1;
 }
 
+// attention_tiled.comp: its invocations, and the query rows (tokens x heads) a tile aims for.
+constexpr int64_t kTiledInvocations = 256;
+constexpr int64_t kTiledRows[] = {32, 16, 8};
+constexpr int64_t kTiledKeys[] = {32, 16, 8};
+// Prefill rows shorter than this keep attention.comp (a tile of one token wastes most of it).
+constexpr int64_t kTiledMinTokens = 8;
+
+// attention_tiled.comp's shared memory for M query rows, BK keys a step and D4 vec4s a row.
+int64_t tiled_shared_bytes(int64_t M, int64_t BK, int64_t D4) {
+  return (M + BK) * (D4 + 1) * 16 + M * BK * 4 + M * 8 + BK * 4;
+}
+
 }  // namespace
+
+Attention::Attention(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {
+  const char* v = std::getenv("KILN_VULKAN_TILED_PREFILL");
+  tiled_prefill_ = v == nullptr || std::strcmp(v, "0") != 0;
+}
 
 Support Attention::supports(const RopeRequest& r) const {
   if (r.rotary_dim <= 0 || r.rotary_dim % 2 != 0 || r.rotary_dim > r.head_dim)
@@ -139,6 +158,8 @@ Status Attention::attend(const AttentionArgs& a) {
   if (tokens == 0) return {};
   // Rows whose history is shorter than their new tokens are not checked here (the kv_lens live on
   // the device); their first tokens see no key and get zeros.
+  KILN_ASSIGN_OR_RETURN(const bool tiled, attend_tiled(a));
+  if (tiled) return {};
   const int64_t group = q_heads / kv_heads, G = heads_per_workgroup(group);
   const int64_t groups = tokens * kv_heads * (group / G);
 
@@ -190,6 +211,65 @@ Status Attention::attend(const AttentionArgs& a) {
       p.g_stride1,      u32(a.out.stride(0)),  u32(a.out.stride(1))};
   // The scratch goes back to the pool on return: later work that reuses it is ordered after these.
   return ctx_->dispatch("attention_combine", c, ctx_->grid(static_cast<uint64_t>(tokens * q_heads)));
+}
+
+Result<bool> Attention::attend_tiled(const AttentionArgs& a) {
+  const BatchLayout& l = *a.layout;
+  const int64_t q_heads = a.q.dim(1), D4 = a.q.dim(2) / 4;
+  const int64_t kv_heads = a.k_cache.dim(2), group = q_heads / kv_heads, G = heads_per_workgroup(group);
+  if (!tiled_prefill_ || l.phase != Phase::kPrefill || l.host_cu_seqlens.size() != static_cast<size_t>(l.rows + 1) ||
+      l.max_q_len < kTiledMinTokens || kTiledInvocations % D4 != 0)
+    return false;
+  // vec4 reads and writes: 16-byte aligned rows and heads.
+  for (const Tensor* t : {&a.q, &a.gate, &a.out})
+    if (t->defined() && (address(*t) % 16 != 0 || t->stride(0) % 4 != 0 || t->stride(1) % 4 != 0 || t->stride(2) != 1))
+      return false;
+  // The most query rows a tile, then the most keys a step, that the device's shared memory holds.
+  int64_t M = 0, BK = 0;
+  for (int64_t m : kTiledRows) {
+    for (int64_t bk : kTiledKeys)
+      if (m >= G && tiled_shared_bytes(m, bk, D4) <= ctx_->info().shared_memory_bytes) {
+        M = m;
+        BK = bk;
+        break;
+      }
+    if (M > 0) break;
+  }
+  if (M == 0) return false;
+  const int64_t BQ = M / G;
+
+  // The tiles: (row, first token, tokens, the row's end), BQ tokens of one row each.
+  std::vector<uint32_t> tiles;
+  for (int64_t r = 0; r < l.rows; ++r) {
+    const int32_t begin = l.host_cu_seqlens[r], end = l.host_cu_seqlens[r + 1];
+    for (int32_t t = begin; t < end; t += static_cast<int32_t>(BQ))
+      tiles.insert(tiles.end(), {u32(r), u32(t), u32(std::min<int64_t>(BQ, end - t)), u32(end)});
+  }
+  const int64_t n_tiles = static_cast<int64_t>(tiles.size() / 4);
+  if (n_tiles == 0) return true;
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<kiln::Storage> s, ctx_->memory().allocate(tiles.size() * 4, ctx_));
+  Tensor tile_t(std::move(s), DType::kI32, {static_cast<int64_t>(tiles.size())});
+  KILN_RETURN_IF_ERROR(ctx_->upload(tiles.data(), locate(tile_t), tiles.size() * 4));
+
+  struct {
+    uint64_t q, gate, out, k_cache, v_cache, tiles, kv_lens, block_tables;
+    uint32_t n_tiles, q_heads, kv_heads, block_size, max_blocks, cache_blocks;
+    uint32_t q_stride0, q_stride1, g_stride0, g_stride1, o_stride0, o_stride1;
+    float scale;
+  } p{address(a.q),          address(a.gate),       address(a.out),         address(a.k_cache),
+      address(a.v_cache),    address(tile_t),       address(l.kv_lens),     address(l.block_tables),
+      u32(n_tiles),          u32(q_heads),          u32(kv_heads),          u32(a.k_cache.dim(1)),
+      u32(l.block_tables.dim(1)), u32(a.k_cache.dim(0)), u32(a.q.stride(0)), u32(a.q.stride(1)),
+      0,                     0,                     u32(a.out.stride(0)),   u32(a.out.stride(1)),
+      a.scale};
+  if (a.gate.defined()) {
+    p.g_stride0 = u32(a.gate.stride(0));
+    p.g_stride1 = u32(a.gate.stride(1));
+  }
+  const std::array<uint32_t, 4> spec{u32(G), u32(D4), u32(BQ), u32(BK)};
+  // The tile list goes back to the pool on return: later work that reuses it is ordered after this.
+  KILN_RETURN_IF_ERROR(ctx_->dispatch("attention_tiled", p, ctx_->grid(static_cast<uint64_t>(n_tiles * kv_heads * (group / G))), spec));
+  return true;
 }
 
 }  // namespace kiln::vulkan

@@ -62,14 +62,18 @@ class Norm final : public NormFacet {
 
 class Attention final : public AttentionFacet {
  public:
-  explicit Attention(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  explicit Attention(std::shared_ptr<Context> ctx);
   KILN_ATTENTION_OVERRIDES
 
  private:
   // Rope's inverse frequencies on the device, made once per (theta, rotary_dim).
   Result<Tensor> inv_freq(float theta, int64_t rotary_dim);
+  // Prefill attention over query tiles (attention_tiled.comp); false where the call does not
+  // suit it (then attention.comp runs).
+  Result<bool> attend_tiled(const AttentionArgs& a);
 
   std::shared_ptr<Context> ctx_;
+  bool tiled_prefill_ = true;  // KILN_VULKAN_TILED_PREFILL=0 turns it off
   std::mutex mu_;
   std::map<std::pair<float, int64_t>, Tensor> inv_freq_;
 };

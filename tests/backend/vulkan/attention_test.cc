@@ -108,7 +108,8 @@ int64_t total_tokens(const Rows& r) { return std::accumulate(r.n.begin(), r.n.en
 
 // Writes the new tokens' K/V (strided views of one [tokens, k | v] tensor) into random caches on
 // both backends, checks the device caches bit-equal, then attends with q and gate interleaved per
-// head and compares the output.
+// head and compares the output. Prefill rows of 8 tokens or more with head_dim 4..256 a power of
+// two run attention_tiled.comp; the others attention.comp.
 TEST(VulkanAttention, KvWriteAndAttendEqualCpu) {
   KILN_VULKAN_OR_SKIP(be);
   auto ref = cpu();
@@ -128,6 +129,7 @@ TEST(VulkanAttention, KvWriteAndAttendEqualCpu) {
       {"mixed, MHA, d 48", {{5, 0, 64}, {1, 20, 3}}, 3, 3, 48, true},
       {"GQA 8 (two workgroups a K/V head), d 32", {{10, 0}, {2, 9}}, 16, 2, 32, true},
       {"prefill, blocks of 48, GQA 4, d 64", {{0, 50}, {100, 30}}, 8, 2, 64, true, 48},
+      {"prefill, MHA (tiles of 32 tokens), d 64", {{3, 0}, {75, 9}}, 2, 2, 64, true},
       {"decode, blocks of 48 (split keys), d 32", {{0, 70, 1300}, {1, 1, 1}}, 4, 1, 32, true, 48},
       {"prefill, GQA 3, d 20, blocks of 3", {{7, 0}, {5, 11}}, 6, 2, 20, true, 3},
       {"decode, GQA 6 (3 heads a workgroup), d 132, blocks of 16", {{300, 40}, {1, 1}}, 6, 1, 132, false, 16},

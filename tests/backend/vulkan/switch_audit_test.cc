@@ -1,5 +1,6 @@
-// The switch audit on Vulkan (switch_audit.h): KILN_VULKAN_DEVICE and KILN_VULKAN_PROFILE, each set
-// alone, leave every natively run request native and serving free of host fallbacks.
+// The switch audit on Vulkan (switch_audit.h): KILN_VULKAN_DEVICE, KILN_VULKAN_PROFILE and
+// KILN_VULKAN_TILED_PREFILL, each set alone, leave every natively run request native and serving
+// free of host fallbacks.
 #include "backend/switch_audit.h"
 #include "backend/vulkan/vulkan_test_util.h"
 
@@ -9,7 +10,7 @@ namespace {
 TEST(VulkanSwitches, NoneTurnsANativeOpIntoAHostFallback) {
   KILN_VULKAN_OR_SKIP(be);
   be.reset();  // each run opens the device itself
-  EXPECT_EQ(testing::audit_native_switches("vulkan"), 2);
+  EXPECT_EQ(testing::audit_native_switches("vulkan"), 3);
 }
 
 }  // namespace
