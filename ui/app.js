@@ -118,6 +118,8 @@ const fmt = {
     return h ? `${h}h ${m}m ${sec}s` : m ? `${m}m ${sec}s` : `${s.toFixed(1)} s`;
   },
   pct(v) { return v === null || v === undefined ? "-" : `${(100 * v).toFixed(1)}%`; },
+  // A Wilson interval {low, high} as " [low%, high%]"; "" without one.
+  interval(w) { return w ? ` [${fmt.pct(w.low)}, ${fmt.pct(w.high)}]` : ""; },
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -278,7 +280,7 @@ async function showProvenance(name) {
     if (r.post_eval) {
       const pe = r.post_eval;
       items.push(["eval", `${pe.suite}: ${pe.passed}/${pe.total} = ${fmt.pct(pe.accuracy)}` +
-        (pe.wilson ? ` [${fmt.pct(pe.wilson.low)}, ${fmt.pct(pe.wilson.high)}]` : "") +
+        fmt.interval(pe.wilson) +
         (pe.auto_load_skipped ? ` (not auto-loaded: ${pe.reason})` : "")]);
     } else {
       items.push(["eval", "no post-training eval recorded"]);
@@ -350,10 +352,12 @@ const CHARTS = [
   { key: "grad_norm", title: "gradient norm (before clipping)", curve: "grad_norm_curve", always: true },
 ];
 const SVG_NS = "http://www.w3.org/2000/svg";
-function svgEl(tag, attrs, text) {
+// An SVG element; `content` is its text or a child element.
+function svgEl(tag, attrs, content) {
   const e = document.createElementNS(SVG_NS, tag);
   for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-  if (text !== undefined) e.textContent = text;
+  if (content instanceof Node) e.append(content);
+  else if (content !== undefined) e.textContent = content;
   return e;
 }
 $("#train-charts").replaceChildren(...CHARTS.map((c) => el("figure", { "data-curve": c.key },
@@ -414,7 +418,7 @@ function drawAdapterEvals(j) {
   const note = (text) => [el("tr", {}, el("td", { colspan: 6, className: "muted" }, text))];
   const passed = (s) => (s && s.total !== undefined ? `${s.passed}/${s.total}` : "-");
   const acc = (s) => (s && s.accuracy !== null && s.accuracy !== undefined
-    ? fmt.pct(s.accuracy) + (s.wilson ? ` [${fmt.pct(s.wilson.low)}, ${fmt.pct(s.wilson.high)}]` : "") : "-");
+    ? fmt.pct(s.accuracy) + fmt.interval(s.wilson) : "-");
   let rows;
   if (!name) rows = note(j.finished_at ? "the job published no adapter" : "the adapter is published when the job completes");
   else {
@@ -655,7 +659,7 @@ async function refreshEvalJob(id) {
   const st = $("#eval-detail-state");
   st.textContent = j.state;
   st.dataset.state = j.state;
-  const interval = (w) => (w ? ` [${fmt.pct(w.low)}, ${fmt.pct(w.high)}] (95% Wilson)` : "");
+  const interval = (w) => (w ? `${fmt.interval(w)} (95% Wilson)` : "");
   const prog = j.progress ? `${j.progress.done}/${j.progress.total} done. ` : "";
   const head = $("#eval-outcomes thead"), body = $("#eval-outcomes tbody");
   const toggle = (i) => () => { evals.open.has(i) ? evals.open.delete(i) : evals.open.add(i); refreshEvalJob(id); };

@@ -48,10 +48,11 @@ async function waitForPolls(p, n) {
   await p.waitForFunction((k) => Number((/poll (\d+)/.exec(document.querySelector("#status-updated").textContent) || [0, 0])[1]) >= k, n);
 }
 
-// What a chart plots: its dots' step, value (data-value) and height, in step order.
+// What a chart plots: its dots' step, value (data-value), height and tooltip, in step order.
 async function chartPoints(key) {
   return page.$$eval(`#train-charts svg[data-curve="${key}"] circle.point`, (cs) => cs.map((c) => ({
-    step: Number(c.dataset.step), value: Number(c.dataset.value), y: Number(c.getAttribute("cy")) })));
+    step: Number(c.dataset.step), value: Number(c.dataset.value), y: Number(c.getAttribute("cy")),
+    tooltip: c.querySelector("title") ? c.querySelector("title").textContent : null })));
 }
 const hiddenCharts = () => page.$$eval("#train-charts figure[hidden]", (fs) => fs.map((f) => f.dataset.curve));
 // Each chart of `charts` ({chart: status field}) plots exactly the job's curve from its status, one
@@ -67,6 +68,7 @@ async function assertChartsShow(job, charts) {
     const pts = await chartPoints(key);
     assert.deepEqual(pts.map((p) => p.step), values.map((_, i) => i + 1), key);
     assert.deepEqual(pts.map((p) => p.value), values, key);
+    assert.deepEqual(pts.map((p) => p.tooltip), values.map((v, i) => `step ${i + 1}: ${v}`), key);
     for (const a of pts) for (const b of pts) if (a.value > b.value) assert.ok(a.y <= b.y, `${key}: ${JSON.stringify([a, b])}`);
     const ys = pts.map((p) => p.y);
     assert.equal(pts[values.indexOf(Math.max(...values))].y, Math.min(...ys), `${key}: the largest value is at the top`);
