@@ -1,6 +1,6 @@
 // The dashboard's behaviour (docs/dashboard.md): the API key, tabs, polling of the server's
-// routes, the forms, the loss curve and the streaming playground. No framework and no outside
-// requests.
+// routes, the forms, a training job's curves and the streaming playground. No framework and no
+// outside requests.
 "use strict";
 
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -300,8 +300,8 @@ $("#adapter-load-form").addEventListener("submit", (ev) => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// Training: the queue (every half second), the selected job's loss curve (redrawn on every poll
-// while it runs), and the SFT form.
+// Training: the queue (every half second), the selected job's curves (redrawn on every poll
+// while it runs) and its adapter's eval results, the SFT form and the GRPO / OPD form.
 
 let selectedJob = null;
 
@@ -808,7 +808,7 @@ $("#chat-stop").addEventListener("click", () => chat.controller && chat.controll
 $("#chat-clear").addEventListener("click", () => { chat.messages = []; $("#chat-log").replaceChildren(); });
 
 // ---------------------------------------------------------------------------------------------
-// Polling: status every second, the training queue every half second (the loss curve moves
+// Polling: status every second, the training queue every half second (the curves move
 // with each step), adapters and evals every two seconds; a poll never overlaps the previous one
 // of its kind.
 
