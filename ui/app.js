@@ -1,6 +1,6 @@
 // The dashboard's behaviour (docs/dashboard.md): the API key, tabs, polling of the server's
-// routes, the forms, the loss curve and the streaming playground. No framework and no outside
-// requests.
+// routes, the forms, a training job's curves and the streaming playground. No framework and no
+// outside requests.
 "use strict";
 
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -118,6 +118,8 @@ const fmt = {
     return h ? `${h}h ${m}m ${sec}s` : m ? `${m}m ${sec}s` : `${s.toFixed(1)} s`;
   },
   pct(v) { return v === null || v === undefined ? "-" : `${(100 * v).toFixed(1)}%`; },
+  // A Wilson interval {low, high} as " [low%, high%]"; "" without one.
+  interval(w) { return w ? ` [${fmt.pct(w.low)}, ${fmt.pct(w.high)}]` : ""; },
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -278,7 +280,7 @@ async function showProvenance(name) {
     if (r.post_eval) {
       const pe = r.post_eval;
       items.push(["eval", `${pe.suite}: ${pe.passed}/${pe.total} = ${fmt.pct(pe.accuracy)}` +
-        (pe.wilson ? ` [${fmt.pct(pe.wilson.low)}, ${fmt.pct(pe.wilson.high)}]` : "") +
+        fmt.interval(pe.wilson) +
         (pe.auto_load_skipped ? ` (not auto-loaded: ${pe.reason})` : "")]);
     } else {
       items.push(["eval", "no post-training eval recorded"]);
@@ -298,8 +300,8 @@ $("#adapter-load-form").addEventListener("submit", (ev) => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// Training: the queue (every half second), the selected job's loss curve (redrawn on every poll
-// while it runs), and the SFT form.
+// Training: the queue (every half second), the selected job's curves (redrawn on every poll
+// while it runs) and its adapter's eval results, the SFT form and the GRPO / OPD form.
 
 let selectedJob = null;
 
@@ -334,42 +336,109 @@ async function refreshJob(id) {
     (j.adapter_name ? `, adapter ${j.adapter_name}${j.adapter_revision ? " r" + j.adapter_revision : ""}` : "") +
     (j.post_eval ? `, eval ${fmt.pct(j.post_eval.accuracy)}` : "");
   showError("train-detail-error", j.error ? `job failed: ${j.error}` : null);
-  drawLossCurve($("#loss-chart"), j.loss_curve || [], j.total_steps, j.eval_loss_curve || []);
+  drawCharts(j);
+  drawAdapterEvals(j);
 }
 
-// The loss per optimizer step as an SVG polyline, the held-out loss at its eval points as dots on
-// the same scale; the x axis spans the job's total steps so the curve grows to the right while the
-// job runs.
-function drawLossCurve(svg, losses, totalSteps, evals) {
-  const W = 480, H = 220, L = 48, R = 10, T = 10, B = 28;
-  const ns = "http://www.w3.org/2000/svg";
-  const mk = (tag, attrs, text) => {
-    const e = document.createElementNS(ns, tag);
-    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-    if (text !== undefined) e.textContent = text;
-    return e;
-  };
-  const n = Math.max(totalSteps || 0, losses.length, 2);
-  const finite = losses.concat(evals.map((e) => e.loss)).filter(Number.isFinite);
+// The selected job's curves, one chart each (docs/dashboard.md, "Training"): the loss (with the
+// held-out loss at its eval points), the rollouts' mean reward and reverse KL to the teacher
+// (online jobs), the learning rate and the gradient norm, as the status reports them per step.
+// A chart whose curve the job does not have stays hidden, except the three every job has.
+const CHARTS = [
+  { key: "loss", title: "loss", curve: "loss_curve", always: true },
+  { key: "reward", title: "mean reward of the rollout", curve: "reward_curve" },
+  { key: "reverse_kl", title: "reverse KL to the teacher", curve: "reverse_kl_curve" },
+  { key: "lr", title: "learning rate", curve: "lr_curve", always: true },
+  { key: "grad_norm", title: "gradient norm (before clipping)", curve: "grad_norm_curve", always: true },
+];
+const SVG_NS = "http://www.w3.org/2000/svg";
+// An SVG element; `content` is its text or a child element.
+function svgEl(tag, attrs, content) {
+  const e = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (content instanceof Node) e.append(content);
+  else if (content !== undefined) e.textContent = content;
+  return e;
+}
+$("#train-charts").replaceChildren(...CHARTS.map((c) => el("figure", { "data-curve": c.key },
+  el("figcaption", {}, c.title),
+  svgEl("svg", { "data-curve": c.key, viewBox: "0 0 360 180", role: "img", "aria-label": c.title }))));
+
+function drawCharts(j) {
+  for (const c of CHARTS) {
+    const values = j[c.curve] || [];
+    const fig = $(`#train-charts figure[data-curve="${c.key}"]`);
+    fig.hidden = !c.always && !values.length;
+    drawCurve($("svg", fig), values, j.total_steps, c.key === "loss" ? j.eval_loss_curve || [] : []);
+  }
+}
+
+// An axis label: 4 significant digits, exponent form for very small or large magnitudes.
+const tick = (v) => (v !== 0 && (Math.abs(v) < 1e-2 || Math.abs(v) >= 1e4) ? v.toExponential(2) : String(+v.toPrecision(4)));
+
+// One value per step as an SVG polyline with a dot per step (its value in data-value and a
+// tooltip), `dots` ([{step, loss}]) as grey dots on the same scale; the x axis spans the job's
+// total steps, so the curve grows to the right while the job runs.
+function drawCurve(svg, values, totalSteps, dots) {
+  const W = 360, H = 180, L = 56, R = 8, T = 10, B = 24;
+  const n = Math.max(totalSteps || 0, values.length, 2);
+  const finite = values.concat(dots.map((e) => e.loss)).filter(Number.isFinite);
   let lo = finite.length ? Math.min(...finite) : 0, hi = finite.length ? Math.max(...finite) : 1;
-  if (hi - lo < 1e-9) { hi += 0.5; lo -= 0.5; }
-  const x = (i) => L + (i / (n - 1)) * (W - L - R);
-  const y = (v) => T + (1 - (v - lo) / (hi - lo)) * (H - T - B);
+  if (hi - lo < 1e-12 * Math.max(1, Math.abs(hi))) { hi += 0.5; lo -= 0.5; }
+  const x = (step) => (L + ((step - 1) / (n - 1)) * (W - L - R)).toFixed(1);
+  const y = (v) => (T + (1 - (v - lo) / (hi - lo)) * (H - T - B)).toFixed(1);
   const parts = [
-    mk("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, class: "axis" }),
-    mk("line", { x1: L, y1: T, x2: L, y2: H - B, class: "axis" }),
-    mk("text", { x: L - 4, y: T + 8, "text-anchor": "end" }, hi.toFixed(3)),
-    mk("text", { x: L - 4, y: H - B, "text-anchor": "end" }, lo.toFixed(3)),
-    mk("text", { x: L, y: H - 8 }, "step 1"),
-    mk("text", { x: W - R, y: H - 8, "text-anchor": "end" }, `step ${n}`),
+    svgEl("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, class: "axis" }),
+    svgEl("line", { x1: L, y1: T, x2: L, y2: H - B, class: "axis" }),
+    svgEl("text", { x: L - 4, y: T + 8, "text-anchor": "end" }, tick(hi)),
+    svgEl("text", { x: L - 4, y: H - B, "text-anchor": "end" }, tick(lo)),
+    svgEl("text", { x: L, y: H - 6 }, "step 1"),
+    svgEl("text", { x: W - R, y: H - 6, "text-anchor": "end" }, `step ${n}`),
   ];
-  const pts = losses.map((v, i) => Number.isFinite(v) ? `${x(i).toFixed(1)},${y(v).toFixed(1)}` : null).filter(Boolean);
-  parts.push(mk("polyline", { points: pts.join(" "), class: "curve" }));
-  for (const e of evals)
-    if (Number.isFinite(e.loss)) parts.push(mk("circle", { cx: x(e.step - 1).toFixed(1), cy: y(e.loss).toFixed(1), r: 3, class: "eval" }));
-  if (!losses.length) parts.push(mk("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, "no steps yet"));
+  const pts = [];
+  values.forEach((v, i) => { if (Number.isFinite(v)) pts.push([i + 1, v]); });
+  parts.push(svgEl("polyline", { points: pts.map(([s, v]) => `${x(s)},${y(v)}`).join(" "), class: "curve" }));
+  for (const [s, v] of pts)
+    parts.push(svgEl("circle", { cx: x(s), cy: y(v), r: 2, class: "point", "data-step": s, "data-value": String(v) },
+                     svgEl("title", {}, `step ${s}: ${v}`)));
+  for (const e of dots)
+    if (Number.isFinite(e.loss))
+      parts.push(svgEl("circle", { cx: x(e.step), cy: y(e.loss), r: 3, class: "held-out", "data-step": e.step, "data-value": String(e.loss) },
+                       svgEl("title", {}, `step ${e.step}: held-out ${e.loss}`)));
+  if (!pts.length) parts.push(svgEl("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, "no steps yet"));
   svg.replaceChildren(...parts);
   svg.dataset.points = String(pts.length);
+}
+
+// The selected job's adapter's eval results: the post-training eval the job ran, and every eval
+// job (run or either side of a comparison) on an adapter of that name; a row opens the eval job.
+function drawAdapterEvals(j) {
+  const name = j.adapter_name;
+  $("#train-evals-adapter").textContent = name || "the adapter";
+  const note = (text) => [el("tr", {}, el("td", { colspan: 6, className: "muted" }, text))];
+  const passed = (s) => (s && s.total !== undefined ? `${s.passed}/${s.total}` : "-");
+  const acc = (s) => (s && s.accuracy !== null && s.accuracy !== undefined
+    ? fmt.pct(s.accuracy) + fmt.interval(s.wilson) : "-");
+  let rows;
+  if (!name) rows = note(j.finished_at ? "the job published no adapter" : "the adapter is published when the job completes");
+  else {
+    rows = [];
+    if (j.post_eval) rows.push(el("tr", { "data-eval": "post" }, el("td", {}, "post-training"), el("td", {}, j.post_eval.suite),
+      el("td", {}, j.adapter_revision ? `r${j.adapter_revision}` : "-"), el("td", {}, "completed"), el("td", {}, passed(j.post_eval)), el("td", {}, acc(j.post_eval))));
+    for (const e of evals.jobs || []) {
+      const sides = e.kind === "compare" ? [[e.adapter_a, e.a], [e.adapter_b, e.b]] : [[e.adapter, e]];
+      for (const [who, stats] of sides) {
+        if (!who || who.name !== name) continue;
+        rows.push(el("tr", { className: "clickable", "data-eval": e.job_id,
+                             onclick: () => { evals.selected = e.job_id; evals.open.clear(); location.hash = "#evals"; refreshEvals(); } },
+          el("td", {}, e.kind === "compare" ? `${e.job_id} (A/B)` : e.job_id), el("td", {}, e.suite), el("td", {}, `r${who.revision}`),
+          el("td", {}, e.state), el("td", {}, passed(stats)), el("td", {}, acc(stats))));
+      }
+    }
+    if (!rows.length) rows = note(evals.available === false ? "evaluation is not available on this server"
+                                                            : `no eval of ${name} yet (Evals panel, or config.post_eval)`);
+  }
+  $("#train-evals tbody").replaceChildren(...rows);
 }
 
 async function cancelJob(id) {
@@ -405,12 +474,137 @@ $("#train-form").addEventListener("submit", async (ev) => {
   } catch (err) { showError("train-form-error", err); }
 });
 
+// The GRPO / OPD form (POST /v1/train/grpo or /v1/train/opd with prompts; docs/training-api.md,
+// "Online jobs"). A field with data-for="key:a,b" shows only while the form's kind, prompt source
+// or scorer is one of those.
+
+function showJobKind(kind) {
+  for (const b of $$("#job-kinds button")) {
+    b.classList.toggle("active", b.dataset.kind === kind);
+    b.classList.toggle("secondary", b.dataset.kind !== kind);
+  }
+  const f = $("#online-form");
+  $("#train-form").hidden = kind !== "sft";
+  f.hidden = kind === "sft";
+  if (kind !== "sft") {
+    f.dataset.kind = kind;
+    $("#online-kind").textContent = kind.toUpperCase();
+    f.output_name.placeholder = `${kind}-<hex>`;
+    updateOnlineForm();
+  }
+}
+for (const b of $$("#job-kinds button")) b.addEventListener("click", () => showJobKind(b.dataset.kind));
+
+function updateOnlineForm() {
+  const f = $("#online-form");
+  const state = { kind: f.dataset.kind, source: f.source.value };
+  const shown = (node) => {
+    const [key, list] = node.dataset.for.split(":");
+    return list.split(",").includes(state[key]);
+  };
+  for (const o of f.scorer.options) if (o.dataset.for) o.hidden = o.disabled = !shown(o);
+  if (f.scorer.selectedOptions[0].disabled) f.scorer.value = [...f.scorer.options].find((o) => !o.disabled).value;
+  state.scorer = f.scorer.value;
+  for (const node of $$("[data-for]", f)) if (node.tagName !== "OPTION") node.hidden = !shown(node);
+}
+$("#online-form").addEventListener("change", (ev) => { if (["source", "scorer"].includes(ev.target.name)) updateOnlineForm(); });
+
+const EXAMPLE_PROMPTS = [
+  { messages: [{ role: "user", content: "What is 2 + 2?" }], reference: "4" },
+  { messages: [{ role: "user", content: "What is the capital of France?" }], reference: "Paris" },
+];
+$("#online-form").prompts.value = EXAMPLE_PROMPTS.map((p) => JSON.stringify(p)).join("\n");
+updateOnlineForm();
+
+// A prompts file fills the box, where it can be read and edited before it is sent.
+const MAX_PROMPTS_FILE = 8 << 20;
+$("#prompts-file").addEventListener("change", async (ev) => {
+  const file = ev.target.files[0];
+  if (!file) return;
+  if (file.size > MAX_PROMPTS_FILE)
+    return showError("online-form-error", `${file.name} is ${fmt.bytes(file.size)}; the form reads at most ${fmt.bytes(MAX_PROMPTS_FILE)}`);
+  $("#online-form").prompts.value = await file.text();
+  showError("online-form-error", null);
+});
+
+// JSON typed into a field; an error names the field.
+function jsonField(f, name) {
+  try { return JSON.parse(f[name].value); } catch (err) { throw new Error(`${name}: not JSON: ${err.message}`); }
+}
+// A number field's value, or undefined (the server's default) when it is empty.
+const numberField = (f, name) => (f[name].value.trim() === "" ? undefined : Number(f[name].value));
+
+// The prompts, from the box (one JSON object a line) or from an eval suite's examples; with a
+// suite, `scorer` is the one its examples share (null when they differ) and `scorers` their types.
+async function onlinePrompts(f) {
+  if (f.source.value === "file") {
+    const lines = f.prompts.value.split("\n").map((l) => l.trim()).filter(Boolean);
+    if (!lines.length) throw new Error("prompts: choose a JSONL file or write one prompt a line");
+    return { prompts: lines.map((l, i) => { try { return JSON.parse(l); } catch (err) { throw new Error(`prompts line ${i + 1}: ${err.message}`); } }) };
+  }
+  if (!f.suite.value) throw new Error("suite: no eval suite is registered (POST /v1/eval/suites)");
+  const suite = await api(`/v1/eval/suites/${encodeURIComponent(f.suite.value)}`);
+  const prompts = suite.examples.map((e) => (e.expected === null || e.expected === undefined
+    ? { messages: e.messages } : { messages: e.messages, reference: e.expected }));
+  const distinct = [...new Set(suite.examples.map((e) => JSON.stringify(e.scorer)))];
+  return { prompts, scorer: distinct.length === 1 ? JSON.parse(distinct[0]) : null,
+           scorers: [...new Set(suite.examples.map((e) => e.scorer.type))] };
+}
+
+// The reward: none (OPD), the server's reward, the suite's scorer, or a scorer with the
+// parameters shown for it (an empty parameter is the scorer's default).
+function onlineReward(f, source) {
+  const kind = f.scorer.value;
+  if (kind === "none") return undefined;
+  if (kind === "server") return { server: true };
+  if (kind === "suite") {
+    if (!source.scorer) throw new Error(`reward: the suite's examples use different scorers (${source.scorers.join(", ")}); pick one`);
+    return { scorer: source.scorer };
+  }
+  const spec = { type: kind };
+  const given = (name) => !f[name].closest("[data-for]").hidden && f[name].value.trim() !== "";
+  if (given("case_sensitive")) spec.case_sensitive = f.case_sensitive.value === "true";
+  if (given("pattern")) spec.pattern = f.pattern.value;
+  for (const k of ["tolerance", "relative"]) if (given(k)) spec[k] = Number(f[k].value);
+  if (given("choices")) spec.choices = f.choices.value.trim();
+  if (given("require_match")) spec.require_match = f.require_match.value === "true";
+  if (given("schema")) spec.schema = jsonField(f, "schema");
+  if (given("of")) spec.of = jsonField(f, "of");
+  return { scorer: spec };
+}
+
+$("#online-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const f = ev.target;
+  const kind = f.dataset.kind;
+  try {
+    const source = await onlinePrompts(f);
+    const body = { prompts: source.prompts, reward: onlineReward(f, source), config: {
+      steps: numberField(f, "steps"), group_size: numberField(f, "group_size"), max_tokens: numberField(f, "max_tokens"),
+      temperature: numberField(f, "temperature"), learning_rate: numberField(f, "learning_rate"),
+      lora_rank: numberField(f, "lora_rank"), seed: numberField(f, "seed"), auto_load: f.auto_load.checked,
+    } };
+    if (f.output_name.value.trim()) body.config.output_name = f.output_name.value.trim();
+    if (kind === "opd") {
+      body.teacher = {};
+      if (f.teacher.value) body.teacher.adapter = f.teacher.value;
+      if (f.system_prompt.value.trim()) body.teacher.system_prompt = f.system_prompt.value;
+      const coeff = numberField(f, "reward_coeff");
+      if (coeff) body.config.reward_coeff = coeff;
+    }
+    const job = await api(`/v1/train/${kind}`, { method: "POST", body });
+    selectedJob = job.job_id;
+    showError("online-form-error", null);
+    refreshQueue();
+  } catch (err) { showError("online-form-error", err); }
+});
+
 // ---------------------------------------------------------------------------------------------
 // Evaluation (docs/evals.md): suites, jobs, a job's per-example outcomes (a row opens its
 // prompt, expected answer, output and scorer detail), A/B comparison. A 404 from
 // GET /v1/eval/suites means this server has no evaluation: the panel says so and stops polling.
 
-const evals = { available: null, selected: null, open: new Set() };
+const evals = { available: null, selected: null, open: new Set(), jobs: [] };
 
 async function refreshEvals() {
   if (evals.available === false) return;
@@ -428,6 +622,7 @@ async function refreshEvals() {
     return showError("evals-error", err);
   }
   evals.available = true;
+  evals.jobs = jobs.data;
   $("#eval-suites tbody").replaceChildren(...(suites.data.length ? suites.data.map((s) => el("tr", { "data-suite": s.name },
     el("td", {}, s.name), el("td", {}, s.examples), el("td", { className: "muted" }, s.description || "")))
     : [el("tr", {}, el("td", { colspan: 3, className: "muted" }, "no suites registered (POST /v1/eval/suites)"))]));
@@ -464,7 +659,7 @@ async function refreshEvalJob(id) {
   const st = $("#eval-detail-state");
   st.textContent = j.state;
   st.dataset.state = j.state;
-  const interval = (w) => (w ? ` [${fmt.pct(w.low)}, ${fmt.pct(w.high)}] (95% Wilson)` : "");
+  const interval = (w) => (w ? `${fmt.interval(w)} (95% Wilson)` : "");
   const prog = j.progress ? `${j.progress.done}/${j.progress.total} done. ` : "";
   const head = $("#eval-outcomes thead"), body = $("#eval-outcomes tbody");
   const toggle = (i) => () => { evals.open.has(i) ? evals.open.delete(i) : evals.open.add(i); refreshEvalJob(id); };
@@ -613,7 +808,7 @@ $("#chat-stop").addEventListener("click", () => chat.controller && chat.controll
 $("#chat-clear").addEventListener("click", () => { chat.messages = []; $("#chat-log").replaceChildren(); });
 
 // ---------------------------------------------------------------------------------------------
-// Polling: status every second, the training queue every half second (the loss curve moves
+// Polling: status every second, the training queue every half second (the curves move
 // with each step), adapters and evals every two seconds; a poll never overlaps the previous one
 // of its kind.
 

@@ -27,6 +27,7 @@ let keyAccepted = false;
 const unauthorizedBeforeKey = [];
 const requestedUrls = [];
 let evalAvailable = false;
+let grpoRefusalProvoked = false;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 async function shot(name) {
@@ -47,6 +48,49 @@ async function waitForPolls(p, n) {
   await p.waitForFunction((k) => Number((/poll (\d+)/.exec(document.querySelector("#status-updated").textContent) || [0, 0])[1]) >= k, n);
 }
 
+// What a chart plots: its dots' step, value (data-value), height and tooltip, in step order.
+async function chartPoints(key) {
+  return page.$$eval(`#train-charts svg[data-curve="${key}"] circle.point`, (cs) => cs.map((c) => ({
+    step: Number(c.dataset.step), value: Number(c.dataset.value), y: Number(c.getAttribute("cy")),
+    tooltip: c.querySelector("title") ? c.querySelector("title").textContent : null })));
+}
+const hiddenCharts = () => page.$$eval("#train-charts figure[hidden]", (fs) => fs.map((f) => f.dataset.curve));
+// Each chart of `charts` ({chart: status field}) plots exactly the job's curve from its status, one
+// dot a step, and draws a larger value no lower than a smaller one, the largest at the top and the
+// smallest at the bottom.
+async function assertChartsShow(job, charts) {
+  for (const [key, field] of Object.entries(charts)) {
+    const values = job[field];
+    assert.equal(values.length, job.total_steps, `${field}: ${JSON.stringify(values)}`);
+    await page.waitForFunction(([k, n]) => Number(document.querySelector(`#train-charts svg[data-curve="${k}"]`).dataset.points) === n,
+                               [key, values.length]);
+    assert.equal(await page.isVisible(`#train-charts figure[data-curve="${key}"]`), true, `${key} chart shown`);
+    const pts = await chartPoints(key);
+    assert.deepEqual(pts.map((p) => p.step), values.map((_, i) => i + 1), key);
+    assert.deepEqual(pts.map((p) => p.value), values, key);
+    assert.deepEqual(pts.map((p) => p.tooltip), values.map((v, i) => `step ${i + 1}: ${v}`), key);
+    for (const a of pts) for (const b of pts) if (a.value > b.value) assert.ok(a.y <= b.y, `${key}: ${JSON.stringify([a, b])}`);
+    const ys = pts.map((p) => p.y);
+    assert.equal(pts[values.indexOf(Math.max(...values))].y, Math.min(...ys), `${key}: the largest value is at the top`);
+    assert.equal(pts[values.indexOf(Math.min(...values))].y, Math.max(...ys), `${key}: the smallest value is at the bottom`);
+  }
+}
+// Waits for the job the form just started (the detail shows a job other than `previous`) to end.
+async function waitForNewJob(previous) {
+  await page.waitForFunction((p) => document.querySelector("#train-detail-id").textContent !== p, previous, { timeout: 10000 });
+  const id = await page.textContent("#train-detail-id");
+  await page.waitForFunction(() => ["completed", "failed", "cancelled"].includes(document.querySelector("#train-detail-state").dataset.state),
+                             null, { timeout: 60000 });
+  const job = (await getJson(`/v1/train/status/${id}`)).body;
+  assert.equal(job.state, "completed", job.error);
+  return job;
+}
+async function postJson(p, body) {
+  const r = await fetch(BASE + p, { method: "POST", headers: { "Content-Type": "application/json", ...AUTH }, body: JSON.stringify(body) });
+  return { status: r.status, body: await r.json() };
+}
+const ONLINE = (name) => `#online-form [name="${name}"]`;
+
 before(async () => {
   evalAvailable = (await fetch(`${BASE}/v1/eval/suites`, { headers: AUTH })).status !== 404;
   browser = await chromium.launch({ executablePath: process.env.KILN_CHROMIUM, headless: true,
@@ -58,6 +102,8 @@ before(async () => {
     if (!keyAccepted && msg.text().includes("status of 401")) return unauthorizedBeforeKey.push(msg.location().url || "?");
     // Without the eval routes the panel's probe of /v1/eval/* is an expected 404.
     if (!evalAvailable && (msg.location().url || "").includes("/v1/eval/")) return;
+    // The one refusal the GRPO test provokes (a pattern that does not compile).
+    if (grpoRefusalProvoked && msg.text().includes("status of 400") && (msg.location().url || "").endsWith("/v1/train/grpo")) return;
     consoleErrors.push(`${msg.text()} (${msg.location().url || "?"})`);
   });
   page.on("pageerror", (err) => consoleErrors.push(`uncaught: ${err.message}`));
@@ -209,7 +255,7 @@ test("a training job started from the page draws a growing loss curve and comple
   let state = "";
   while (Date.now() < deadline) {
     state = await page.evaluate(() => document.querySelector("#train-detail-state").dataset.state || "");
-    const points = Number(await page.evaluate(() => document.querySelector("#loss-chart").dataset.points || "0"));
+    const points = Number(await page.evaluate(() => document.querySelector('#train-charts svg[data-curve="loss"]').dataset.points || "0"));
     if (state === "running" && (seen.length === 0 || seen[seen.length - 1] !== points)) seen.push(points);
     if (state === "running" && points >= 3 && !midShot) { await shot("training-running"); midShot = true; }
     if (["completed", "failed", "cancelled"].includes(state)) break;
@@ -221,8 +267,10 @@ test("a training job started from the page draws a growing loss curve and comple
   // The finished chart has one point per step of the job, as the API reports it.
   const id = await page.textContent("#train-detail-id");
   const job = (await getJson(`/v1/train/status/${id}`)).body;
-  await page.waitForFunction((n) => Number(document.querySelector("#loss-chart").dataset.points) === n, job.loss_curve.length);
+  await page.waitForFunction((n) => Number(document.querySelector('#train-charts svg[data-curve="loss"]').dataset.points) === n, job.loss_curve.length);
   assert.equal(job.loss_curve.length, job.total_steps);
+  await assertChartsShow(job, { loss: "loss_curve", lr: "lr_curve", grad_norm: "grad_norm_curve" });
+  assert.deepEqual(await hiddenCharts(), ["reward", "reverse_kl"], "an SFT job has no reward or KL curve");
   console.log(`training: ${job.total_steps} steps in ${job.timings.running_seconds.toFixed(1)} s; points seen while running ${JSON.stringify(seen)}`);
   await shot("training");
 });
@@ -287,6 +335,106 @@ test("an eval job's per-example results show, with drill-down and an A/B compari
   const summary = await page.textContent("#eval-detail-summary");
   assert.ok(summary.includes(`B only ${cmp.flips.b_only}`) && summary.includes(`both fail ${cmp.flips.both_fail}`), summary);
   await shot("evals-compare");
+});
+
+test("a GRPO job from the form: the server's 400s are shown, then its curves are charted with its adapter's evals", async () => {
+  await openTab("training");
+  await page.click('#job-kinds button[data-kind="grpo"]');
+  await page.waitForSelector("#online-form:not([hidden])");
+  assert.equal(await page.isHidden("#train-form"), true);
+  assert.equal(await page.isHidden('#online-form div[data-for="kind:opd"]'), true, "no teacher for GRPO");
+  // Prompts from an eval suite where the server has them (the previous test registered
+  // ui-suite), else from a file; the reward is a regex scorer with its pattern.
+  const prompts = [{ messages: [{ role: "user", content: "Name a colour." }], reference: "red" },
+                   { messages: [{ role: "user", content: "Name a fruit." }], reference: "apple" }];
+  if (evalAvailable) {
+    await page.check('#online-form input[name="source"][value="suite"]');
+    await page.selectOption(ONLINE("suite"), "ui-suite");
+  } else {
+    await page.setInputFiles("#prompts-file", { name: "prompts.jsonl", mimeType: "application/x-ndjson",
+                                                buffer: Buffer.from(prompts.map((p) => JSON.stringify(p)).join("\n")) });
+  }
+  await page.fill(ONLINE("output_name"), "ui-grpo");
+  for (const [k, v] of Object.entries({ steps: "3", group_size: "2", max_tokens: "8", lora_rank: "2" })) await page.fill(ONLINE(k), v);
+  grpoRefusalProvoked = true;
+  const before = await page.textContent("#train-detail-id");
+  // Submits the form, which the server must refuse: the page shows exactly the message and field
+  // the server answers the same body with. Returns that body.
+  const refusedSubmit = async (param) => {
+    const shown = await page.textContent("#online-form-error");
+    const [req] = await Promise.all([page.waitForRequest((r) => r.url().endsWith("/v1/train/grpo")),
+                                     page.click('#online-form button[type="submit"]')]);
+    await page.waitForFunction((t) => { const e = document.querySelector("#online-form-error"); return !e.hidden && e.textContent !== t; }, shown);
+    const body = req.postDataJSON();
+    const refused = await postJson("/v1/train/grpo", body);
+    assert.equal(refused.status, 400, JSON.stringify(refused.body));
+    assert.equal(refused.body.error.param, param);
+    assert.equal(await page.textContent("#online-form-error"), `${refused.body.error.message} (${param})`);
+    return body;
+  };
+  if (evalAvailable) {
+    // The suite's prompts and its own scorer, with a temperature the server refuses.
+    await page.selectOption(ONLINE("scorer"), "suite");
+    await page.fill(ONLINE("temperature"), "0");
+    const body = await refusedSubmit("config.temperature");
+    const suite = (await getJson("/v1/eval/suites/ui-suite")).body;
+    assert.deepEqual(body.prompts, suite.examples.map((e) => ({ messages: e.messages, reference: e.expected })));
+    assert.deepEqual(body.reward, { scorer: suite.examples[0].scorer });
+    await page.fill(ONLINE("temperature"), "1");
+  }
+  // A regex whose pattern does not compile.
+  await page.selectOption(ONLINE("scorer"), "regex");
+  assert.equal(await page.isVisible(ONLINE("pattern")), true);
+  assert.equal(await page.isHidden(ONLINE("tolerance")), true);
+  await page.fill(ONLINE("pattern"), "(");
+  assert.deepEqual((await refusedSubmit("reward.scorer.pattern")).reward, { scorer: { type: "regex", pattern: "(" } });
+  await shot("training-grpo-error");
+
+  await page.fill(ONLINE("pattern"), "^\\s*[a-z]");
+  await page.click('#online-form button[type="submit"]');
+  const job = await waitForNewJob(before);
+  assert.equal(job.job_type, "grpo");
+  assert.equal(await page.isHidden("#online-form-error"), true);
+  await assertChartsShow(job, { loss: "loss_curve", reward: "reward_curve", lr: "lr_curve", grad_norm: "grad_norm_curve" });
+  assert.deepEqual(await hiddenCharts(), ["reverse_kl"], "a GRPO job has no KL curve");
+  console.log(`grpo: ${job.total_steps} steps in ${job.timings.running_seconds.toFixed(1)} s, rewards ${JSON.stringify(job.reward_curve)}`);
+
+  if (evalAvailable) {
+    // An eval of the new adapter appears under its charts, as the eval job reports it.
+    const run = await postJson("/v1/eval/run", { suite: "ui-suite", adapter: "ui-grpo" });
+    assert.equal(run.status, 200, JSON.stringify(run.body));
+    const row = `#train-evals tr[data-eval="${run.body.job_id}"]`;
+    await page.waitForFunction((sel) => (document.querySelector(sel) || {}).textContent?.includes("completed"), row, { timeout: 30000 });
+    const ev = (await getJson(`/v1/eval/jobs/${run.body.job_id}`)).body;
+    const cells = await page.$$eval(`${row} td`, (tds) => tds.map((t) => t.textContent));
+    assert.equal(await page.textContent("#train-evals-adapter"), "ui-grpo");
+    assert.deepEqual(cells.slice(1, 5), ["ui-suite", `r${ev.adapter.revision}`, "completed", `${ev.passed}/${ev.total}`]);
+    assert.ok(cells[5].startsWith(`${(100 * ev.accuracy).toFixed(1)}%`), cells[5]);
+  }
+  await shot("training-grpo");
+});
+
+test("an OPD job from the form with prompts from a file charts its reverse KL to the teacher", async () => {
+  await page.click('#job-kinds button[data-kind="opd"]');
+  await page.waitForSelector('#online-form div[data-for="kind:opd"]:not([hidden])');
+  await page.check('#online-form input[name="source"][value="file"]');
+  const text = [{ messages: [{ role: "user", content: "Say hello." }] }, { messages: [{ role: "user", content: "Count to three." }] }]
+    .map((p) => JSON.stringify(p)).join("\n") + "\n";
+  await page.setInputFiles("#prompts-file", { name: "prompts.jsonl", mimeType: "application/x-ndjson", buffer: Buffer.from(text) });
+  await page.waitForFunction((t) => document.querySelector('#online-form textarea[name="prompts"]').value === t, text);
+  await page.selectOption(ONLINE("scorer"), "none");
+  assert.equal(await page.inputValue(ONLINE("teacher")), "", "the teacher defaults to the base model");
+  await page.fill(ONLINE("system_prompt"), "Answer in French.");
+  await page.fill(ONLINE("output_name"), "ui-opd");
+  const before = await page.textContent("#train-detail-id");
+  await page.click('#online-form button[type="submit"]');
+  const job = await waitForNewJob(before);
+  assert.equal(job.job_type, "opd");
+  assert.deepEqual(job.reward_curve, []);
+  await assertChartsShow(job, { loss: "loss_curve", reverse_kl: "reverse_kl_curve", lr: "lr_curve", grad_norm: "grad_norm_curve" });
+  assert.deepEqual(await hiddenCharts(), ["reward"], "an OPD job without a reward has no reward curve");
+  console.log(`opd: ${job.total_steps} steps in ${job.timings.running_seconds.toFixed(1)} s (${JSON.stringify(job.timings)}), reverse KL ${JSON.stringify(job.reverse_kl_curve)}`);
+  await shot("training-opd");
 });
 
 test("no console errors or uncaught exceptions on the page, and no URL carried the key", () => {
