@@ -234,7 +234,8 @@ void add_bench_train_command(CLI::App& bench) {
                                              "online iteration's phases (sampling, scoring, teacher, forward/backward, "
                                              "optimizer) and each part alone");
   auto o = std::make_shared<TrainBenchOpts>();
-  cmd->add_option("--model", o->model, "Checkpoint folder or Hub name ORG/NAME[@REVISION]; default: the random-weight 'small' checkpoint");
+  cmd->add_option("--model", o->model, "Checkpoint folder or Hub name ORG/NAME[@REVISION]; default: the random-weight 'small' "
+                                  "checkpoint (grpo/opd: the 'demo' one, which has a tokenizer)");
   cmd->add_option("--backend", o->backend, "Backend to train on")->capture_default_str();
   cmd->add_option("--sequences", o->sequences, "sft: sequences per optimizer step")->capture_default_str();
   cmd->add_option("--seq-tokens", o->seq_tokens, "sft: tokens per random sequence (the second half are targets)")->capture_default_str();
@@ -276,8 +277,7 @@ void add_bench_train_command(CLI::App& bench) {
   cmd->add_option("--method", o->method,
                   "sft (steps over fixed sequences), or grpo / opd: online iterations, each sampling --prompts x "
                   "--group completions of --max-tokens through the serving engine with the adapter, scoring them "
-                  "(grpo: the fraction of even token ids; opd: the base model as teacher) and one training step "
-                  "(default model: the demo checkpoint, which has a tokenizer)")
+                  "(grpo: the fraction of even token ids; opd: the base model as teacher) and one training step")
       ->capture_default_str();
   cmd->callback([o, online, online_only, sft_only] {
     if (o->method != "sft" && o->method != "grpo" && o->method != "opd")
