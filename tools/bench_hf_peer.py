@@ -84,14 +84,9 @@ LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "in_proj_qkv", "in_proj_
 
 def kiln_train_tokens(sequences, seq_tokens, vocab):
     """The random sequences `kiln bench train` trains on (cli/cmd_bench_train.cc's generator)."""
-    x, rows = 2024, []
-    for _ in range(sequences):
-        row = []
-        for _ in range(seq_tokens):
-            x = (x * 1664525 + 1013904223) % (1 << 32)
-            row.append((x >> 7) % vocab)
-        rows.append(row)
-    return torch.tensor(rows, dtype=torch.long, device="cuda")
+    from bench_hf_rl_peer import kiln_token_rows
+
+    return torch.tensor(kiln_token_rows(sequences, seq_tokens, vocab), dtype=torch.long, device="cuda")
 
 
 def train_run(model, a):

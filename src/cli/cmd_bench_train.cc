@@ -5,7 +5,8 @@
 // trainer's own timing), trained tokens per second, the loss of each step, and the device's peak
 // memory, next to the FLOP roofline of a step at the H200's dense bf16 peak. With
 // KILN_QUALIFICATION_CASE_RESULT set it also writes the qualification case result (the
-// training-sft-cuda-v1 workload): first and final loss, step time, tokens/s.
+// training-sft-cuda-v1 workload): first and final loss, step time, tokens/s. --method grpo|opd
+// times an online iteration instead (cli/bench_train_online.h).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -19,6 +20,7 @@
 #include "backend/registry.h"
 #include "cli/bench_peer.h"
 #include "cli/bench_roofline.h"
+#include "cli/bench_train_online.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "cli/out_file.h"
@@ -37,7 +39,7 @@ namespace kiln::cli {
 namespace {
 
 struct TrainBenchOpts {
-  std::string model, backend = "cpu", optimizer = "muon", out, dataset, peer_json;
+  std::string method = "sft", model, backend = "cpu", optimizer = "muon", out, dataset, peer_json;
   int64_t sequences = 4, seq_tokens = 512, steps = 5, rank = 16, checkpoint_every = 1;
   double trace_budget_gb = -1;
   uint64_t seed = 0;
@@ -76,11 +78,9 @@ Result<TrainSpec> bench_spec(const TrainBenchOpts& o, OptimizerKind opt, const s
     uint32_t x = 2024;
     for (int64_t s = 0; s < o.sequences; ++s) {
       TrainSequence seq;
-      for (int64_t t = 0; t < o.seq_tokens; ++t) {
-        x = x * 1664525u + 1013904223u;
-        seq.tokens.push_back(static_cast<int32_t>((x >> 7) % static_cast<uint32_t>(c.vocab_size)));
+      seq.tokens = bench_random_tokens(o.seq_tokens, c.vocab_size, x);
+      for (int64_t t = 0; t < o.seq_tokens; ++t)
         seq.roles.push_back(t >= o.seq_tokens / 2 ? TokenRole::kTarget : TokenRole::kContext);
-      }
       spec.sft.push_back(std::move(seq));
     }
     return spec;
@@ -229,16 +229,19 @@ Status run(const TrainBenchOpts& o) {
 }  // namespace
 
 void add_bench_train_command(CLI::App& bench) {
-  auto* cmd = bench.add_subcommand("train", "LoRA SFT throughput: step time, trained tokens/s, loss and peak memory "
-                                             "next to the FLOP roofline (JSON)");
+  auto* cmd = bench.add_subcommand("train", "LoRA training throughput (JSON): SFT step time, trained tokens/s, loss "
+                                             "and peak memory next to the FLOP roofline; or, with --method grpo|opd, an "
+                                             "online iteration's phases (sampling, scoring, teacher, forward/backward, "
+                                             "optimizer) and each part alone");
   auto o = std::make_shared<TrainBenchOpts>();
-  cmd->add_option("--model", o->model, "Checkpoint folder or Hub name ORG/NAME[@REVISION]; default: the random-weight 'small' checkpoint");
+  cmd->add_option("--model", o->model, "Checkpoint folder or Hub name ORG/NAME[@REVISION]; default: the random-weight 'small' "
+                                  "checkpoint (grpo/opd: the 'demo' one, which has a tokenizer)");
   cmd->add_option("--backend", o->backend, "Backend to train on")->capture_default_str();
-  cmd->add_option("--sequences", o->sequences, "Sequences per optimizer step")->capture_default_str();
-  cmd->add_option("--seq-tokens", o->seq_tokens, "Tokens per random sequence (the second half are targets)")->capture_default_str();
-  cmd->add_option("--steps", o->steps, "Optimizer steps (the first is left out of the median)")->capture_default_str();
+  cmd->add_option("--sequences", o->sequences, "sft: sequences per optimizer step")->capture_default_str();
+  cmd->add_option("--seq-tokens", o->seq_tokens, "sft: tokens per random sequence (the second half are targets)")->capture_default_str();
+  cmd->add_option("--steps", o->steps, "sft: optimizer steps (the first is left out of the median)")->capture_default_str();
   cmd->add_option("--lora-rank", o->rank, "LoRA rank (every target module)")->capture_default_str();
-  cmd->add_option("--dataset", o->dataset, "JSONL of conversations ({\"messages\": [...]}) rendered with the model's "
+  cmd->add_option("--dataset", o->dataset, "sft: JSONL of conversations ({\"messages\": [...]}) rendered with the model's "
                                            "tokenizer and chat template, cycled to fill the steps; default: random tokens");
   cmd->add_option("--seed", o->seed, "Seed of the adapter's init and the batch order")->capture_default_str();
   cmd->add_option("--optimizer", o->optimizer, "muon, adam_w or sgd")->capture_default_str();
@@ -250,8 +253,54 @@ void add_bench_train_command(CLI::App& bench) {
       ->check(CLI::Range(-1.0, 1e6));
   cmd->add_option("--out", o->out, "Also write the JSON document to this file");
   cmd->add_option("--peer-json", o->peer_json,
-                  "JSON of a peer run (tools/bench_hf_peer.py --train: transformers + PEFT), included as `peer`");
-  cmd->callback([o] { report(run(*o)); });
+                  "JSON of a peer run (transformers + PEFT: tools/bench_hf_peer.py --train; for grpo/opd "
+                  "tools/bench_hf_rl_peer.py), included as `peer`");
+  // grpo / opd: an online iteration (cli/bench_train_online.h); its flags, and SFT's, are refused
+  // under the other method.
+  auto online = std::make_shared<OnlineTrainBenchOpts>();
+  std::vector<CLI::Option*> online_only = {
+      cmd->add_option("--prompts", online->prompts, "grpo/opd: prompts per iteration")->capture_default_str(),
+      cmd->add_option("--group", online->group, "grpo/opd: completions sampled per prompt")->capture_default_str(),
+      cmd->add_option("--max-tokens", online->max_tokens,
+                      "grpo/opd: tokens per completion (end-of-text does not stop a completion: each has this many)")
+          ->capture_default_str(),
+      cmd->add_option("--prompt-tokens", online->prompt_tokens, "grpo/opd: tokens per random prompt")->capture_default_str(),
+      cmd->add_option("--iterations", online->iterations, "grpo/opd: measured iterations (one warm-up iteration more)")
+          ->capture_default_str(),
+      cmd->add_option("--micro-batch", online->micro_batch,
+                      "grpo/opd: sequences per micro-batch, whole groups (0: one group)")
+          ->capture_default_str(),
+      cmd->add_option("--tokenizer", online->tokenizer,
+                      "grpo/opd: folder of tokenizer.json when the checkpoint has none beside it")};
+  std::vector<CLI::Option*> sft_only = {cmd->get_option("--sequences"), cmd->get_option("--seq-tokens"),
+                                        cmd->get_option("--steps"), cmd->get_option("--dataset")};
+  cmd->add_option("--method", o->method,
+                  "sft (steps over fixed sequences), or grpo / opd: online iterations, each sampling --prompts x "
+                  "--group completions of --max-tokens through the serving engine with the adapter, scoring them "
+                  "(grpo: the fraction of even token ids; opd: the base model as teacher) and one training step")
+      ->capture_default_str();
+  cmd->callback([o, online, online_only, sft_only] {
+    if (o->method != "sft" && o->method != "grpo" && o->method != "opd")
+      return report(invalid_argument("--method " + o->method + ": expected sft, grpo or opd"));
+    const bool sft = o->method == "sft";
+    for (CLI::Option* opt : sft ? online_only : sft_only)
+      if (opt->count() > 0)
+        return report(invalid_argument(opt->get_name() + " does not apply to --method " + o->method));
+    if (sft) return report(run(*o));
+    Result<OptimizerKind> opt = parse_optimizer(o->optimizer);
+    if (!opt.ok()) return report(opt.status());
+    online->opd = o->method == "opd";
+    online->model = o->model;
+    online->backend = o->backend;
+    online->out = o->out;
+    online->peer_json = o->peer_json;
+    online->optimizer = *opt;
+    online->rank = o->rank;
+    online->checkpoint_every = o->checkpoint_every;
+    online->trace_budget_gb = o->trace_budget_gb;
+    online->seed = o->seed;
+    report(run_online_train_bench(*online));
+  });
 }
 
 }  // namespace kiln::cli

@@ -132,6 +132,10 @@ RolloutSource make_rollout_source(const ServerContext& ctx, std::shared_ptr<cons
                              const std::atomic<bool>& cancel) -> Result<RolloutSource::Batch> {
     const ServerContext& ctx = *c;
     const RolloutSettings& s = *settings;
+    const auto t_sampling = std::chrono::steady_clock::now();
+    auto seconds_since = [](std::chrono::steady_clock::time_point t0) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
     if (!ctx.actor || !ctx.tokenizer) return failed_precondition("the server has no engine to sample with");
     // The adapter being trained: a copy of its views (the factors' storage is shared, so the
     // engine reads the weights as they stand, and keeps them alive while it holds them). The run
@@ -139,7 +143,7 @@ RolloutSource make_rollout_source(const ServerContext& ctx, std::shared_ptr<cons
     const auto student = std::make_shared<const LoraAdapter>(adapter);
     const std::string key = s.key + "@" + std::to_string(step);
     std::vector<int32_t> stops;
-    if (auto im_end = ctx.tokenizer->token_to_id("<|im_end|>")) stops.push_back(*im_end);
+    if (auto im_end = ctx.tokenizer->token_to_id("<|im_end|>"); im_end && !s.ignore_eos) stops.push_back(*im_end);
     std::vector<RequestSpec> specs;
     for (size_t p = 0; p < s.prompts.size(); ++p)
       for (int64_t i = 0; i < s.group_size; ++i) {
@@ -152,6 +156,7 @@ RolloutSource make_rollout_source(const ServerContext& ctx, std::shared_ptr<cons
         r.seed = mix_seed(s.seed, step, p, i);
         r.max_tokens = s.max_tokens;
         r.stop_token_ids = stops;
+        r.ignore_eos = s.ignore_eos;
         r.private_adapter = student;
         r.private_key = key;
         if (s.grammar) {
@@ -167,6 +172,8 @@ RolloutSource make_rollout_source(const ServerContext& ctx, std::shared_ptr<cons
     KILN_RETURN_IF_ERROR(run_requests(ctx, std::move(specs), done, cancel));
 
     RolloutSource::Batch out;
+    out.sampling_seconds = seconds_since(t_sampling);
+    const auto t_scoring = std::chrono::steady_clock::now();
     double reward_sum = 0;
     size_t k = 0;
     for (size_t p = 0; p < s.prompts.size(); ++p) {
@@ -204,8 +211,10 @@ RolloutSource make_rollout_source(const ServerContext& ctx, std::shared_ptr<cons
     }
     if (s.scorer || s.reward_server)
       out.mean_reward = reward_sum / static_cast<double>(s.prompts.size() * static_cast<size_t>(s.group_size));
+    out.scoring_seconds = seconds_since(t_scoring);
 
     if (s.opd) {
+      const auto t_teacher = std::chrono::steady_clock::now();
       // The teacher's log-probability of every sampled token: its prompt, then the completion, as
       // one prompt scored by the engine (prompt_logprobs), under the teacher's adapter or none.
       std::vector<RequestSpec> teach;
@@ -242,6 +251,7 @@ RolloutSource make_rollout_source(const ServerContext& ctx, std::shared_ptr<cons
         for (size_t t = 0; t < n; ++t)
           comp.teacher_logp[student_prompt + t] = scored[j].prompt_scores[teacher_prompt + t - 1].logprob;
       }
+      out.teacher_seconds = seconds_since(t_teacher);
     }
     return out;
   };

@@ -45,6 +45,7 @@ struct RolloutSettings {
   float temperature = 1.f, top_p = 1.f;
   int64_t top_k = 0;
   int64_t max_tokens = 16;
+  bool ignore_eos = false;            // every completion runs to max_tokens (`kiln bench train`)
   bool enable_thinking = false;       // the chat template's enable_thinking for every prompt
   uint64_t seed = 0;
   std::optional<ScorerSpec> scorer;   // the reward: a scorer against each prompt's reference,
@@ -58,8 +59,8 @@ struct RolloutSettings {
   nlohmann::json response_format;
 };
 
-// The job's rollout source: `settings.steps` is set by the caller. Errors name what failed (the
-// engine's refusal, the reward server and its answer, the teacher adapter).
+// The job's rollout source: `steps` rollouts, each timed by phase (RolloutSource::Batch). Errors
+// name what failed (the engine's refusal, the reward server and its answer, the teacher adapter).
 RolloutSource make_rollout_source(const ServerContext& ctx, std::shared_ptr<const RolloutSettings> settings, int64_t steps);
 
 // The reward server's scores for one prompt's completions (exposed for tests).

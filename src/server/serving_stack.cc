@@ -297,6 +297,7 @@ class Stack final : public ServingStack {
   }
 
   int port() const override { return port_; }
+  const ServerContext& context() const override { return ctx_; }
   std::string base_url() const override { return "http://" + ctx_.config.server.host + ":" + std::to_string(port_); }
   std::string model_id() const override { return ctx_.model_id; }
   void wait() override {

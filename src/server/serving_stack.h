@@ -14,6 +14,8 @@
 
 namespace kiln {
 
+struct ServerContext;
+
 class ServingStack {
  public:
   // Loads everything and starts listening; returns once requests can be served. `config_report`
@@ -28,6 +30,9 @@ class ServingStack {
   virtual int port() const = 0;               // the bound port
   virtual std::string base_url() const = 0;   // "http://HOST:PORT"
   virtual std::string model_id() const = 0;   // the served model id (the `model` field)
+  // What the routes share (the engine actor, tokenizer, training environment): `kiln bench train`
+  // drives an online run through it as a job would.
+  virtual const ServerContext& context() const = 0;
   virtual void wait() = 0;                    // blocks until stop()
   virtual void stop() = 0;                    // thread-safe; requests in flight are cancelled
 };

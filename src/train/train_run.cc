@@ -4,6 +4,7 @@
 // scheduled rate; at the eval points the held-out loss.
 #include "train/train_run.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -353,6 +354,7 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
       double loss = 0;
       GradClip clip;
       float lr = 0;
+      double forward_backward = 0, optimizer = 0;  // seconds (StepPhases)
     };
     auto run_step = [&](int64_t step, int64_t total, const std::vector<Batch>& batches) -> Result<StepOut> {
       StepOut out;
@@ -367,11 +369,18 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
         if (m > 0 && cancel.load()) return failed_precondition("cancelled");
         const bool last = m + 1 == batches.size();
         auto device_work = [&]() -> Status {
+          const auto t_work = Clock::now();
           KILN_ASSIGN_OR_RETURN(const TokenLoss l, batch_loss(*trainer, batches[m], spec, scale, ForwardPass::kTrain));
           out.loss += l.loss;
           KILN_RETURN_IF_ERROR(trainer->backward(l.coef));
-          if (!last) return storage.synchronize();
+          if (!last) {
+            const Status synced = storage.synchronize();
+            out.forward_backward += seconds_since(t_work);
+            return synced;
+          }
           KILN_ASSIGN_OR_RETURN(out.clip, clip_by_global_norm(optimizer, grads, spec.max_grad_norm));
+          const auto t_optimizer = Clock::now();  // the norm came back: the backward is done
+          out.forward_backward += std::chrono::duration<double>(t_optimizer - t_work).count();
           hyper.grad_scale = out.clip.scale;
           std::vector<OptimizerStepArgs> steps;
           steps.reserve(slots.size());
@@ -387,10 +396,12 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
           }
           KILN_RETURN_IF_ERROR(optimizer.step_many(steps));
           KILN_RETURN_IF_ERROR(trainer->zero_grads());
-          if (checkpoint) {
+          const Status synced = storage.synchronize();
+          out.optimizer = seconds_since(t_optimizer);
+          if (checkpoint && synced.ok()) {
             KILN_ASSIGN_OR_RETURN(snapshot, adapter.download(storage));
           }
-          return storage.synchronize();
+          return synced;
         };
         Status st = run_on_device(runner, device_work);
         if (st.ok() && last && checkpoint) st = spec.checkpoint(step, snapshot);
@@ -414,6 +425,7 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
       const auto t_step = Clock::now();
       std::vector<Batch> batches;
       std::optional<double> mean_reward, reverse_kl;
+      StepPhases phases;
       if (online) {
         // The step's groups, sampled from the adapter as it stands, then its log-probabilities of
         // them (the behaviour policy: rho = 1 in value at this step) through the trainer.
@@ -424,13 +436,21 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
         }
         grpo = std::move(drawn->groups);
         mean_reward = drawn->mean_reward;
+        phases.sampling = drawn->sampling_seconds;
+        phases.scoring = drawn->scoring_seconds;
+        phases.teacher = drawn->teacher_seconds;
+        for (const GrpoGroup& g : grpo)
+          for (const GrpoCompletion& c : g.completions)
+            phases.sampled_tokens += std::count(c.sequence.roles.begin(), c.sequence.roles.end(), TokenRole::kTarget);
         items.clear();
         for (size_t g = 0; g < grpo.size(); ++g) {
           std::vector<double> r;
           for (const auto& c : grpo[g].completions) r.push_back(c.reward);
           if (spec.kind == TrainSpec::Kind::kOpd || grpo_advantages(r, spec.advantage)) items.push_back(g);
         }
+        const auto t_behaviour = Clock::now();
         KILN_RETURN_IF_ERROR(record_behaviour_logp(*trainer, grpo, items, spec.batch_sequences, cancel, runner));
+        phases.behaviour_logp = seconds_since(t_behaviour);
         if (spec.kind == TrainSpec::Kind::kOpd) reverse_kl = mean_reverse_kl(grpo);
         batches = rollout_batches(grpo, items, spec.batch_sequences);
       } else {
@@ -451,6 +471,10 @@ Result<TrainResult> run_training(Qwen35Model& model, const TrainSpec& spec,
       result.grad_norms.push_back(out.clip.norm);
       result.lrs.push_back(out.lr);
       result.step_seconds.push_back(secs);
+      phases.forward_backward = out.forward_backward;
+      phases.optimizer = out.optimizer;
+      phases.trained_tokens = tokens;
+      result.step_phases.push_back(phases);
       result.tokens += tokens;
       if (mean_reward) result.rewards.push_back(*mean_reward);
       if (reverse_kl) result.reverse_kls.push_back(*reverse_kl);

@@ -48,6 +48,9 @@ struct RolloutSource {
   struct Batch {
     std::vector<GrpoGroup> groups;
     std::optional<double> mean_reward;
+    // Where the rollout's time went (wall seconds): generating the completions, scoring them
+    // (decoding and the reward), the OPD teacher's log-probabilities.
+    double sampling_seconds = 0, scoring_seconds = 0, teacher_seconds = 0;
   };
   std::function<Result<Batch>(int64_t step, const LoraAdapter& adapter, const std::atomic<bool>& cancel)> sample;
   int64_t steps = 0;  // optimizer steps, each over its own rollout
@@ -124,6 +127,18 @@ struct TrainProgress {
   std::optional<double> reverse_kl;   // OPD: the step's rollout's mean per-token reverse KL (student || teacher)
 };
 
+// Where one step's wall time went. Online runs: the rollout (its own split, RolloutSource::Batch),
+// then the behaviour policy's log-probabilities of it. Every run: forward and backward of each
+// micro-batch through the global gradient norm (which reads a value back, so the device's work
+// is done), then the optimizer (the clipped steps of every factor, the gradients zeroed, the
+// device synchronised). A step that trains nothing (an online GRPO step whose groups' rewards
+// are all equal) has zero forward/backward and optimizer time.
+struct StepPhases {
+  double sampling = 0, scoring = 0, teacher = 0, behaviour_logp = 0, forward_backward = 0, optimizer = 0;
+  int64_t sampled_tokens = 0;  // online runs: the completions' tokens the rollout generated
+  int64_t trained_tokens = 0;  // tokens of the sequences the step trained on (prompts included)
+};
+
 struct EvalPoint {
   int64_t step = 0;
   double loss = 0;
@@ -136,6 +151,7 @@ struct TrainResult {
   std::vector<EvalPoint> eval_losses;   // one per eval point
   std::vector<double> rewards, reverse_kls;  // online runs: one per step where measured (TrainProgress)
   std::vector<double> step_seconds;  // wall time of each step (forward, loss, backward, optimizer)
+  std::vector<StepPhases> step_phases;  // one per optimizer step: where its time went
   double seconds = 0;
   int64_t tokens = 0;
 };

@@ -1,16 +1,21 @@
 // `kiln bench train` as a user (and the training-sft-cuda-v1 workload) runs it, on the CPU: one
 // JSON document with a loss per step and the step time; on a dataset, the conversations cycled
 // into exactly --steps steps and the qualification case result whose losses are the document's;
-// refusals that name the bad flag.
+// --method grpo and opd: every phase of an online iteration timed, the sampled tokens exactly
+// prompts x group x max tokens, the parts alone; refusals that name the bad flag.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -158,6 +163,103 @@ TEST(BenchTrainCli, PeerJsonIsIncludedAsItIs) {
                                  "--peer-json " + peer);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["peer"], want);
+}
+
+// An online iteration's document: the phases by name, each with its tokens and their rate (the
+// rate is tokens over seconds), the iteration's sampled tokens exactly prompts x group x
+// max-tokens (end-of-text does not stop a completion), the parts alone and the ratio over them.
+// Returns the document (null when the run failed).
+json online_run(const std::string& method, std::vector<std::string> want_phases) {
+  const TrainRun r = bench_train("--method " + method + " --model " + chat_model() +
+                                 " --prompts 2 --group 3 --max-tokens 6 --prompt-tokens 4 --iterations 2 --lora-rank 2");
+  EXPECT_EQ(r.code, 0) << r.err;
+  if (r.code != 0) return nullptr;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["kind"], "train_" + method);
+  EXPECT_EQ(j["method"], method);
+  std::vector<std::string> got;
+  for (const auto& [name, p] : j["phases"].items()) {
+    got.push_back(name);
+    const double secs = p["seconds"].get<double>();
+    EXPECT_GE(secs, 0.0) << name;
+    if (secs > 0) {
+      EXPECT_NEAR(p["tokens_per_s"].get<double>(), p["tokens"].get<double>() / secs, 1e-9 * p["tokens_per_s"].get<double>())
+          << name;
+    }
+  }
+  std::sort(got.begin(), got.end());
+  std::sort(want_phases.begin(), want_phases.end());
+  EXPECT_EQ(got, want_phases);
+  EXPECT_GT(j["phases"]["sampling"]["seconds"].get<double>(), 0.0);
+  EXPECT_EQ(j["phases"]["sampling"]["tokens"], 2 * 3 * 6);
+  const json& it = j["iteration"];
+  EXPECT_EQ(it["sampled_tokens_each"], json::array({36, 36}));  // 2 measured iterations; the warm-up left out
+  EXPECT_EQ(it["seconds_each"].size(), 2u);
+  EXPECT_EQ(j["losses"].size(), 3u);  // the warm-up's too
+  const double iteration_s = it["seconds"].get<double>();
+  EXPECT_NEAR(iteration_s, (it["seconds_each"][0].get<double>() + it["seconds_each"][1].get<double>()) / 2, 1e-12);
+  // Each trained sequence is a prompt and its completion: 4 + 6 tokens.
+  for (const auto& t : it["trained_tokens_each"]) EXPECT_EQ(t.get<int64_t>() % 10, 0) << t;
+  const json& parts = j["parts_alone"];
+  EXPECT_GT(parts["sampling_seconds"].get<double>(), 0.0);
+  EXPECT_EQ(parts["training_step_seconds_each"].size(), 2u);
+  double sum = parts["sampling_seconds"].get<double>() + parts["scoring_seconds"].get<double>() +
+               parts["training_step_seconds"].get<double>() + parts.value("teacher_scoring_seconds", 0.0);
+  EXPECT_NEAR(parts["sum_seconds"].get<double>(), sum, 1e-12);
+  EXPECT_NEAR(j["iteration_over_parts"].get<double>(), iteration_s / sum, 1e-9);
+  EXPECT_NE(r.err.find("iteration 3/3"), std::string::npos) << r.err;
+  return j;
+}
+
+TEST(BenchTrainCli, GrpoIterationTimesEachPhaseAndCountsItsTokens) {
+  const json j = online_run("grpo", {"sampling", "scoring", "behaviour_logprobs", "forward_backward", "optimizer"});
+  ASSERT_FALSE(j.is_null());
+  // The built-in reward is a fraction of the completion's tokens; one mean per iteration.
+  ASSERT_EQ(j["rewards"].size(), 3u);
+  for (const auto& r : j["rewards"]) EXPECT_TRUE(r.get<double>() >= 0 && r.get<double>() <= 1) << r;
+  // A step trains on whole groups (3 completions of 10 tokens) whose rewards differ, and only then
+  // spends time in the backward.
+  for (size_t i = 0; i < 2; ++i) {
+    const int64_t trained = j["iteration"]["trained_tokens_each"][i].get<int64_t>();
+    EXPECT_EQ(trained % 30, 0);
+    EXPECT_LE(trained, 60);
+  }
+}
+
+TEST(BenchTrainCli, OpdIterationTimesTheTeacherAndTrainsEveryCompletion) {
+  const json j = online_run("opd", {"sampling", "scoring", "teacher_scoring", "behaviour_logprobs", "forward_backward",
+                                    "optimizer"});
+  ASSERT_FALSE(j.is_null());
+  // The teacher scores every prompt + completion token; OPD trains on every completion.
+  EXPECT_EQ(j["phases"]["teacher_scoring"]["tokens"], 2 * 3 * (4 + 6));
+  EXPECT_GT(j["phases"]["teacher_scoring"]["seconds"].get<double>(), 0.0);
+  EXPECT_EQ(j["iteration"]["trained_tokens_each"], json::array({60, 60}));
+  EXPECT_GT(j["phases"]["forward_backward"]["seconds"].get<double>(), 0.0);
+  EXPECT_GT(j["phases"]["optimizer"]["seconds"].get<double>(), 0.0);
+  EXPECT_GT(j["parts_alone"]["teacher_scoring_seconds"].get<double>(), 0.0);
+  ASSERT_EQ(j["reverse_kls"].size(), 3u);
+  for (const auto& k : j["reverse_kls"]) EXPECT_TRUE(std::isfinite(k.get<double>())) << k;
+}
+
+TEST(BenchTrainCli, BadOnlineFlagsAreRefusedNamingThem) {
+  const std::string m = " --model " + chat_model();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--method ppo", "--method ppo: expected sft, grpo or opd"},
+      {"--method grpo --group 1", "--group 1: expected 2 to 64"},
+      {"--method opd --prompts 0", "--prompts 0: expected 1 to 256"},
+      {"--method grpo --max-tokens 0", "--max-tokens 0: expected 1 to 32768"},
+      {"--method grpo --iterations 0", "--iterations 0: expected 1 to 1000"},
+      {"--method grpo --steps 2", "--steps does not apply to --method grpo"},
+      {"--method opd --dataset x.jsonl", "--dataset does not apply to --method opd"},
+      {"--prompts 2", "--prompts does not apply to --method sft"},
+      {"--method grpo --optimizer lion", "--optimizer lion"},
+  };
+  for (const auto& [args, want] : cases) {
+    const TrainRun r = bench_train(args + m);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.err.find(want), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(r.err.find("iteration 1/"), std::string::npos) << args << ": " << r.err;  // refused before any work
+  }
 }
 
 }  // namespace

@@ -405,7 +405,8 @@ TEST(RunTraining, GrpoBehaviourPolicyIsTheAdapterAtTheStart) {
 // An online run: before each step the rollout source gets the step number and the adapter as it
 // stands (moved by the steps before), and the step trains on exactly the groups it returned, after
 // their behaviour pass (rho = 1 at the step, so each OPD coefficient is -(teacher - behaviour) / n);
-// the step's mean reward and reverse KL reach the progress and the result.
+// the step's mean reward and reverse KL reach the progress and the result, and where each step's
+// time went its phases.
 TEST(RunTraining, OnlineStepsTrainOnTheRolloutOfTheAdapterAsItStands) {
   Calls calls;
   TrainSpec spec = fake_spec(&calls);
@@ -430,6 +431,9 @@ TEST(RunTraining, OnlineStepsTrainOnTheRolloutOfTheAdapterAsItStands) {
     }
     b.groups.push_back(std::move(g));
     b.mean_reward = 0.25 * static_cast<double>(step);
+    b.sampling_seconds = static_cast<double>(step);
+    b.scoring_seconds = 0.5 * static_cast<double>(step);
+    b.teacher_seconds = 0.25 * static_cast<double>(step);
     return b;
   };
   std::vector<TrainProgress> progress;
@@ -464,6 +468,22 @@ TEST(RunTraining, OnlineStepsTrainOnTheRolloutOfTheAdapterAsItStands) {
   ASSERT_EQ(progress.size(), 3u);
   EXPECT_EQ(progress[2].mean_reward, 0.75);
   EXPECT_EQ(progress[2].reverse_kl, r->reverse_kls[2]);
+  // Each step's phases: the rollout's own split as it reported it, its completions' tokens (2 of
+  // each of 2 completions) and the trained sequences' (4 each); the trainer's phases, timed inside
+  // the step, add up to no more than it.
+  ASSERT_EQ(r->step_phases.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const StepPhases& ph = r->step_phases[i];
+    EXPECT_EQ(ph.sampling, static_cast<double>(i + 1));
+    EXPECT_EQ(ph.scoring, 0.5 * static_cast<double>(i + 1));
+    EXPECT_EQ(ph.teacher, 0.25 * static_cast<double>(i + 1));
+    EXPECT_EQ(ph.sampled_tokens, 4);
+    EXPECT_EQ(ph.trained_tokens, 8);
+    EXPECT_GT(ph.behaviour_logp, 0.0);
+    EXPECT_GT(ph.forward_backward, 0.0);
+    EXPECT_GT(ph.optimizer, 0.0);
+    EXPECT_LE(ph.behaviour_logp + ph.forward_backward + ph.optimizer, r->step_seconds[i]);
+  }
 
   // A rollout's error ends the run, naming the step.
   spec.rollout.sample = [](int64_t step, const LoraAdapter&, const std::atomic<bool>&) -> Result<RolloutSource::Batch> {
