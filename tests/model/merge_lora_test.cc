@@ -8,8 +8,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "backend/registry.h"
 #include "core/dtype.h"
@@ -27,13 +25,6 @@ namespace fs = std::filesystem;
 
 std::string fixture(const std::string& path) { return std::string(KILN_FIXTURES_DIR) + "/" + path; }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 Tensor logits(Qwen35Model& m, const std::vector<int32_t>& ids, std::span<const LoraTerm> lora) {
   auto state = m.create_state({1, 8}).value();
   auto seq = state.new_sequence().value();
@@ -48,7 +39,7 @@ TEST(MergeLora, MergedCheckpointGivesTheLogitsOfTheBaseWithTheAdapter) {
   const std::string base = fixture("reference/gqa_untied"), adapter_dir = fixture("lora_reference/gqa_untied");
   const std::string out = testing::temp_dir("merge") + "/merged";
   ASSERT_TRUE(merge_lora_into_checkpoint(base, adapter_dir, out).ok());
-  EXPECT_EQ(slurp(out + "/config.json"), slurp(base + "/config.json"));
+  EXPECT_EQ(testing::read_file(out + "/config.json"), testing::read_file(base + "/config.json"));
   EXPECT_TRUE(fs::exists(out + "/reference.safetensors"));  // not the checkpoint's: copied as any file
 
   auto base_model = Qwen35Model::load(base, *backend).value();
