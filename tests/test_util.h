@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -45,6 +47,14 @@ inline double max_abs_diff(const float* a, const float* b, int64_t n) {
     m = std::max(m, d);
   }
   return m;
+}
+
+// The bytes of a file ("" when it cannot be read).
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 // A fresh directory /tmp/kiln-test-<tag>-XXXXXX, removed with everything in it when the test

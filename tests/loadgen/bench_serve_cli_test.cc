@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "fake_chat_server.h"
@@ -30,12 +29,7 @@ CommandResult kiln(const std::string& args, const std::string& redirect = "2>&1"
                               redirect);
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using kiln::testing::read_file;
 
 // A three-prompt set named "tiny" in a fresh directory.
 std::string write_prompt_set(const std::string& dir) {

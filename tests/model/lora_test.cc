@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "backend/registry.h"
 #include "model/lora_adapter.h"
@@ -27,12 +26,7 @@ constexpr double kFormsTol = 5e-5;  // batched against separate runs, as tests/m
 std::string base_dir(const std::string& name) { return std::string(KILN_FIXTURES_DIR) + "/reference/" + name; }
 std::string lora_dir(const std::string& name) { return std::string(KILN_FIXTURES_DIR) + "/lora_reference/" + name; }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::read_file;
 
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
