@@ -119,6 +119,19 @@ std::vector<ConfigField> build_schema() {
                         between(1, 3600)),
       KILN_CONFIG_FIELD(training, reward_retries, "Further attempts after a failed call to the reward server",
                         between(0, 10)),
+      KILN_CONFIG_FIELD(training, teacher_url,
+                        "http:// base URL of an OpenAI-compatible server (another Kiln, or vLLM) that OPD jobs may "
+                        "take as their teacher (teacher.remote in the request): Kiln POSTs token-id prompts to its "
+                        "/v1/completions for their prompt_logprobs, after checking once per job that it uses the "
+                        "student's tokenizer; empty: none"),
+      KILN_CONFIG_FIELD(training, teacher_model, "The model the remote teacher's requests name; empty: none sent"),
+      secret(KILN_CONFIG_FIELD(training, teacher_api_key,
+                               "Bearer key sent to training.teacher_url; renderings show only whether it is set, "
+                               "and no message or log carries it; empty: none")),
+      KILN_CONFIG_FIELD(training, teacher_timeout_seconds, "Timeout of one call to the remote teacher, in seconds",
+                        between(1, 3600)),
+      KILN_CONFIG_FIELD(training, teacher_retries, "Further attempts after a failed call to the remote teacher",
+                        between(0, 10)),
       KILN_CONFIG_FIELD(training, max_queued_jobs, "Training jobs that may wait in the queue", at_least(1)),
       KILN_CONFIG_FIELD(training, checkpoint_interval, "Optimizer steps between checkpoints; 0: none", at_least(0)),
       KILN_CONFIG_FIELD(training, checkpoint_keep,

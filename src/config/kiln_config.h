@@ -61,6 +61,13 @@ struct TrainingSection {
   std::string reward_url;
   int64_t reward_timeout_seconds = 30;
   int64_t reward_retries = 2;
+  // OPD's remote teacher (src/server/remote_teacher.h): an OpenAI-compatible server named here
+  // only, never by a request ({"remote": true} asks for it), with the student's tokenizer.
+  std::string teacher_url;
+  std::string teacher_model;            // the `model` its requests name; "" : none sent
+  std::string teacher_api_key;          // its bearer key; "" : none
+  int64_t teacher_timeout_seconds = 60;
+  int64_t teacher_retries = 2;
   int64_t max_queued_jobs = 16;
   int64_t checkpoint_interval = 0;  // optimizer steps between checkpoints; 0: none
   int64_t checkpoint_keep = 3;      // a job's last N checkpoints stay on disk; 0: all

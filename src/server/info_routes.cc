@@ -9,7 +9,8 @@ void add_info_routes(httplib::Server& server, ServerContext& ctx) {
     const int64_t created =
         std::chrono::duration_cast<std::chrono::seconds>(ctx.started.time_since_epoch()).count();
     return Json{{"id", ctx.model_id}, {"object", "model"}, {"created", created}, {"owned_by", "kiln"},
-                {"max_model_len", ctx.max_context}};
+                {"max_model_len", ctx.max_context},
+                {"tokenizer_sha256", ctx.tokenizer_sha256.empty() ? Json(nullptr) : Json(ctx.tokenizer_sha256)}};
   };
   server.Get("/v1/models", [model_json](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"object", "list"}, {"data", Json::array({model_json()})}});

@@ -57,23 +57,45 @@ std::optional<ApiError> read_reward(const ServerContext& ctx, const Json& j, Rol
   // The reward server is the operator's to name: a request only asks for it.
   if (ctx.config.training.reward_url.empty())
     return ApiError::invalid("reward.server", "this server has no reward server (training.reward_url is not set)");
-  s.reward_server = RewardServer{ctx.config.training.reward_url, ctx.config.training.reward_timeout_seconds,
-                                 ctx.config.training.reward_retries};
+  JsonEndpoint& to = s.reward_server.emplace();
+  to.field = "training.reward_url";
+  to.url = ctx.config.training.reward_url;
+  to.timeout_seconds = ctx.config.training.reward_timeout_seconds;
+  to.retries = ctx.config.training.reward_retries;
   return std::nullopt;
 }
 
-// The OPD teacher: {adapter?, system_prompt?}; a remote teacher (`url`) is refused for now.
+// The OPD teacher: {adapter?, remote?, system_prompt?}. A remote teacher is the server's
+// training.teacher_url, which a request may ask for but never name.
 std::optional<ApiError> read_teacher(const ServerContext& ctx, const Json* j, RolloutSettings& s,
                                      std::string& system_prompt) {
   if (j == nullptr) return std::nullopt;  // the base model, no system prompt
-  if (!j->is_object()) return ApiError::invalid("teacher", "teacher must be an object {adapter?, system_prompt?}");
+  if (!j->is_object())
+    return ApiError::invalid("teacher", "teacher must be an object {adapter?, remote?, system_prompt?}");
   if (j->contains("url"))
-    return ApiError::invalid("teacher.url", "a remote teacher is not supported: the teacher is the served base model "
-                                            "or one of its loaded adapters");
-  FieldReader r(*j, "teacher", {"adapter", "system_prompt"});
+    return ApiError::invalid("teacher.url", "a request cannot name the teacher's URL: a remote teacher is the "
+                                            "server's training.teacher_url, asked for with \"remote\": true");
+  FieldReader r(*j, "teacher", {"adapter", "remote", "system_prompt"});
   if (auto a = r.string("adapter")) s.teacher_adapter = *a;
+  const bool remote = r.boolean("remote").value_or(false);
   if (auto p = r.string("system_prompt")) system_prompt = *p;
   if (!r.ok()) return r.error();
+  if (remote) {
+    const TrainingSection& t = ctx.config.training;
+    if (!s.teacher_adapter.empty())
+      return ApiError::invalid("teacher.adapter", "a remote teacher takes no adapter: training.teacher_url serves "
+                                                  "what it serves (training.teacher_model names it)");
+    if (t.teacher_url.empty())
+      return ApiError::invalid("teacher.remote", "this server has no remote teacher (training.teacher_url is not set)");
+    RemoteTeacher& teacher = s.remote_teacher.emplace();
+    teacher.endpoint.field = "training.teacher_url";
+    teacher.endpoint.url = t.teacher_url;
+    teacher.endpoint.timeout_seconds = t.teacher_timeout_seconds;
+    teacher.endpoint.retries = t.teacher_retries;
+    teacher.endpoint.bearer = t.teacher_api_key;
+    teacher.model = t.teacher_model;
+    return std::nullopt;
+  }
   if (!s.teacher_adapter.empty()) {
     Result<LoadedAdapter> a = ctx.adapters ? ctx.adapters->resolve(s.teacher_adapter)
                                            : Result<LoadedAdapter>(not_found("adapter '" + s.teacher_adapter + "' is not loaded"));

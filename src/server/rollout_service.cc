@@ -94,41 +94,34 @@ Status run_requests(const ServerContext& ctx, std::vector<RequestSpec> specs, st
 
 }  // namespace
 
-Result<std::vector<double>> reward_server_scores(const RewardServer& server, const nlohmann::json& body,
+Result<std::vector<double>> reward_server_scores(const JsonEndpoint& server, const nlohmann::json& body,
                                                  size_t completions) {
-  Status last;
-  for (int64_t attempt = 0; attempt <= server.retries; ++attempt) {
-    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(200 * attempt));
-    Result<std::string> answer = post_json("training.reward_url", server.url, body, server.timeout_seconds);
-    if (!answer.ok()) {
-      last = answer.status();
-      continue;
-    }
-    // A malformed answer is not retried: the server would answer the same.
-    const nlohmann::json j = nlohmann::json::parse(*answer, nullptr, false);
-    if (!j.is_object() || !j.contains("scores") || !j["scores"].is_array())
-      return invalid_argument("training.reward_url " + server.url + " answered without a list `scores`");
-    if (j["scores"].size() != completions)
-      return invalid_argument("training.reward_url " + server.url + " answered " + std::to_string(j["scores"].size()) +
-                              " scores for " + std::to_string(completions) + " completions");
-    std::vector<double> scores;
-    for (size_t i = 0; i < completions; ++i) {
-      const nlohmann::json& v = j["scores"][i];
-      if (!v.is_number() || !std::isfinite(v.get<double>()))
-        return invalid_argument("training.reward_url " + server.url + ": scores[" + std::to_string(i) +
-                                "] is not a finite number: " + v.dump());
-      scores.push_back(v.get<double>());
-    }
-    return scores;
+  // A malformed answer is not retried: the server would answer the same.
+  KILN_ASSIGN_OR_RETURN(std::string answer, post_json(server, body));
+  const nlohmann::json j = nlohmann::json::parse(answer, nullptr, false);
+  if (!j.is_object() || !j.contains("scores") || !j["scores"].is_array())
+    return invalid_argument("training.reward_url " + server.url + " answered without a list `scores`");
+  if (j["scores"].size() != completions)
+    return invalid_argument("training.reward_url " + server.url + " answered " + std::to_string(j["scores"].size()) +
+                            " scores for " + std::to_string(completions) + " completions");
+  std::vector<double> scores;
+  for (size_t i = 0; i < completions; ++i) {
+    const nlohmann::json& v = j["scores"][i];
+    if (!v.is_number() || !std::isfinite(v.get<double>()))
+      return invalid_argument("training.reward_url " + server.url + ": scores[" + std::to_string(i) +
+                              "] is not a finite number: " + v.dump());
+    scores.push_back(v.get<double>());
   }
-  return last.with_context("after " + std::to_string(server.retries + 1) + " attempts");
+  return scores;
 }
 
 RolloutSource make_rollout_source(const ServerContext& ctx, std::shared_ptr<const RolloutSettings> settings, int64_t steps) {
   RolloutSource src;
   src.steps = steps;
   const ServerContext* c = &ctx;
-  src.sample = [c, settings](int64_t step, const LoraAdapter& adapter,
+  // A remote teacher's tokenizer is checked once per job, before its first scores are asked for.
+  auto teacher_checked = std::make_shared<bool>(false);
+  src.sample = [c, settings, teacher_checked](int64_t step, const LoraAdapter& adapter,
                              const std::atomic<bool>& cancel) -> Result<RolloutSource::Batch> {
     const ServerContext& ctx = *c;
     const RolloutSettings& s = *settings;
@@ -216,40 +209,66 @@ RolloutSource make_rollout_source(const ServerContext& ctx, std::shared_ptr<cons
     if (s.opd) {
       const auto t_teacher = std::chrono::steady_clock::now();
       // The teacher's log-probability of every sampled token: its prompt, then the completion, as
-      // one prompt scored by the engine (prompt_logprobs), under the teacher's adapter or none.
-      std::vector<RequestSpec> teach;
+      // one prompt scored (prompt_logprobs) by the engine, under the teacher's adapter or none, or
+      // by the remote teacher; entry m - 1 of a prompt's scores is its token m's.
+      std::vector<std::vector<int32_t>> teach;
       std::vector<std::pair<size_t, size_t>> where;  // (group, completion)
       for (size_t p = 0; p < out.groups.size(); ++p)
         for (size_t i = 0; i < out.groups[p].completions.size(); ++i) {
           const TrainSequence& q = out.groups[p].completions[i].sequence;
+          std::vector<int32_t> prompt = s.prompts[p].teacher_tokens;
+          prompt.insert(prompt.end(), q.tokens.begin() + static_cast<std::ptrdiff_t>(s.prompts[p].tokens.size()),
+                        q.tokens.end());
+          teach.push_back(std::move(prompt));
+          where.emplace_back(p, i);
+        }
+      std::vector<std::vector<float>> scores(teach.size());
+      if (s.remote_teacher) {
+        if (!*teacher_checked) {
+          Status st = check_teacher_tokenizer(*s.remote_teacher, *ctx.tokenizer, ctx.tokenizer_sha256);
+          if (!st.ok()) return st.with_context("the remote teacher's tokenizer");
+          *teacher_checked = true;
+        }
+        // One call per prompt, with its group's completions.
+        for (size_t j = 0; j < teach.size();) {
+          if (cancel.load()) return failed_precondition("cancelled");
+          const size_t p = where[j].first, n = out.groups[p].completions.size();
+          const std::vector<std::vector<int32_t>> group(teach.begin() + static_cast<std::ptrdiff_t>(j),
+                                                        teach.begin() + static_cast<std::ptrdiff_t>(j + n));
+          auto lp = teacher_prompt_logprobs(*s.remote_teacher, group);
+          if (!lp.ok()) return lp.status().with_context("the teacher's log-probabilities of prompts[" + std::to_string(p) + "]");
+          for (size_t i = 0; i < n; ++i) scores[j + i] = std::move((*lp)[i]);
+          j += n;
+        }
+      } else {
+        std::vector<RequestSpec> specs;
+        for (std::vector<int32_t>& prompt : teach) {
           RequestSpec r;
-          r.prompt = s.prompts[p].teacher_tokens;
-          r.prompt.insert(r.prompt.end(), q.tokens.begin() + static_cast<std::ptrdiff_t>(s.prompts[p].tokens.size()),
-                          q.tokens.end());
+          r.prompt = std::move(prompt);
           r.sampling.temperature = 0;
           r.sampling.logprobs = false;
           r.max_tokens = 1;
           r.prompt_logprobs = 0;
           if (s.teacher_adapter.empty()) r.base_model = true;
           else r.adapter = s.teacher_adapter;
-          teach.push_back(std::move(r));
-          where.emplace_back(p, i);
+          specs.push_back(std::move(r));
         }
-      std::vector<Pending> scored;
-      Status st = run_requests(ctx, std::move(teach), scored, cancel);
-      if (!st.ok()) return st.with_context("the teacher's log-probabilities");
+        std::vector<Pending> scored;
+        Status st = run_requests(ctx, std::move(specs), scored, cancel);
+        if (!st.ok()) return st.with_context("the teacher's log-probabilities");
+        for (size_t j = 0; j < scored.size(); ++j)
+          for (const SampledToken& t : scored[j].prompt_scores) scores[j].push_back(t.logprob);
+      }
       for (size_t j = 0; j < where.size(); ++j) {
         const auto [p, i] = where[j];
         GrpoCompletion& comp = out.groups[p].completions[i];
         const size_t student_prompt = s.prompts[p].tokens.size(), teacher_prompt = s.prompts[p].teacher_tokens.size();
         const size_t n = comp.sequence.tokens.size() - student_prompt;
-        // prompt_scores[m] scores prompt token m + 1.
-        if (scored[j].prompt_scores.size() + 1 < teacher_prompt + n)
-          return internal_error("the teacher scored " + std::to_string(scored[j].prompt_scores.size()) +
-                                " prompt tokens of " + std::to_string(teacher_prompt + n));
+        if (scores[j].size() + 1 < teacher_prompt + n)
+          return internal_error("the teacher scored " + std::to_string(scores[j].size()) + " prompt tokens of " +
+                                std::to_string(teacher_prompt + n));
         comp.teacher_logp.assign(comp.sequence.tokens.size(), 0.f);
-        for (size_t t = 0; t < n; ++t)
-          comp.teacher_logp[student_prompt + t] = scored[j].prompt_scores[teacher_prompt + t - 1].logprob;
+        for (size_t t = 0; t < n; ++t) comp.teacher_logp[student_prompt + t] = scores[j][teacher_prompt + t - 1];
       }
       out.teacher_seconds = seconds_since(t_teacher);
     }

@@ -5,7 +5,8 @@
 // settings and seeds; each is scored by the reward (an eval scorer against the prompt's reference,
 // or training.reward_url), and for OPD its tokens by the teacher (the served base model, or a
 // loaded adapter, behind an optional teacher-only system prompt) through the engine's prompt
-// log-probabilities. Serving requests share the engine's cycles meanwhile.
+// log-probabilities, or by the remote teacher of training.teacher_url (server/remote_teacher.h).
+// Serving requests share the engine's cycles meanwhile.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,8 @@
 
 #include "eval/scorer.h"
 #include "grammar/grammar_cache.h"
+#include "server/json_post.h"
+#include "server/remote_teacher.h"
 #include "server/server_context.h"
 #include "train/train_run.h"
 
@@ -31,14 +34,6 @@ struct RolloutPrompt {
   bool opens_reasoning = false;            // the rendered prompt leaves the reasoning span open
 };
 
-// training.reward_url and how it is called: POST {prompt, reference, completions} ->
-// {scores: [...]}, each attempt bounded by `timeout_seconds`, `retries` more after a failure.
-struct RewardServer {
-  std::string url;
-  int64_t timeout_seconds = 30;
-  int64_t retries = 2;
-};
-
 struct RolloutSettings {
   std::vector<RolloutPrompt> prompts;
   int64_t group_size = 8;
@@ -49,9 +44,12 @@ struct RolloutSettings {
   bool enable_thinking = false;       // the chat template's enable_thinking for every prompt
   uint64_t seed = 0;
   std::optional<ScorerSpec> scorer;   // the reward: a scorer against each prompt's reference,
-  std::optional<RewardServer> reward_server;  // or the reward server; neither: no reward (OPD only)
+  // or training.reward_url: POST {prompt, reference, completions} -> {scores: [...]}; neither: no
+  // reward (OPD only)
+  std::optional<JsonEndpoint> reward_server;
   bool opd = false;
   std::string teacher_adapter;        // OPD: "" the base model, else a loaded adapter's name
+  std::optional<RemoteTeacher> remote_teacher;  // OPD: training.teacher_url instead of the engine
   std::string key;                    // unique to the job: the private adapter's prefix-cache key
   // `response_format`: every rollout follows this grammar (null: free), after the reasoning span
   // where thinking is on, as a chat completion's output would.
@@ -64,7 +62,7 @@ struct RolloutSettings {
 RolloutSource make_rollout_source(const ServerContext& ctx, std::shared_ptr<const RolloutSettings> settings, int64_t steps);
 
 // The reward server's scores for one prompt's completions (exposed for tests).
-Result<std::vector<double>> reward_server_scores(const RewardServer& server, const nlohmann::json& body,
+Result<std::vector<double>> reward_server_scores(const JsonEndpoint& server, const nlohmann::json& body,
                                                  size_t completions);
 
 }  // namespace kiln

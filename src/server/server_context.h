@@ -39,6 +39,7 @@ struct ServerContext {
   JobQueue* training = nullptr;         // the training jobs (null: training routes answer 409)
   TrainJobEnv train_env;                // what every job shares: model, registry, step runner
   const Tokenizer* tokenizer = nullptr;
+  std::string tokenizer_sha256;  // its tokenizer.json's content hash (server/remote_teacher.h)
   const ChatTemplate* chat_template = nullptr;  // null: the model has none (chat routes answer 400)
   StructuredOutputs* structured = nullptr;      // grammars of requests (null: constraints answer 400)
   std::string model_id;

@@ -24,6 +24,7 @@
 #include "eval/eval_jobs.h"
 #include "server/eval_service.h"
 #include "server/memory_plan.h"
+#include "server/remote_teacher.h"
 #include "server/request_log.h"
 #include "server/request_guard.h"
 #include "server/request_log_capture.h"
@@ -167,6 +168,9 @@ class Stack final : public ServingStack {
       auto tok = Tokenizer::load(tok_dir);
       if (!tok.ok()) return tok.status().with_context("model.tokenizer_path");
       tokenizer_ = std::make_unique<Tokenizer>(std::move(*tok));
+      auto hash = tokenizer_content_sha256(tok_dir);
+      if (!hash.ok()) return hash.status().with_context("model.tokenizer_path");
+      ctx_.tokenizer_sha256 = std::move(*hash);
     }
     if (auto t = ChatTemplate::load(tok_dir); t.ok()) {
       template_ = std::make_unique<ChatTemplate>(std::move(*t));

@@ -526,6 +526,9 @@ std::optional<ApiError> parse_train_request(const ServerContext& ctx, TrainSpec:
                                        {"enable_thinking", settings->enable_thinking}, {"reward", reward},
                                        {"response_format", settings->response_format}};
     if (opd) req->hyperparameters["rollout"]["teacher_adapter"] = settings->teacher_adapter.empty() ? Json(nullptr) : Json(settings->teacher_adapter);
+    if (opd && settings->remote_teacher)  // the configured URL and model, never the key
+      req->hyperparameters["rollout"]["teacher_remote"] = {{"url", settings->remote_teacher->endpoint.url},
+                                                           {"model", settings->remote_teacher->model}};
   }
   out = std::move(req);
   return std::nullopt;

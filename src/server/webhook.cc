@@ -17,7 +17,11 @@ nlohmann::json webhook_body(const JobInfo& job) {
 }
 
 Status post_webhook(const std::string& url, const nlohmann::json& body) {
-  return post_json("training.webhook_url", url, body, 5).status();
+  JsonEndpoint to;
+  to.field = "training.webhook_url";
+  to.url = url;
+  to.timeout_seconds = 5;
+  return post_json(to, body).status();
 }
 
 }  // namespace kiln

@@ -52,7 +52,7 @@ TEST_F(ConfigLoader, DefaultsWhenNothingIsGiven) {
   ResolvedConfig r = loaded();
   EXPECT_EQ(r.config.server.port, 8420);
   EXPECT_EQ(r.file, "");
-  EXPECT_EQ(r.origins.size(), 53u);
+  EXPECT_EQ(r.origins.size(), 58u);
   for (const auto& [name, origin] : r.origins) {
     EXPECT_EQ(origin.source, ConfigSource::kDefault) << name;
     EXPECT_EQ(origin.where, "") << name;

@@ -72,6 +72,16 @@ TEST(ConfigRender, TheApiKeyShowsWhetherItIsSetNeverItsValue) {
   EXPECT_EQ(r.config.server.api_key, "s3cret-key");  // the server still gets it
 }
 
+// The remote teacher's key, from the environment as from a flag, is as hidden as the API key.
+TEST(ConfigRender, TheTeacherKeyFromTheEnvironmentShowsOnlyThatItIsSet) {
+  const ResolvedConfig r = with_flags({}, {{"KILN_TRAINING_TEACHER_API_KEY", "sk-t3acher"}});
+  const nlohmann::json j = config_to_json(r);
+  EXPECT_EQ(j["training"]["teacher_api_key"]["value"], "<set>") << j["training"].dump();
+  EXPECT_EQ(j.dump().find("t3acher"), std::string::npos);
+  EXPECT_EQ(config_to_text(r).find("t3acher"), std::string::npos);
+  EXPECT_EQ(r.config.training.teacher_api_key, "sk-t3acher");
+}
+
 TEST(ConfigReference, MarkdownHasARowPerKey) {
   const std::string md = config_reference_markdown();
   EXPECT_NE(md.find("### [prefix_cache]\n"), std::string::npos);

@@ -63,6 +63,15 @@ class ProofServer {
     return r && r->status == 200 ? nlohmann::json::parse(r->body) : nlohmann::json();
   }
 
+  // POST `body`; the status (0: no answer) and the parsed body, whatever the status.
+  std::pair<int, nlohmann::json> post_any(const std::string& path, const nlohmann::json& body) const {
+    httplib::Client cli("127.0.0.1", stack_->port());
+    cli.set_read_timeout(120, 0);
+    auto r = cli.Post(path.c_str(), body.dump(), "application/json");
+    if (!r) return {0, nlohmann::json()};
+    return {r->status, nlohmann::json::parse(r->body, nullptr, false)};
+  }
+
   // Polls the job's status until it has ended; the last status seen. The bound is far above any
   // job's time on a loaded 2-core machine (a job that hangs still fails the test): speed is for
   // benchmarks, not for these assertions.

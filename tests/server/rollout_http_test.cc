@@ -14,6 +14,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "loopback_server.h"
 #include "proof_server.h"
 
 namespace kiln {
@@ -24,28 +25,14 @@ using json = nlohmann::json;
 json user(const std::string& text) { return json::array({{{"role", "user"}, {"content", text}}}); }
 
 std::pair<int, json> post(const testing::ProofServer& s, const std::string& path, const json& body) {
-  httplib::Client cli("127.0.0.1", s.port());
-  cli.set_read_timeout(60, 0);
-  auto r = cli.Post(path.c_str(), body.dump(), "application/json");
-  if (!r) return {0, json()};
-  return {r->status, json::parse(r->body, nullptr, false)};
+  return s.post_any(path, body);
 }
 
-// A reward server on a free port: `handler` answers each call; the calls are counted.
-struct RewardServer {
-  httplib::Server server;
-  std::thread thread;
-  int port = 0;
-  explicit RewardServer(std::function<void(const httplib::Request&, httplib::Response&)> handler) {
-    server.Post("/score", std::move(handler));
-    port = server.bind_to_any_port("127.0.0.1");
-    thread = std::thread([this] { server.listen_after_bind(); });
-    while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ~RewardServer() {
-    server.stop();
-    thread.join();
-  }
+// A reward server on a free port: `handler` answers each call of POST /score.
+struct RewardServer : testing::LoopbackServer {
+  explicit RewardServer(std::function<void(const httplib::Request&, httplib::Response&)> handler)
+      : LoopbackServer([&](httplib::Server& s) { s.Post("/score", std::move(handler)); }), port(LoopbackServer::port()) {}
+  int port;
 };
 
 TEST(RolloutHttp, BadOnlineRequestsAre400NamingTheField) {
