@@ -88,7 +88,7 @@ def iteration(model, opt, a, prompts, phases):
 
     def sample():
         model.eval()
-        with torch.inference_mode():
+        with torch.no_grad():
             state["ids"] = model.generate(input_ids=rows, attention_mask=torch.ones_like(rows), do_sample=True,
                                           temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=a.max_tokens,
                                           min_new_tokens=a.max_tokens, use_cache=True,
@@ -106,7 +106,7 @@ def iteration(model, opt, a, prompts, phases):
             adv.append((r - r.mean()).unsqueeze(-1).expand(-1, a.max_tokens))
 
     def teacher():
-        with torch.inference_mode(), model.disable_adapter():
+        with torch.no_grad(), model.disable_adapter():
             for g in range(a.prompts):
                 adv.append(completion_logp(model, groups[g], a.max_tokens).clone())
 

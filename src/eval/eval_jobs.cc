@@ -88,7 +88,9 @@ Result<std::string> EvalJobs::submit(const EvalRunSpec& spec) {
     const bool compare = rec->spec.kind == "compare";
     const int64_t total = compare ? 2 * n : n;
     int64_t done = 0;
-    progress({0, total, 0, 0, {}});
+    TrainProgress start;
+    start.total_steps = total;
+    progress(start);
     auto run_one = [&](const std::string& adapter, std::vector<EvalOutcome>& into, uint64_t& rev) -> Status {
       auto r = run_suite(rec->suite, gen, adapter, rec->spec.seed, rec->spec.temperature, rec->max_tokens, cancel,
                          [&](const EvalOutcome& o, uint64_t revision) {
@@ -97,7 +99,10 @@ Result<std::string> EvalJobs::submit(const EvalRunSpec& spec) {
                              into.push_back(o);
                              rev = revision;
                            }
-                           progress({++done, total, 0, 0, {}});
+                           TrainProgress p;
+                           p.step = ++done;
+                           p.total_steps = total;
+                           progress(p);
                          });
       return r.status();
     };

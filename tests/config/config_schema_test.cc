@@ -73,8 +73,11 @@ TEST(ConfigSchema, EveryRowWritesItsOwnMember) {
         schema[i].default_value());
     schema[i].set(c, changed);
     EXPECT_EQ(schema[i].get(c), changed) << schema[i].name();
-    for (size_t j = 0; j < schema.size(); ++j)
-      if (j != i) EXPECT_EQ(schema[j].get(c), schema[j].default_value()) << schema[i].name() << " wrote " << schema[j].name();
+    for (size_t j = 0; j < schema.size(); ++j) {
+      if (j != i) {
+        EXPECT_EQ(schema[j].get(c), schema[j].default_value()) << schema[i].name() << " wrote " << schema[j].name();
+      }
+    }
   }
 }
 

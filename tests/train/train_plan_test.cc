@@ -107,7 +107,9 @@ TEST(TrainPlan, PackingFillsSequencesUpToTheLimitFromTheShuffledOrder) {
       used = 0;
       for (size_t i : unit) used += its[i].tokens, seen.push_back(i);
       EXPECT_LE(used, 10);
-      if (seen.size() < order.size()) EXPECT_GT(used + its[order[seen.size()]].tokens, 10) << "a run closed early";
+      if (seen.size() < order.size()) {
+        EXPECT_GT(used + its[order[seen.size()]].tokens, 10) << "a run closed early";
+      }
     }
     EXPECT_EQ(seen, order) << "epoch " << e;
   }
