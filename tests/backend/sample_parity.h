@@ -252,6 +252,30 @@ inline void expect_sample_refusals_name_the_problem(Backend& be) {
   EXPECT_TRUE(be.sampling().sample({dl, rows, ids, lp}).ok());
 }
 
+// Structured-output rows (token masks, logit biases, both) among free ones, at the model's
+// vocabulary (`big_rows` rows) and a small one (192 rows), on `dev` against the CPU reference:
+// `match(case, got, want, what)` holds the device's tokens to the reference's with its own
+// tolerance; a masked row's token is always allowed.
+template <class Match>
+void expect_constrained_rows_match_cpu(Backend& dev, int64_t big_rows, Match match) {
+  auto ref = create_backend("cpu").value();
+  std::mt19937_64 g(4321);
+  for (int64_t V : {int64_t{248320}, int64_t{1000}}) {
+    MixedSampleCase c = mixed_sample_case(V > 100000 ? big_rows : 192, V, g);
+    SampleConstraints k;
+    constrain_sample_rows(c.rows, c.logits, k, g);
+    ASSERT_TRUE(dev.sampling().supports(describe(SampleArgs{c.logits, c.rows, Tensor(), Tensor()})).runs_natively());
+    const SampleOutcome want = run_sample(*ref, c.logits, c.rows);
+    const SampleOutcome got = run_sample(dev, to_device(dev, c.logits), c.rows);
+    match(c, got, want, "constrained V=" + std::to_string(V));
+    for (size_t r = 0; r < c.rows.size(); ++r) {
+      if (!k.masks[r].empty()) {
+        EXPECT_TRUE((k.masks[r][got.ids[r] >> 5] >> (got.ids[r] & 31)) & 1u) << "row " << r << " token " << got.ids[r];
+      }
+    }
+  }
+}
+
 // Structured-output rows in the argmax: a row's mask leaves only some ids (a random eighth, plus
 // one id whose logit is -inf in a row of -inf elsewhere), unmasked rows beside them; the device
 // gives the CPU reference's ids, every masked id allowed, on device and host logits.

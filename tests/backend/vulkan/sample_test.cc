@@ -64,27 +64,15 @@ TEST(VulkanSample, MatchesCpuOnMixedRows) {
   }
 }
 
-// Logits rows with a stride (a view of a wider tensor) are sampled like contiguous ones.
 // Structured-output rows (token masks, logit biases, both) among free ones, at the model's
 // vocabulary and a small one: the masks and biases go up with the parameters and give the CPU
 // reference's tokens; a masked row's token is always allowed.
 TEST(VulkanSample, MaskedAndBiasedRowsMatchCpu) {
   KILN_VULKAN_OR_SKIP(be);
-  auto ref = cpu();
-  std::mt19937_64 g(4321);
-  for (int64_t V : {int64_t{248320}, int64_t{1000}}) {
-    testing::MixedSampleCase c = testing::mixed_sample_case(V > 100000 ? 24 : 192, V, g);
-    testing::SampleConstraints k;
-    testing::constrain_sample_rows(c.rows, c.logits, k, g);
-    ASSERT_TRUE(be->sampling().supports(describe(SampleArgs{c.logits, c.rows, Tensor(), Tensor()})).runs_natively());
-    const SampleOutcome want = run_sample(*ref, c.logits, c.rows);
-    const SampleOutcome got = run_sample(*be, to_device(*be, c.logits), c.rows);
-    expect_match(got, want, c.logits, c.rows, "constrained V=" + std::to_string(V));
-    for (size_t r = 0; r < c.rows.size(); ++r)
-      if (!k.masks[r].empty()) {
-        EXPECT_TRUE((k.masks[r][got.ids[r] >> 5] >> (got.ids[r] & 31)) & 1u) << "row " << r << " token " << got.ids[r];
-      }
-  }
+  testing::expect_constrained_rows_match_cpu(*be, 24, [](const testing::MixedSampleCase& c, const SampleOutcome& got,
+                                                          const SampleOutcome& want, const std::string& what) {
+    expect_match(got, want, c.logits, c.rows, what);
+  });
 }
 
 // Structured-output rows in the argmax (sample_parity.h): the CPU reference's ids, every masked
@@ -94,6 +82,7 @@ TEST(VulkanSample, MaskedArgmaxMatchesCpu) {
   testing::expect_masked_argmax_matches_cpu(*be);
 }
 
+// Logits rows with a stride (a view of a wider tensor) are sampled like contiguous ones.
 TEST(VulkanSample, StridedRowsEqualContiguousOnes) {
   KILN_VULKAN_OR_SKIP(be);
   auto ref = cpu();
