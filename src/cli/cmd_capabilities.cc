@@ -12,6 +12,7 @@
 #include "cli/default_model.h"
 #include "model/init.h"
 #include "qualify/git_source_history.h"
+#include "qualify/receipt_index.h"
 #include "report/capability_report.h"
 
 namespace kiln::cli {
@@ -28,6 +29,20 @@ std::string slurp(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// The committed receipts judged at `as_of`, for the report's qualification_receipts section.
+Result<nlohmann::json> receipts_as_of(const std::string& evidence_dir, const std::string& as_of) {
+  KILN_ASSIGN_OR_RETURN(qualify::GitRepo repo, qualify::GitRepo::discover(
+                                                   std::filesystem::absolute(evidence_dir).parent_path().string()));
+  KILN_ASSIGN_OR_RETURN(qualify::ReceiptIndex index, qualify::index_receipts(repo, as_of));
+  nlohmann::json newest = nlohmann::json::array();
+  for (const qualify::ReceiptStanding& s : index.newest)
+    newest.push_back({{"workload", s.workload_id}, {"variant", s.variant}, {"host", s.host_id}, {"device", s.device},
+                      {"verdict", s.verdict}, {"commit", s.commit}, {"file", s.file},
+                      {"state", qualify::currency_name(s.freshness.state)}, {"why", s.freshness.why},
+                      {"older_kept", s.older}});
+  return nlohmann::json{{"newest", newest}, {"without_receipt", index.unreceipted}};
 }
 
 Status run(const CapOpts& o) {
@@ -77,6 +92,9 @@ Status run(const CapOpts& o) {
   else if (!as_of.empty())  // the checked-in report's commit, missing here (a shallow clone)
     return h.status().with_context(o.check_dir + "/backend-capability-report.json names evidence_as_of " + as_of);
   ro.history = history.get();
+  if (history) {
+    KILN_ASSIGN_OR_RETURN(ro.receipts, receipts_as_of(o.evidence, history->as_of()));
+  }
   ro.canonical = o.canonical || !o.write_dir.empty() || !o.check_dir.empty();
   KILN_ASSIGN_OR_RETURN(nlohmann::json report, build_capability_report(ro));
   const std::string json_text = report.dump(2) + "\n", md_text = render_markdown(report);

@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "qualify/compare.h"
 #include "qualify/receipt.h"
+#include "qualify/receipt_index.h"
 #include "qualify/runner.h"
 #include "qualify/variables.h"
 #include "qualify/workload.h"
@@ -125,6 +126,37 @@ void receipt_command(const ReceiptOptions& o) {
               check.receipt.backend.c_str());
 }
 
+struct ReceiptsOptions {
+  std::string repo = ".";
+  bool require_current_cpu = false;
+};
+
+void receipts_command(const ReceiptsOptions& o) {
+  Result<q::GitRepo> repo = q::GitRepo::discover(o.repo);
+  if (!repo.ok()) return report(repo.status());
+  Result<q::ReceiptIndex> index = q::index_receipts(*repo);
+  if (!index.ok()) return report(index.status());
+  std::printf("%-34s %-18s %-8s %-12s %-8s %s\n", "workload/variant", "host", "verdict", "commit", "state", "why");
+  for (const q::ReceiptStanding& s : index->newest) {
+    std::string older = s.older > 0 ? " (" + std::to_string(s.older) + " older kept)" : "";
+    std::printf("%-34s %-18s %-8s %-12s %-8s %s%s\n", (s.workload_id + "/" + s.variant).c_str(), s.host_id.c_str(),
+                s.verdict.c_str(), s.commit.substr(0, 12).c_str(), q::currency_name(s.freshness.state),
+                s.freshness.why.c_str(), older.c_str());
+  }
+  for (const std::string& u : index->unreceipted) std::printf("no receipt: %s\n", u.c_str());
+  for (const std::string& i : index->invalid) std::printf("invalid: %s\n", i.c_str());
+  if (!o.require_current_cpu) return;
+  std::vector<std::string> breaches = q::cpu_receipt_breaches(*index, *repo);
+  for (const std::string& b : breaches) std::fprintf(stderr, "breach: %s\n", b.c_str());
+  if (!breaches.empty()) {
+    std::fprintf(stderr,
+                 "%zu breach(es): renew the receipts on a machine without a GPU (docs/qualification.md, "
+                 "\"Receipts at HEAD\")\n",
+                 breaches.size());
+    exit_code = 1;
+  }
+}
+
 struct CompareOptions {
   std::string baseline, candidate, manifest;
   bool json = false;
@@ -197,7 +229,8 @@ void add_qualify_command(CLI::App& app) {
   CLI::App* receipt_cmd = qualify->add_subcommand("receipt", "Validate a receipt");
   receipt_cmd->add_option("file", receipt->file, "Receipt JSON file")->required();
   receipt_cmd->add_flag("--require-current-source", receipt->req.current_source,
-                        "The clean checkout's source-tree hash must equal the receipt's");
+                        "Nothing the receipt's workload runs (its inputs, and the workload) may have changed since "
+                        "the receipt's commit, committed or not");
   receipt_cmd->add_flag("--require-local-artifacts", receipt->req.local_artifacts,
                         "Every local artifact must exist with its recorded sha256 and size");
   receipt_cmd->add_flag("--require-known-commit", receipt->req.known_commit,
@@ -205,6 +238,15 @@ void add_qualify_command(CLI::App& app) {
   receipt_cmd->add_flag("--require-enforced", receipt->req.enforced,
                         "The cases must have run without network, in a namespace of their own");
   receipt_cmd->callback([receipt] { receipt_command(*receipt); });
+
+  auto receipts = std::make_shared<ReceiptsOptions>();
+  CLI::App* receipts_cmd = qualify->add_subcommand(
+      "receipts", "List the newest committed receipt of each workload, variant and host, and whether it is current");
+  receipts_cmd->add_option("--repo", receipts->repo, "A path inside the repository")->capture_default_str();
+  receipts_cmd->add_flag("--require-current-cpu", receipts->require_current_cpu,
+                         "Exit 1 unless every receipt validates, every cpu variant has a receipt recorded without a "
+                         "GPU, and each newest such receipt (CPU, or Vulkan on llvmpipe) passed and is current");
+  receipts_cmd->callback([receipts] { receipts_command(*receipts); });
 
   auto compare = std::make_shared<CompareOptions>();
   CLI::App* compare_cmd = qualify->add_subcommand("compare", "Compare two receipts under a workload's comparison policy");

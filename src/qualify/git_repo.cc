@@ -134,6 +134,31 @@ Result<std::vector<std::string>> GitRepo::commits_touching(const std::string& si
   return out;
 }
 
+Result<bool> GitRepo::is_ancestor(const std::string& a, const std::string& b) const {
+  KILN_ASSIGN_OR_RETURN(std::string from, resolve_commit(a));
+  KILN_ASSIGN_OR_RETURN(std::string to, resolve_commit(b));
+  bool failed = false;
+  KILN_ASSIGN_OR_RETURN(std::string ignored, git({"merge-base", "--is-ancestor", from, to}, &failed));
+  (void)ignored;
+  return !failed;
+}
+
+Result<std::vector<std::string>> GitRepo::changed_paths(const std::string& since, const std::string& until,
+                                                        const std::vector<std::string>& globs) const {
+  KILN_ASSIGN_OR_RETURN(std::string from, resolve_commit(since));
+  std::vector<std::string> args = {"diff", "--name-only", "-z", "--no-renames", from};
+  if (!until.empty()) {
+    KILN_ASSIGN_OR_RETURN(std::string to, resolve_commit(until));
+    args.push_back(to);
+  }
+  args.push_back("--");
+  for (const std::string& g : globs) args.push_back(":(glob)" + g);
+  KILN_ASSIGN_OR_RETURN(std::string list, git(args));
+  std::vector<std::string> out = split_nul(list);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 Result<std::string> source_tree_hash(const GitRepo& repo) {
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> files, repo.tracked_files());
   std::string manifest;

@@ -32,6 +32,12 @@ class GitRepo {
   // either is not a commit of this repository.
   Result<std::vector<std::string>> commits_touching(const std::string& since, const std::string& until,
                                                     const std::vector<std::string>& globs) const;
+  // Whether commit `a` is `b` or one of its ancestors.
+  Result<bool> is_ancestor(const std::string& a, const std::string& b) const;
+  // Tracked paths matching `globs` whose contents differ between commit `since` and `until` (a
+  // commit), or the worktree when `until` is empty: committed and uncommitted changes alike.
+  Result<std::vector<std::string>> changed_paths(const std::string& since, const std::string& until,
+                                                 const std::vector<std::string>& globs) const;
 
  private:
   // Runs `git -C root args...`; the error names the command and git's stderr.

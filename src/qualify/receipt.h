@@ -70,9 +70,11 @@ struct ReceiptCheck {
 
 // Shape, formats, timestamps ordered, duration consistent, verdict consistent with results.
 ReceiptCheck check_receipt_text(std::string_view text);
+// The same for a file; not_found when it cannot be read.
+Result<ReceiptCheck> check_receipt_file(const std::string& path);
 
 struct ReceiptRequirements {
-  bool current_source = false;   // the checkout is clean and its source-tree hash is the receipt's
+  bool current_source = false;   // nothing its workload runs changed since (receipt_freshness.h)
   bool local_artifacts = false;  // every local artifact exists with the recorded sha256 and size
   bool known_commit = false;     // git_commit is a commit of this repository
   bool enforced = false;         // the cases ran without network, in a namespace of their own

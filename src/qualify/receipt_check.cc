@@ -1,9 +1,12 @@
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <set>
 
 #include "qualify/git_repo.h"
 #include "qualify/json_fields.h"
 #include "qualify/receipt.h"
+#include "qualify/receipt_freshness.h"
 #include "qualify/regex.h"
 #include "core/sha256.h"
 #include "qualify/utc_time.h"
@@ -338,6 +341,14 @@ ReceiptCheck check_receipt_text(std::string_view text) {
   return out;
 }
 
+Result<ReceiptCheck> check_receipt_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found("cannot open receipt " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return check_receipt_text(ss.str());
+}
+
 void check_receipt_requirements(const Receipt& r, const ReceiptRequirements& req, const std::string& repo_path,
                                 Issues& issues) {
   if (req.enforced) {
@@ -365,14 +376,9 @@ void check_receipt_requirements(const Receipt& r, const ReceiptRequirements& req
     }
   }
   if (req.current_source) {
-    Result<std::vector<std::string>> dirty = repo->dirty_paths();
-    Result<std::string> tree = source_tree_hash(*repo);
-    if (!dirty.ok() || !dirty->empty()) {
-      issues.add("$.source", "current-source", "the checkout has uncommitted changes, so it is not the recorded source");
-    } else if (!tree.ok() || *tree != r.tree_hash) {
-      issues.add("$.source.tree_hash", "current-source",
-                 "the checkout's source-tree hash is " + (tree.ok() ? *tree : tree.status().message()));
-    }
+    ReceiptFreshness f = receipt_freshness(r, *repo);
+    if (f.state != ReceiptCurrency::kCurrent)
+      issues.add("$.source", "current-source", std::string(currency_name(f.state)) + ": " + f.why);
   }
   if (req.local_artifacts) {
     for (size_t i = 0; i < r.artifacts.size(); ++i) {

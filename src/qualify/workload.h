@@ -113,6 +113,11 @@ struct Workload {
   std::vector<Variable> variables;
   std::vector<Variant> variants;
   std::optional<ComparisonPolicy> comparison_policy;
+  // What the cases run, as git glob pathspecs relative to the repository root (`*` within a
+  // folder, `**` across folders). A receipt stays current while no file matching them (nor the
+  // workload itself) changes. Empty when the workload declares none: then any change to the
+  // source tree makes its receipts stale.
+  std::vector<std::string> inputs;
   std::string digest;  // "sha256:" + hex of the raw bytes
 
   const Variant* find_variant(const std::string& id) const;

@@ -195,11 +195,21 @@ ComparisonPolicy parse_policy(const JsonValue& v, const std::string& path, Issue
 
 void parse_workload(const JsonValue& doc, Workload& w, Issues& issues) {
   const std::string root = "$";
-  if (!check_object(doc, root,
-                    {"schema_version", "workload_id", "kind", "description", "determinism", "variables", "variants",
-                     "comparison_policy"},
-                    issues)) {
-    return;
+  // `inputs` is optional: workloads written before it existed keep their bytes (an id names
+  // immutable bytes).
+  const bool has_inputs = doc.is_object() && doc.find("inputs") != nullptr;
+  const bool object = has_inputs ? check_object(doc, root,
+                                                {"schema_version", "workload_id", "kind", "description", "inputs",
+                                                 "determinism", "variables", "variants", "comparison_policy"},
+                                                issues)
+                                 : check_object(doc, root,
+                                                {"schema_version", "workload_id", "kind", "description",
+                                                 "determinism", "variables", "variants", "comparison_policy"},
+                                                issues);
+  if (!object) return;
+  if (has_inputs) {
+    w.inputs = read_string_array(doc, root, "inputs", issues);
+    if (w.inputs.empty()) issues.add("$.inputs", "non-empty", "list what the cases run, or leave the key out");
   }
   w.schema_version = read_integer(doc, root, "schema_version", issues).value_or(0);
   w.workload_id = read_string(doc, root, "workload_id", issues).value_or("");

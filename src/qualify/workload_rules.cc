@@ -57,6 +57,23 @@ std::string basename_of(const std::string& s) {
   return slash == std::string::npos ? s : s.substr(slash + 1);
 }
 
+// Inputs are glob pathspecs inside the repository: relative, without `..`, and of the characters
+// file names in this project use plus `*`.
+void check_inputs(const std::vector<std::string>& inputs, Issues& issues) {
+  constexpr size_t kMaxInputs = 64;
+  if (inputs.size() > kMaxInputs) issues.add("$.inputs", "limit", "at most " + std::to_string(kMaxInputs) + " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string path = json_path_index("$.inputs", i);
+    const std::string& g = inputs[i];
+    check_pattern(g, "[A-Za-z0-9._*-]+(/[A-Za-z0-9._*-]+)*", "input", path, issues);
+    if (g == "." || g.rfind("./", 0) == 0 || g.find("/./") != std::string::npos || g == ".." ||
+        g.rfind("../", 0) == 0 || g.find("/../") != std::string::npos || g.ends_with("/..")) {
+      issues.add(path, "input", quoted(g) + " must name paths inside the repository without . or .. segments");
+    }
+  }
+  check_sorted_unique(inputs, "$.inputs", issues);
+}
+
 // Which placeholders each variant uses, and where.
 struct PlaceholderUse {
   std::set<std::string> in_argv;
@@ -648,6 +665,7 @@ void check_workload_rules(const Workload& w, Issues& issues) {
   check_determinism(w, uses, issues);
   check_variable_use(w, uses, issues);
   check_policy(w, issues);
+  check_inputs(w.inputs, issues);
 }
 
 }  // namespace kiln::qualify

@@ -185,6 +185,10 @@ Result<json> build_capability_report(const ReportOptions& opts) {
            {"answer", "'native_switches': every variable that changes a backend's native dispatch or what it reports, "
                       "with the value in effect (null: the default); a switch picks among native paths and never "
                       "turns a native op into a host fallback (the switch audit sets each in turn)."}},
+      json{{"question", "Which qualification workloads passed, and is that still true of the code?"},
+           {"answer", "'qualification_receipts': the newest receipt of each workload, variant and host recorded at or "
+                      "before 'evidence_as_of', its verdict, and whether any input its workload declares changed "
+                      "since (stale, naming the inputs); and each variant without a receipt."}},
       json{{"question", "How fast is a backend?"},
            {"answer", "Not here: this report contains no throughput figures. See docs/bench/ (kiln bench JSON) "
                       "and qualification receipts."}},
@@ -301,6 +305,7 @@ Result<json> build_capability_report(const ReportOptions& opts) {
                      {"devices", devices}, {"native_switches", e.record.switches}});
   }
   report["evidence_files"] = files;
+  if (!opts.receipts.is_null()) report["qualification_receipts"] = opts.receipts;
   return report;
 }
 
@@ -374,6 +379,19 @@ std::string render_markdown(const json& r) {
       o << "| " << cell(g["name"]) << " | " << cell(b["backend"]) << " | " << cell(b["status"]) << " | "
         << cell(b["reason"]) << " | " << (b["command"].get<std::string>().empty() ? "" : "`" + cell(b["command"]) + "`")
         << " |\n";
+  if (r.contains("qualification_receipts")) {
+    const json& q = r["qualification_receipts"];
+    o << "\n## Qualification receipts\n\nThe newest receipt of each workload, variant and host "
+         "(qualification/receipts/), judged at `evidence_as_of`: current while no input its workload declares has "
+         "changed since the commit it ran.\n\n| workload / variant | host | device | verdict | commit | state |\n"
+         "|---|---|---|---|---|---|\n";
+    for (const auto& e : q["newest"])
+      o << "| " << cell(e["workload"].get<std::string>() + " / " + e["variant"].get<std::string>()) << " | "
+        << cell(e["host"]) << " | " << cell(e["device"]) << " | " << cell(e["verdict"]) << " | "
+        << cell(e["commit"].get<std::string>().substr(0, 12)) << " | " << cell(e["state"])
+        << (e["why"].get<std::string>().empty() ? "" : ": " + cell(e["why"])) << " |\n";
+    for (const auto& u : q["without_receipt"]) o << "| " << cell(u) << " | | | no receipt | | |\n";
+  }
   o << "\n## Evidence files\n\nBuild: the commit compiled into the test binary (\"modified\": built from uncommitted "
        "changes; \"unstamped\": recorded before binaries carried their commit, shown with the commit it names, and "
        "stale).\n\n| file | binary | build | recorded | devices | switches set |\n|---|---|---|---|---|---|\n";

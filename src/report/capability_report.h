@@ -23,6 +23,9 @@ struct ReportOptions {
   // The repository's history: which commit the report speaks for and what changed since each run's
   // commit. Null: no gate is covered, only stale or unknown.
   const SourceHistory* history = nullptr;
+  // The qualification receipts as of the history's commit, as `kiln capabilities` lists them
+  // ({"newest": [...], "without_receipt": [...]}); null leaves the section out.
+  nlohmann::json receipts;
 };
 
 // A report built on a machine without a backend's device shows that backend's newest record

@@ -60,18 +60,19 @@ TEST(QualifyCli, ValidateNamesEveryProblemWithPathAndRule) {
 TEST(QualifyCli, RunExitsZeroOnlyForAPassedVerdictAndTwoForARefusal) {
   testing::TempRepo repo;
   nlohmann::ordered_json w = testing::load_fixture("environment");
-  repo.write("qualification/workloads/ok.json", w.dump(2));
+  // Receipts find their workload by id: qualification/workloads/<workload_id>.json.
+  repo.write("qualification/workloads/fixture-environment-v1.json", w.dump(2));
   w["workload_id"] = "fixture-environment-fail-v1";
   w["variants"][0]["cases"][0]["expected_exit_codes"] = {7};
-  repo.write("qualification/workloads/fail.json", w.dump(2));
+  repo.write("qualification/workloads/fixture-environment-fail-v1.json", w.dump(2));
   repo.commit_all();
-  Cli ok = kiln({"qualify", "run", "qualification/workloads/ok.json", "--variant", "cpu", "--host-id", "cli-test"}, repo.root());
+  Cli ok = kiln({"qualify", "run", "qualification/workloads/fixture-environment-v1.json", "--variant", "cpu", "--host-id", "cli-test"}, repo.root());
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_NE(ok.out.find("verdict: passed"), std::string::npos);
-  Cli failed = kiln({"qualify", "run", "qualification/workloads/fail.json", "--variant", "cpu", "--host-id", "cli-test"}, repo.root());
+  Cli failed = kiln({"qualify", "run", "qualification/workloads/fixture-environment-fail-v1.json", "--variant", "cpu", "--host-id", "cli-test"}, repo.root());
   EXPECT_EQ(failed.exit_code, 1);
   EXPECT_NE(failed.out.find("verdict: failed"), std::string::npos);
-  Cli refused = kiln({"qualify", "run", "qualification/workloads/ok.json", "--variant", "gpu", "--host-id", "cli-test"}, repo.root());
+  Cli refused = kiln({"qualify", "run", "qualification/workloads/fixture-environment-v1.json", "--variant", "gpu", "--host-id", "cli-test"}, repo.root());
   EXPECT_EQ(refused.exit_code, 2);
   EXPECT_NE(refused.err.find("refused"), std::string::npos);
 
@@ -82,6 +83,30 @@ TEST(QualifyCli, RunExitsZeroOnlyForAPassedVerdictAndTwoForARefusal) {
                     "--require-local-artifacts"}, repo.root());
   EXPECT_EQ(check.exit_code, 0) << check.err;
   EXPECT_NE(check.out.find("verdict=passed"), std::string::npos);
+}
+
+// `qualify receipts --require-current-cpu` holds with a current passed cpu receipt of every cpu
+// variant, and names the breach once the source moves on.
+TEST(QualifyCli, ReceiptsRequireCurrentCpuFailsOnceTheSourceMovesOn) {
+  testing::TempRepo repo;
+  repo.write("src/a.txt", "source\n");
+  repo.write(".gitignore", ".qualification/\n");
+  repo.write("qualification/workloads/fixture-environment-v1.json", testing::load_fixture("environment").dump(2));
+  repo.commit_all();
+  Cli ok = kiln({"qualify", "run", "qualification/workloads/fixture-environment-v1.json", "--variant", "cpu",
+                 "--host-id", "cli-test", "--output", "qualification/receipts/env-cpu.json"},
+                repo.root());
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  repo.commit_all("the receipt");
+  Cli current = kiln({"qualify", "receipts", "--require-current-cpu"}, repo.root());
+  EXPECT_EQ(current.exit_code, 0) << current.out << current.err;
+  EXPECT_NE(current.out.find("fixture-environment-v1/cpu"), std::string::npos) << current.out;
+  repo.write("src/a.txt", "changed\n");
+  repo.commit_all("new source");
+  Cli stale = kiln({"qualify", "receipts", "--require-current-cpu"}, repo.root());
+  EXPECT_EQ(stale.exit_code, 1);
+  EXPECT_NE(stale.err.find("breach: qualification/receipts/env-cpu.json: stale: "), std::string::npos) << stale.err;
+  EXPECT_NE(stale.err.find("src/a.txt"), std::string::npos) << stale.err;
 }
 
 TEST(QualifyCli, ReceiptRejectsAnInconsistentVerdict) {

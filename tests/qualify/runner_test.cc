@@ -73,10 +73,10 @@ class RunnerTest : public ::testing::Test {
  protected:
   // Commits the workload and returns a request for its cpu variant.
   RunRequest commit(const Json& workload) {
-    repo_.write("qualification/workloads/test.json", workload.dump(2) + "\n");
+    repo_.write("qualification/workloads/runner-test-v1.json", workload.dump(2) + "\n");
     repo_.commit_all();
     RunRequest req;
-    req.workload_path = repo_.path("qualification/workloads/test.json");
+    req.workload_path = repo_.path("qualification/workloads/runner-test-v1.json");
     req.variant_id = "cpu";
     req.host_id = "test-host";
     req.command = {"kiln", "qualify", "run"};
@@ -283,11 +283,11 @@ TEST_F(RunnerTest, ModelIsFingerprintedAndDriftFails) {
   // A case that rewrites the weights is identity drift.
   fs::remove_all(repo_.path(".qualification"));
   testing::TempRepo other;
-  other.write("qualification/workloads/test.json",
+  other.write("qualification/workloads/runner-test-v1.json",
               make_workload({make_case("mutate", {"append", model + "/model.safetensors", "!"})}).dump(2));
   other.commit_all();
   RunRequest drift = req;
-  drift.workload_path = other.path("qualification/workloads/test.json");
+  drift.workload_path = other.path("qualification/workloads/runner-test-v1.json");
   ReceiptCheck bad = run_ok(drift);
   EXPECT_EQ(bad.receipt.find_result("runner:model-integrity")->status, "failed");
   EXPECT_EQ(bad.receipt.verdict, "failed");
@@ -311,7 +311,7 @@ TEST_F(RunnerTest, DirtyTreeIsRefusedBeforeAnythingRuns) {
 
 TEST_F(RunnerTest, ModifiedTrackedFileIsRefused) {
   RunRequest req = commit(make_workload({make_case("x", {"exit", "0"})}));
-  repo_.write("qualification/workloads/test.json", repo_.read("qualification/workloads/test.json") + " ");
+  repo_.write("qualification/workloads/runner-test-v1.json", repo_.read("qualification/workloads/runner-test-v1.json") + " ");
   Result<RunOutcome> out = run_workload(req);
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("dirty"), std::string::npos);
@@ -342,10 +342,10 @@ TEST_F(RunnerTest, InvalidWorkloadIsRefused) {
 TEST_F(RunnerTest, UnknownVariantAndVariablesAreRefused) {
   testing::TempRepo& repo = repo_;
   Json w = testing::load_fixture("ab");
-  repo.write("qualification/workloads/test.json", w.dump(2));
+  repo.write("qualification/workloads/runner-test-v1.json", w.dump(2));
   repo.commit_all();
   RunRequest req;
-  req.workload_path = repo.path("qualification/workloads/test.json");
+  req.workload_path = repo.path("qualification/workloads/runner-test-v1.json");
   req.host_id = "h";
   req.variant_id = "batch64";
   Result<RunOutcome> unknown_variant = run_workload(req);

@@ -285,7 +285,8 @@ TEST(WorkloadModel, ParsesEveryFieldOfTheFixture) {
 
 TEST(ProjectWorkloads, EveryCommittedWorkloadValidates) {
   size_t seen = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(KILN_SOURCE_DIR) + "/qualification/workloads")) {
+  for (const auto& e :
+       std::filesystem::recursive_directory_iterator(std::string(KILN_SOURCE_DIR) + "/qualification/workloads")) {
     if (e.path().extension() != ".json") continue;
     ++seen;
     WorkloadCheck check = check_workload_text(testing::read_text(e.path().string()));
@@ -296,7 +297,7 @@ TEST(ProjectWorkloads, EveryCommittedWorkloadValidates) {
 }
 
 TEST(ProjectWorkloads, CoreSuiteTreatsSkipMarkersNotTestNamesAsSkips) {
-  Result<Workload> w = load_workload(std::string(KILN_SOURCE_DIR) + "/qualification/workloads/correctness-core-v1.json");
+  Result<Workload> w = load_workload(std::string(KILN_SOURCE_DIR) + "/qualification/workloads/correctness-core-v3.json");
   ASSERT_TRUE(w.ok()) << w.status().to_string();
   const WorkloadCase& tests = w->variants[0].cases[1];
   ASSERT_EQ(tests.id, "core-tests");
