@@ -48,6 +48,13 @@ const InvalidWorkload kInvalid[] = {
     {"workload_id_short", "correctness", [](Json& w) { w["workload_id"] = "ab"; }, "$.workload_id", "workload-id"},
     {"kind_unknown", "correctness", [](Json& w) { w["kind"] = "benchmark"; }, "$.kind", "enum"},
     {"description_blank", "correctness", [](Json& w) { w["description"] = "  "; }, "$.description", "non-empty"},
+    // Inputs: optional, but when present a sorted, unique list of globs inside the repository.
+    {"inputs_empty", "correctness", [](Json& w) { w["inputs"] = Json::array(); }, "$.inputs", "non-empty"},
+    {"inputs_not_strings", "correctness", [](Json& w) { w["inputs"] = {1}; }, "$.inputs[0]", "type"},
+    {"inputs_parent", "correctness", [](Json& w) { w["inputs"] = {"src/../etc/**"}; }, "$.inputs[0]", "input"},
+    {"inputs_absolute", "correctness", [](Json& w) { w["inputs"] = {"/etc/passwd"}; }, "$.inputs[0]", "input"},
+    {"inputs_space", "correctness", [](Json& w) { w["inputs"] = {"src/a b.cc"}; }, "$.inputs[0]", "input"},
+    {"inputs_unsorted", "correctness", [](Json& w) { w["inputs"] = {"tests/**", "src/**"}; }, "$.inputs[1]", "sorted"},
     {"variants_empty", "environment", [](Json& w) { w["variants"] = Json::array(); }, "$.variants", "non-empty"},
     // Determinism.
     {"repetitions_zero", "correctness", [](Json& w) { w["determinism"]["repetitions"] = 0; }, "$.determinism.repetitions", "range"},
