@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "cli/bench_peer.h"
 #include "cli/default_model.h"
 #include "cli/out_file.h"
+#include "loadgen/serving_case_result.h"
 #include "model/state.h"
 #include "server/rollout_service.h"
 #include "server/server_context.h"
@@ -102,6 +104,53 @@ Status check_online_train_bench(const OnlineTrainBenchOpts& o) {
   KILN_RETURN_IF_ERROR(in("--micro-batch", o.micro_batch, 0, 1 << 16));
   return {};
 }
+
+namespace {
+
+// The qualification case result of a training-grpo workload (case id: the method): the mean
+// iteration time, sampled and trained tokens/s, and the mean reward (grpo) or the last reverse KL
+// (opd), with the whole report as its details. It passes when every loss and every reward or KL
+// is finite.
+nlohmann::json online_case_result(const OnlineTrainBenchOpts& o, const std::string& method, const std::string& backend,
+                                  const TrainResult& run, const nlohmann::json& report) {
+  auto metric = [](const char* name, double value, const char* unit) {
+    return nlohmann::json{{"name", name}, {"value", value}, {"unit", unit}};
+  };
+  auto finite = [](const std::vector<double>& v) {
+    return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
+  };
+  const std::vector<double>& signal = o.opd ? run.reverse_kls : run.rewards;
+  double mean_signal = 0;
+  for (double x : signal) mean_signal += x / static_cast<double>(signal.size());
+  const nlohmann::json& it = report["iteration"];
+  nlohmann::json metrics = nlohmann::json::array({metric("iteration_seconds", it["seconds"].get<double>(), "s")});
+  if (o.opd) metrics.push_back(metric("final_reverse_kl", signal.empty() ? 0.0 : signal.back(), "nats"));
+  else metrics.push_back(metric("mean_reward", mean_signal, "reward"));
+  metrics.push_back(metric("sampled_tokens_per_second", it["sampled_tokens_per_s"].get<double>(), "tok/s"));
+  metrics.push_back(metric("trained_tokens_per_second", it["trained_tokens_per_s"].get<double>(), "tok/s"));
+  std::sort(metrics.begin(), metrics.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a["name"].get<std::string>() < b["name"].get<std::string>();
+  });
+  const bool ok = !run.losses.empty() && finite(run.losses) && !signal.empty() && finite(signal);
+  double seconds = 0;
+  for (double t : run.step_seconds) seconds += t;
+  return {{"schema_version", 1},
+          {"case_id", method},
+          {"status", ok ? "passed" : "failed"},
+          {"duration_seconds", seconds},
+          {"effective_config", {{"backend", backend},
+                                {"group_size", o.group},
+                                {"lora", {{"rank", o.rank}, {"targets", "all"}}},
+                                {"max_tokens", o.max_tokens},
+                                {"method", method},
+                                {"optimizer", std::string(optimizer_kind_name(o.optimizer))},
+                                {"prompts", o.prompts}}},
+          {"metrics", metrics},
+          {"tolerances", nlohmann::json::array()},
+          {"details", report}};
+}
+
+}  // namespace
 
 Status run_online_train_bench(const OnlineTrainBenchOpts& o) {
   KILN_RETURN_IF_ERROR(check_online_train_bench(o));
@@ -310,6 +359,8 @@ Status run_online_train_bench(const OnlineTrainBenchOpts& o) {
     j["memory"] = {{"used_bytes_at_end", mem.used_bytes}, {"total_bytes", mem.total_bytes}, {"what", mem.what}};
   }
   stack->stop();
+  if (const char* path = std::getenv("KILN_QUALIFICATION_CASE_RESULT"); path != nullptr)
+    KILN_RETURN_IF_ERROR(loadgen::write_case_result(path, online_case_result(o, method, ctx.backend, run, j)));
   return emit_document(j, o.out);
 }
 

@@ -241,6 +241,51 @@ TEST(BenchTrainCli, OpdIterationTimesTheTeacherAndTrainsEveryCompletion) {
   for (const auto& k : j["reverse_kls"]) EXPECT_TRUE(std::isfinite(k.get<double>())) << k;
 }
 
+// The training-grpo-v1 cpu case's own arguments (the tiny-chat model for the demo one) write a
+// case result with the variant's effective_config and exactly its declared metrics, each the
+// document's figure.
+TEST(BenchTrainCli, GrpoCaseResultMeetsTheWorkloadsCpuCase) {
+  std::ifstream wf(std::string(KILN_SOURCE_DIR) + "/qualification/workloads/training-grpo-v1.json");
+  const json w = json::parse(wf);
+  const json& variant = w["variants"][0];
+  ASSERT_EQ(variant["id"], "cpu");
+  const json& kase = variant["cases"][0];
+  std::string args;
+  for (size_t i = 3; i < kase["command"].size(); ++i) {  // after "./build/kiln bench train"
+    std::string a = kase["command"][i].get<std::string>();
+    if (a == "${model_path}") a = chat_model();
+    else if (a == "${seed}") a = "0";
+    args += " " + a;
+  }
+  const std::string result = testing::temp_dir("bench-train-grpo-wl") + "/case.json";
+  const TrainRun r = bench_train(args, "KILN_QUALIFICATION_CASE_RESULT=" + result);
+  ASSERT_EQ(r.code, 0) << args << "\n" << r.err;
+  const json j = json::parse(r.out);
+  std::ifstream in(result);
+  const json c = json::parse(in);
+  EXPECT_EQ(c["case_id"], kase["id"]);
+  EXPECT_EQ(c["status"], "passed");
+  EXPECT_EQ(c["effective_config"], variant["effective_config"]);
+  std::vector<std::pair<std::string, std::string>> declared, got;
+  for (const auto& m : kase["result_protocol"]["declared_metrics"])
+    if (m["name"] != "case_pass") declared.emplace_back(m["name"], m["unit"]);
+  std::map<std::string, double> value;
+  for (const auto& m : c["metrics"]) {
+    got.emplace_back(m["name"], m["unit"]);
+    value[m["name"].get<std::string>()] = m["value"].get<double>();
+  }
+  EXPECT_EQ(got, declared);
+  double mean_reward = 0;
+  for (const auto& x : j["rewards"]) mean_reward += x.get<double>() / static_cast<double>(j["rewards"].size());
+  EXPECT_EQ(value["iteration_seconds"], j["iteration"]["seconds"].get<double>());
+  EXPECT_NEAR(value["mean_reward"], mean_reward, 1e-12);
+  EXPECT_EQ(value["sampled_tokens_per_second"], j["iteration"]["sampled_tokens_per_s"].get<double>());
+  EXPECT_EQ(value["trained_tokens_per_second"], j["iteration"]["trained_tokens_per_s"].get<double>());
+  // The details are the document (emit_document adds the build stamp and switches after).
+  EXPECT_EQ(c["details"]["iteration"], j["iteration"]);
+  EXPECT_EQ(c["details"]["rewards"], j["rewards"]);
+}
+
 TEST(BenchTrainCli, BadOnlineFlagsAreRefusedNamingThem) {
   const std::string m = " --model " + chat_model();
   const std::vector<std::pair<std::string, std::string>> cases = {
