@@ -297,8 +297,9 @@ std::unique_ptr<LoraTrainer> online_gradients(Qwen35Model& m, LoraAdapter& ad, c
 // model with the same adapter (B non-zero) and the same groups, compared over the whole gradient
 // (L2) as the SFT test above. Their coefficients are SFT's reweighted per token by signed
 // advantages, which sum to about zero over a group, so the gradient is a difference of larger
-// sums and f32 rounding weighs more in it than in SFT's (3e-3 there): bound 1e-2, the figure
-// printed. The losses agree within 1e-3 absolute (they too are sums of signed terms near zero).
+// sums and f32 rounding weighs more in it than in SFT's. On an H100 the L2 errors were 2.1e-4
+// (GRPO) and 6.5e-4 (OPD): bound 3e-3, SFT's, the figure printed. The losses agree within 1e-3
+// absolute (they too are sums of signed terms near zero).
 TEST(CudaTraining, GrpoAndOpdGradientsMatchTheCpuReference) {
   KILN_CUDA_OR_SKIP(be);
   auto cpu = create_backend("cpu").value();
@@ -318,7 +319,7 @@ TEST(CudaTraining, GrpoAndOpdGradientsMatchTheCpuReference) {
     EXPECT_NEAR(gloss, closs, 1e-3) << (opd ? "opd" : "grpo");
     const AdapterError e = adapter_error(*be, gt->grads(), *cpu, ct->grads());
     EXPECT_EQ(e.factors, 50);
-    EXPECT_LE(e.l2, 1e-2) << (opd ? "opd" : "grpo");
+    EXPECT_LE(e.l2, 3e-3) << (opd ? "opd" : "grpo");
     std::printf("%s gradients: loss cuda %.6f cpu %.6f; L2 error %.3g, worst factor %.3g over %d factors\n",
                 opd ? "opd" : "grpo", gloss, closs, e.l2, e.worst_factor, e.factors);
   }
