@@ -108,13 +108,15 @@ std::string http_error(int status, const std::string& body) {
 }
 
 nlohmann::json chat_request_body(const ChatRequest& r) {
-  return {{"model", r.model},
-          {"messages", r.messages != nullptr ? *r.messages : nlohmann::json::array()},
-          {"max_tokens", r.max_tokens},
-          {"seed", r.seed},
-          {"temperature", r.temperature},
-          {"stream", true},
-          {"stream_options", {{"include_usage", true}}}};
+  nlohmann::json body = {{"model", r.model},
+                         {"messages", r.messages != nullptr ? *r.messages : nlohmann::json::array()},
+                         {"max_tokens", r.max_tokens},
+                         {"seed", r.seed},
+                         {"temperature", r.temperature},
+                         {"stream", true},
+                         {"stream_options", {{"include_usage", true}}}};
+  if (!r.adapter.empty()) body["adapter"] = r.adapter;
+  return body;
 }
 
 RequestRecord stream_chat_completion(httplib::Client& client, const ChatRequest& r) {
@@ -146,6 +148,10 @@ RequestRecord stream_chat_completion(httplib::Client& client, const ChatRequest&
     reader.feed(std::string_view(data, n), events);
     for (const SseEvent& e : events) {
       if (!meter.on_event(e, now)) return false;
+      if (r.disconnect_after_chunks > 0 && rec.content_chunks >= r.disconnect_after_chunks) {
+        rec.disconnected = true;  // closes the connection mid-stream
+        return false;
+      }
     }
     return true;
   };
@@ -154,7 +160,7 @@ RequestRecord stream_chat_completion(httplib::Client& client, const ChatRequest&
   httplib::Error err = httplib::Error::Success;
   const bool sent_ok = client.send(req, res, err);
   rec.latency_ms = ms_between(sent, Clock::now());
-  if (!rec.error.empty()) return rec;  // an error found in the stream (it cancelled the read)
+  if (!rec.error.empty() || rec.disconnected) return rec;  // the read was cancelled: an error, or as asked
   if (!sent_ok) {
     rec.error = "transport error: " + httplib::to_string(err);
     return rec;

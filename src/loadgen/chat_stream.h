@@ -10,6 +10,8 @@
 //   token count and recorded once per token; the extra tokens of the first chunk add no sample.
 // - Output tokens: `usage.completion_tokens` of the usage chunk; without one, the sum of the
 //   content chunks' token counts.
+// - A request asked to disconnect closes the stream after that many content chunks; it is counted
+//   apart (disconnected), neither as an error nor in the output tokens.
 // - Errors: a transport failure, an HTTP status other than 200, an `error` object in the stream,
 //   a chunk that is not JSON, or a stream that ends without `data: [DONE]`.
 #pragma once
@@ -30,6 +32,8 @@ struct ChatRequest {
   int64_t max_tokens = 256;
   uint64_t seed = 0;
   double temperature = 0;
+  std::string adapter;                  // "": the base model; else the request's `adapter`
+  int64_t disconnect_after_chunks = 0;  // > 0: the client closes the stream after this many content chunks
 };
 
 // The JSON body sent for `r`.
@@ -46,6 +50,8 @@ struct RequestRecord {
   int64_t output_tokens = 0;
   bool usage_reported = false;
   double latency_ms = 0;      // send to the end of the response
+  double start_ms = 0;        // when it was sent, from the start of the run (run_load sets it)
+  bool disconnected = false;  // the client closed the stream as its request asked: not an error
 
   bool ok() const { return error.empty(); }
 };

@@ -59,6 +59,10 @@ void aggregate(LoadResult& r) {
       if (r.errors++ == 0) r.first_error = "request " + std::to_string(rec.index) + " (prompt " + rec.prompt_id + "): " + rec.error;
       continue;
     }
+    if (rec.disconnected) {
+      ++r.disconnected;
+      continue;
+    }
     r.output_tokens += rec.output_tokens;
     if (rec.output_tokens == 0) ++r.requests_without_tokens;
     if (rec.ttft_ms >= 0) ttft.push_back(rec.ttft_ms);
@@ -76,7 +80,7 @@ int64_t default_request_count(int64_t prompts, int64_t concurrency) {
 }
 
 double LoadResult::requests_per_second() const {
-  return duration_s > 0 ? static_cast<double>(requests - errors) / duration_s : 0;
+  return duration_s > 0 ? static_cast<double>(requests - errors - disconnected) / duration_s : 0;
 }
 
 double LoadResult::output_tokens_per_second() const {
@@ -127,7 +131,10 @@ Result<LoadResult> run_load(const LoadSpec& spec, const PromptSet& prompts) {
       req.max_tokens = p.max_tokens.value_or(spec.max_tokens);
       req.seed = spec.seed + static_cast<uint64_t>(i);
       req.temperature = spec.temperature;
+      if (spec.shape_request) spec.shape_request(i, req);
+      const double start_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
       RequestRecord rec = stream_chat_completion(client, req);
+      rec.start_ms = start_ms;
       rec.index = i;
       rec.prompt_id = p.id;
       std::lock_guard<std::mutex> lock(mu);
@@ -149,6 +156,7 @@ nlohmann::json load_result_json(const LoadResult& r) {
   return {{"concurrency", r.concurrency},
           {"requests", r.requests},
           {"errors", r.errors},
+          {"disconnected", r.disconnected},
           {"requests_without_tokens", r.requests_without_tokens},
           {"duration_s", r.duration_s},
           {"requests_per_second", r.requests_per_second()},

@@ -32,6 +32,9 @@ struct LoadSpec {
   // Called after each request, from the client threads, one call at a time; `done` counts the
   // requests finished so far. For progress output.
   std::function<void(const RequestRecord&, int64_t done)> on_request_done;
+  // Called for each request before it is sent (from the client threads, concurrently): may set
+  // its adapter or ask it to disconnect.
+  std::function<void(int64_t index, ChatRequest&)> shape_request;
 };
 
 // The prompt set size rounded up to a multiple of the concurrency, and at least twice it, so
@@ -42,6 +45,7 @@ struct LoadResult {
   int64_t concurrency = 0;
   int64_t requests = 0;                 // issued
   int64_t errors = 0;
+  int64_t disconnected = 0;             // closed by the client as asked (shape_request)
   int64_t requests_without_tokens = 0;  // succeeded, but reported no output token
   double duration_s = 0;                // first send to last response
   int64_t output_tokens = 0;            // over successful requests
@@ -60,7 +64,7 @@ struct LoadResult {
 Result<LoadResult> run_load(const LoadSpec& spec, const PromptSet& prompts);
 
 // {"concurrency", "requests", "errors", "requests_without_tokens", "duration_s",
-//  "requests_per_second", "output_tokens", "output_tokens_per_second", "ttft_ms": {p50, p99,
+//  "disconnected", "requests_per_second", "output_tokens", "output_tokens_per_second", "ttft_ms": {p50, p99,
 //  mean}, "inter_token_latency_ms": {p50, p99, mean}, "first_error": string or null}.
 nlohmann::json load_result_json(const LoadResult& r);
 
