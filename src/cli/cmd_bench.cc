@@ -559,6 +559,7 @@ void add_bench_command(CLI::App& app) {
   add_bench_train_command(*cmd);
   add_bench_correction_command(*cmd);
   add_bench_soak_command(*cmd);
+  add_bench_eval_command(*cmd);
   cmd->callback([o, cmd] {
     if (!cmd->get_subcommands().empty()) return;  // `kiln bench serve|train|correction` ran instead
     report(run(*o));

@@ -18,6 +18,7 @@ void add_bench_serve_command(CLI::App& bench);  // `kiln bench serve`, attached 
 void add_bench_train_command(CLI::App& bench);  // `kiln bench train`, attached by add_bench_command
 void add_bench_correction_command(CLI::App& bench);  // `kiln bench correction`, likewise
 void add_bench_soak_command(CLI::App& bench);  // `kiln bench soak`, likewise
+void add_bench_eval_command(CLI::App& bench);  // `kiln bench eval`, likewise
 void add_capabilities_command(CLI::App& app);
 void add_qualify_command(CLI::App& app);
 void add_tokenizer_commands(CLI::App& app);
