@@ -113,9 +113,7 @@ namespace {
 // is finite.
 nlohmann::json online_case_result(const OnlineTrainBenchOpts& o, const std::string& method, const std::string& backend,
                                   const TrainResult& run, const nlohmann::json& report) {
-  auto metric = [](const char* name, double value, const char* unit) {
-    return nlohmann::json{{"name", name}, {"value", value}, {"unit", unit}};
-  };
+  using loadgen::case_metric;
   auto finite = [](const std::vector<double>& v) {
     return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
   };
@@ -123,31 +121,24 @@ nlohmann::json online_case_result(const OnlineTrainBenchOpts& o, const std::stri
   double mean_signal = 0;
   for (double x : signal) mean_signal += x / static_cast<double>(signal.size());
   const nlohmann::json& it = report["iteration"];
-  nlohmann::json metrics = nlohmann::json::array({metric("iteration_seconds", it["seconds"].get<double>(), "s")});
-  if (o.opd) metrics.push_back(metric("final_reverse_kl", signal.empty() ? 0.0 : signal.back(), "nats"));
-  else metrics.push_back(metric("mean_reward", mean_signal, "reward"));
-  metrics.push_back(metric("sampled_tokens_per_second", it["sampled_tokens_per_s"].get<double>(), "tok/s"));
-  metrics.push_back(metric("trained_tokens_per_second", it["trained_tokens_per_s"].get<double>(), "tok/s"));
-  std::sort(metrics.begin(), metrics.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
-    return a["name"].get<std::string>() < b["name"].get<std::string>();
-  });
+  nlohmann::json metrics = nlohmann::json::array(
+      {case_metric("iteration_seconds", it["seconds"].get<double>(), "s"),
+       o.opd ? case_metric("final_reverse_kl", signal.empty() ? 0.0 : signal.back(), "nats")
+             : case_metric("mean_reward", mean_signal, "reward"),
+       case_metric("sampled_tokens_per_second", it["sampled_tokens_per_s"].get<double>(), "tok/s"),
+       case_metric("trained_tokens_per_second", it["trained_tokens_per_s"].get<double>(), "tok/s")});
   const bool ok = !run.losses.empty() && finite(run.losses) && !signal.empty() && finite(signal);
   double seconds = 0;
   for (double t : run.step_seconds) seconds += t;
-  return {{"schema_version", 1},
-          {"case_id", method},
-          {"status", ok ? "passed" : "failed"},
-          {"duration_seconds", seconds},
-          {"effective_config", {{"backend", backend},
-                                {"group_size", o.group},
-                                {"lora", {{"rank", o.rank}, {"targets", "all"}}},
-                                {"max_tokens", o.max_tokens},
-                                {"method", method},
-                                {"optimizer", std::string(optimizer_kind_name(o.optimizer))},
-                                {"prompts", o.prompts}}},
-          {"metrics", metrics},
-          {"tolerances", nlohmann::json::array()},
-          {"details", report}};
+  return loadgen::case_result(method, ok, seconds,
+                              {{"backend", backend},
+                               {"group_size", o.group},
+                               {"lora", {{"rank", o.rank}, {"targets", "all"}}},
+                               {"max_tokens", o.max_tokens},
+                               {"method", method},
+                               {"optimizer", std::string(optimizer_kind_name(o.optimizer))},
+                               {"prompts", o.prompts}},
+                              std::move(metrics), report);
 }
 
 }  // namespace

@@ -7,11 +7,13 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -156,9 +158,11 @@ Status run(const ContinuityOpts& o) {
   std::fprintf(stderr, "check prefill-continuity: %lld prompt tokens on %s: single pass, %zu chunks, tiles of %lld\n",
                static_cast<long long>(o.prompt_tokens), be->identity().device_name.c_str(), pieces.size(),
                static_cast<long long>(o.tile));
+  const auto start = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(Route single, run_route(*model, *be, prompt, {o.prompt_tokens}, 0, o.decode_tokens));
   KILN_ASSIGN_OR_RETURN(Route chunked, run_route(*model, *be, prompt, pieces, 0, o.decode_tokens));
   KILN_ASSIGN_OR_RETURN(Route tiled, run_route(*model, *be, prompt, {o.prompt_tokens}, o.tile, o.decode_tokens));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   auto route_json = [&](const Route& r, bool reference) {
     nlohmann::json j = {{"passes", r.starts.size()}, {"pass_starts", r.starts}, {"greedy_tokens", r.greedy}};
@@ -195,32 +199,21 @@ Status run(const ContinuityOpts& o) {
                                  "logits and of every GDN layer's recurrent and conv state; greedy tokens continue "
                                  "each route's own state"}};
   if (const char* path = std::getenv("KILN_QUALIFICATION_CASE_RESULT"); path != nullptr) {
-    auto metric = [](const char* name, double value, const char* unit) {
-      return nlohmann::json{{"name", name}, {"value", value}, {"unit", unit}};
-    };
-    nlohmann::json metrics = nlohmann::json::array({
-        metric("chunked_greedy_mismatches", routes["chunked"]["greedy_mismatches"].get<double>(), "count"),
-        metric("chunked_logits_relative_diff", routes["chunked"]["logits_relative_diff"].get<double>(), "ratio"),
-        metric("chunked_passes", static_cast<double>(chunked.starts.size()), "count"),
-        metric("chunked_state_relative_diff", routes["chunked"]["state_relative_diff"].get<double>(), "ratio"),
-        metric("tiled_greedy_mismatches", routes["tiled"]["greedy_mismatches"].get<double>(), "count"),
-        metric("tiled_logits_relative_diff", routes["tiled"]["logits_relative_diff"].get<double>(), "ratio"),
-        metric("tiled_passes", static_cast<double>(tiled.starts.size()), "count"),
-        metric("tiled_state_relative_diff", routes["tiled"]["state_relative_diff"].get<double>(), "ratio")});
-    nlohmann::json result = {
-        {"schema_version", 1},
-        {"case_id", "prefill-continuity"},
-        {"status", holds ? "passed" : "failed"},
-        {"duration_seconds", 0.0},
-        {"effective_config", {{"backend", be->identity().name},
-                              {"chunks", o.chunks},
-                              {"decode_tokens", o.decode_tokens},
-                              {"prompt_tokens", o.prompt_tokens},
-                              {"tile", o.tile},
-                              {"tolerance", o.tolerance}}},
-        {"metrics", metrics},
-        {"tolerances", nlohmann::json::array()},
-        {"details", doc}};
+    using loadgen::case_metric;
+    nlohmann::json metrics = nlohmann::json::array();
+    for (const auto& [name, route] : {std::pair{"chunked", &chunked}, std::pair{"tiled", &tiled}}) {
+      const nlohmann::json& r = routes[name];
+      const std::string n = name;
+      metrics.push_back(case_metric(n + "_greedy_mismatches", r["greedy_mismatches"].get<double>(), "count"));
+      metrics.push_back(case_metric(n + "_logits_relative_diff", r["logits_relative_diff"].get<double>(), "ratio"));
+      metrics.push_back(case_metric(n + "_passes", static_cast<double>(route->starts.size()), "count"));
+      metrics.push_back(case_metric(n + "_state_relative_diff", r["state_relative_diff"].get<double>(), "ratio"));
+    }
+    const nlohmann::json result = loadgen::case_result(
+        "prefill-continuity", holds, seconds,
+        {{"backend", be->identity().name}, {"chunks", o.chunks}, {"decode_tokens", o.decode_tokens},
+         {"prompt_tokens", o.prompt_tokens}, {"tile", o.tile}, {"tolerance", o.tolerance}},
+        std::move(metrics), doc);
     KILN_RETURN_IF_ERROR(loadgen::write_case_result(path, result));
   }
   KILN_RETURN_IF_ERROR(emit_document(doc, o.out));

@@ -102,25 +102,17 @@ Status run(const EvalBenchOpts& o) {
               {"examples_per_second", per_s},
               {"job", job}};
   if (const char* path = std::getenv("KILN_QUALIFICATION_CASE_RESULT"); path != nullptr) {
-    auto metric = [](const char* name, double value, const char* unit) {
-      return json{{"name", name}, {"value", value}, {"unit", unit}};
-    };
+    using loadgen::case_metric;
     const double accuracy = job["accuracy"].is_number() ? job["accuracy"].get<double>() : 0.0;
-    const json result = {
-        {"schema_version", 1},
-        {"case_id", "eval"},
-        {"status", completed && total > 0 ? "passed" : "failed"},
-        {"duration_seconds", seconds},
-        {"effective_config", {{"backend", o.backend},
-                              {"max_tokens", job.value("max_tokens", int64_t{0})},
-                              {"suite", suite["name"]},
-                              {"temperature", 0.0}}},
-        {"metrics", json::array({metric("accuracy", accuracy, "fraction"),
-                                 metric("examples", static_cast<double>(total), "count"),
-                                 metric("examples_per_second", per_s, "examples/s"),
-                                 metric("passed", static_cast<double>(job.value("passed", int64_t{0})), "count")})},
-        {"tolerances", json::array()},
-        {"details", doc}};
+    const json result = loadgen::case_result(
+        "eval", completed && total > 0, seconds,
+        {{"backend", o.backend}, {"max_tokens", job.value("max_tokens", int64_t{0})}, {"suite", suite["name"]},
+         {"temperature", 0.0}},
+        json::array({case_metric("accuracy", accuracy, "fraction"),
+                     case_metric("examples", static_cast<double>(total), "count"),
+                     case_metric("examples_per_second", per_s, "examples/s"),
+                     case_metric("passed", static_cast<double>(job.value("passed", int64_t{0})), "count")}),
+        doc);
     KILN_RETURN_IF_ERROR(loadgen::write_case_result(path, result));
   }
   KILN_RETURN_IF_ERROR(emit_document(doc, o.out));

@@ -310,29 +310,20 @@ Status run(const SoakOpts& o) {
                                  "its first content chunk (disconnected, not an error); memory is flat when the end is "
                                  "within 2% + 32 MiB of the first sample at or after a quarter of the run"}};
   if (const char* path = std::getenv("KILN_QUALIFICATION_CASE_RESULT"); path != nullptr) {
-    auto metric = [](const char* name, double value, const char* unit) {
-      return nlohmann::json{{"name", name}, {"value", value}, {"unit", unit}};
-    };
-    const nlohmann::json result = {
-        {"schema_version", 1},
-        {"case_id", "soak"},
-        {"status", holds ? "passed" : "failed"},
-        {"duration_seconds", load->duration_s},
-        {"effective_config", {{"backend", o.backend},
-                              {"concurrency", o.concurrency},
-                              {"disconnect_every", o.disconnect_every},
-                              {"duration_s", o.duration},
-                              {"max_tokens", o.max_tokens}}},
-        {"metrics", nlohmann::json::array({metric("device_memory_growth_mib", device.json()["growth_mib"], "MiB"),
-                                           metric("disconnected", static_cast<double>(load->disconnected), "count"),
-                                           metric("errors", static_cast<double>(load->errors), "count"),
-                                           metric("inter_token_p99_ms", load->inter_token_latency_ms.p99, "ms"),
-                                           metric("output_tokens_per_second", load->output_tokens_per_second(), "tok/s"),
-                                           metric("requests", static_cast<double>(load->requests), "count"),
-                                           metric("rss_growth_mib", rss.json()["growth_mib"], "MiB"),
-                                           metric("ttft_p99_ms", load->ttft_ms.p99, "ms")})},
-        {"tolerances", nlohmann::json::array()},
-        {"details", doc}};
+    using loadgen::case_metric;
+    const nlohmann::json result = loadgen::case_result(
+        "soak", holds, load->duration_s,
+        {{"backend", o.backend}, {"concurrency", o.concurrency}, {"disconnect_every", o.disconnect_every},
+         {"duration_s", o.duration}, {"max_tokens", o.max_tokens}},
+        nlohmann::json::array({case_metric("device_memory_growth_mib", device.json()["growth_mib"], "MiB"),
+                               case_metric("disconnected", static_cast<double>(load->disconnected), "count"),
+                               case_metric("errors", static_cast<double>(load->errors), "count"),
+                               case_metric("inter_token_p99_ms", load->inter_token_latency_ms.p99, "ms"),
+                               case_metric("output_tokens_per_second", load->output_tokens_per_second(), "tok/s"),
+                               case_metric("requests", static_cast<double>(load->requests), "count"),
+                               case_metric("rss_growth_mib", rss.json()["growth_mib"], "MiB"),
+                               case_metric("ttft_p99_ms", load->ttft_ms.p99, "ms")}),
+        doc);
     KILN_RETURN_IF_ERROR(loadgen::write_case_result(path, result));
   }
   KILN_RETURN_IF_ERROR(emit_document(doc, o.out));

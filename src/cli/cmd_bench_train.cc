@@ -137,23 +137,17 @@ nlohmann::json device_stats([[maybe_unused]] Backend& be, [[maybe_unused]] const
 // step time, tokens/s, with the whole report as its details.
 Status write_case_result(const char* path, const TrainBenchOpts& o, const Backend& be, const TrainResult& r,
                          double step_s, int64_t step_tokens, const nlohmann::json& report) {
-  auto metric = [](const char* name, double value, const char* unit) {
-    return nlohmann::json{{"name", name}, {"value", value}, {"unit", unit}};
-  };
   const bool finite = std::all_of(r.losses.begin(), r.losses.end(), [](double l) { return std::isfinite(l); });
-  nlohmann::json doc = {
-      {"schema_version", 1},
-      {"case_id", "sft"},
-      {"status", finite && !r.losses.empty() ? "passed" : "failed"},
-      {"duration_seconds", r.seconds},
-      {"effective_config", {{"backend", be.identity().name}, {"lora", {{"rank", o.rank}, {"targets", "all"}}},
-                            {"optimizer", o.optimizer}, {"sequences_per_step", o.sequences}}},
-      {"metrics", nlohmann::json::array({metric("final_loss", r.losses.back(), "nats"),
-                                         metric("first_loss", r.losses.front(), "nats"),
-                                         metric("step_time_ms", step_s * 1e3, "ms"),
-                                         metric("tokens_per_second", static_cast<double>(step_tokens) / step_s, "tok/s")})},
-      {"tolerances", nlohmann::json::array()},
-      {"details", report}};
+  using loadgen::case_metric;
+  const nlohmann::json doc = loadgen::case_result(
+      "sft", finite && !r.losses.empty(), r.seconds,
+      {{"backend", be.identity().name}, {"lora", {{"rank", o.rank}, {"targets", "all"}}}, {"optimizer", o.optimizer},
+       {"sequences_per_step", o.sequences}},
+      nlohmann::json::array({case_metric("final_loss", r.losses.back(), "nats"),
+                             case_metric("first_loss", r.losses.front(), "nats"),
+                             case_metric("step_time_ms", step_s * 1e3, "ms"),
+                             case_metric("tokens_per_second", static_cast<double>(step_tokens) / step_s, "tok/s")}),
+      report);
   return loadgen::write_case_result(path, doc);
 }
 

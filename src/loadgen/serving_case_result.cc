@@ -1,5 +1,6 @@
 #include "loadgen/serving_case_result.h"
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -13,25 +14,32 @@ bool serving_case_passed(const LoadResult& r) {
   return r.requests > 0 && r.errors == 0 && r.requests_without_tokens == 0;
 }
 
-nlohmann::json serving_case_result(const LoadResult& r, const std::string& case_id, const nlohmann::json& effective_config) {
-  auto metric = [](const char* name, double value, const char* unit) {
-    return nlohmann::json{{"name", name}, {"value", value}, {"unit", unit}};
-  };
-  nlohmann::json metrics = nlohmann::json::array({
-      metric("inter_token_latency_p50_ms", r.inter_token_latency_ms.p50, "ms"),
-      metric("inter_token_latency_p99_ms", r.inter_token_latency_ms.p99, "ms"),
-      metric("output_tokens_per_second", r.output_tokens_per_second(), "tok/s"),
-      metric("ttft_p50_ms", r.ttft_ms.p50, "ms"),
-      metric("ttft_p99_ms", r.ttft_ms.p99, "ms"),
+nlohmann::json case_metric(const std::string& name, double value, const std::string& unit) {
+  return {{"name", name}, {"value", value}, {"unit", unit}};
+}
+
+nlohmann::json case_result(const std::string& case_id, bool passed, double duration_seconds,
+                           nlohmann::json effective_config, nlohmann::json metrics, nlohmann::json details) {
+  std::sort(metrics.begin(), metrics.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a["name"].get<std::string>() < b["name"].get<std::string>();
   });
   return {{"schema_version", 1},
           {"case_id", case_id},
-          {"status", serving_case_passed(r) ? "passed" : "failed"},
-          {"duration_seconds", r.duration_s},
-          {"effective_config", effective_config},
+          {"status", passed ? "passed" : "failed"},
+          {"duration_seconds", duration_seconds},
+          {"effective_config", std::move(effective_config)},
           {"metrics", std::move(metrics)},
           {"tolerances", nlohmann::json::array()},
-          {"details", load_result_json(r)}};
+          {"details", std::move(details)}};
+}
+
+nlohmann::json serving_case_result(const LoadResult& r, const std::string& case_id, const nlohmann::json& effective_config) {
+  return case_result(case_id, serving_case_passed(r), r.duration_s, effective_config,
+                     nlohmann::json::array({case_metric("inter_token_latency_p50_ms", r.inter_token_latency_ms.p50, "ms"),
+                      case_metric("inter_token_latency_p99_ms", r.inter_token_latency_ms.p99, "ms"),
+                      case_metric("output_tokens_per_second", r.output_tokens_per_second(), "tok/s"),
+                      case_metric("ttft_p50_ms", r.ttft_ms.p50, "ms"), case_metric("ttft_p99_ms", r.ttft_ms.p99, "ms")}),
+                     load_result_json(r));
 }
 
 namespace {

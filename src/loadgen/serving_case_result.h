@@ -14,6 +14,15 @@
 
 namespace kiln::loadgen {
 
+// One metric of a case result: {"name", "value", "unit"}.
+nlohmann::json case_metric(const std::string& name, double value, const std::string& unit);
+
+// A case result of any command: schema_version 1, the case id, "passed" or "failed", the
+// duration, the effective config, `metrics` (case_metric entries) sorted by name, no
+// tolerances, and `details`.
+nlohmann::json case_result(const std::string& case_id, bool passed, double duration_seconds,
+                           nlohmann::json effective_config, nlohmann::json metrics, nlohmann::json details);
+
 // "serve-c<concurrency>", the id the serving workloads give the case at that concurrency.
 std::string serving_case_id(int64_t concurrency);
 

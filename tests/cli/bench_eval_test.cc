@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "case_metrics.h"
 #include "chat_model.h"
 #include "run_command.h"
 #include "test_util.h"
@@ -60,11 +61,7 @@ TEST(BenchEvalCli, TheSuiteRunsToCompletionAndTheCaseResultMeetsTheWorkload) {
   json want = variant["effective_config"];
   want["max_tokens"] = 4;
   EXPECT_EQ(r["effective_config"], want);
-  std::vector<std::pair<std::string, std::string>> declared, got;
-  for (const auto& m : kase["result_protocol"]["declared_metrics"])
-    if (m["name"] != "case_pass") declared.emplace_back(m["name"], m["unit"]);
-  for (const auto& m : r["metrics"]) got.emplace_back(m["name"], m["unit"]);
-  EXPECT_EQ(got, declared);
+  EXPECT_EQ(testing::reported_metrics(r), testing::declared_metrics(kase));
   EXPECT_EQ(r["metrics"][3]["value"], passed);
 }
 

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "case_metrics.h"
 #include "chat_model.h"
 #include "run_command.h"
 #include "test_util.h"
@@ -63,11 +64,7 @@ TEST(BenchSoakCli, ClientsDisconnectAdapterSwapsAndTheEngineEndsWhole) {
   json want = variant["effective_config"];
   want["concurrency"] = 4, want["duration_s"] = 4.0, want["disconnect_every"] = 3, want["max_tokens"] = 6;
   EXPECT_EQ(r["effective_config"], want);
-  std::vector<std::pair<std::string, std::string>> declared, got;
-  for (const auto& m : kase["result_protocol"]["declared_metrics"])
-    if (m["name"] != "case_pass") declared.emplace_back(m["name"], m["unit"]);
-  for (const auto& m : r["metrics"]) got.emplace_back(m["name"], m["unit"]);
-  EXPECT_EQ(got, declared);
+  EXPECT_EQ(testing::reported_metrics(r), testing::declared_metrics(kase));
 }
 
 TEST(BenchSoakCli, BadArgumentsAreRefusedNamingThem) {

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "case_metrics.h"
 #include "chat_model.h"
 #include "model/init.h"
 #include "test_util.h"
@@ -261,15 +262,9 @@ TEST(BenchTrainCli, GrpoCaseResultMeetsTheWorkloadsCpuCase) {
   json want = variant["effective_config"];
   want["max_tokens"] = 8;
   EXPECT_EQ(c["effective_config"], want);
-  std::vector<std::pair<std::string, std::string>> declared, got;
-  for (const auto& m : kase["result_protocol"]["declared_metrics"])
-    if (m["name"] != "case_pass") declared.emplace_back(m["name"], m["unit"]);
+  EXPECT_EQ(testing::reported_metrics(c), testing::declared_metrics(kase));
   std::map<std::string, double> value;
-  for (const auto& m : c["metrics"]) {
-    got.emplace_back(m["name"], m["unit"]);
-    value[m["name"].get<std::string>()] = m["value"].get<double>();
-  }
-  EXPECT_EQ(got, declared);
+  for (const auto& m : c["metrics"]) value[m["name"].get<std::string>()] = m["value"].get<double>();
   double mean_reward = 0;
   for (const auto& x : j["rewards"]) mean_reward += x.get<double>() / static_cast<double>(j["rewards"].size());
   EXPECT_EQ(value["iteration_seconds"], j["iteration"]["seconds"].get<double>());

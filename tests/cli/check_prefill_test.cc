@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "case_metrics.h"
 #include "run_command.h"
 #include "test_util.h"
 
@@ -79,11 +80,7 @@ TEST(CheckPrefillContinuity, CaseResultMeetsTheWorkloadsCpuCase) {
   want["prompt_tokens"] = 200;
   want["decode_tokens"] = 4;
   EXPECT_EQ(c["effective_config"], want);
-  std::vector<std::pair<std::string, std::string>> declared, got;
-  for (const auto& m : kase["result_protocol"]["declared_metrics"])
-    if (m["name"] != "case_pass") declared.emplace_back(m["name"], m["unit"]);
-  for (const auto& m : c["metrics"]) got.emplace_back(m["name"], m["unit"]);
-  EXPECT_EQ(got, declared);
+  EXPECT_EQ(testing::reported_metrics(c), testing::declared_metrics(kase));
   EXPECT_EQ(c["details"]["routes"], r.doc["routes"]);
 }
 
