@@ -176,16 +176,36 @@ Status Engine::run_decode(const Cycle& c) {
 
 Status Engine::run_prefill(const Cycle& c) {
   if (c.prefill.empty()) return {};
-  std::vector<SequenceInput> rows;
+  // Prompt scores: where every scoring row asks only for its own tokens' logprobs
+  // (prompt_logprobs 0) and the backend computes them natively, the forward scores them on the
+  // device and keeps only each row's last logits; a row that wants alternatives makes the whole
+  // cycle copy every position's logits to the host, where each scoring row is scored.
+  int64_t scored = 0;
+  bool alternatives = false;
   for (const PrefillChunk& p : c.prefill)
-    rows.push_back({&p.seq->state,
-                    std::span<const int32_t>(p.seq->tokens).subspan(static_cast<size_t>(p.seq->state.length),
-                                                                     static_cast<size_t>(p.len)),
-                    p.seq->lora});
-  // Rows that score their prompt need every position's logits, so the whole forward gives them.
-  const bool all = std::any_of(c.prefill.begin(), c.prefill.end(),
-                               [](const PrefillChunk& p) { return p.seq->spec.prompt_logprobs >= 0; });
-  // Prompt scores need every row on the host; otherwise the logits stay where they are and
+    if (p.seq->spec.prompt_logprobs >= 0) {
+      scored += p.len;
+      alternatives = alternatives || p.seq->spec.prompt_logprobs > 0;
+    }
+  const bool on_device = scored > 0 && !alternatives && model_.token_scoring(scored).runs_natively();
+  const bool all = scored > 0 && !on_device;
+  // Per scoring row: position p's target is prompt token p + 1 (none for the prompt's last).
+  std::vector<std::vector<int32_t>> targets(c.prefill.size());
+  std::vector<std::vector<float>> scores(c.prefill.size());
+  std::vector<SequenceInput> rows;
+  for (size_t i = 0; i < c.prefill.size(); ++i) {
+    const Sequence& s = *c.prefill[i].seq;
+    const auto from = static_cast<size_t>(s.state.length), len = static_cast<size_t>(c.prefill[i].len);
+    SequenceInput& row = rows.emplace_back(
+        SequenceInput{&c.prefill[i].seq->state, std::span<const int32_t>(s.tokens).subspan(from, len), s.lora});
+    if (!on_device || s.spec.prompt_logprobs < 0) continue;
+    for (size_t p = from; p < from + len; ++p)
+      targets[i].push_back(static_cast<int64_t>(p) + 1 < s.prompt_len ? s.tokens[p + 1] : -1);
+    scores[i].resize(len);
+    row.score_targets = targets[i];
+    row.scores = scores[i];
+  }
+  // Prompt scores on the host need every row there; otherwise the logits stay where they are and
   // sample_rows moves only what each request needs.
   auto logits = all ? model_.forward(rows, LogitsMode::kAll, state_)
                     : model_.forward_on_device(rows, LogitsMode::kLast, state_);
@@ -204,13 +224,14 @@ Status Engine::run_prefill(const Cycle& c) {
       return std::span<const float>(logits->data<float>() + r * V, static_cast<size_t>(V));
     };
     const int64_t last_row = all ? first_row + len - 1 : static_cast<int64_t>(i);
-    if (all && s.spec.prompt_logprobs >= 0) {
+    if (s.spec.prompt_logprobs >= 0) {
       // Position p's logits score prompt token p + 1.
       for (int64_t j = 0; j < len; ++j) {
         const int64_t p = done - len + j;
-        if (p + 1 < s.prompt_len)
-          s.prompt_scores.push_back(score_token(logits_row(first_row + j), s.tokens[static_cast<size_t>(p + 1)],
-                                                s.spec.prompt_logprobs));
+        if (p + 1 >= s.prompt_len) continue;
+        const int32_t token = s.tokens[static_cast<size_t>(p + 1)];
+        s.prompt_scores.push_back(all ? score_token(logits_row(first_row + j), token, s.spec.prompt_logprobs)
+                                      : SampledToken{token, scores[i][static_cast<size_t>(j)], {}});
       }
     }
     first_row += len;

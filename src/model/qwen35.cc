@@ -123,6 +123,11 @@ Result<BatchLayout> Qwen35Model::build_layout(std::span<const SequenceInput> row
     const int64_t n = static_cast<int64_t>(r.tokens.size());
     if (n == 0) return invalid_argument("forward: a row has no tokens");
     if (r.seq->slot < 0) return invalid_argument("forward: a row's sequence has no state slot");
+    if (static_cast<int64_t>(r.score_targets.size()) != (r.score_targets.empty() ? 0 : n) ||
+        r.scores.size() != r.score_targets.size())
+      return invalid_argument("forward: a row's score_targets (" + std::to_string(r.score_targets.size()) +
+                              ") and scores (" + std::to_string(r.scores.size()) + ") must both be empty or match its " +
+                              std::to_string(n) + " tokens");
     KILN_RETURN_IF_ERROR(state.reserve(*r.seq, n));
     h.add_row(r.seq->length, n, r.seq->blocks, r.seq->slot);
   }
@@ -341,6 +346,16 @@ Result<Tensor> Qwen35Model::forward(std::span<const SequenceInput> rows, LogitsM
   return host;
 }
 
+Support Qwen35Model::token_scoring(int64_t tokens) const {
+  TrainRequest r;
+  r.op = TrainOp::kTokenLogprobs;
+  r.tokens = tokens;
+  r.width = config_.hidden_size;
+  r.out = weights_.lm_head.dim(0);
+  r.dtype = weights_.lm_head.dtype();
+  return backend_.training().supports(r);
+}
+
 Result<int64_t> Qwen35Model::prefill_tile(std::span<const SequenceInput> rows) const {
   KILN_ASSIGN_OR_RETURN(PrefillTiling t,
                         resolve_prefill_tiling(backend_.capabilities().streaming_prefill, options_.prefill_tile));
@@ -386,6 +401,31 @@ Status Qwen35Model::decode_step(const Tensor& ids, const BatchLayout& bl, ModelS
   return run(ids, bl, rows, LogitsMode::kLast, state, logits);
 }
 
+Status Qwen35Model::score_targets(std::span<const SequenceInput> rows, Workspace& ws, const Tensor& logp) {
+  StorageFacet& s = backend_.storage();
+  KILN_RETURN_IF_ERROR(backend_.norm().rms_norm({NormKind::kOnePlus, ws.x, {}, weights_.final_norm, {}, ws.h,
+                                                 static_cast<float>(config_.rms_norm_eps)}));
+  // Runs [t0, t1) of adjacent scoring rows' tokens, each one call.
+  int64_t t = 0;
+  for (size_t r = 0; r < rows.size();) {
+    if (rows[r].score_targets.empty()) {
+      t += static_cast<int64_t>(rows[r++].tokens.size());
+      continue;
+    }
+    const int64_t t0 = t;
+    std::vector<int32_t> targets;
+    for (; r < rows.size() && !rows[r].score_targets.empty(); ++r) {
+      targets.insert(targets.end(), rows[r].score_targets.begin(), rows[r].score_targets.end());
+      t += static_cast<int64_t>(rows[r].tokens.size());
+    }
+    KILN_ASSIGN_OR_RETURN(Tensor dev_targets, s.upload(Tensor::from_values(targets, {t - t0})));
+    KILN_ASSIGN_OR_RETURN(Tensor lse, s.empty({t - t0}, DType::kF32));
+    KILN_RETURN_IF_ERROR(backend_.training().token_logprobs(
+        {ws.h.slice(0, t0, t), weights_.lm_head, dev_targets, logp.slice(0, t0, t), lse}));
+  }
+  return {};
+}
+
 Status Qwen35Model::run(const Tensor& ids, const BatchLayout& bl, std::span<const SequenceInput> rows, LogitsMode mode,
                         ModelState& state, const Tensor& logits) {
   const auto& c = config_;
@@ -396,6 +436,11 @@ Status Qwen35Model::run(const Tensor& ids, const BatchLayout& bl, std::span<cons
   KILN_RETURN_IF_ERROR(operands16(bl, ws));
   KILN_RETURN_IF_ERROR(backend_.elementwise().embed({ids, weights_.embed, ws.x}));
   for (int64_t i = 0; i < c.num_layers; ++i) KILN_RETURN_IF_ERROR(decoder_layer(i, bl, state, ws));
+  Tensor logp;  // the rows' scores on the device, where any row asks for them
+  if (std::any_of(rows.begin(), rows.end(), [](const SequenceInput& r) { return !r.score_targets.empty(); })) {
+    KILN_ASSIGN_OR_RETURN(logp, s.allocate({T}, DType::kF32));
+    KILN_RETURN_IF_ERROR(score_targets(rows, ws, logp));
+  }
 
   // The rows whose logits are wanted: every token, or each sequence's last.
   // A batch of one token per row (decode) already has exactly those rows.
@@ -417,7 +462,16 @@ Status Qwen35Model::run(const Tensor& ids, const BatchLayout& bl, std::span<cons
   Tensor normed = ws.h.slice(0, 0, R);
   KILN_RETURN_IF_ERROR(backend_.norm().rms_norm(
       {NormKind::kOnePlus, final_in, {}, weights_.final_norm, {}, normed, static_cast<float>(c.rms_norm_eps)}));
-  return backend_.linear().matmul({normed, weights_.lm_head, logits});
+  KILN_RETURN_IF_ERROR(backend_.linear().matmul({normed, weights_.lm_head, logits}));
+  if (!logp.defined()) return {};
+  Tensor host = Tensor::empty({T}, DType::kF32);
+  KILN_RETURN_IF_ERROR(s.copy_to_host(logp, host));
+  int64_t t = 0;
+  for (const SequenceInput& r : rows) {
+    std::copy_n(host.data<float>() + t, r.scores.size(), r.scores.begin());
+    t += static_cast<int64_t>(r.tokens.size());
+  }
+  return {};
 }
 
 }  // namespace kiln

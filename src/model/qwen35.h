@@ -20,6 +20,12 @@ struct SequenceInput {
   SequenceState* seq;
   std::span<const int32_t> tokens;  // at least one
   std::span<const LoraTerm> lora = {};  // adapters applied to this row, deltas summed; empty: the base model
+  // Optional, both or neither, one entry per token: the forward writes to scores[i] (host memory)
+  // the log-probability of token score_targets[i] under position i's logits, without making the
+  // [tokens, vocab] logits (TrainingFacet::token_logprobs); a target < 0 gets 0. Ask
+  // Qwen35Model::token_scoring first: a backend that declines fails the forward.
+  std::span<const int32_t> score_targets = {};
+  std::span<float> scores = {};
 };
 
 enum class LogitsMode : uint8_t { kAll, kLast };
@@ -89,6 +95,9 @@ class Qwen35Model {
   // so activations scale with the tile; the logits are laid out as one pass's would be (a pass
   // that fails leaves the rows advanced by the passes before it).
   Result<Tensor> forward_on_device(std::span<const SequenceInput> rows, LogitsMode mode, ModelState& state);
+  // Whether the backend scores `tokens` tokens' targets natively (SequenceInput::score_targets):
+  // its training facet's answer for the fused log-probabilities over this model's LM head.
+  Support token_scoring(int64_t tokens) const;
   // The tile forward would run `rows` in (0: one pass), or why options().prefill_tile is invalid.
   Result<int64_t> prefill_tile(std::span<const SequenceInput> rows) const;
 
@@ -121,8 +130,13 @@ class Qwen35Model {
   Result<BatchLayout> build_layout(std::span<const SequenceInput> rows, ModelState& state);
   // forward_on_device in one pass, whatever the rows' lengths.
   Result<Tensor> forward_pass(std::span<const SequenceInput> rows, LogitsMode mode, ModelState& state);
+  // The rows' score_targets scored on the final-normed residual `x` [tokens, hidden] (ws.h gets
+  // the normed rows) into `logp` [tokens] on the device: one fused call per run of adjacent
+  // scoring rows.
+  Status score_targets(std::span<const SequenceInput> rows, Workspace& ws, const Tensor& logp);
   // Embedding, layers, final norm and LM head of the tokens `ids` laid out by `bl`, with the
-  // rows' adapters; `logits` has one row per token (kAll) or per row (kLast).
+  // rows' adapters; `logits` has one row per token (kAll) or per row (kLast); the rows'
+  // score_targets scored into their scores.
   Status run(const Tensor& ids, const BatchLayout& bl, std::span<const SequenceInput> rows, LogitsMode mode,
              ModelState& state, const Tensor& logits);
 

@@ -62,7 +62,13 @@ Result<Tensor> tiled_prefill(std::span<const SequenceInput> rows, LogitsMode mod
       const auto left = static_cast<int64_t>(rows[r].tokens.size()) - done[r];
       if (left == 0) continue;
       const auto n = static_cast<size_t>(std::min(tile, left));
-      part.push_back(SequenceInput{rows[r].seq, rows[r].tokens.subspan(static_cast<size_t>(done[r]), n), rows[r].lora});
+      const auto at = static_cast<size_t>(done[r]);
+      SequenceInput in{rows[r].seq, rows[r].tokens.subspan(at, n), rows[r].lora};
+      if (!rows[r].score_targets.empty()) {  // the scores of this pass's tokens
+        in.score_targets = rows[r].score_targets.subspan(at, n);
+        in.scores = rows[r].scores.subspan(at, n);
+      }
+      part.push_back(in);
       source.push_back(r);
     }
     if (part.empty()) break;

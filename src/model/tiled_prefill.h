@@ -35,8 +35,9 @@ using PrefillPassFn = std::function<Result<Tensor>(std::span<const SequenceInput
 
 // Runs `rows` as passes of at most `tile` tokens a row through `pass` and returns logits laid out
 // as one untiled forward's: kLast one row per input row (from its final pass), kAll every token in
-// input order. The result is allocated through `storage` (where the passes' logits live). A pass
-// that fails leaves the rows advanced by the passes before it.
+// input order; a row's score_targets and scores are split with its tokens. The result is
+// allocated through `storage` (where the passes' logits live). A pass that fails leaves the rows
+// advanced by the passes before it.
 Result<Tensor> tiled_prefill(std::span<const SequenceInput> rows, LogitsMode mode, int64_t tile, int64_t vocab,
                              StorageFacet& storage, const PrefillPassFn& pass);
 

@@ -292,6 +292,28 @@ TEST(Http, CompletionsEchoLogprobsAndBatch) {
     EXPECT_NEAR(pl[i]["logprob"].get<double>(), lp["token_logprobs"][i].get<double>(), 1e-6) << i;
     EXPECT_EQ(pl[i]["top_logprobs"].size(), 1u);
   }
+  // prompt_logprobs 0, and echo with logprobs 0, ask for each prompt token's own logprob alone,
+  // which the backend computes without every position's logits: the same scores, no alternatives,
+  // the same completions.
+  json own = s.post_json("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 1}, {"temperature", 0},
+                                             {"prompt_logprobs", 0}});
+  const json& ol = own["choices"][0]["prompt_logprobs"];
+  ASSERT_EQ(ol.size(), static_cast<size_t>(prompt_tokens));
+  EXPECT_TRUE(ol[0].is_null());
+  for (int i = 1; i < prompt_tokens; ++i) {
+    EXPECT_NEAR(ol[i]["logprob"].get<double>(), lp["token_logprobs"][i].get<double>(), 1e-4) << i;
+    EXPECT_TRUE(ol[i]["top_logprobs"].empty()) << i;
+  }
+  EXPECT_EQ(own["choices"][0]["text"], p["choices"][0]["text"]);
+  json echo0 = s.post_json("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"temperature", 0},
+                                               {"echo", true}, {"logprobs", 0}});
+  EXPECT_EQ(echo0["choices"][0]["text"], text);
+  const json& el = echo0["choices"][0]["logprobs"];
+  ASSERT_EQ(el["token_logprobs"].size(), static_cast<size_t>(prompt_tokens + 4));
+  for (int i = 1; i < prompt_tokens; ++i) {
+    EXPECT_NEAR(el["token_logprobs"][i].get<double>(), lp["token_logprobs"][i].get<double>(), 1e-4) << i;
+    EXPECT_TRUE(el["top_logprobs"][i].empty()) << i;
+  }
   json batch = s.post_json("/v1/completions/batch",
                            {{"prompts", {"a b c", {7, 8, 9}}}, {"n", 2}, {"max_tokens", 3}, {"temperature", 0}});
   ASSERT_EQ(batch["choices"].size(), 4u);

@@ -270,5 +270,79 @@ TEST(CudaEngine, PrefixCacheHitEqualsMiss) {
   EXPECT_EQ(fresh[0].tokens.size(), 8u);
 }
 
+// Prompt scores of prompt_logprobs 0 rows come from the fused log-probabilities on the device
+// (no [tokens, vocab] logits cross to the host); they must equal the host path's (prompt_logprobs
+// 1: every position's logits copied and log-softmaxed in double) and the CPU engine's to 1e-4, on
+// an untied and a tied LM head, for rows of several lengths in one cycle and a prompt chunked
+// over cycles; the generated tokens are the host path's.
+TEST(CudaEngine, OwnTokenPromptScoresOnTheDeviceEqualTheHostPath) {
+  KILN_CUDA_OR_SKIP(be);
+  auto cpu = create_backend("cpu");
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  struct Scored {
+    std::vector<SampledToken> scores;
+    std::vector<int32_t> tokens;
+  };
+  auto run = [](Backend& b, const char* name, std::vector<RequestSpec> specs, int32_t prompt_logprobs, int64_t budget) {
+    std::vector<Scored> out(specs.size());
+    auto model = Qwen35Model::load(fixture_dir(name), b);
+    EXPECT_TRUE(model.ok()) << model.status().to_string();
+    if (!model.ok()) return out;
+    EngineConfig ec;
+    ec.scheduler.max_running = 8;
+    ec.scheduler.max_batch_tokens = budget;
+    ec.kv_blocks = 32;
+    auto engine = Engine::create(**model, ec);
+    EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+    if (!engine.ok()) return out;
+    std::vector<Submission> subs;
+    for (RequestSpec& s : specs) {
+      s.prompt_logprobs = prompt_logprobs;
+      subs.push_back((*engine)->submit(s).value());
+    }
+    while ((*engine)->has_work()) {
+      auto r = (*engine)->step();
+      EXPECT_TRUE(r.ok()) << r.status().to_string();
+      if (!r.ok()) return out;
+    }
+    for (size_t i = 0; i < subs.size(); ++i)
+      while (auto e = subs[i].channel->try_pop()) {
+        EXPECT_NE(e->finish, FinishReason::kError) << e->error;
+        if (!e->prompt_scores.empty()) out[i].scores = e->prompt_scores;
+        if (e->token >= 0) out[i].tokens.push_back(e->token);
+      }
+    return out;
+  };
+  for (const char* name : {"gqa_untied", "tied_dk_ne_dv"}) {
+    for (int64_t budget : {1024, 64}) {
+      SCOPED_TRACE(std::string(name) + " budget " + std::to_string(budget));
+      std::vector<RequestSpec> specs;
+      for (int64_t n : {150, 5, 70, 2}) specs.push_back(greedy(prompt(n, n, 300), 4));
+      const uint64_t before = cuda_backend_stats(*be)->bytes_to_host;
+      const std::vector<Scored> dev = run(*be, name, specs, 0, budget);
+      const uint64_t moved = cuda_backend_stats(*be)->bytes_to_host - before;
+      const std::vector<Scored> host = run(*be, name, specs, 1, budget);
+      const std::vector<Scored> ref = run(**cpu, name, specs, 0, budget);
+      std::printf("%s, budget %lld: %llu bytes to the host with scores on the device\n", name,
+                  static_cast<long long>(budget), static_cast<unsigned long long>(moved));
+      EXPECT_LT(moved, uint64_t{227} * 300 * 4) << "every position's logits crossed to the host";
+      for (size_t i = 0; i < specs.size(); ++i) {
+        const size_t n = specs[i].prompt.size() - 1;
+        ASSERT_EQ(dev[i].scores.size(), n) << "request " << i;
+        ASSERT_EQ(host[i].scores.size(), n) << "request " << i;
+        ASSERT_EQ(ref[i].scores.size(), n) << "request " << i;
+        for (size_t p = 0; p < n; ++p) {
+          EXPECT_EQ(dev[i].scores[p].token, specs[i].prompt[p + 1]);
+          EXPECT_TRUE(dev[i].scores[p].top.empty());
+          EXPECT_NEAR(dev[i].scores[p].logprob, host[i].scores[p].logprob, 1e-4) << "request " << i << " position " << p;
+          EXPECT_NEAR(dev[i].scores[p].logprob, ref[i].scores[p].logprob, 1e-4) << "request " << i << " position " << p;
+        }
+        EXPECT_EQ(dev[i].tokens, host[i].tokens) << "request " << i;
+        EXPECT_EQ(dev[i].tokens.size(), 4u) << "request " << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln
