@@ -24,6 +24,8 @@ void add_config_command(CLI::App& app);
 void add_train_command(CLI::App& app);     // `kiln train sft|grpo`: a client of a running server
 void add_eval_command(CLI::App& app);      // `kiln eval list|run|compare`: a client of a running server
 void add_adapters_command(CLI::App& app);  // `kiln adapters list|load|unload|delete`: likewise
+void add_check_command(CLI::App& app);     // `kiln check`: declared correctness checks (JSON, case results)
+void add_check_state_slots_command(CLI::App& check);  // `kiln check state-slots`, attached by add_check_command
 
 // Prints "error: <status>" to stderr and sets exit_code to 1 when the status is an error.
 void report(const Status& status);

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_train_command(app);
   kiln::cli::add_eval_command(app);
   kiln::cli::add_adapters_command(app);
+  kiln::cli::add_check_command(app);
   static char serve[] = "serve";
   char* serve_argv[] = {argv[0], serve, nullptr};
   if (argc == 1) {  // the default command
