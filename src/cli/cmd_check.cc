@@ -11,6 +11,7 @@ void add_check_command(CLI::App& app) {
                "KILN_QUALIFICATION_CASE_RESULT set, also write the qualification case result");
   check->require_subcommand(1);
   add_check_prefill_continuity_command(*check);
+  add_check_state_slots_command(*check);
 }
 
 }  // namespace kiln::cli

@@ -28,6 +28,7 @@ void add_eval_command(CLI::App& app);      // `kiln eval list|run|compare`: a cl
 void add_adapters_command(CLI::App& app);  // `kiln adapters list|load|unload|delete`: likewise
 void add_check_command(CLI::App& app);     // `kiln check ...`: declared correctness checks (JSON)
 void add_check_prefill_continuity_command(CLI::App& check);  // `kiln check prefill-continuity`
+void add_check_state_slots_command(CLI::App& check);  // `kiln check state-slots`
 
 // Prints "error: <status>" to stderr and sets exit_code to 1 when the status is an error.
 void report(const Status& status);

@@ -318,6 +318,8 @@ EngineStats Engine::stats() const {
   s.decode_rows = decode_rows_;
   s.prefill_tokens = prefill_tokens_;
   s.max_running = config_.scheduler.max_running;
+  s.slot_bytes = slots_.slot_bytes();
+  s.slot_counters = slots_.counters();
   if (replay_) {
     s.decode_replays = replay_->stats().replays;
     s.decode_recordings = replay_->stats().recordings;

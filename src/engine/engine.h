@@ -48,6 +48,10 @@ struct EngineStats {
   int64_t decode_adapter_recordings = 0, decode_recordings_invalidated = 0;
   // Recordings that failed (each cost one step run eagerly; the composition records again later).
   int64_t decode_record_failures = 0;
+  // Device bytes of one GDN state slot (every GDN layer's recurrent and conv state), and the
+  // slots taken and given back since start (engine/gdn_state_slots.h).
+  int64_t slot_bytes = 0;
+  GdnSlotCounters slot_counters;
 };
 
 struct CycleReport {

@@ -136,6 +136,21 @@ std::string Metrics::render(const EngineStats& e) const {
   sample(out, "kiln_gdn_slots", static_cast<double>(e.free_slots), "state=\"free\"");
   sample(out, "kiln_gdn_slots", static_cast<double>(e.total_slots - e.free_slots - e.cached_snapshots), "state=\"used\"");
   sample(out, "kiln_gdn_slots", static_cast<double>(e.cached_snapshots), "state=\"cached\"");
+  const GdnSlotCounters& g = e.slot_counters;
+  header(out, "kiln_gdn_slot_acquisitions_total", "counter",
+         "GDN state slots taken: zeroed for a new sequence, restored from a prefix-cache snapshot into a new "
+         "sequence's slot, or a snapshot taken for the prefix cache.");
+  sample(out, "kiln_gdn_slot_acquisitions_total", static_cast<double>(g.acquisitions), "kind=\"zeroed\"");
+  sample(out, "kiln_gdn_slot_acquisitions_total", static_cast<double>(g.restores), "kind=\"restored\"");
+  sample(out, "kiln_gdn_slot_acquisitions_total", static_cast<double>(g.snapshots), "kind=\"snapshot\"");
+  header(out, "kiln_gdn_slot_releases_total", "counter",
+         "GDN state slots given back: by sequences (finished, cancelled or not admitted) and by the prefix cache "
+         "(snapshots evicted).");
+  sample(out, "kiln_gdn_slot_releases_total", static_cast<double>(g.sequence_releases), "by=\"sequence\"");
+  sample(out, "kiln_gdn_slot_releases_total", static_cast<double>(g.cache_releases), "by=\"prefix_cache\"");
+  header(out, "kiln_gdn_slot_failures_total", "counter",
+         "GDN slot acquisitions, restores or snapshots that found no free slot or failed on the device.");
+  sample(out, "kiln_gdn_slot_failures_total", static_cast<double>(g.failures));
   header(out, "kiln_prefix_cache_hits_total", "counter", "Admissions that resumed from a cached prefix.");
   sample(out, "kiln_prefix_cache_hits_total", static_cast<double>(e.prefix_hits));
   header(out, "kiln_prefix_cache_misses_total", "counter", "Admissions that found no cached prefix.");

@@ -1,6 +1,6 @@
 // The engine end to end on the CPU backend: batched == alone (greedy), prefill split across
 // cycles == whole, prefix-cache hit == miss, cancellation and every finish return all blocks and
-// slots, the per-cycle budget, the bounded queue, seeded sampling, the actor thread.
+// slots, the GDN slot counters, the per-cycle budget, the bounded queue, seeded sampling, the actor thread.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -290,6 +290,75 @@ TEST(Engine, CancellationFreesEverything) {
   EXPECT_FALSE(e->has_work());
   expect_no_leaks(*e);
   EXPECT_EQ(e->stats().cached_blocks, e->stats().total_blocks - e->stats().free_blocks);
+}
+
+// The slot pool's counters, case by case, on a pool of 3 (2 running + 1 for snapshots); prompts
+// of 100 tokens, whose first chunk ends at the 64-token boundary (a snapshot there).
+TEST(Engine, GdnSlotCountersFollowEveryTakeAndGiveBack) {
+  testing::TinyModel m;
+  EngineConfig c = config();
+  c.scheduler.max_running = 2;
+  c.snapshot_slots = 1;
+  auto e = Engine::create(*m.model, c).value();
+  auto counters = [&] { return e->stats().slot_counters; };
+  auto run = [&](std::vector<Submission> subs) { run_all(*e, subs); };
+
+  run({e->submit(greedy_request(prompt_of(100, 1), 3)).value()});  // a miss: zeroed slot, one snapshot
+  GdnSlotCounters g = counters();
+  EXPECT_EQ(g.acquisitions, 1);
+  EXPECT_EQ(g.restores, 0);
+  EXPECT_EQ(g.snapshots, 1);
+  EXPECT_EQ(g.sequence_releases, 1);
+  EXPECT_EQ(g.cache_releases, 0);
+  EXPECT_EQ(g.failures, 0);
+
+  run({e->submit(greedy_request(prompt_of(100, 1), 3)).value()});  // the same prompt: a restore
+  g = counters();
+  EXPECT_EQ(g.acquisitions, 1);
+  EXPECT_EQ(g.restores, 1);
+  EXPECT_EQ(g.snapshots, 1);  // the prefix already has its snapshot
+  EXPECT_EQ(g.sequence_releases, 2);
+
+  // Two new prompts at once: both run, the snapshot holds the third slot, so neither boundary
+  // finds a slot for its snapshot: two failures, and both requests still finish.
+  run({e->submit(greedy_request(prompt_of(100, 2), 3)).value(), e->submit(greedy_request(prompt_of(100, 3), 3)).value()});
+  g = counters();
+  EXPECT_EQ(g.acquisitions, 3);
+  EXPECT_EQ(g.snapshots, 1);
+  EXPECT_EQ(g.failures, 2);
+  EXPECT_EQ(g.sequence_releases, 4);
+
+  // A cancelled running request gives its slot back; one cancelled while waiting never had one.
+  auto a = e->submit(greedy_request(prompt_of(10, 4), 40)).value();
+  auto b = e->submit(greedy_request(prompt_of(10, 5), 40)).value();
+  auto w = e->submit(greedy_request(prompt_of(10, 6), 40)).value();
+  ASSERT_TRUE(e->step().ok());
+  EXPECT_EQ(e->stats().running, 2);
+  a.channel->cancel();
+  w.channel->cancel();
+  ASSERT_TRUE(e->step().ok());
+  b.channel->cancel();
+  run({a, b, w});
+  g = counters();
+  EXPECT_EQ(g.acquisitions, 5);
+  EXPECT_EQ(g.sequence_releases, 6);
+
+  // A fourth prompt takes the free slot, then a snapshot of its boundary the last one; two more at
+  // once need a slot the cache must give back: exactly one eviction of a snapshot.
+  run({e->submit(greedy_request(prompt_of(100, 7), 3)).value()});
+  EXPECT_EQ(counters().snapshots, 2);
+  EXPECT_EQ(e->stats().cached_snapshots, 2);
+  run({e->submit(greedy_request(prompt_of(100, 8), 3)).value(), e->submit(greedy_request(prompt_of(100, 9), 3)).value()});
+  g = counters();
+  EXPECT_EQ(g.cache_releases, 1);
+  EXPECT_EQ(g.failures, 4);
+
+  // Closed accounting once nothing runs.
+  const EngineStats s = e->stats();
+  EXPECT_EQ(g.acquisitions + g.restores, g.sequence_releases);
+  EXPECT_EQ(g.snapshots, g.cache_releases + s.cached_snapshots);
+  EXPECT_EQ(s.slot_bytes, ModelState::slot_bytes_for(m.model->config()));
+  expect_no_leaks(*e);
 }
 
 TEST(Engine, BudgetSplitsDecodeAndPrefill) {
