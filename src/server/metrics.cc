@@ -28,8 +28,14 @@ void header(std::string& out, const char* name, const char* type, const char* he
 
 void sample(std::string& out, const std::string& name, double v, const std::string& labels = "") {
   out += name;
-  if (!labels.empty()) out += "{" + labels + "}";
-  out += " " + fmt(v) + "\n";
+  if (!labels.empty()) {
+    out += '{';
+    out += labels;
+    out += '}';
+  }
+  out += ' ';
+  out += fmt(v);
+  out += '\n';
 }
 
 }  // namespace

@@ -109,7 +109,9 @@ TEST(JobQueue, CancellingARunningJobSetsItsFlagAndKeepsItsLossCurve) {
                                -> Result<JobOutcome> {
     for (int64_t step = 1; step <= 100000; ++step) {
       if (cancel.load()) return failed_precondition("cancelled");
-      progress({step, 100000, 10.0 / static_cast<double>(step), 123.0, {}});
+      TrainProgress p;
+      p.step = step, p.total_steps = 100000, p.loss = 10.0 / static_cast<double>(step), p.tokens_per_second = 123.0;
+      progress(p);
       std::this_thread::sleep_for(1ms);
     }
     return JobOutcome{};
