@@ -1,13 +1,15 @@
 // cuda_latency_bench: the hardware latency cases of latency_cases.h on the CUDA device. Prints a
 // table (median, p90, roofline bound per case) and, with
 //   --json PATH    writes the result artifact {"device", "driver", "commit", "build", "time", "roofline", "cases": [...]};
-//   --lock PATH    writes a thresholds file locking each case at its median x 1.25, with the run's provenance;
+//   --lock PATH    writes a thresholds file locking each case at its median x 1.25, with the run's provenance
+//                  (PATH a folder, e.g. tests/backend/cuda/latency_thresholds: the device's file in it);
 //   --check PATH   compares the run with a thresholds file and exits 1 naming every case over its threshold.
 // Without a CUDA device it prints SKIPPED and exits 0. The commit is the one compiled into the binary
 // (core/build_stamp.h; `build` adds whether it was built from uncommitted changes).
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -122,6 +124,8 @@ int main(int argc, char** argv) {
       !write_json(json_path, {{"schema", "kiln.cuda-latency/1"}, {"device", device}, {"driver", driver}, {"commit", commit},
                               {"build", build_stamp_json()}, {"time", stamp}, {"command", command}, {"roofline", roofline}, {"cases", cases}}))
     return 2;
+  if (!lock_path.empty() && std::filesystem::is_directory(lock_path))
+    lock_path += "/" + latency::device_slug(device) + ".json";
   if (!lock_path.empty() &&
       !write_json(lock_path, {{"schema", "kiln.latency-thresholds/1"},
                               {"headroom", latency::kHeadroom},

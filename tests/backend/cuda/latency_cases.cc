@@ -1,6 +1,7 @@
 #include "backend/cuda/latency_cases.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -294,12 +295,28 @@ Result<std::map<std::string, double>> read_thresholds(const std::string& path) {
   return out;
 }
 
-std::string thresholds_path() {
-  if (const char* p = std::getenv("KILN_LATENCY_THRESHOLDS"); p && *p) return p;
-  const std::string rel = "tests/backend/cuda/latency_thresholds.json";
+std::string device_slug(const std::string& device_name) {
+  std::string slug;
+  for (char c : device_name.substr(0, device_name.find(" ("))) {
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      slug += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    else if (!slug.empty() && slug.back() != '-')
+      slug += '-';
+  }
+  while (!slug.empty() && slug.back() == '-') slug.pop_back();
+  return slug;
+}
+
+std::string thresholds_dir() {
+  const std::string rel = "tests/backend/cuda/latency_thresholds";
   std::error_code ec;
-  if (std::filesystem::exists(rel, ec)) return rel;
+  if (std::filesystem::is_directory(rel, ec)) return rel;
   return std::string(KILN_SOURCE_DIR) + "/" + rel;
+}
+
+std::string thresholds_path(const std::string& device_name) {
+  if (const char* p = std::getenv("KILN_LATENCY_THRESHOLDS"); p && *p) return p;
+  return thresholds_dir() + "/" + device_slug(device_name) + ".json";
 }
 
 }  // namespace kiln::latency

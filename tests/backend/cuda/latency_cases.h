@@ -1,5 +1,5 @@
-// The hardware latency cases: the eight Qwen3.5-4B calls whose device latency
-// is locked by tests/backend/cuda/latency_thresholds.json, measured through the backend facets.
+// The hardware latency cases: the eight Qwen3.5-4B calls whose device latency is locked, per
+// device, by tests/backend/cuda/latency_thresholds/<device>.json, measured through the backend facets.
 // Shared by cuda_latency_bench (measures, writes the result artifact, checks a run against the
 // thresholds) and cuda_latency_tests (fails a case whose median exceeds its threshold).
 #pragma once
@@ -46,8 +46,17 @@ nlohmann::json to_json(const CaseResult& r);
 // The locked thresholds (case name -> microseconds) of a thresholds file.
 Result<std::map<std::string, double>> read_thresholds(const std::string& path);
 
-// Where the committed thresholds file is: $KILN_LATENCY_THRESHOLDS, else the one under the
-// working directory (a copied tree), else the one in the source tree.
-std::string thresholds_path();
+// The file name stem of a device's thresholds: its name before any " (", lower case, every run of
+// other characters than letters and digits one '-' ("NVIDIA H100 80GB HBM3 (sm_90, ...)" ->
+// "nvidia-h100-80gb-hbm3").
+std::string device_slug(const std::string& device_name);
+
+// The folder of the committed thresholds files, one per device: the one under the working
+// directory (a copied tree), else the one in the source tree.
+std::string thresholds_dir();
+
+// The thresholds file of a device: $KILN_LATENCY_THRESHOLDS, else <thresholds_dir()>/<slug>.json
+// (which need not exist: a device nobody locked has none).
+std::string thresholds_path(const std::string& device_name);
 
 }  // namespace kiln::latency
