@@ -57,11 +57,11 @@ TEST(CheckPrefillContinuity, RoutesPassWhereTheArgumentsSayAndAgree) {
   EXPECT_TRUE(r.doc["holds"].get<bool>());
 }
 
-// The case result of the prefill-continuity-v1 cpu case's own flags (this fixture and a shorter
+// The case result of the prefill-continuity-v2 cpu case's own flags (this fixture and a shorter
 // prompt for the workload's) has the variant's effective_config but for the prompt, and exactly
 // its declared metrics.
 TEST(CheckPrefillContinuity, CaseResultMeetsTheWorkloadsCpuCase) {
-  std::ifstream wf(std::string(KILN_SOURCE_DIR) + "/qualification/workloads/prefill-continuity-v1.json");
+  std::ifstream wf(std::string(KILN_SOURCE_DIR) + "/qualification/workloads/prefill-continuity-v2.json");
   const json w = json::parse(wf);
   const json& variant = w["variants"][0];
   ASSERT_EQ(variant["id"], "cpu");

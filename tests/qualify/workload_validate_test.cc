@@ -304,7 +304,7 @@ TEST(ProjectWorkloads, EveryCommittedWorkloadValidates) {
 }
 
 TEST(ProjectWorkloads, CoreSuiteTreatsSkipMarkersNotTestNamesAsSkips) {
-  Result<Workload> w = load_workload(std::string(KILN_SOURCE_DIR) + "/qualification/workloads/correctness-core-v3.json");
+  Result<Workload> w = load_workload(std::string(KILN_SOURCE_DIR) + "/qualification/workloads/correctness-core-v4.json");
   ASSERT_TRUE(w.ok()) << w.status().to_string();
   const WorkloadCase& tests = w->variants[0].cases[1];
   ASSERT_EQ(tests.id, "core-tests");
@@ -316,6 +316,15 @@ TEST(ProjectWorkloads, CoreSuiteTreatsSkipMarkersNotTestNamesAsSkips) {
   EXPECT_TRUE(found("[  SKIPPED ] Cuda.Parity (0 ms)\n"));
   EXPECT_TRUE(found("ok\nSKIPPED: no CUDA device\n"));
   EXPECT_FALSE(found("12/20 Test #12: RunnerTest.CommandReportingSkippedCannotPass ....   Passed\n"));
+  // The cuda variant runs the binaries itself (scripts/run-test-binaries): a gtest skip fails it too.
+  const Variant& cuda = w->variants[1];
+  ASSERT_EQ(cuda.id, "cuda");
+  ASSERT_EQ(cuda.cases[1].id, "core-tests");
+  Result<Regex> cuda_skip = Regex::compile(cuda.cases[1].output_assertions[0].pattern);
+  ASSERT_TRUE(cuda_skip.ok());
+  EXPECT_TRUE(cuda_skip->find("[  SKIPPED ] CudaLatency.LmHeadM1 (0 ms)\n").value().has_value());
+  EXPECT_TRUE(cuda_skip->find("x\nSKIPPED: no thresholds are locked for NVIDIA A100\n").value().has_value());
+  EXPECT_FALSE(cuda_skip->find("cuda_latency_tests rc=0 12s [  PASSED  ] 11 tests.\n").value().has_value());
 }
 
 TEST(WorkloadValidation, ReportsEveryProblemNotJustTheFirst) {
