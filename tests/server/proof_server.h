@@ -28,7 +28,8 @@ class ProofServer {
  public:
   // Writes the checkpoint under a fresh temporary directory named after `name` and starts the stack;
   // `ok()` says whether it runs (the failure is already reported).
-  // `tweak`, when given, changes the configuration before the stack starts.
+  // `tweak`, when given, changes the configuration, or the model folder it names, before the stack
+  // starts.
   explicit ProofServer(const std::string& name, const std::function<void(KilnConfig&)>& tweak = {}) {
     namespace fs = std::filesystem;
     dir_ = (fs::temp_directory_path() / ("kiln-" + name + "-" + std::to_string(::getpid()))).string();
