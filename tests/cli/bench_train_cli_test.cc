@@ -1,4 +1,4 @@
-// `kiln bench train` as a user (and the training-sft-cuda-v1 workload) runs it, on the CPU: one
+// `kiln bench train` as a user (and the training-sft-cuda-v2 workload) runs it, on the CPU: one
 // JSON document with a loss per step and the step time; on a dataset, the conversations cycled
 // into exactly --steps steps and the qualification case result whose losses are the document's;
 // --method grpo and opd: every phase of an online iteration timed, the sampled tokens exactly
@@ -96,9 +96,9 @@ TEST(BenchTrainCli, DatasetRunWritesTheCaseResultOfItsLosses) {
 }
 
 // The runner refuses a case result whose effective_config differs from the variant's: run the
-// training-sft-cuda-v1 case's own arguments (one step) and compare with the committed workload.
+// training-sft-cuda-v2 case's own arguments (one step) and compare with the committed workload.
 TEST(BenchTrainCli, CaseResultCarriesTheWorkloadsEffectiveConfig) {
-  std::ifstream wf(std::string(KILN_SOURCE_DIR) + "/qualification/workloads/training-sft-cuda-v1.json");
+  std::ifstream wf(std::string(KILN_SOURCE_DIR) + "/qualification/workloads/training-sft-cuda-v2.json");
   const json w = json::parse(wf);
   const json& variant = w["variants"][0];
   std::string args;

@@ -11,7 +11,7 @@
 namespace kiln::loadgen {
 namespace {
 
-const std::string kWorkload = std::string(KILN_SOURCE_DIR) + "/qualification/workloads/serving-cuda-performance-v1.json";
+const std::string kWorkload = std::string(KILN_SOURCE_DIR) + "/qualification/workloads/serving-cuda-performance-v2.json";
 
 LoadResult known_result() {
   LoadResult r;
