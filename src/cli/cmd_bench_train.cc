@@ -5,7 +5,7 @@
 // trainer's own timing), trained tokens per second, the loss of each step, and the device's peak
 // memory, next to the FLOP roofline of a step at the H200's dense bf16 peak. With
 // KILN_QUALIFICATION_CASE_RESULT set it also writes the qualification case result (the
-// training-sft-cuda-v1 workload): first and final loss, step time, tokens/s. --method grpo|opd
+// training-sft-cuda-v2 workload): first and final loss, step time, tokens/s. --method grpo|opd
 // times an online iteration instead (cli/bench_train_online.h).
 #include <algorithm>
 #include <atomic>
@@ -133,7 +133,7 @@ nlohmann::json device_stats([[maybe_unused]] Backend& be, [[maybe_unused]] const
   return nullptr;
 }
 
-// The qualification case result of the training-sft-cuda-v1 workload: first and final loss,
+// The qualification case result of the training-sft-cuda-v2 workload: first and final loss,
 // step time, tokens/s, with the whole report as its details.
 Status write_case_result(const char* path, const TrainBenchOpts& o, const Backend& be, const TrainResult& r,
                          double step_s, int64_t step_tokens, const nlohmann::json& report) {

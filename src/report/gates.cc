@@ -122,7 +122,7 @@ const std::vector<Gate>& conformance_gates() {
        {}},
       {"hardware_latency_thresholds", "microbenchmarks of the 4B shapes stay under locked thresholds",
        {{"cpu", {}, "thresholds are locked for the accelerator only"},
-        // tests/backend/cuda/latency_thresholds.json: the H200 medians x 1.25 (docs/cuda.md).
+        // tests/backend/cuda/latency_thresholds/<device>.json: that device's medians x 1.25 (docs/cuda.md).
         {"cuda",
          {"LatencyThresholds.FileLocksEveryCaseAtMedianWithHeadroom", "CudaLatency.DecodeQkvProjection",
           "CudaLatency.PrefillQkvProjectionM256", "CudaLatency.PrefillGateUpM256", "CudaLatency.LmHeadM1",

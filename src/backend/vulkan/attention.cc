@@ -190,7 +190,7 @@ Status Attention::attend(const AttentionArgs& a) {
   }
   // Wide heads: two vec4s a lane in the value pass, the per-key shared reads shared by more dims.
   const int64_t vec4s_per_lane = D >= 128 && (D / 4) % 2 == 0 ? 2 : 1;
-  const std::array<uint32_t, 4> spec{u32(G), u32(D / 4), u32(vec4s_per_lane), 0};
+  const Spec spec{u32(G), u32(D / 4), u32(vec4s_per_lane), 0};
   std::array<uint32_t, 3> grid = ctx_->grid(static_cast<uint64_t>(groups));
   if (splits == 1) return ctx_->dispatch("attention", p, grid, spec);
 
@@ -266,7 +266,7 @@ Result<bool> Attention::attend_tiled(const AttentionArgs& a) {
     p.g_stride0 = u32(a.gate.stride(0));
     p.g_stride1 = u32(a.gate.stride(1));
   }
-  const std::array<uint32_t, 4> spec{u32(G), u32(D4), u32(BQ), u32(BK)};
+  const Spec spec{u32(G), u32(D4), u32(BQ), u32(BK)};
   // The tile list goes back to the pool on return: later work that reuses it is ordered after this.
   KILN_RETURN_IF_ERROR(ctx_->dispatch("attention_tiled", p, ctx_->grid(static_cast<uint64_t>(n_tiles * kv_heads * (group / G))), spec));
   return true;

@@ -294,7 +294,7 @@ Context::~Context() {
   if (instance_) vkDestroyInstance(instance_, nullptr);
 }
 
-Result<VkPipeline> Context::pipeline(std::string_view shader, const std::array<uint32_t, 4>& spec) {
+Result<VkPipeline> Context::pipeline(std::string_view shader, const Spec& spec) {
   std::string key(shader);
   for (uint32_t v : spec) key += ":" + std::to_string(v);
   auto it = pipelines_.find(key);
@@ -309,9 +309,9 @@ Result<VkPipeline> Context::pipeline(std::string_view shader, const std::array<u
   VkShaderModule module;
   KILN_RETURN_IF_ERROR(vk_status(vkCreateShaderModule(device_, &mci, nullptr, &module), "vkCreateShaderModule " + key));
   modules_.push_back(module);
-  std::array<VkSpecializationMapEntry, 4> entries;
-  for (uint32_t i = 0; i < 4; ++i) entries[i] = {i, i * 4, 4};
-  VkSpecializationInfo si{4, entries.data(), sizeof(spec), spec.data()};
+  std::array<VkSpecializationMapEntry, std::tuple_size_v<Spec>> entries;
+  for (uint32_t i = 0; i < entries.size(); ++i) entries[i] = {i, i * 4, 4};
+  VkSpecializationInfo si{static_cast<uint32_t>(entries.size()), entries.data(), sizeof(spec), spec.data()};
   VkComputePipelineCreateInfo cpi{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   cpi.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
   cpi.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
@@ -406,7 +406,7 @@ void Context::end_command(VkCommandBuffer cb) {
 }
 
 Status Context::dispatch_raw(std::string_view shader, const void* push, size_t bytes, std::array<uint32_t, 3> groups,
-                             std::array<uint32_t, 4> spec) {
+                             Spec spec) {
   KILN_RETURN_IF_ERROR(check_thread("dispatch"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   KILN_ASSIGN_OR_RETURN(VkPipeline p, pipeline(shader, spec));

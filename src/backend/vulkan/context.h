@@ -57,8 +57,9 @@ struct DeviceInfo {
 };
 
 // A compute dispatch's arguments: at most kPushBytes of push constants (the minimum every device
-// guarantees) and up to four specialization constants (constant_id 0..3: workgroup sizes).
+// guarantees) and up to five specialization constants (constant_id 0..4: workgroup sizes, tiles).
 constexpr size_t kPushBytes = 128;
+using Spec = std::array<uint32_t, 5>;
 
 class Context : public std::enable_shared_from_this<Context> {
  public:
@@ -76,12 +77,12 @@ class Context : public std::enable_shared_from_this<Context> {
   // Records `shader` over groups (x, y, z) with `push` as its push constants.
   template <typename P>
   Status dispatch(std::string_view shader, const P& push, std::array<uint32_t, 3> groups,
-                  std::array<uint32_t, 4> spec = {}) {
+                  Spec spec = {}) {
     static_assert(sizeof(P) <= kPushBytes, "push constants past the guaranteed 128 bytes");
     return dispatch_raw(shader, &push, sizeof(P), groups, spec);
   }
   Status dispatch_raw(std::string_view shader, const void* push, size_t bytes, std::array<uint32_t, 3> groups,
-                      std::array<uint32_t, 4> spec);
+                      Spec spec);
   // Workgroups over a flat count: x up to the device's limit, the rest in y (shaders fold them back).
   std::array<uint32_t, 3> grid(uint64_t groups) const;
 
@@ -141,7 +142,7 @@ class Context : public std::enable_shared_from_this<Context> {
   struct Pipeline {
     VkPipeline pipeline = VK_NULL_HANDLE;
   };
-  Result<VkPipeline> pipeline(std::string_view shader, const std::array<uint32_t, 4>& spec);
+  Result<VkPipeline> pipeline(std::string_view shader, const Spec& spec);
 
   std::recursive_mutex mu_;
   VkInstance instance_ = VK_NULL_HANDLE;

@@ -1,7 +1,8 @@
 // The gated delta rule (shaders/gdn_recurrent.comp): the recurrent form for every request, each
-// head's state columns split over up to four workgroups. A
-// chunked request gets the same math token by token (the chunk is an algorithmic choice; the
-// result agrees with the CPU's chunked form to rounding, within 1e-4 relative to its largest value).
+// head's state columns split over up to four workgroups, a row's tokens loaded in stages as many
+// as the device's shared memory holds (up to 32). A chunked request gets the same math token by
+// token (the chunk is an algorithmic choice; the result agrees with the CPU's chunked form to
+// rounding, within 1e-4 relative to its largest value).
 #include <algorithm>
 
 #include "backend/vulkan/vulkan_facets.h"
@@ -24,6 +25,15 @@ int64_t parts(int64_t dk, int64_t dv, int64_t max_workgroup) {
   return p;
 }
 
+// The tokens a stage of the shader holds in shared memory: q and k (dk each), v's slice (cols),
+// four scalars, and the o partial sums (one per invocation) a token, besides the two tokens' u
+// partial sums; 0 where not even one fits.
+constexpr int64_t kMaxStage = 32;
+int64_t staged_tokens(int64_t dk, int64_t cols, int64_t invocations, int64_t shared_bytes) {
+  const int64_t fixed = 4 * 2 * invocations, per_token = 4 * (2 * dk + cols + 4 + invocations);
+  return std::clamp<int64_t>((shared_bytes - fixed) / per_token, 0, kMaxStage);
+}
+
 }  // namespace
 
 Support Gdn::supports(const GdnRequest& r) const {
@@ -35,9 +45,13 @@ Support Gdn::supports(const GdnRequest& r) const {
   const DeviceInfo& d = ctx_->info();
   // Workgroups: x over value heads, y over rows (65535 is every device's least limit).
   if (r.rows > 65535 || r.v_heads > d.max_groups_x) return Support::declined("more than 65535 rows or too many heads");
-  if (parts(r.dk, r.dv, d.max_workgroup_size) == 0)
+  const int64_t P = parts(r.dk, r.dv, d.max_workgroup_size);
+  if (P == 0)
     return Support::declined("one head's state does not fit a workgroup of " + std::to_string(d.max_workgroup_size) +
                              " invocations holding " + std::to_string(kMaxEntries) + " entries each");
+  if (staged_tokens(r.dk, r.dv, r.dv * P, d.shared_memory_bytes) == 0)
+    return Support::declined("one token's q, k and v do not fit " + std::to_string(d.shared_memory_bytes) +
+                             " bytes of shared memory");
   if (r.form == GdnForm::kChunked)
     return Support::constrained("runs the recurrent form, sequential over each row's tokens (the same math)");
   return Support::native();
@@ -62,6 +76,7 @@ Status Gdn::delta_rule(const GdnArgs& a) {
       slices = n;
   const int64_t cols = r.dv / slices;
   const int64_t P = parts(r.dk, cols, ctx_->info().max_workgroup_size);
+  const int64_t stage = staged_tokens(r.dk, cols, cols * P, ctx_->info().shared_memory_bytes);
   struct {
     uint64_t q, k, v, a, b, a_log, dt_bias, state, out, cu_seqlens, state_slots;
     uint32_t q_stride, k_stride, qk_head_strides, v_stride, v_head_stride, a_stride, b_stride, out_stride,
@@ -89,7 +104,7 @@ Status Gdn::delta_rule(const GdnArgs& a) {
       u32(a.state.dim(0))};
   static_assert(sizeof(p) == kPushBytes);
   return ctx_->dispatch("gdn_recurrent", p, {u32(r.v_heads), u32(r.rows), u32(slices)},
-                        {u32(cols * P), u32(r.dk), u32(cols), u32(r.v_heads / r.k_heads)});
+                        {u32(cols * P), u32(r.dk), u32(cols), u32(r.v_heads / r.k_heads), u32(stage)});
 }
 
 }  // namespace kiln::vulkan

@@ -1,7 +1,8 @@
 // The GDN layer's two sequence facets against the CPU reference: the causal conv1d (rows of
 // different lengths, some shorter than the window, from nonzero states; a decode batch) and the
 // gated delta rule (recurrent and chunked requests, several rows from nonzero states, k_heads <
-// v_heads, dk != dv, head dims up to 256, q/k/v as strided views of one projection row). Outputs
+// v_heads, dk != dv, head dims up to 256, rows longer than a stage of the shader's staged tokens,
+// q/k/v as strided views of one projection row). Outputs
 // and every state slot are compared, as max|got - want| / max|want|: 2e-5 for the same form as the
 // CPU, 1e-4 against the CPU's chunked form (the Vulkan backend computes it token by token).
 #include <gtest/gtest.h>
@@ -170,6 +171,9 @@ TEST(VulkanGdn, RecurrentEqualsCpuRecurrent) {
       {"dk 256 dv 64", {{0}, {5}}, 1, 2, 256, 64},
       {"dk 64 dv 256", {{3, 0}, {1, 4}}, 1, 1, 64, 256},
       {"dk 65 dv 20 (columns split unevenly)", {{0, 1}, {5, 2}}, 1, 2, 65, 20},
+      // Rows past one stage of staged tokens (at most 32 a stage), beside a decode row.
+      {"4B heads, rows of 70 and 1 tokens", {{0, 5}, {70, 1}}, 2, 4, 128, 128},
+      {"dk 256 dv 64, a row of 45 tokens", {{3}, {45}}, 1, 2, 256, 64},
   };
   uint32_t seed = 200;
   for (const auto& c : cases) {

@@ -8,14 +8,18 @@
 // added through shared memory. Per token:
 //   decay = exp(g), g = -exp(a_log) * softplus(a + dt_bias); beta = sigmoid(b)
 //   S' = decay * S;  u = beta * (v - S'^T k);  S = S' + k u^T;  o = S^T q
-// with q and k l2-normalised (eps 1e-6; q also scaled by 1/sqrt(DK)). The norms' sums are
-// gathered with the first column sums, so S'^T k is summed over the raw k and scaled after.
-// A slot outside the pool leaves the row untouched.
+// with q and k l2-normalised (eps 1e-6; q also scaled by 1/sqrt(DK)).
+// The row's tokens go in stages of up to TC: a stage's q, k, v slice and gates are loaded into
+// shared memory together (one wait on global memory a stage, not one a token), its q and k
+// normalised there, and its outputs' partial sums kept in shared memory until the stage ends; so a
+// token costs one barrier (its u sums, double-buffered so that the next token's writes cannot
+// meet this one's reads). A slot outside the pool leaves the row untouched.
 #include "common.glsl"
 layout(constant_id = 0) const uint T = 128;    // invocations: COLS * P
 layout(constant_id = 1) const uint DK = 128;
 layout(constant_id = 2) const uint COLS = 128;  // columns of the state a workgroup (DV / slices)
 layout(constant_id = 3) const uint RATIO = 1;  // value heads per key head
+layout(constant_id = 4) const uint TC = 1;     // tokens a stage (from the device's shared memory)
 layout(local_size_x_id = 0) in;
 const uint P = T / COLS;          // parts of a column
 const uint R = (DK + P - 1) / P;  // state entries an invocation holds
@@ -27,10 +31,12 @@ layout(push_constant) uniform Push {
       slots;
 } p;
 
-shared float qs[DK], ks[DK], vs[COLS];  // this token's raw q and k, and v's slice
-shared float gates[2];                // decay, beta
-shared vec2 norm_parts[P];            // partial |k|^2, |q|^2
-shared float u_parts[T], o_parts[T];  // partial column sums, [P, COLS]
+// A stage: q and k [TC, DK] (normalised in place), v's slice [TC, COLS], each token's decay,
+// beta and the inverse norms; the u partial sums of two tokens [2, P, COLS]; the o partial sums
+// of the stage's tokens [TC, P, COLS].
+shared float qs[TC * DK], ks[TC * DK], vs[TC * COLS];
+shared float decays[TC], betas[TC], q_inv[TC], k_inv[TC];
+shared float u_parts[2 * T], o_parts[TC * T];
 
 bool holds(uint i) { return WHOLE || i < DK; }
 
@@ -63,68 +69,75 @@ void main() {
   const float A = exp(F32(p.a_log).v[h]), dt_bias = F32(p.dt_bias).v[h];
   const float q_scale = 1.0 / sqrt(float(DK));
 
-  for (uint t = t0; t < t1; ++t) {
-    // This token's inputs. (Every read of the previous token's ended before its last barrier.)
-    const uint64_t qt = advance(p.q, uint64_t(t) * p.q_stride + kh * q_head_stride, DTYPE_F32);
-    const uint64_t kt = advance(p.k, uint64_t(t) * p.k_stride + kh * k_head_stride, DTYPE_F32);
-    for (uint i = tid; i < DK; i += T) {
-      qs[i] = F32(qt).v[i];
-      ks[i] = F32(kt).v[i];
+  uint buf = 0;
+  for (uint ts = t0; ts < t1; ts += TC) {
+    const uint n = min(TC, t1 - ts);
+    // Load the stage. (The previous stage's last reads of these arrays ended before its closing
+    // barrier.)
+    for (uint e = tid; e < n * DK; e += T) {
+      const uint tl = e / DK, i = e % DK;
+      qs[e] = F32(advance(p.q, uint64_t(ts + tl) * p.q_stride + kh * q_head_stride, DTYPE_F32)).v[i];
+      ks[e] = F32(advance(p.k, uint64_t(ts + tl) * p.k_stride + kh * k_head_stride, DTYPE_F32)).v[i];
     }
-    const uint64_t vt = advance(p.v, uint64_t(t) * p.v_stride + uint64_t(h) * p.v_head_stride + c0, DTYPE_F32);
-    if (tid < COLS) vs[tid] = F32(vt).v[tid];
-    if (tid == 0) {
-      const float x = F32(advance(p.a, uint64_t(t) * p.a_stride, DTYPE_F32)).v[h] + dt_bias;
-      gates[0] = exp(-A * softplus(x));
-      gates[1] = 1.0 / (1.0 + exp(-F32(advance(p.b, uint64_t(t) * p.b_stride, DTYPE_F32)).v[h]));
+    for (uint e = tid; e < n * COLS; e += T) {
+      const uint tl = e / COLS, c = e % COLS;
+      vs[e] = F32(advance(p.v, uint64_t(ts + tl) * p.v_stride + uint64_t(h) * p.v_head_stride + c0, DTYPE_F32)).v[c];
+    }
+    for (uint tl = tid; tl < n; tl += T) {
+      const float x = F32(advance(p.a, uint64_t(ts + tl) * p.a_stride, DTYPE_F32)).v[h] + dt_bias;
+      decays[tl] = exp(-A * softplus(x));
+      betas[tl] = 1.0 / (1.0 + exp(-F32(advance(p.b, uint64_t(ts + tl) * p.b_stride, DTYPE_F32)).v[h]));
+    }
+    barrier();
+    for (uint tl = tid; tl < n; tl += T) {
+      vec2 nn = vec2(0.0);
+      for (uint i = 0; i < DK; ++i) nn += vec2(ks[tl * DK + i] * ks[tl * DK + i], qs[tl * DK + i] * qs[tl * DK + i]);
+      k_inv[tl] = 1.0 / sqrt(nn.x + 1e-6);
+      q_inv[tl] = q_scale / sqrt(nn.y + 1e-6);
+    }
+    barrier();
+    for (uint e = tid; e < n * DK; e += T) {
+      ks[e] *= k_inv[e / DK];
+      qs[e] *= q_inv[e / DK];
     }
     barrier();
 
-    // S' = decay S, and the partial sums of S'^T k (raw k), |k|^2 and |q|^2.
-    const float decay = gates[0];
-    float u = 0.0;
-    for (uint r = 0; r < R; ++r) {
-      const uint i = part + r * P;
-      if (holds(i)) {
-        s[r] *= decay;
-        u += s[r] * ks[i];
-      }
-    }
-    u_parts[tid] = u;
-    if (j == 0) {
-      vec2 n = vec2(0.0);
+    for (uint tl = 0; tl < n; ++tl) {
+      // S' = decay S, and the partial sums of S'^T k.
+      const float decay = decays[tl];
+      float u = 0.0;
       for (uint r = 0; r < R; ++r) {
         const uint i = part + r * P;
-        if (holds(i)) n += vec2(ks[i] * ks[i], qs[i] * qs[i]);
+        if (holds(i)) {
+          s[r] *= decay;
+          u += s[r] * ks[tl * DK + i];
+        }
       }
-      norm_parts[part] = n;
+      u_parts[buf * T + tid] = u;
+      barrier();
+      // u = beta (v - S'^T k), then S = S' + k u^T and the partial sums of S^T q.
+      float uj = 0.0;
+      for (uint pp = 0; pp < P; ++pp) uj += u_parts[buf * T + pp * COLS + j];
+      uj = betas[tl] * (vs[tl * COLS + j] - uj);
+      float o = 0.0;
+      for (uint r = 0; r < R; ++r) {
+        const uint i = part + r * P;
+        if (holds(i)) {
+          s[r] += ks[tl * DK + i] * uj;
+          o += s[r] * qs[tl * DK + i];
+        }
+      }
+      o_parts[tl * T + tid] = o;
+      buf ^= 1u;
     }
     barrier();
 
-    // u = beta (v - S'^T k), then S = S' + k u^T and the partial sums of S^T q.
-    vec2 n = vec2(0.0);
-    float uj = 0.0;
-    for (uint pp = 0; pp < P; ++pp) {
-      n += norm_parts[pp];
-      uj += u_parts[pp * COLS + j];
-    }
-    const float k_inv = 1.0 / sqrt(n.x + 1e-6), q_inv = q_scale / sqrt(n.y + 1e-6);
-    uj = gates[1] * (vs[j] - uj * k_inv);
-    float o = 0.0;
-    for (uint r = 0; r < R; ++r) {
-      const uint i = part + r * P;
-      if (holds(i)) {
-        s[r] += (ks[i] * k_inv) * uj;
-        o += s[r] * (qs[i] * q_inv);
-      }
-    }
-    o_parts[tid] = o;
-    barrier();
-
-    if (part == 0) {
+    // The stage's outputs: each column's P partial sums.
+    for (uint e = tid; e < n * COLS; e += T) {
+      const uint tl = e / COLS, c = e % COLS;
       float oj = 0.0;
-      for (uint pp = 0; pp < P; ++pp) oj += o_parts[pp * COLS + j];
-      F32(advance(p.out_, uint64_t(t) * p.out_stride + uint64_t(h) * p.out_head_stride + c0, DTYPE_F32)).v[j] = oj;
+      for (uint pp = 0; pp < P; ++pp) oj += o_parts[tl * T + pp * COLS + c];
+      F32(advance(p.out_, uint64_t(ts + tl) * p.out_stride + uint64_t(h) * p.out_head_stride + c0, DTYPE_F32)).v[c] = oj;
     }
   }
 
