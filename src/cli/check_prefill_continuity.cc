@@ -69,7 +69,7 @@ std::vector<float> to_vector(const Tensor& host) {
 
 // Prefills `prompt` as `pieces` (consecutive lengths), each one forward under `tile`
 // (ForwardOptions::prefill_tile), then decodes greedily.
-Result<Route> run_route(Qwen35Model& model, Backend& be, const std::vector<int32_t>& prompt,
+Result<Route> run_route(Qwen35Model& model, const std::vector<int32_t>& prompt,
                         const std::vector<int64_t>& pieces, int64_t tile, int64_t decode_tokens) {
   model.options().prefill_tile = tile;
   const int64_t total = static_cast<int64_t>(prompt.size()) + decode_tokens;
@@ -87,16 +87,7 @@ Result<Route> run_route(Qwen35Model& model, Backend& be, const std::vector<int32
     done += len;
   }
   r.last_logits = to_vector(logits);
-  for (int64_t i = 0; i < model.config().num_layers; ++i) {
-    if (!state.recurrent(i).defined()) continue;
-    for (const Tensor* t : {&state.recurrent(i), &state.conv(i)}) {
-      const Tensor slot = t->select(0, seq.slot);
-      Tensor host = Tensor::empty(slot.shape(), DType::kF32);
-      KILN_RETURN_IF_ERROR(be.storage().copy_to_host(slot, host));
-      const std::vector<float> v = to_vector(host);
-      r.state.insert(r.state.end(), v.begin(), v.end());
-    }
-  }
+  KILN_ASSIGN_OR_RETURN(r.state, state.slot_to_host(seq.slot));
   model.options().prefill_tile = 0;
   std::vector<float> next = r.last_logits;
   for (int64_t step = 0; step < decode_tokens; ++step) {
@@ -159,9 +150,9 @@ Status run(const ContinuityOpts& o) {
                static_cast<long long>(o.prompt_tokens), be->identity().device_name.c_str(), pieces.size(),
                static_cast<long long>(o.tile));
   const auto start = std::chrono::steady_clock::now();
-  KILN_ASSIGN_OR_RETURN(Route single, run_route(*model, *be, prompt, {o.prompt_tokens}, 0, o.decode_tokens));
-  KILN_ASSIGN_OR_RETURN(Route chunked, run_route(*model, *be, prompt, pieces, 0, o.decode_tokens));
-  KILN_ASSIGN_OR_RETURN(Route tiled, run_route(*model, *be, prompt, {o.prompt_tokens}, o.tile, o.decode_tokens));
+  KILN_ASSIGN_OR_RETURN(Route single, run_route(*model, prompt, {o.prompt_tokens}, 0, o.decode_tokens));
+  KILN_ASSIGN_OR_RETURN(Route chunked, run_route(*model, prompt, pieces, 0, o.decode_tokens));
+  KILN_ASSIGN_OR_RETURN(Route tiled, run_route(*model, prompt, {o.prompt_tokens}, o.tile, o.decode_tokens));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   auto route_json = [&](const Route& r, bool reference) {

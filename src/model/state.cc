@@ -69,6 +69,20 @@ Status ModelState::copy_slot(int32_t src, int32_t dst) {
   return {};
 }
 
+Result<std::vector<float>> ModelState::slot_to_host(int32_t slot) const {
+  std::vector<float> out;
+  for (size_t i = 0; i < recurrent_.size(); ++i) {
+    if (!recurrent_[i].defined()) continue;
+    for (const Tensor* t : {&recurrent_[i], &conv_[i]}) {
+      const Tensor one = t->select(0, slot);
+      Tensor host = Tensor::empty(one.shape(), DType::kF32);
+      KILN_RETURN_IF_ERROR(storage_->copy_to_host(one, host));
+      out.insert(out.end(), host.data<float>(), host.data<float>() + host.numel());
+    }
+  }
+  return out;
+}
+
 Result<SequenceState> ModelState::new_sequence() {
   SequenceState seq;
   KILN_ASSIGN_OR_RETURN(seq.slot, acquire_slot());

@@ -44,6 +44,9 @@ class ModelState {
   Result<int32_t> acquire_slot();
   // Copies every GDN layer's recurrent and conv state of slot `src` into slot `dst`.
   Status copy_slot(int32_t src, int32_t dst);
+  // Slot `slot`'s state on the host as f32, layer by layer (recurrent, then conv): what a check
+  // compares between two ways of reaching the same point of a sequence.
+  Result<std::vector<float>> slot_to_host(int32_t slot) const;
 
   // Per layer index (only the matching kind is defined).
   const Tensor& k_cache(int64_t layer) const { return k_cache_[layer]; }  // [blocks, 64, Hkv, hd]

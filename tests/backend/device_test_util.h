@@ -45,6 +45,14 @@ inline double rel_error(const Tensor& got, const Tensor& want) {
   return max_abs_diff(got.data<float>(), want.data<float>(), want.numel()) / std::max(scale, 1e-30);
 }
 
+// The same over two vectors (inf on a length mismatch).
+inline double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return INFINITY;
+  double scale = 0;
+  for (float w : want) scale = std::max(scale, std::fabs(double(w)));
+  return max_abs_diff(got.data(), want.data(), static_cast<int64_t>(want.size())) / std::max(scale, 1e-30);
+}
+
 // Rounds every element of a contiguous f32 host tensor to float dtype d (kept as f32) in place,
 // the storage being shared, and returns it.
 inline Tensor round_to(Tensor t, DType d) {

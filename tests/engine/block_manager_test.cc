@@ -2,6 +2,8 @@
 // shared prefixes, GdnStateSlots' zeroing and snapshots.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "engine/block_manager.h"
 #include "engine/gdn_state_slots.h"
 #include "model_fixture.h"
@@ -73,6 +75,30 @@ TEST(GdnStateSlots, AcquireZeroesAndSnapshotsCopy) {
   EXPECT_EQ(state.recurrent(0).select(0, c.slot).data<float>()[5], 0.f);
   SequenceState d;
   EXPECT_EQ(slots.acquire(d).code(), ErrorCode::kResourceExhausted);
+}
+
+// slot_to_host: every GDN layer's recurrent state, then its conv state, of one slot alone.
+TEST(GdnStateSlots, SlotToHostReadsEachLayersRecurrentThenConvState) {
+  testing::TinyModel m;
+  auto state = m.model->create_state({3, 4}).value();
+  std::vector<int64_t> gdn_layers;
+  size_t want = 0;
+  for (int64_t i = 0; i < m.model->config().num_layers; ++i)
+    if (state.recurrent(i).defined()) {
+      gdn_layers.push_back(i);
+      want += static_cast<size_t>(state.recurrent(i).select(0, 0).numel() + state.conv(i).select(0, 0).numel());
+    }
+  ASSERT_GE(gdn_layers.size(), 2u);
+  const int64_t last = gdn_layers.back();
+  state.recurrent(gdn_layers[0]).select(0, 1).data<float>()[0] = 2.f;  // slot 1, first layer, first entry
+  state.conv(last).select(0, 1).data<float>()[state.conv(last).select(0, 1).numel() - 1] = 7.f;
+  state.recurrent(gdn_layers[0]).select(0, 2).data<float>()[0] = 9.f;  // another slot: not read
+  auto got = state.slot_to_host(1);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  ASSERT_EQ(got->size(), want);
+  EXPECT_EQ(got->front(), 2.f);
+  EXPECT_EQ(got->back(), 7.f);
+  EXPECT_EQ(std::count(got->begin(), got->end(), 0.f), static_cast<long>(want) - 2);
 }
 
 }  // namespace

@@ -93,28 +93,13 @@ TEST(CudaTiledPrefill, F32FixtureTiledEqualsUntiled) {
   EXPECT_EQ(FallbackCounters::global().total("cuda"), 0u);
 }
 
-// The GDN recurrent and conv state of `seq` in every linear-attention layer, on the host.
-std::vector<float> gdn_state(Backend& be, Qwen35Model& m, ModelState& state, const SequenceState& seq) {
-  std::vector<float> out;
-  for (int64_t i = 0; i < m.config().num_layers; ++i) {
-    if (!state.recurrent(i).defined()) continue;
-    for (const Tensor* t : {&state.recurrent(i), &state.conv(i)}) {
-      const Tensor slot = t->select(0, seq.slot);
-      Tensor host = Tensor::empty(slot.shape(), DType::kF32);
-      EXPECT_TRUE(be.storage().copy_to_host(slot, host).ok());
-      out.insert(out.end(), host.data<float>(), host.data<float>() + host.numel());
-    }
-  }
-  return out;
-}
-
 // One prompt prefilled in calls of `pieces` tokens (one call: the single pass), then one decode
 // step: the last call's logits, the GDN state it left and the decode step's logits.
 struct Carried {
   Tensor last, next;
   std::vector<float> state;
 };
-Carried prefill_in_calls(Backend& be, Qwen35Model& m, const std::vector<int32_t>& ids, const std::vector<int64_t>& pieces) {
+Carried prefill_in_calls(Qwen35Model& m, const std::vector<int32_t>& ids, const std::vector<int64_t>& pieces) {
   Carried c;
   m.options().prefill_tile = 0;
   auto state = m.create_state({1, 20}).value();
@@ -128,7 +113,9 @@ Carried prefill_in_calls(Backend& be, Qwen35Model& m, const std::vector<int32_t>
     c.last = *l;
     done += static_cast<size_t>(len);
   }
-  c.state = gdn_state(be, m, state, seq);
+  auto gdn = state.slot_to_host(seq.slot);
+  EXPECT_TRUE(gdn.ok()) << gdn.status().to_string();
+  if (gdn.ok()) c.state = *gdn;
   const int32_t five = 5;
   SequenceInput step{&seq, {&five, 1}};
   auto next = m.forward({&step, 1}, LogitsMode::kLast, state);
@@ -136,15 +123,6 @@ Carried prefill_in_calls(Backend& be, Qwen35Model& m, const std::vector<int32_t>
   if (next.ok()) c.next = *next;
   m.options().prefill_tile = -1;
   return c;
-}
-
-double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
-    diff = std::max(diff, static_cast<double>(std::fabs(got[i] - want[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(want[i])));
-  }
-  return got.size() == want.size() && scale > 0 ? diff / scale : INFINITY;
 }
 
 // f32 weights, 700 tokens in calls of 37, 64, 129, 200 and 270 (each but the second starting off
@@ -156,12 +134,12 @@ TEST(CudaTiledPrefill, F32FixtureChunksCarriedAcrossCallsOffTheGridEqualOnePass)
   auto m = Qwen35Model::load(std::string(KILN_FIXTURES_DIR) + "/reference/gqa_untied", *be);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   const std::vector<int32_t> ids = prompt_ids(700, 300);
-  const Carried one = prefill_in_calls(*be, **m, ids, {700});
-  const Carried chunked = prefill_in_calls(*be, **m, ids, {37, 64, 129, 200, 270});
+  const Carried one = prefill_in_calls(**m, ids, {700});
+  const Carried chunked = prefill_in_calls(**m, ids, {37, 64, 129, 200, 270});
   ASSERT_TRUE(one.last.defined() && chunked.last.defined() && one.next.defined() && chunked.next.defined());
   ASSERT_FALSE(one.state.empty());
   const double logits = testing::rel_error(chunked.last, one.last), next = testing::rel_error(chunked.next, one.next);
-  const double state = rel_error(chunked.state, one.state);
+  const double state = testing::rel_error(chunked.state, one.state);
   std::printf("chunks carried across calls vs one pass: logits %.3g, GDN state %.3g, next step %.3g\n", logits, state,
               next);
   EXPECT_LE(logits, 1e-4);
