@@ -1,7 +1,5 @@
 #include "cli/bench_engine.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -9,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/temp_dir.h"
 #include "engine/adapter_registry.h"
 #include "engine/engine.h"
 #include "grammar/matcher.h"
@@ -68,15 +67,8 @@ Result<std::unique_ptr<AdapterRegistry>> bench_adapters(Qwen35Model& model, int6
   if (n < 0 || rank < 1) return invalid_argument("bench: --adapters must be >= 0 and --adapter-rank >= 1");
   StorageFacet& storage = model.backend().storage();
   auto registry = std::make_unique<AdapterRegistry>(model.config(), storage);
-  namespace fs = std::filesystem;
-  const fs::path root = fs::temp_directory_path() / ("kiln-bench-adapters-" + std::to_string(::getpid()));
-  struct Cleanup {
-    fs::path p;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  } cleanup{root};
+  KILN_ASSIGN_OR_RETURN(TempDir tmp, TempDir::create("kiln-bench-adapters"));
+  const std::filesystem::path root = tmp.path();
   LoraConfig cfg;
   cfg.rank = rank;
   cfg.alpha = 2.0 * static_cast<double>(rank);
@@ -95,7 +87,7 @@ Result<std::unique_ptr<AdapterRegistry>> bench_adapters(Qwen35Model& model, int6
         bytes += static_cast<int64_t>(f.a.nbytes() + f.b.nbytes());
       }
     *bytes_each = bytes;
-    const fs::path dir = root / ("bench-" + std::to_string(i));
+    const std::filesystem::path dir = root / ("bench-" + std::to_string(i));
     KILN_RETURN_IF_ERROR(a.save(dir.string(), storage));
     KILN_RETURN_IF_ERROR(registry->load("bench-" + std::to_string(i), dir.string()).status());
   }

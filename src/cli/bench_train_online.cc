@@ -1,7 +1,5 @@
 #include "cli/bench_train_online.h"
 
-#include <stdlib.h>
-
 #include <algorithm>
 #include <cmath>
 #include <atomic>
@@ -16,6 +14,7 @@
 #include "cli/bench_peer.h"
 #include "cli/default_model.h"
 #include "cli/out_file.h"
+#include "core/temp_dir.h"
 #include "loadgen/serving_case_result.h"
 #include "model/state.h"
 #include "server/rollout_service.h"
@@ -41,25 +40,6 @@ double even_token_reward(const TrainSequence& q) {
     if (q.roles[t] == TokenRole::kTarget) even += q.tokens[t] % 2 == 0, ++n;
   return n > 0 ? static_cast<double>(even) / static_cast<double>(n) : 0.0;
 }
-
-// A folder of the bench's own for the stack's state (adapters, datasets), removed at the end.
-class TempStateDir {
- public:
-  Status create() {
-    std::string tmpl = (fs::temp_directory_path() / "kiln-bench-train-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) return internal_error("cannot create a temporary folder " + tmpl);
-    path_ = tmpl;
-    return {};
-  }
-  ~TempStateDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // What a phase took per iteration: seconds (mean over the measured iterations), its tokens, and
 // their rate.
@@ -156,8 +136,8 @@ Status run_online_train_bench(const OnlineTrainBenchOpts& o) {
   } else {
     KILN_ASSIGN_OR_RETURN(dir, resolve_model_dir(o.model));
   }
-  TempStateDir state;
-  KILN_RETURN_IF_ERROR(state.create());
+  // A folder of the bench's own for the stack's state (adapters, datasets), removed at the end.
+  KILN_ASSIGN_OR_RETURN(TempDir state, TempDir::create("kiln-bench-train"));
 
   // The serving stack as `kiln serve` builds it, sized for the rollout: every completion decodes
   // at once, and the K/V pool holds them all (and no more, leaving the device to training).

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -26,6 +27,7 @@
 #include "cli/out_file.h"
 #include "cli/server_client.h"
 #include "config/kiln_config.h"
+#include "core/temp_dir.h"
 #include "server/request_guard.h"
 #include "server/serving_stack.h"
 
@@ -147,13 +149,7 @@ Status run(const CorrectionBenchOpts& o) {
   std::unique_ptr<ServingStack> stack;
   std::string url = o.url, model_dir;
   ApiKey key;
-  struct RemoveDir {  // the in-process server's adapters, gone however the bench ends
-    std::string path;
-    ~RemoveDir() {
-      std::error_code ec;
-      if (!path.empty()) std::filesystem::remove_all(path, ec);
-    }
-  } cleanup;
+  std::optional<TempDir> adapter_dir;  // the in-process server's adapters, gone however the bench ends
   if (url.empty()) {
     KILN_ASSIGN_OR_RETURN(ResolvedConfig resolved, resolve(o.flags));
     KilnConfig& config = resolved.config;
@@ -162,10 +158,8 @@ Status run(const CorrectionBenchOpts& o) {
     }
     KILN_RETURN_IF_ERROR(resolve_configured_model(config));
     model_dir = config.model.path;
-    std::string tmpl = (std::filesystem::temp_directory_path() / "kiln-bench-correction-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) return io_error("bench correction: cannot create a temporary adapter directory");
-    cleanup.path = tmpl;
-    config.model.adapter_dir = tmpl;
+    KILN_ASSIGN_OR_RETURN(adapter_dir, TempDir::create("kiln-bench-correction"));
+    config.model.adapter_dir = adapter_dir->path();
     config.server.host = "127.0.0.1";
     config.server.port = 0;
     std::fprintf(stderr, "bench correction: starting the server on %s (backend %s)\n", model_dir.c_str(),

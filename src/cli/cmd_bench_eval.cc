@@ -19,6 +19,7 @@
 #include "cli/out_file.h"
 #include "cli/server_client.h"
 #include "config/kiln_config.h"
+#include "core/temp_dir.h"
 #include "loadgen/serving_case_result.h"
 #include "server/serving_stack.h"
 
@@ -49,19 +50,11 @@ Status run(const EvalBenchOpts& o) {
   } else {
     KILN_ASSIGN_OR_RETURN(model_dir, resolve_model_dir(o.model));
   }
-  char tmpl[] = "/tmp/kiln-bench-eval-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) return io_error("cannot create a temporary state folder");
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{tmpl};
+  KILN_ASSIGN_OR_RETURN(TempDir state_dir, TempDir::create("kiln-bench-eval"));
   KilnConfig config;
   config.model.path = model_dir;
   config.model.backend = o.backend;
-  config.server.state_dir = cleanup.dir;
+  config.server.state_dir = state_dir.path();
   config.server.host = "127.0.0.1";
   config.server.port = 0;
   std::fprintf(stderr, "bench eval: starting the server on %s (backend %s)\n", model_dir.c_str(), o.backend.c_str());

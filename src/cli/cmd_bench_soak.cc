@@ -27,6 +27,7 @@
 #include "cli/default_model.h"
 #include "cli/out_file.h"
 #include "config/kiln_config.h"
+#include "core/temp_dir.h"
 #include "loadgen/latency_stats.h"
 #include "loadgen/load_generator.h"
 #include "loadgen/serving_case_result.h"
@@ -162,16 +163,8 @@ Status run(const SoakOpts& o) {
   } else {
     KILN_ASSIGN_OR_RETURN(model_dir, resolve_model_dir(o.model));
   }
-  char tmpl[] = "/tmp/kiln-soak-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) return io_error("cannot create a temporary folder for the adapters");
-  const std::string work = tmpl;
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{work};
+  KILN_ASSIGN_OR_RETURN(TempDir work_dir, TempDir::create("kiln-soak"));
+  const std::string& work = work_dir.path();
   KILN_RETURN_IF_ERROR(write_adapter(model_dir, work + "/adapters/" + kAdapter, o.adapter_rank, o.seed + 1));
 
   KilnConfig config;
