@@ -128,10 +128,6 @@ Result<std::vector<int32_t>> alone(Qwen35Model& model, const EngineConfig& confi
   return out.tokens;
 }
 
-nlohmann::json metric(const char* name, int64_t value, const char* unit) {
-  return {{"name", name}, {"value", value}, {"unit", unit}};
-}
-
 Status run(const StateSlotsOpts& o) {
   KILN_RETURN_IF_ERROR(check_opts(o));
   std::string dir;
@@ -276,27 +272,18 @@ Status run(const StateSlotsOpts& o) {
       {"step_error", step_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(step_error)},
       {"passed", passed}};
   if (const char* path = std::getenv("KILN_QUALIFICATION_CASE_RESULT"); path != nullptr) {
-    nlohmann::json metrics = nlohmann::json::array(
-        {metric("acquisitions", g.acquisitions, "count"), metric("cache_releases", g.cache_releases, "count"),
-         metric("continuity_mismatches", mismatches, "count"), metric("failures", g.failures, "count"),
-         metric("leaked_slots", leaked, "count"), metric("peak_active_slots", peak_active, "count"),
-         metric("restores", g.restores, "count"), metric("sequence_releases", g.sequence_releases, "count"),
-         metric("snapshots", g.snapshots, "count")});
-    KILN_RETURN_IF_ERROR(loadgen::write_case_result(
-        path, {{"schema_version", 1},
-               {"case_id", "state-slots"},
-               {"status", passed ? "passed" : "failed"},
-               {"duration_seconds", seconds},
-               {"effective_config",
-                {{"backend", o.backend},
-                 {"max_running", o.max_running},
-                 {"max_tokens", o.max_tokens},
-                 {"prompt_tokens", o.prompt_tokens},
-                 {"requests", o.requests},
-                 {"snapshot_slots", o.snapshot_slots}}},
-               {"metrics", metrics},
-               {"tolerances", nlohmann::json::array()},
-               {"details", j}}));
+    using loadgen::case_metric;
+    const nlohmann::json metrics = nlohmann::json::array(
+        {case_metric("acquisitions", g.acquisitions, "count"), case_metric("cache_releases", g.cache_releases, "count"),
+         case_metric("continuity_mismatches", mismatches, "count"), case_metric("failures", g.failures, "count"),
+         case_metric("leaked_slots", leaked, "count"), case_metric("peak_active_slots", peak_active, "count"),
+         case_metric("restores", g.restores, "count"), case_metric("sequence_releases", g.sequence_releases, "count"),
+         case_metric("snapshots", g.snapshots, "count")});
+    const nlohmann::json config = {{"backend", o.backend},         {"max_running", o.max_running},
+                                   {"max_tokens", o.max_tokens},   {"prompt_tokens", o.prompt_tokens},
+                                   {"requests", o.requests},       {"snapshot_slots", o.snapshot_slots}};
+    KILN_RETURN_IF_ERROR(
+        loadgen::write_case_result(path, loadgen::case_result("state-slots", passed, seconds, config, metrics, j)));
   }
   KILN_RETURN_IF_ERROR(emit_document(j, o.out));
   if (!passed) return failed_precondition("state-slots check failed: see accounting, continuity and refusal above");
