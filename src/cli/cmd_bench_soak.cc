@@ -1,8 +1,10 @@
 // `kiln bench soak`: a long serving run against Kiln's own server (in-process, on a free port of
 // 127.0.0.1). C streaming clients loop chat requests for a duration; every other request uses a
 // LoRA adapter, every Nth closes its stream after its first token, and midway the adapter is
-// reloaded as a new revision (a hot swap). It samples the process's resident memory and the
-// device memory /health reports, and prints per-minute latency percentiles. It holds when no
+// reloaded as a new revision (a hot swap). It samples the process's resident memory (after
+// malloc_trim, so that what the allocator keeps free is not read as growth; the bytes malloc has
+// handed out are sampled beside it), the device memory /health reports and the decode recordings
+// (CUDA graphs) the engine holds, and prints per-minute latency percentiles. It holds when no
 // request failed, the swap answered 200, the engine is idle and whole afterwards (every K/V block
 // and GDN slot free or cached), and neither memory grew by more than 2% + 32 MiB from a quarter
 // of the run to its end. With KILN_QUALIFICATION_CASE_RESULT set it writes the case result `soak`.
@@ -14,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <malloc.h>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,8 +54,10 @@ struct SoakOpts {
 
 struct Sample {
   double t = 0;              // seconds from the start of the load
-  double rss_mib = -1;       // this process's resident set
+  double rss_mib = -1;       // this process's resident set, after malloc_trim
+  double heap_mib = -1;      // bytes malloc has handed out and not had back (mallinfo2)
   double device_mib = -1;    // /health memory.device_used_bytes
+  double recordings = -1;    // decode recordings (CUDA graphs) held: made minus dropped, from /metrics
 };
 
 double rss_mib() {
@@ -61,6 +66,23 @@ double rss_mib() {
   while (std::getline(in, line))
     if (line.rfind("VmRSS:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) / 1024.0;  // kB
   return -1;
+}
+
+// glibc keeps freed memory in its arenas, and after the first free of a large block it serves
+// blocks up to that size from them instead of fresh mappings: a burst of transient host buffers
+// (an adapter written and loaded) then stays resident, freed, for the rest of the run. Trimming
+// first returns it, so that resident memory measures what the process holds.
+Sample sample_memory(double t) {
+  malloc_trim(0);
+  const struct mallinfo2 m = mallinfo2();
+  return {t, rss_mib(), static_cast<double>(m.uordblks + m.hblkhd) / kMiB, -1};
+}
+
+// The value of an unlabelled sample in Prometheus text; -1 when it is not there.
+double prometheus_value(const std::string& text, const std::string& name) {
+  const std::string key = "\n" + name + " ";
+  const size_t at = text.find(key);
+  return at == std::string::npos ? -1 : std::strtod(text.c_str() + at + key.size(), nullptr);
 }
 
 Result<nlohmann::json> get_json(httplib::Client& c, const std::string& path) {
@@ -218,11 +240,16 @@ Status run(const SoakOpts& o) {
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
       const double t = since();
-      Sample s{t, rss_mib(), -1};
+      Sample s = sample_memory(t);
       lock.unlock();
       if (Result<nlohmann::json> h = get_json(c, "/health"); h.ok() && h->contains("memory") &&
                                                             (*h)["memory"]["device_used_bytes"].is_number())
         s.device_mib = (*h)["memory"]["device_used_bytes"].get<double>() / kMiB;
+      if (httplib::Result m = c.Get("/metrics"); m && m->status == 200) {
+        const double made = prometheus_value(m->body, "kiln_decode_recordings");
+        const double dropped = prometheus_value(m->body, "kiln_decode_recordings_invalidated_total");
+        if (made >= 0 && dropped >= 0) s.recordings = made - dropped;
+      }
       if (!swapped && t >= o.duration * o.swap_at) {
         swapped = true;
         nlohmann::json status = nullptr, body, error = nullptr;
@@ -258,7 +285,7 @@ Status run(const SoakOpts& o) {
   }
   cv.notify_all();
   sampler.join();
-  samples.push_back({since(), rss_mib(), -1});
+  samples.push_back(sample_memory(since()));
   KILN_RETURN_IF_ERROR(load.status());
 
   // Requests retire at the engine's next cycle boundary: give it up to 10 s to become idle.
@@ -280,7 +307,9 @@ Status run(const SoakOpts& o) {
   const bool swap_ok = swap["http_status"] == 200;
   const bool holds = load->errors == 0 && swap_ok && engine.empty() && rss.flat() && device.flat();
   nlohmann::json sample_json = nlohmann::json::array();
-  for (const Sample& s : samples) sample_json.push_back({{"t_s", s.t}, {"rss_mib", s.rss_mib}, {"device_mib", s.device_mib}});
+  for (const Sample& s : samples)
+    sample_json.push_back({{"t_s", s.t}, {"rss_mib", s.rss_mib}, {"heap_mib", s.heap_mib}, {"device_mib", s.device_mib},
+                           {"recordings", s.recordings}});
   nlohmann::json doc = {{"kind", "bench_soak"},
                         {"model", stack->model_id()},
                         {"model_dir", model_dir},
@@ -294,6 +323,7 @@ Status run(const SoakOpts& o) {
                         {"per_minute", per_minute(load->records)},
                         {"swap", swap},
                         {"rss", rss.json()},
+                        {"heap", growth(samples, o.duration, &Sample::heap_mib).json()},
                         {"device_memory", device.json()},
                         {"samples", sample_json},
                         {"engine_after", health.value("engine", nlohmann::json())},
@@ -301,7 +331,8 @@ Status run(const SoakOpts& o) {
                         {"holds", holds},
                         {"note", "every other request (odd index) uses the adapter; every Nth closes its stream after "
                                  "its first content chunk (disconnected, not an error); memory is flat when the end is "
-                                 "within 2% + 32 MiB of the first sample at or after a quarter of the run"}};
+                                 "within 2% + 32 MiB of the first sample at or after a quarter of the run; resident "
+                                 "memory is read after malloc_trim(0), heap is what malloc has handed out"}};
   if (const char* path = std::getenv("KILN_QUALIFICATION_CASE_RESULT"); path != nullptr) {
     using loadgen::case_metric;
     const nlohmann::json result = loadgen::case_result(

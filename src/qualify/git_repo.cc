@@ -116,12 +116,21 @@ Result<std::string> GitRepo::resolve_commit(const std::string& rev) const {
   return hash;
 }
 
+namespace {
+
+// A glob as a git pathspec; `!glob` excludes.
+std::string glob_pathspec(const std::string& g) {
+  return g.rfind('!', 0) == 0 ? ":(glob,exclude)" + g.substr(1) : ":(glob)" + g;
+}
+
+}  // namespace
+
 Result<std::vector<std::string>> GitRepo::commits_touching(const std::string& since, const std::string& until,
                                                            const std::vector<std::string>& globs) const {
   KILN_ASSIGN_OR_RETURN(std::string from, resolve_commit(since));
   KILN_ASSIGN_OR_RETURN(std::string to, resolve_commit(until));
   std::vector<std::string> args = {"rev-list", from + ".." + to, "--"};
-  for (const std::string& g : globs) args.push_back(":(glob)" + g);
+  for (const std::string& g : globs) args.push_back(glob_pathspec(g));
   KILN_ASSIGN_OR_RETURN(std::string list, git(args));
   std::vector<std::string> out;
   size_t start = 0;
@@ -152,7 +161,7 @@ Result<std::vector<std::string>> GitRepo::changed_paths(const std::string& since
     args.push_back(to);
   }
   args.push_back("--");
-  for (const std::string& g : globs) args.push_back(":(glob)" + g);
+  for (const std::string& g : globs) args.push_back(glob_pathspec(g));
   KILN_ASSIGN_OR_RETURN(std::string list, git(args));
   std::vector<std::string> out = split_nul(list);
   std::sort(out.begin(), out.end());

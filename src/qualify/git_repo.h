@@ -28,13 +28,13 @@ class GitRepo {
   // The full hash of the commit `rev` names; not_found when it names none.
   Result<std::string> resolve_commit(const std::string& rev) const;
   // Commits after `since` up to `until` that touch a file matching one of `globs` (git glob
-  // pathspecs: `*` stays within a folder, `**` crosses folders), newest first; not_found when
-  // either is not a commit of this repository.
+  // pathspecs: `*` stays within a folder, `**` crosses folders; one led by `!` excludes what it
+  // matches), newest first; not_found when either is not a commit of this repository.
   Result<std::vector<std::string>> commits_touching(const std::string& since, const std::string& until,
                                                     const std::vector<std::string>& globs) const;
   // Whether commit `a` is `b` or one of its ancestors.
   Result<bool> is_ancestor(const std::string& a, const std::string& b) const;
-  // Tracked paths matching `globs` whose contents differ between commit `since` and `until` (a
+  // Tracked paths matching `globs` (as commits_touching takes them) whose contents differ between commit `since` and `until` (a
   // commit), or the worktree when `until` is empty: committed and uncommitted changes alike.
   Result<std::vector<std::string>> changed_paths(const std::string& since, const std::string& until,
                                                  const std::vector<std::string>& globs) const;

@@ -129,7 +129,8 @@ const std::vector<Gate>& conformance_gates() {
           "CudaLatency.PagedDecodeAttentionContext512", "CudaLatency.PagedDecodeAttentionContext4096",
           "CudaLatency.GdnDecodeStep", "CudaLatency.GdnChunkedPrefill4096"},
          ""}},
-       {}},
+       {},
+       true},
       {"report_freshness", "the checked-in capability report equals what the generator produces",
        {{"cpu", {"Capabilities.CheckedInReportIsFresh"}, ""}},
        {"src/report/**", "src/backend/**"}},
@@ -154,6 +155,7 @@ std::vector<std::string> gate_source_paths(const Gate& gate, const std::string& 
     const std::string test = "tests/" + p.substr(4);
     if (std::find(out.begin(), out.end(), test) == out.end()) out.push_back(test);
   }
+  if (!gate.reads_run_time_data) out.push_back(std::string("!") + kRunTimeTestData);
   return out;
 }
 

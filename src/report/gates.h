@@ -35,7 +35,14 @@ struct Gate {
   // Source the tests rest on beyond each backend's own folder, the shared backend files and core
   // (gate_source_paths), as git glob pathspecs under src/; the mirrored tests/ paths are added.
   std::vector<std::string> covers;
+  // Whether its tests read kRunTimeTestData; the other gates' evidence outlives changes to it.
+  bool reads_run_time_data = false;
 };
+
+// What test binaries read from the checkout when they run, compiled into none of them (a glob):
+// the latency thresholds locked on each device. scripts/run-test-binaries leaves the same folder
+// out of its build stamps.
+inline constexpr const char* kRunTimeTestData = "tests/backend/cuda/latency_thresholds/**";
 
 const std::vector<Gate>& conformance_gates();
 
@@ -44,7 +51,8 @@ const std::vector<Gate>& conformance_gates();
 std::vector<std::string> backend_source_paths(const std::string& backend);
 
 // The git glob pathspecs whose changes make a run's evidence for this gate and backend stale:
-// core, backend_source_paths, the gate's covers, and their tests/ mirrors.
+// core, backend_source_paths, the gate's covers, and their tests/ mirrors; then, unless the gate
+// reads it, "!" and kRunTimeTestData.
 std::vector<std::string> gate_source_paths(const Gate& gate, const std::string& backend);
 
 // One test binary's recorded run, and where it was read from.

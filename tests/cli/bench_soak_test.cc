@@ -1,6 +1,6 @@
 // `kiln bench soak` on the tiny-chat model for a few seconds: no request fails, the clients that
 // were asked to disconnect did, the adapter reload made revision 2, the engine ends idle and
-// whole, and the case result meets the soak-v1 cpu case.
+// whole, every memory sample is read, and the case result meets the soak-v1 cpu case.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -53,6 +53,15 @@ TEST(BenchSoakCli, ClientsDisconnectAdapterSwapsAndTheEngineEndsWhole) {
   EXPECT_EQ(e["running"], 0);
   EXPECT_EQ(e["kv_blocks_free"].get<int64_t>() + e["kv_blocks_cached"].get<int64_t>(), e["kv_blocks_total"].get<int64_t>());
   EXPECT_EQ(e["gdn_slots_free"].get<int64_t>() + e["gdn_slots_cached"].get<int64_t>(), e["gdn_slots_total"].get<int64_t>());
+  // Every sample reads resident memory and the heap; those taken during the run read the engine's
+  // decode recordings too, none on the CPU backend, which runs every step eagerly.
+  const json& samples = doc["samples"];
+  ASSERT_GE(samples.size(), 2u);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    EXPECT_GT(samples[i]["rss_mib"].get<double>(), 0) << i;
+    EXPECT_GE(samples[i]["heap_mib"].get<double>(), 0) << i;
+    if (i + 1 < samples.size()) EXPECT_EQ(samples[i]["recordings"].get<double>(), 0) << i;
+  }
   ASSERT_EQ(doc["per_minute"].size(), 1u);
   EXPECT_EQ(doc["per_minute"][0]["requests"], requests);
   EXPECT_TRUE(doc["holds"].get<bool>());

@@ -59,6 +59,29 @@ TEST(GitSourceHistory, CountsOnlyLaterCommitsTouchingTheCoveredPaths) {
   EXPECT_TRUE((*then)->commits_touching(run, {"src/backend/cpu/**"})->empty());
 }
 
+TEST(GitSourceHistory, AGlobLedByABangExcludesWhatItMatches) {
+  TempRepo repo;
+  repo.write("tests/cuda/parity_test.cc", "1\n");
+  repo.write("tests/cuda/thresholds/h100.json", "1\n");
+  repo.commit_all("run");
+  const std::string run = head_of(repo);
+  repo.write("tests/cuda/thresholds/h100.json", "2\n");
+  repo.commit_all("thresholds only");
+  const std::string thresholds = head_of(repo);
+  auto h = git_source_history(repo.root(), "");
+  ASSERT_TRUE(h.ok()) << h.status().to_string();
+  auto without = (*h)->commits_touching(run, {"tests/cuda/**", "!tests/cuda/thresholds/**"});
+  ASSERT_TRUE(without.ok()) << without.status().to_string();
+  EXPECT_TRUE(without->empty());
+  EXPECT_EQ((*h)->commits_touching(run, {"tests/cuda/**"}).value(), std::vector<std::string>{thresholds});
+  repo.write("tests/cuda/parity_test.cc", "2\n");
+  repo.commit_all("a test");
+  auto later = git_source_history(repo.root(), "");
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ((*later)->commits_touching(run, {"tests/cuda/**", "!tests/cuda/thresholds/**"}).value(),
+            std::vector<std::string>{head_of(repo)});
+}
+
 TEST(GitSourceHistory, UnknownCommitsAreErrorsNamingThem) {
   TempRepo repo;
   repo.write("a", "1\n");

@@ -159,7 +159,11 @@ TEST(Gates, SourcePathsAreTheBackendsOwnTheGatesAndTheirTests) {
   Gate g{"m", "r", {{"cpu", {"A.one"}, ""}}, {"src/model/**"}};
   EXPECT_EQ(gate_source_paths(g, "cuda"),
             (std::vector<std::string>{"src/core/**", "tests/core/**", "src/backend/*", "tests/backend/*",
-                                      "src/backend/cuda/**", "tests/backend/cuda/**", "src/model/**", "tests/model/**"}));
+                                      "src/backend/cuda/**", "tests/backend/cuda/**", "src/model/**", "tests/model/**",
+                                      "!tests/backend/cuda/latency_thresholds/**"}));
+  // Only a gate whose tests read the thresholds is judged by their changes.
+  g.reads_run_time_data = true;
+  EXPECT_EQ(gate_source_paths(g, "cuda").back(), "tests/model/**");
   // What a recorded backend section is judged by: the same backend paths, without core or tests.
   EXPECT_EQ(backend_source_paths("cuda"), (std::vector<std::string>{"src/backend/*", "src/backend/cuda/**"}));
 }
@@ -192,8 +196,10 @@ TEST(Gates, EveryCoveredPathMatchesFilesOfTheTree) {
   for (const Gate& g : conformance_gates())
     for (const GateBackend& b : g.backends) {
       if (!b.not_applicable.empty()) continue;
-      for (const std::string& p : gate_source_paths(g, b.backend)) {
-        if (p.rfind("tests/", 0) == 0) continue;  // the mirror of a folder without tests of its own
+      for (std::string p : gate_source_paths(g, b.backend)) {
+        const bool excluded = p.rfind('!', 0) == 0;  // run-time data, which must exist too
+        if (excluded) p.erase(0, 1);
+        else if (p.rfind("tests/", 0) == 0) continue;  // the mirror of a folder without tests of its own
         const std::regex re = glob_regex(p);
         EXPECT_TRUE(std::any_of(files.begin(), files.end(), [&](const std::string& f) { return std::regex_match(f, re); }))
             << g.name << " (" << b.backend << "): " << p << " matches no file";
