@@ -3,7 +3,8 @@
 // a prefix-cache block, cancellations mid-decode, a refusal, arrivals interleaved with cycles).
 // It prints the pool's telemetry (slots total / active / idle / cached, slot and recurrent-state
 // bytes, the counters of engine/gdn_state_slots.h) and passes only when the accounting closes and
-// every request's greedy tokens equal the same request run alone on a fresh engine. With
+// every request's greedy tokens equal the same request run alone on a fresh engine (a request that
+// differs reports where, and how near a tie the run alone had there). With
 // KILN_QUALIFICATION_CASE_RESULT set it writes the case result of the state-slots-v1 workload.
 #include <algorithm>
 #include <chrono>
@@ -98,13 +99,17 @@ EngineConfig engine_config(const StateSlotsOpts& o) {
 
 struct Outcome {
   std::vector<int32_t> tokens;
+  std::vector<std::vector<TokenLogprob>> top;  // each token's alternatives, when asked for
   FinishReason finish = FinishReason::kNone;
   std::string error;
 };
 
 void drain(TokenChannel& ch, Outcome& out) {
   while (auto e = ch.try_pop()) {
-    if (e->token >= 0) out.tokens.push_back(e->token);
+    if (e->token >= 0) {
+      out.tokens.push_back(e->token);
+      out.top.push_back(e->top_logprobs);
+    }
     if (e->finish != FinishReason::kNone) {
       out.finish = e->finish;
       out.error = e->error;
@@ -113,7 +118,7 @@ void drain(TokenChannel& ch, Outcome& out) {
 }
 
 // The request alone on a fresh engine of the same configuration.
-Result<std::vector<int32_t>> alone(Qwen35Model& model, const EngineConfig& config, const RequestSpec& spec) {
+Result<Outcome> alone(Qwen35Model& model, const EngineConfig& config, const RequestSpec& spec) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::create(model, config));
   KILN_ASSIGN_OR_RETURN(Submission s, e->submit(spec));
   Outcome out;
@@ -125,7 +130,34 @@ Result<std::vector<int32_t>> alone(Qwen35Model& model, const EngineConfig& confi
   if (out.finish != FinishReason::kLength)
     return internal_error("the reference run of a request ended '" + std::string(finish_reason_name(out.finish)) +
                           "' " + out.error);
-  return out.tokens;
+  return out;
+}
+
+// Where a request's tokens part from its run alone, and how close the alone run's choice was
+// there: run alone again with the two likeliest tokens of each step, and take the logprob of the
+// token it chose minus that of the token the batch chose (a near-tie is a gap that batch-size
+// rounding can flip; null when the batch's token is not among the two).
+Result<nlohmann::json> divergence(Qwen35Model& model, const EngineConfig& config, RequestSpec spec,
+                                  const std::vector<int32_t>& got, const std::vector<int32_t>& want) {
+  size_t d = 0;
+  while (d < got.size() && d < want.size() && got[d] == want[d]) ++d;
+  if (d == got.size() || d == want.size()) return nlohmann::json{{"diverges_at", nullptr}};
+  spec.sampling.top_logprobs = 2;
+  KILN_ASSIGN_OR_RETURN(Outcome again, alone(model, config, spec));
+  nlohmann::json gap = nullptr;
+  const std::vector<TokenLogprob> none;
+  const std::vector<TokenLogprob>& top = d < again.top.size() ? again.top[d] : none;
+  auto lp = [&](int32_t t) -> const TokenLogprob* {
+    for (const TokenLogprob& x : top)
+      if (x.token == t) return &x;
+    return nullptr;
+  };
+  if (const TokenLogprob *a = lp(want[d]), *b = lp(got[d]); a != nullptr && b != nullptr) gap = a->logprob - b->logprob;
+  return nlohmann::json{{"diverges_at", d},
+                        {"token", got[d]},
+                        {"alone_token", want[d]},
+                        {"alone_logprob_gap", gap},
+                        {"alone_repeats", again.tokens == want}};
 }
 
 Status run(const StateSlotsOpts& o) {
@@ -195,8 +227,17 @@ Status run(const StateSlotsOpts& o) {
   int64_t completed = 0, cancelled_n = 0, mismatches = 0, errored = 0;
   nlohmann::json per_request = nlohmann::json::array();
   for (size_t i = 0; i < requests.size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(std::vector<int32_t> want, alone(*model, config, requests[i].spec));
-    if (o.fault == "mismatch" && i == 0) want[0] = (want[0] + 1) % static_cast<int32_t>(model->config().vocab_size);
+    KILN_ASSIGN_OR_RETURN(Outcome reference, alone(*model, config, requests[i].spec));
+    std::vector<int32_t>& want = reference.tokens;
+    if (o.fault == "mismatch" && i == 0) {
+      // The reference's first token becomes the run alone's second likeliest: a near-tie flipped.
+      RequestSpec spec = requests[0].spec;
+      spec.sampling.top_logprobs = 2;
+      KILN_ASSIGN_OR_RETURN(Outcome two, alone(*model, config, spec));
+      want[0] = two.top[0].size() > 1 && two.top[0][1].token != want[0]
+                    ? two.top[0][1].token
+                    : (want[0] + 1) % static_cast<int32_t>(model->config().vocab_size);
+    }
     const Outcome& got = outs[i];
     bool ok = false;
     if (got.finish == FinishReason::kLength) {
@@ -208,12 +249,17 @@ Status run(const StateSlotsOpts& o) {
     } else {
       ++errored;
     }
-    if (!ok) ++mismatches;
-    per_request.push_back({{"prompt_tokens", requests[i].spec.prompt.size()},
-                           {"shares_prefix", i % 2 == 0},
-                           {"finish", finish_reason_name(got.finish)},
-                           {"tokens", got.tokens.size()},
-                           {"equal_to_alone", ok}});
+    nlohmann::json row = {{"prompt_tokens", requests[i].spec.prompt.size()},
+                          {"shares_prefix", i % 2 == 0},
+                          {"finish", finish_reason_name(got.finish)},
+                          {"tokens", got.tokens.size()},
+                          {"equal_to_alone", ok}};
+    if (!ok) {
+      ++mismatches;
+      KILN_ASSIGN_OR_RETURN(nlohmann::json where, divergence(*model, config, requests[i].spec, got.tokens, want));
+      row.update(where);
+    }
+    per_request.push_back(std::move(row));
   }
 
   const GdnSlotCounters& g = s.slot_counters;
@@ -316,7 +362,7 @@ void add_check_state_slots_command(CLI::App& check) {
   cmd->add_option("--max-tokens", o->max_tokens, "Tokens each request generates (greedy, EOS ignored)")->capture_default_str();
   cmd->add_option("--inject-fault", o->fault,
                   "Break the run on purpose to see the check fail: leak (one more request, never read, keeps "
-                  "its slot) or mismatch (one reference token changed)");
+                  "its slot) or mismatch (the first reference token replaced by the second likeliest)");
   cmd->add_option("--out", o->out, "Also write the JSON document to this file");
   cmd->callback([o] { report(run(*o)); });
 }

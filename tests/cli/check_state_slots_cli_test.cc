@@ -1,8 +1,9 @@
 // `kiln check state-slots` as the state-slots-v1 workload runs it, on the CPU and a tiny random
 // checkpoint: the case result carries the cpu variant's effective config and exactly its declared
 // metrics, the accounting closes over the declared sequence; an injected leak or token mismatch,
-// each, makes the check fail (exit 1, status failed); a pool with no snapshot slots counts the
-// snapshots it could not take and still passes; bad knobs are refused naming the flag.
+// each, makes the check fail (exit 1, status failed), the mismatch saying where; a pool with no
+// snapshot slots counts the snapshots it could not take and still passes; bad knobs are refused
+// naming the flag.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -128,6 +129,17 @@ TEST(CheckStateSlotsCli, AnInjectedTokenMismatchFailsTheCheck) {
   EXPECT_EQ(j["passed"], false);
   EXPECT_EQ(j["continuity"]["mismatches"], 1);
   EXPECT_EQ(j["continuity"]["requests"][0]["equal_to_alone"], false);
+  // It says where the tokens part: the first, which the fault replaced in the reference by the run
+  // alone's second likeliest, so that the gap there is the second's logprob minus the first's, and
+  // running the request alone again does not repeat the reference. The requests that agree say
+  // nothing of the kind.
+  const json& first = j["continuity"]["requests"][0];
+  EXPECT_EQ(first["diverges_at"], 0);
+  EXPECT_NE(first["token"], first["alone_token"]);
+  ASSERT_TRUE(first["alone_logprob_gap"].is_number()) << first.dump();
+  EXPECT_LE(first["alone_logprob_gap"].get<double>(), 0.0);
+  EXPECT_EQ(first["alone_repeats"], false);
+  EXPECT_FALSE(j["continuity"]["requests"][1].contains("diverges_at"));
   EXPECT_EQ(j["accounting"]["leaked_slots"], 0);
   EXPECT_EQ(j["accounting"]["sequence_slots_closed"], true);
 }
